@@ -1,0 +1,5 @@
+import sys
+
+from guarddiag.cli import main
+
+sys.exit(main())

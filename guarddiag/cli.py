@@ -1,0 +1,95 @@
+"""The ``guarddiag`` command: one thin sub-command per stage, each calling one library verb.
+
+Sub-commands live in :mod:`guarddiag.commands`, one module per area; each module's
+``register(sub, bench)`` adds its parsers to the top-level sub-parsers and to ``bench``'s.
+Heavy libraries (torch, transformers, matplotlib) are imported inside handlers, so
+``guarddiag --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from importlib import import_module
+
+from guarddiag.errors import GuarddiagError
+
+COMMAND_MODULES = ("data", "pool", "audit", "train", "guards", "report", "sorry", "demo")
+
+_DESCRIPTION = """\
+guarddiag: how much of a guard classifier's public-benchmark score is detection capability,
+and how much is the moderation policy its training labels encoded.
+
+Typical order: data list -> pool build -> audit -> train -> predict -> report
+(`guarddiag demo` runs all of it at CPU size). Every sub-command has its own --help."""
+
+
+class _Formatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
+    """Keeps descriptions as written and shows defaults, except empty ones."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        if action.default in (None, False, argparse.SUPPRESS) or not action.help:
+            return action.help
+        return super()._get_help_string(action)
+
+
+def _common_options() -> argparse.ArgumentParser:
+    # Accept --data-dir after the sub-command too; SUPPRESS keeps the top-level value otherwise.
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--data-dir", default=argparse.SUPPRESS, metavar="DIR",
+                        help="public data directory (benchmarks/, pools/); "
+                             "default $GUARDDIAG_DATA")
+    return common
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="guarddiag", description=_DESCRIPTION,
+                                     formatter_class=_Formatter)
+    from guarddiag import __version__
+
+    parser.add_argument("--version", action="version", version=f"guarddiag {__version__}")
+    parser.add_argument(
+        "--data-dir", default=None, metavar="DIR",
+        help="public data directory holding benchmarks/ and pools/ "
+             "(default: $GUARDDIAG_DATA, else ~/.cache/guarddiag/data)")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    bench_parser = sub.add_parser(
+        "bench", help="speed benchmarks that print throughput figures",
+        description="Speed benchmarks. Each prints figures; none is a pass/fail test.",
+        formatter_class=_Formatter)
+    bench = bench_parser.add_subparsers(dest="bench_command", metavar="BENCH", required=True)
+    for name in COMMAND_MODULES:
+        import_module(f"guarddiag.commands.{name}").register(sub, bench)
+    return parser
+
+
+def add_parser(sub: argparse._SubParsersAction, name: str, *, help: str,
+               description: str | None = None) -> argparse.ArgumentParser:
+    """A sub-command parser with the house formatter (defaults shown, text kept as written)."""
+    return sub.add_parser(name, help=help, description=description or help,
+                          formatter_class=_Formatter, parents=[_common_options()])
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.handler(args) or 0)
+    except GuarddiagError as exc:
+        print(f"guarddiag: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("guarddiag: interrupted; finished work is kept and the next run resumes",
+              file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        # `guarddiag data list | head`: stop quietly.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

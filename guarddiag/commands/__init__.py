@@ -1,0 +1,1 @@
+"""Sub-command parsers, one module per area (see :mod:`guarddiag.cli`)."""

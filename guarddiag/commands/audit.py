@@ -1,0 +1,5 @@
+"""Sub-commands: audit (work in progress)."""
+
+
+def register(sub, bench) -> None:
+    return None

@@ -1,0 +1,5 @@
+"""Sub-commands: data (work in progress)."""
+
+
+def register(sub, bench) -> None:
+    return None

@@ -1,0 +1,5 @@
+"""Sub-commands: guards (work in progress)."""
+
+
+def register(sub, bench) -> None:
+    return None

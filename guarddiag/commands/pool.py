@@ -1,0 +1,5 @@
+"""Sub-commands: pool (work in progress)."""
+
+
+def register(sub, bench) -> None:
+    return None

@@ -1,0 +1,5 @@
+"""Sub-commands: sorry (work in progress)."""
+
+
+def register(sub, bench) -> None:
+    return None

@@ -1,0 +1,5 @@
+"""Sub-commands: train (work in progress)."""
+
+
+def register(sub, bench) -> None:
+    return None

@@ -1,0 +1,51 @@
+"""The one error type users see.
+
+Every mistake a user can make (a missing file, a wrong checksum, a malformed spec, an unknown
+benchmark) raises :class:`GuarddiagError` with one line that says what is wrong, where (file, row,
+field) and what was expected. The CLI prints that line and exits with status 2; it never shows a
+traceback for a user mistake.
+"""
+
+from __future__ import annotations
+
+from os import PathLike
+
+
+class GuarddiagError(Exception):
+    """A user-facing error whose message is one self-contained line."""
+
+
+def at(path: str | PathLike[str] | None = None, *, row: int | None = None,
+       field: str | None = None) -> str:
+    """Format a location as ``file:row [field]`` for error messages.
+
+    >>> at("pool.csv", row=12, field="text")
+    'pool.csv row 12 field "text"'
+    """
+    parts = []
+    if path is not None:
+        parts.append(str(path))
+    if row is not None:
+        parts.append(f"row {row}")
+    if field is not None:
+        parts.append(f'field "{field}"')
+    return " ".join(parts) if parts else "<input>"
+
+
+def did_you_mean(name: str, choices: list[str] | tuple[str, ...]) -> str:
+    """A short hint listing the valid choices, closest first."""
+    from difflib import get_close_matches
+
+    close = get_close_matches(name, list(choices), n=3, cutoff=0.5)
+    if close:
+        return f"did you mean {', '.join(close)}?"
+    shown = ", ".join(sorted(choices)[:12])
+    more = "" if len(choices) <= 12 else f", … ({len(choices)} in all)"
+    return f"expected one of {shown}{more}"
+
+
+def unknown_name(kind: str, name: str, choices: list[str] | tuple[str, ...],
+                 where: str | None = None) -> GuarddiagError:
+    """The error for an unknown branch, benchmark, adapter, mutation, size…"""
+    loc = f" in {where}" if where else ""
+    return GuarddiagError(f"unknown {kind} {name!r}{loc}: {did_you_mean(name, choices)}")

@@ -1,0 +1,195 @@
+"""Reading and writing the tables and JSON files every stage hands to the next.
+
+Writes are atomic (temporary file, then rename) so a killed run never leaves a half-written
+hand-off behind, and JSON is written with sorted keys so the same inputs give the same bytes.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import os
+import platform
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from guarddiag.errors import GuarddiagError
+
+TABLE_SUFFIXES = (".parquet", ".csv", ".tsv", ".jsonl", ".json", ".jsonl.gz")
+
+
+def sha256_file(path: str | Path, *, chunk: int = 1 << 20) -> str:
+    """Hex sha256 of a file, streamed."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while block := fh.read(chunk):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def table_format(path: str | Path) -> str:
+    name = str(path).lower()
+    for suffix in (".jsonl.gz", ".parquet", ".csv", ".tsv", ".jsonl", ".json"):
+        if name.endswith(suffix):
+            return suffix.lstrip(".")
+    raise GuarddiagError(
+        f"{path}: unsupported table format (expected one of {', '.join(TABLE_SUFFIXES)})"
+    )
+
+
+def read_table(path: str | Path, *, columns: list[str] | None = None) -> pl.DataFrame:
+    """Read a parquet, CSV/TSV or JSON-lines table into polars with one-line errors.
+
+    ``columns`` are required columns: a missing one is reported by name.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise GuarddiagError(f"{path}: file not found")
+    fmt = table_format(path)
+    try:
+        if fmt == "parquet":
+            df = pl.read_parquet(path)
+        elif fmt in ("csv", "tsv"):
+            _check_utf8(path)
+            df = pl.read_csv(path, separator="\t" if fmt == "tsv" else ",",
+                             infer_schema_length=0, quote_char='"')
+        elif fmt == "jsonl.gz":
+            with gzip.open(path, "rb") as fh:
+                df = _read_jsonl_bytes(fh.read(), path)
+        elif fmt == "jsonl":
+            df = _read_jsonl_bytes(path.read_bytes(), path)
+        else:
+            raw = path.read_bytes()
+            try:
+                doc = json.loads(raw.decode("utf-8"))
+            except UnicodeDecodeError as exc:
+                raise GuarddiagError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+            if not isinstance(doc, list):
+                raise GuarddiagError(f"{path}: expected a JSON list of records")
+            df = pl.DataFrame(doc, infer_schema_length=None)
+    except GuarddiagError:
+        raise
+    except (pl.exceptions.PolarsError, OSError, ValueError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise GuarddiagError(f"{path}: cannot read as {fmt} ({first})") from None
+    if columns:
+        missing = [c for c in columns if c not in df.columns]
+        if missing:
+            raise GuarddiagError(
+                f"{path}: missing column(s) {', '.join(missing)}; found {', '.join(df.columns)}"
+            )
+    return df
+
+
+def _check_utf8(path: Path) -> None:
+    data = path.read_bytes()
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise GuarddiagError(f"{path} line {line}: not UTF-8 text (byte {exc.start})") from None
+
+
+def _read_jsonl_bytes(raw: bytes, path: Path) -> pl.DataFrame:
+    rows = []
+    for lineno, line in enumerate(raw.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            rows.append(json.loads(line.decode("utf-8")))
+        except UnicodeDecodeError as exc:
+            raise GuarddiagError(f"{path} line {lineno}: not UTF-8 text (byte {exc.start})"
+                                 ) from None
+        except json.JSONDecodeError as exc:
+            raise GuarddiagError(f"{path} line {lineno}: malformed JSON ({exc.msg})") from None
+    return pl.DataFrame(rows, infer_schema_length=None)
+
+
+@contextmanager
+def atomic_path(path: str | Path) -> Iterator[Path]:
+    """Yield a temporary path beside ``path``; rename it into place only on success."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        yield Path(tmp)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def write_parquet(df: pl.DataFrame, path: str | Path) -> Path:
+    with atomic_path(path) as tmp:
+        df.write_parquet(tmp, compression="zstd", statistics=False)
+    return Path(path)
+
+
+def write_text(text: str, path: str | Path) -> Path:
+    with atomic_path(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+    return Path(path)
+
+
+def dumps_json(obj: Any) -> str:
+    """Canonical JSON: sorted keys, two-space indent, trailing newline, no NaN."""
+    return json.dumps(obj, sort_keys=True, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+
+
+def write_json(obj: Any, path: str | Path) -> Path:
+    return write_text(dumps_json(obj), path)
+
+
+def read_json(path: str | Path) -> Any:
+    path = Path(path)
+    if not path.is_file():
+        raise GuarddiagError(f"{path}: file not found")
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise GuarddiagError(f"{path}: malformed JSON ({exc})") from None
+
+
+_VERSIONED = ("guarddiag", "torch", "transformers", "tokenizers", "numpy", "scipy", "polars",
+              "scikit-learn", "rapidfuzz")
+
+
+def package_versions() -> dict[str, str]:
+    out = {"python": platform.python_version()}
+    for name in _VERSIONED:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return out
+
+
+def git_sha() -> str | None:
+    """The commit of the guarddiag checkout, or None outside a git checkout."""
+    root = Path(__file__).resolve().parent.parent
+    try:
+        out = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], check=True,
+                             capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None
+
+
+def write_meta(folder: str | Path, *, inputs: dict[str, str] | None = None,
+               seed: int | None = None, **extra: Any) -> Path:
+    """Write ``meta.json`` describing how a folder's contents were made.
+
+    ``inputs`` maps a role to a sha256 (e.g. ``{"pool.parquet": "ab12…"}``).
+    """
+    meta = {"inputs": inputs or {}, "seed": seed, "versions": package_versions(),
+            "git_sha": git_sha(), **extra}
+    return write_json(meta, Path(folder) / "meta.json")

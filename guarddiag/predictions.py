@@ -1,0 +1,175 @@
+"""The predictions table: the one hand-off every analysis and report reads.
+
+One row per (run, benchmark, prompt). Branch runs, the TF-IDF baseline and outside guards all
+write this same shape, so every analysis treats them alike.
+
+=====================  ========  ==========================================================
+column                 dtype     meaning
+=====================  ========  ==========================================================
+run_id                 str       ``<size>/<branch>/seed=<s>`` for branches; ``guard/<name>``
+                                 for outside guards; ``baseline/<name>/seed=<s>``
+guard_kind             str       ``branch`` | ``baseline`` | ``outside``
+branch                 str       branch name (``E1`` … ``reference``) or guard name
+size                   str       model size (``micro`` … ``large``); guard kind otherwise
+seed                   i64?      training seed; null for outside guards
+label_policy           str       label policy the run was trained on (``A``, ``B``, a mix
+                                 such as ``A25+B75``, or ``outside``)
+benchmark              str       benchmark subset id, or ``pool_val`` for the pool's val split
+prompt_id              str       id of the prompt within its benchmark
+p_GENERIC_SAFE …       f64?      class probabilities (null when the guard gives none)
+p_COMPOUND
+p_unsafe               f64?      P(unsafe) under the *loose* mapping (HARMFUL + COMPOUND);
+                                 null only when ``status`` is ``failed``
+pred_class             str?      argmax class (null when the guard gives no classes)
+survives_decontam      bool      the prompt is in the benchmark's decontaminated subset
+status                 str       ``ok`` | ``failed`` (an outside guard whose output could
+                                 not be parsed; never silently read as safe)
+=====================  ========  ==========================================================
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+
+from guarddiag.errors import GuarddiagError
+from guarddiag.labels import CLASSES, PROB_COLUMNS
+
+KEY: tuple[str, ...] = ("run_id", "benchmark", "prompt_id")
+
+SCHEMA: dict[str, pl.DataType] = {
+    "run_id": pl.String(),
+    "guard_kind": pl.String(),
+    "branch": pl.String(),
+    "size": pl.String(),
+    "seed": pl.Int64(),
+    "label_policy": pl.String(),
+    "benchmark": pl.String(),
+    "prompt_id": pl.String(),
+    **{col: pl.Float64() for col in PROB_COLUMNS},
+    "p_unsafe": pl.Float64(),
+    "pred_class": pl.String(),
+    "survives_decontam": pl.Boolean(),
+    "status": pl.String(),
+}
+COLUMNS: tuple[str, ...] = tuple(SCHEMA)
+GUARD_KINDS = ("branch", "baseline", "outside")
+STATUSES = ("ok", "failed")
+_PROB_TOL = 1e-4
+
+
+def empty() -> pl.DataFrame:
+    return pl.DataFrame(schema=SCHEMA)
+
+
+def conform(df: pl.DataFrame) -> pl.DataFrame:
+    """Select the schema's columns in order and cast them to the schema's dtypes."""
+    missing = [c for c in COLUMNS if c not in df.columns]
+    if missing:
+        raise GuarddiagError(f"predictions: missing column(s) {', '.join(missing)}")
+    return df.select([pl.col(c).cast(t) for c, t in SCHEMA.items()])
+
+
+def validate(df: pl.DataFrame, *, source: str = "predictions",
+             same_prompt_sets: bool = False) -> pl.DataFrame:
+    """Check a predictions table and return it conformed to the schema.
+
+    Raises a one-line :class:`GuarddiagError` for missing columns, duplicate keys, probabilities
+    outside [0, 1], class probabilities that do not sum to 1, unknown classes, kinds or statuses,
+    and (with ``same_prompt_sets``) runs that cover different prompts of the same benchmark.
+    """
+    missing = [c for c in COLUMNS if c not in df.columns]
+    if missing:
+        raise GuarddiagError(
+            f"{source}: missing column(s) {', '.join(missing)}; expected {', '.join(COLUMNS)}"
+        )
+    try:
+        df = conform(df)
+    except pl.exceptions.PolarsError as exc:
+        raise GuarddiagError(f"{source}: a column has the wrong type ({exc})") from None
+
+    dup = df.group_by(KEY).len().filter(pl.col("len") > 1)
+    if dup.height:
+        row = dup.row(0, named=True)
+        raise GuarddiagError(
+            f"{source}: {dup.height} duplicate key(s) (run_id, benchmark, prompt_id), first "
+            f"{row['run_id']!r} / {row['benchmark']!r} / {row['prompt_id']!r}"
+        )
+    for col in (*PROB_COLUMNS, "p_unsafe"):
+        bad = df.filter(pl.col(col).is_not_null() & ~pl.col(col).is_between(0.0, 1.0))
+        if bad.height:
+            row = bad.row(0, named=True)
+            raise GuarddiagError(
+                f"{source} column {col}: {bad.height} value(s) outside [0, 1], first "
+                f"{row[col]!r} at run {row['run_id']!r} prompt {row['prompt_id']!r}"
+            )
+    has_probs = df.filter(pl.all_horizontal([pl.col(c).is_not_null() for c in PROB_COLUMNS]))
+    if has_probs.height:
+        total = pl.sum_horizontal([pl.col(c) for c in PROB_COLUMNS])
+        bad = has_probs.filter((total - 1.0).abs() > _PROB_TOL)
+        if bad.height:
+            row = bad.row(0, named=True)
+            raise GuarddiagError(
+                f"{source}: class probabilities of {bad.height} row(s) do not sum to 1, first "
+                f"at run {row['run_id']!r} prompt {row['prompt_id']!r}"
+            )
+    for col, allowed in (("pred_class", CLASSES), ("guard_kind", GUARD_KINDS),
+                         ("status", STATUSES)):
+        bad = df.filter(pl.col(col).is_not_null() & ~pl.col(col).is_in(list(allowed)))
+        if bad.height:
+            raise GuarddiagError(
+                f"{source} column {col}: value {bad[col][0]!r} is not one of "
+                f"{', '.join(allowed)}"
+            )
+    bad = df.filter((pl.col("status") == "ok") & pl.col("p_unsafe").is_null())
+    if bad.height:
+        raise GuarddiagError(f"{source}: {bad.height} row(s) with status ok but no p_unsafe, "
+                             f"first at run {bad['run_id'][0]!r}")
+    if same_prompt_sets:
+        check_same_prompt_sets(df, source=source)
+    return df
+
+
+def check_same_prompt_sets(df: pl.DataFrame, *, source: str = "predictions") -> None:
+    """Every run must cover the same prompts of each benchmark it scores."""
+    for (bench,), part in df.group_by(["benchmark"], maintain_order=True):
+        sets = part.group_by("run_id", maintain_order=True).agg(
+            pl.col("prompt_id").sort().str.join("\x1f").hash().alias("h"), pl.len().alias("n"))
+        if sets.select(pl.col("h").n_unique()).item() > 1 or sets["n"].n_unique() > 1:
+            runs = sets.sort("n")
+            raise GuarddiagError(
+                f"{source}: runs cover different prompt sets of benchmark {bench!r} "
+                f"(e.g. {runs['run_id'][0]!r} has {runs['n'][0]} prompts, "
+                f"{runs['run_id'][-1]!r} has {runs['n'][-1]})"
+            )
+
+
+def read(path: str | Path, *, same_prompt_sets: bool = False) -> pl.DataFrame:
+    from guarddiag.files import read_table
+
+    return validate(read_table(path), source=str(path), same_prompt_sets=same_prompt_sets)
+
+
+def run_files(runs_dir: str | Path) -> list[Path]:
+    """Every predictions file of a runs folder: the branches' ``predictions.parquet`` and one
+    ``outside/<guard>.parquet`` per outside guard scored into it."""
+    runs_dir = Path(runs_dir)
+    files = [runs_dir / "predictions.parquet"] if (runs_dir / "predictions.parquet").is_file() \
+        else []
+    files += sorted((runs_dir / "outside").glob("*.parquet"))
+    return files
+
+
+def load_runs(runs_dir: str | Path, *, same_prompt_sets: bool = False) -> pl.DataFrame:
+    """All predictions of a runs folder as one validated table (branches and outside guards)."""
+    files = run_files(runs_dir)
+    if not files:
+        raise GuarddiagError(
+            f"{runs_dir}: no predictions.parquet or outside/*.parquet; run `guarddiag predict` "
+            f"or `guarddiag guards score` first"
+        )
+    from guarddiag.files import read_table
+
+    parts = [validate(read_table(f), source=str(f)) for f in files]
+    return validate(pl.concat(parts), source=str(runs_dir), same_prompt_sets=same_prompt_sets)
