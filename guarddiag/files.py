@@ -35,6 +35,25 @@ def sha256_file(path: str | Path, *, chunk: int = 1 << 20) -> str:
     return digest.hexdigest()
 
 
+def verify_file(path: str | Path, *, sha256: str | None, what: str = "file") -> Path:
+    """Check that a pinned input file exists and has the expected sha256.
+
+    ``sha256=None`` means the checksum is not known (it is then not checked). One-line errors
+    name the file, the expected and the found digest.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise GuarddiagError(f"{path}: {what} not found")
+    if sha256 is not None:
+        found = sha256_file(path)
+        if found != sha256.lower():
+            raise GuarddiagError(
+                f"{path}: checksum mismatch for {what} (expected sha256 {sha256[:12]}…, "
+                f"found {found[:12]}…); the file was changed or is a different version"
+            )
+    return path
+
+
 def table_format(path: str | Path) -> str:
     name = str(path).lower()
     for suffix in (".jsonl.gz", ".parquet", ".csv", ".tsv", ".jsonl", ".json"):

@@ -66,4 +66,5 @@ def work_paths(work_dir: str | os.PathLike[str] | None = None) -> dict[str, Path
         "audit": root / "audit",
         "runs": root / "runs",
         "predictions": root / "runs" / "predictions.parquet",
+        "derived": root / "derived",
     }
