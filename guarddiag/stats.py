@@ -1,0 +1,426 @@
+"""Exact and bootstrap statistics shared by the analyses.
+
+Everything here is a pure function of its inputs and an explicit random generator or seed:
+
+- :func:`bootstrap_means` — the prompt bootstrap: resample the prompts of a benchmark with
+  replacement ``n_resamples`` times (default B = 2,000) and take percentile intervals of the
+  mean. Several statistics over the *same* prompts (one column per run) share the resampled
+  prompt indices, so differences between them are paired. Vectorised: each block of resamples
+  is turned into a matrix of prompt counts and multiplied with the values.
+- :func:`extreme_rank_probability` — the closed form 1/C(n, k) for a named group of k out of n
+  exchangeable branches taking the k extreme ranks.
+- :func:`rank_sum_distribution` — the exact null distribution of a group's rank sum, counted
+  combinatorially (a subset-sum dynamic programme over the n observed mid-ranks), so groups that
+  are not at the extremes get a p-value too. :func:`enumerate_rank_sums` is the brute-force
+  oracle that walks all n! orderings (n = 10: 3,628,800), used by the tests.
+- :func:`rank_test` — ranks the branches' scores (mid-ranks for ties) and tests a named group.
+- :func:`cohen_kappa`, :func:`spearman` (scipy).
+
+Ranks and ties
+--------------
+Scores are ranked in *ascending* order (rank 1 = lowest score, rank n = highest), ties get the
+average of the ranks they span (mid-ranks, ``scipy.stats.rankdata(method="average")``).
+Under the null hypothesis the branches are exchangeable: the group's k ranks are a uniformly
+random k-subset of the n observed mid-ranks. With ties the null distribution is therefore taken
+over the *observed tied rank multiset* (the permutation distribution conditional on the ties),
+not over 1..n. The closed form 1/C(n, k) is exact only when no tie straddles the group's
+boundary; the rank-sum p-value is exact in every case and equals 1/C(n, k) when the group holds
+the top k ranks outright. Example: five branches tied at 100% copyright capture, the group
+holding four of them: the group cannot be told apart from the fifth, and the exact one-sided
+p-value is C(5, 4)/C(10, 4) = 5/210, not 1/210.
+
+Tails: ``top`` asks whether the group's scores are *high* (P(S >= s)), ``bottom`` whether they
+are low (P(S <= s)), ``either`` whether they are extreme in either direction, measured by the
+distance of the rank sum from its null mean k(n+1)/2 (P(|S - mu| >= |s - mu|)). The report uses
+the one-sided ``top`` tail by default: the study's hypothesis names the branches expected to
+score *highest* (those whose last policy signal is A on HarmBench-copyright), and a direction
+fixed before looking at the data keeps the one-sided test honest.
+"""
+
+from __future__ import annotations
+
+import itertools
+import zlib
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from math import comb
+
+import numpy as np
+import scipy.stats
+
+from guarddiag.errors import GuarddiagError, unknown_name
+
+DEFAULT_RESAMPLES = 2000
+"""B, the number of prompt-bootstrap resamples, unless the caller says otherwise."""
+
+DEFAULT_CONFIDENCE = 0.95
+TAILS = ("top", "bottom", "either")
+
+# One block of resamples holds at most this many prompt draws (int64), so memory stays bounded
+# (~32 MB) for the 21,318-prompt SaladBench base set and B = 2,000.
+_BLOCK_DRAWS = 4_000_000
+
+
+# --------------------------------------------------------------------------- random generators
+
+def derive_rng(seed: int, *keys: str) -> np.random.Generator:
+    """A generator determined by ``seed`` and the string ``keys`` (e.g. benchmark and subset).
+
+    Keying the stream lets each benchmark get the same resamples whichever other benchmarks or
+    runs are present, so adding a run never changes another run's interval.
+    """
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise GuarddiagError(f"seed: expected a non-negative integer, got {seed!r}")
+    entropy = [int(seed), *(zlib.crc32(k.encode("utf-8")) for k in keys)]
+    return np.random.default_rng(np.random.SeedSequence(entropy))
+
+
+def _resolve_rng(rng: np.random.Generator | None, seed: int | None) -> np.random.Generator:
+    if (rng is None) == (seed is None):
+        raise GuarddiagError("bootstrap: pass exactly one of rng (a numpy Generator) or seed")
+    if rng is not None:
+        if not isinstance(rng, np.random.Generator):
+            raise GuarddiagError(
+                f"bootstrap: rng must be a numpy.random.Generator, got {type(rng).__name__}")
+        return rng
+    return derive_rng(seed)  # type: ignore[arg-type]
+
+
+# --------------------------------------------------------------------------- bootstrap
+
+@dataclass(frozen=True)
+class BootstrapResult:
+    """Percentile intervals of the mean of each column of a prompt × statistic matrix."""
+
+    estimate: np.ndarray
+    """Mean over all prompts, one per column."""
+    low: np.ndarray
+    """Lower percentile bound, one per column."""
+    high: np.ndarray
+    """Upper percentile bound, one per column."""
+    n: int
+    """Number of prompts resampled."""
+    n_resamples: int
+    """B, the number of bootstrap resamples."""
+    confidence: float
+    """Nominal coverage of the interval (0.95 → the 2.5th and 97.5th percentiles)."""
+    method: str = "percentile"
+
+
+def _as_matrix(values: np.ndarray | Sequence[float]) -> np.ndarray:
+    arr = np.asarray(values, dtype=np.float64)
+    if arr.ndim == 1:
+        arr = arr[:, None]
+    if arr.ndim != 2:
+        raise GuarddiagError(f"bootstrap: expected a 1-D or 2-D array of values, got {arr.ndim}-D")
+    if arr.shape[0] == 0:
+        raise GuarddiagError("bootstrap: cannot resample an empty set of prompts")
+    if not np.isfinite(arr).all():
+        raise GuarddiagError("bootstrap: values must be finite numbers (found NaN or inf)")
+    return arr
+
+
+def bootstrap_distribution(values: np.ndarray | Sequence[float], *,
+                           n_resamples: int = DEFAULT_RESAMPLES,
+                           rng: np.random.Generator | None = None,
+                           seed: int | None = None) -> np.ndarray:
+    """Resampled means, shape ``[n_resamples, m]`` for values of shape ``[n]`` or ``[n, m]``.
+
+    Resample b draws n prompt indices uniformly with replacement — exactly the stream of
+    ``rng.integers(0, n, size=n)`` called once per resample — and takes each column's mean
+    over the drawn prompts. Rows of ``values`` are prompts; all columns share the draws.
+    """
+    arr = _as_matrix(values)
+    if isinstance(n_resamples, bool) or not isinstance(n_resamples, (int, np.integer)) \
+            or n_resamples < 1:
+        raise GuarddiagError(f"n_resamples: expected a positive integer, got {n_resamples!r}")
+    gen = _resolve_rng(rng, seed)
+    n = arr.shape[0]
+    block = max(1, min(int(n_resamples), _BLOCK_DRAWS // n))
+    out = np.empty((int(n_resamples), arr.shape[1]), dtype=np.float64)
+    done = 0
+    while done < n_resamples:
+        size = min(block, int(n_resamples) - done)
+        idx = gen.integers(0, n, size=(size, n))
+        # Counts of each prompt in each resample; counts @ values is the resample sum. For 0/1
+        # values every partial sum is an integer below 2**53, so the result is exact whatever
+        # order BLAS adds in — the same bytes on every machine.
+        flat = idx + (np.arange(size, dtype=np.int64) * n)[:, None]
+        counts = np.bincount(flat.ravel(), minlength=size * n).reshape(size, n)
+        out[done:done + size] = (counts.astype(np.float64) @ arr) / n
+        done += size
+    return out
+
+
+def bootstrap_means(values: np.ndarray | Sequence[float], *,
+                    n_resamples: int = DEFAULT_RESAMPLES,
+                    rng: np.random.Generator | None = None, seed: int | None = None,
+                    confidence: float = DEFAULT_CONFIDENCE) -> BootstrapResult:
+    """Mean and percentile bootstrap interval of each column of ``values`` (prompts × stats).
+
+    >>> r = bootstrap_means([0, 1, 1, 1], n_resamples=2000, seed=0)
+    >>> float(r.estimate[0])
+    0.75
+    """
+    if not 0.0 < confidence < 1.0:
+        raise GuarddiagError(f"confidence: expected a number in (0, 1), got {confidence!r}")
+    arr = _as_matrix(values)
+    dist = bootstrap_distribution(arr, n_resamples=n_resamples, rng=rng, seed=seed)
+    alpha = 1.0 - confidence
+    low, high = np.quantile(dist, [alpha / 2, 1.0 - alpha / 2], axis=0)
+    return BootstrapResult(estimate=arr.mean(axis=0), low=low, high=high, n=arr.shape[0],
+                           n_resamples=int(n_resamples), confidence=float(confidence))
+
+
+# --------------------------------------------------------------------------- exact rank tests
+
+def extreme_rank_probability(n: int, k: int, *, tail: str = "top") -> Fraction:
+    """P(a named group of k of n exchangeable branches holds the k extreme ranks), exactly.
+
+    ``top`` or ``bottom``: 1/C(n, k). ``either``: 2/C(n, k) for k < n (the top-k and bottom-k
+    events are disjoint), 1 for k = n.
+
+    >>> extreme_rank_probability(10, 4)
+    Fraction(1, 210)
+    """
+    _check_nk(n, k)
+    _check_tail(tail)
+    total = comb(n, k)
+    if tail == "either":
+        return Fraction(1) if k == n else Fraction(2, total)
+    return Fraction(1, total)
+
+
+def _check_nk(n: int, k: int) -> None:
+    if not isinstance(n, int) or not isinstance(k, int) or n < 1 or not 1 <= k <= n:
+        raise GuarddiagError(f"rank test: need 1 <= k <= n, got k={k!r}, n={n!r}")
+
+
+def _check_tail(tail: str) -> None:
+    if tail not in TAILS:
+        raise GuarddiagError(f"rank test: tail {tail!r} is not one of {', '.join(TAILS)}")
+
+
+@dataclass(frozen=True)
+class RankSumDistribution:
+    """Exact null distribution of the sum of k ranks drawn without replacement from n ranks."""
+
+    n: int
+    k: int
+    sums: tuple[float, ...]
+    """Possible rank sums, ascending (half-integers when mid-ranks are involved)."""
+    counts: tuple[int, ...]
+    """How many of the ``total`` equally likely outcomes give each sum."""
+    total: int
+    """C(n, k) for the counting programme; n! for the enumeration oracle."""
+
+    def probability(self, s: float) -> Fraction:
+        return Fraction(sum(c for v, c in zip(self.sums, self.counts, strict=True)
+                            if _eq(v, s)), self.total)
+
+    def p_at_least(self, s: float) -> Fraction:
+        return Fraction(sum(c for v, c in zip(self.sums, self.counts, strict=True)
+                            if v > s or _eq(v, s)), self.total)
+
+    def p_at_most(self, s: float) -> Fraction:
+        return Fraction(sum(c for v, c in zip(self.sums, self.counts, strict=True)
+                            if v < s or _eq(v, s)), self.total)
+
+    @property
+    def mean(self) -> float:
+        return sum(v * c for v, c in zip(self.sums, self.counts, strict=True)) / self.total
+
+    def p_as_extreme(self, s: float) -> Fraction:
+        """P(|S - mean| >= |s - mean|): two-sided by distance from the null mean."""
+        mu = self.mean
+        d = abs(s - mu)
+        return Fraction(sum(c for v, c in zip(self.sums, self.counts, strict=True)
+                            if abs(v - mu) > d or _eq(abs(v - mu), d)), self.total)
+
+    def probabilities(self) -> dict[float, Fraction]:
+        return {v: Fraction(c, self.total) for v, c in zip(self.sums, self.counts, strict=True)}
+
+
+def _eq(a: float, b: float) -> bool:
+    # Rank sums are multiples of 1/2 (mid-ranks) so a tolerance far below 1/2 is exact.
+    return abs(a - b) < 1e-9
+
+
+def _doubled(ranks: Sequence[float]) -> list[int]:
+    out = []
+    for r in ranks:
+        d = 2.0 * float(r)
+        if abs(d - round(d)) > 1e-9:
+            raise GuarddiagError(f"rank test: rank {r!r} is not a multiple of 1/2 (mid-ranks are)")
+        out.append(round(d))
+    return out
+
+
+def rank_sum_distribution(ranks: Sequence[float], k: int) -> RankSumDistribution:
+    """Exact distribution of the sum of k of the given ranks, drawn without replacement.
+
+    Each of the C(n, k) subsets of *positions* is equally likely (exchangeable branches), so
+    tied ranks count once per branch. Counted by a subset-sum dynamic programme over doubled
+    ranks (integers even with mid-ranks), in O(n * k * sum) integer operations — exact, and
+    equivalent to enumerating all n! orderings (see :func:`enumerate_rank_sums`).
+    """
+    n = len(ranks)
+    _check_nk(n, k)
+    doubled = _doubled(ranks)
+    top = sum(sorted(doubled)[-k:])
+    # ways[j][s]: number of j-subsets of the ranks seen so far with doubled sum s.
+    ways = [[0] * (top + 1) for _ in range(k + 1)]
+    ways[0][0] = 1
+    for d in doubled:
+        for j in range(min(k, n), 0, -1):
+            prev, cur = ways[j - 1], ways[j]
+            for s in range(top, d - 1, -1):
+                if prev[s - d]:
+                    cur[s] += prev[s - d]
+    sums = [s for s in range(top + 1) if ways[k][s]]
+    return RankSumDistribution(n=n, k=k, sums=tuple(s / 2 for s in sums),
+                               counts=tuple(ways[k][s] for s in sums), total=comb(n, k))
+
+
+def enumerate_rank_sums(ranks: Sequence[float], k: int) -> RankSumDistribution:
+    """Brute-force oracle: walk all n! assignments of the ranks to n branches and count the sum
+    of the ranks given to the first k branches. Exponential; for tests and small n only."""
+    n = len(ranks)
+    _check_nk(n, k)
+    doubled = _doubled(ranks)
+    tally: Counter[int] = Counter()
+    for order in itertools.permutations(doubled):
+        tally[sum(order[:k])] += 1
+    sums = sorted(tally)
+    return RankSumDistribution(n=n, k=k, sums=tuple(s / 2 for s in sums),
+                               counts=tuple(tally[s] for s in sums), total=sum(tally.values()))
+
+
+@dataclass(frozen=True)
+class RankTestResult:
+    """Exact permutation test of a named group's ranks among n branches."""
+
+    group: tuple[str, ...]
+    """The named branches, in the order given."""
+    branches: tuple[str, ...]
+    """All n ranked branches, from highest to lowest score."""
+    scores: tuple[float, ...]
+    """Score of each entry of ``branches``."""
+    ranks: tuple[float, ...]
+    """Mid-rank of each entry of ``branches`` (n = highest score)."""
+    n: int
+    k: int
+    rank_sum: float
+    """Sum of the group's mid-ranks."""
+    max_rank_sum: float
+    """Largest rank sum any k branches can have given the ties."""
+    min_rank_sum: float
+    group_holds_top: bool
+    """The group's rank sum is the largest possible: it holds the top k (ties allowed)."""
+    group_holds_bottom: bool
+    ties: bool
+    """Some scores are tied (the null distribution is over the tied rank multiset)."""
+    p_extreme_top: Fraction
+    """Closed form 1/C(n, k): chance that a given group holds the top k ranks (no ties)."""
+    p_extreme_either: Fraction
+    p_upper: Fraction
+    """Exact P(S >= rank_sum) under exchangeable branches."""
+    p_lower: Fraction
+    """Exact P(S <= rank_sum)."""
+    p_two_sided: Fraction
+    """Exact P(|S - mean| >= |rank_sum - mean|)."""
+    tail: str
+    """The tail the caller declared (``top``, ``bottom`` or ``either``)."""
+
+    @property
+    def p_value(self) -> Fraction:
+        """The p-value of the declared tail."""
+        return {"top": self.p_upper, "bottom": self.p_lower, "either": self.p_two_sided}[
+            self.tail]
+
+
+def rank_test(scores: Mapping[str, float], group: Sequence[str], *,
+              tail: str = "top") -> RankTestResult:
+    """Rank ``scores`` (branch → score) and test whether ``group`` sits at the declared tail.
+
+    Raises a one-line error for a group naming an unknown branch, a repeated name, or a group
+    that is empty or holds every branch.
+    """
+    _check_tail(tail)
+    names = list(scores)
+    group = tuple(group)
+    for g in group:
+        if g not in scores:
+            raise unknown_name("branch", g, names, "the rank-test group")
+    if len(set(group)) != len(group):
+        raise GuarddiagError(f"rank test: the group {', '.join(group)} names a branch twice")
+    n, k = len(names), len(group)
+    if not 1 <= k < n:
+        raise GuarddiagError(
+            f"rank test: the group must name at least 1 and fewer than all {n} branches, "
+            f"got {k}")
+    values = np.array([float(scores[b]) for b in names])
+    if not np.isfinite(values).all():
+        raise GuarddiagError("rank test: every branch needs a finite score")
+    ranks = scipy.stats.rankdata(values, method="average")
+    rank_of = dict(zip(names, ranks.tolist(), strict=True))
+    s = float(sum(rank_of[g] for g in group))
+    dist = rank_sum_distribution(ranks.tolist(), k)
+    ordered = sorted(names, key=lambda b: (-rank_of[b], b))
+    max_s, min_s = dist.sums[-1], dist.sums[0]
+    return RankTestResult(
+        group=group, branches=tuple(ordered), scores=tuple(float(scores[b]) for b in ordered),
+        ranks=tuple(rank_of[b] for b in ordered), n=n, k=k, rank_sum=s,
+        max_rank_sum=max_s, min_rank_sum=min_s,
+        group_holds_top=_eq(s, max_s), group_holds_bottom=_eq(s, min_s),
+        ties=len(set(values.tolist())) < n,
+        p_extreme_top=extreme_rank_probability(n, k, tail="top"),
+        p_extreme_either=extreme_rank_probability(n, k, tail="either"),
+        p_upper=dist.p_at_least(s), p_lower=dist.p_at_most(s), p_two_sided=dist.p_as_extreme(s),
+        tail=tail)
+
+
+# --------------------------------------------------------------------------- agreement, correlation
+
+def cohen_kappa(a: Sequence[str], b: Sequence[str]) -> float:
+    """Cohen's κ between two raters' labels: (p_o - p_e) / (1 - p_e).
+
+    p_o is the observed agreement, p_e the agreement expected from the raters' marginal label
+    frequencies. When p_e = 1 (both raters always give one and the same label) κ is undefined
+    and NaN is returned.
+    """
+    if len(a) != len(b):
+        raise GuarddiagError(f"cohen_kappa: label lists differ in length ({len(a)} vs {len(b)})")
+    n = len(a)
+    if n == 0:
+        raise GuarddiagError("cohen_kappa: no labels")
+    p_o = sum(x == y for x, y in zip(a, b, strict=True)) / n
+    ca, cb = Counter(a), Counter(b)
+    p_e = sum(ca[c] * cb[c] for c in ca) / (n * n)
+    if p_e == 1.0:
+        return float("nan")
+    return (p_o - p_e) / (1.0 - p_e)
+
+
+@dataclass(frozen=True)
+class SpearmanResult:
+    rho: float | None
+    """Spearman's ρ; None when undefined (fewer than 3 points or a constant input)."""
+    p_value: float | None
+    """Two-sided p-value from scipy (t approximation)."""
+    n: int
+
+
+def spearman(x: Sequence[float], y: Sequence[float]) -> SpearmanResult:
+    """Spearman's rank correlation via ``scipy.stats.spearmanr``."""
+    xa, ya = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
+    if xa.shape != ya.shape or xa.ndim != 1:
+        raise GuarddiagError(f"spearman: expected two equal-length 1-D inputs, got {xa.shape} "
+                             f"and {ya.shape}")
+    n = int(xa.size)
+    if n < 3 or np.ptp(xa) == 0 or np.ptp(ya) == 0:
+        return SpearmanResult(rho=None, p_value=None, n=n)
+    res = scipy.stats.spearmanr(xa, ya)
+    return SpearmanResult(rho=float(res.statistic), p_value=float(res.pvalue), n=n)
