@@ -1,0 +1,1 @@
+"""Outside guards: adapters behind one interface, and the generative back ends they share."""

@@ -1,0 +1,593 @@
+"""Generative back ends shared by the guard adapters, the committee labeller and the mutations.
+
+One interface, two implementations:
+
+* ``hf:<model folder or hub id>`` — a local Hugging Face causal LM (``AutoModelForCausalLM``)
+  prompted through its own chat template;
+* ``endpoint:<base url>#<model name>`` — an OpenAI-compatible chat endpoint (a vLLM server, for
+  instance), asked with bounded concurrency, per-request timeouts, retries with exponential
+  backoff and an on-disk response cache keyed by the request, so an interrupted run resumes
+  without asking again.
+
+    gen = make_generator("endpoint:http://127.0.0.1:8000/v1#Qwen/Qwen2.5-7B-Instruct")
+    gen.complete([[{"role": "user", "content": "Say hi"}]], max_new_tokens=8,
+                 temperature=0.0, seed=0)          # -> ["Hi!"]
+
+:meth:`TextGenerator.generate` is the richer call the guards use: it also returns, per generated
+token, the ``top_logprobs`` most likely alternatives (so a guard's verdict can be read as a
+probability), passes extra chat-template variables (Granite Guardian's ``guardian_config``,
+Llama Guard's ``categories``), and reports a failed request per conversation instead of raising.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import threading
+import time
+import urllib.error
+import urllib.request
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from guarddiag.errors import GuarddiagError
+
+Conversation = list[dict[str, Any]]
+"""A chat: ``[{"role": "system"|"user"|"assistant", "content": str}, ...]``."""
+
+TokenAlternatives = tuple[tuple[str, float], ...]
+"""The most likely tokens at one generated position, as (token text, natural-log probability)."""
+
+
+@dataclass(frozen=True)
+class Generation:
+    """What a back end returned for one conversation."""
+
+    text: str | None
+    """The generated text without special tokens; ``None`` when no answer came back."""
+    tokens: tuple[str, ...] = ()
+    """The generated tokens, each decoded on its own (empty when the back end gave none)."""
+    top_logprobs: tuple[TokenAlternatives, ...] = ()
+    """Per generated token, its most likely alternatives (empty unless requested)."""
+    error: str | None = None
+    """Why no answer came back (transport failure after all retries, a rejected request)."""
+    cached: bool = False
+    """The answer came from the response cache, not from a new request."""
+
+    @property
+    def ok(self) -> bool:
+        return self.text is not None
+
+
+ResultCallback = Callable[[int, Generation], None]
+
+
+class TextGenerator(ABC):
+    """A chat model that completes conversations."""
+
+    spec: str
+    """The spec it was made from (``hf:…`` or ``endpoint:…``); names it in messages."""
+
+    @abstractmethod
+    def generate(self, conversations: Sequence[Conversation], *, max_new_tokens: int,
+                 temperature: float = 0.0, seed: int = 0, top_logprobs: int = 0,
+                 template_kwargs: dict[str, Any] | None = None,
+                 on_result: ResultCallback | None = None) -> list[Generation]:
+        """Complete every conversation; one :class:`Generation` per conversation, in order.
+
+        ``temperature`` 0 is greedy decoding. ``seed`` makes sampling reproducible.
+        ``top_logprobs`` > 0 asks for that many alternatives per generated token.
+        ``template_kwargs`` are extra variables for the model's chat template.
+        ``on_result(i, generation)`` is called as each answer arrives, so a caller can store it
+        before the whole batch is done. A request that fails after every retry gives a
+        Generation with ``text=None`` and ``error`` set; an unreachable back end raises.
+        """
+
+    def complete(self, conversations: list[list[dict]], *, max_new_tokens: int,
+                 temperature: float, seed: int) -> list[str]:
+        """The generated text of every conversation, in order.
+
+        Raises a one-line :class:`GuarddiagError` when any conversation got no answer.
+        """
+        gens = self.generate(conversations, max_new_tokens=max_new_tokens,
+                             temperature=temperature, seed=seed)
+        failed = [i for i, g in enumerate(gens) if not g.ok]
+        if failed:
+            first = failed[0]
+            raise GuarddiagError(
+                f"{self.spec}: {len(failed)} of {len(gens)} conversation(s) got no answer "
+                f"(first: #{first}: {gens[first].error})"
+            )
+        return [g.text or "" for g in gens]
+
+    def close(self) -> None:  # noqa: B027 - optional hook, a no-op by default
+        """Release resources (threads, GPU memory)."""
+
+
+def make_generator(spec: str, *, batch_size: int = 8, device: str | None = None,
+                   dtype: str | None = None, cache_dir: str | Path | None = None,
+                   concurrency: int = 8, timeout_s: float = 120.0, retries: int = 4,
+                   backoff_s: float = 1.0, api_key_env: str = "OPENAI_API_KEY"
+                   ) -> TextGenerator:
+    """A :class:`TextGenerator` from a spec string.
+
+    * ``hf:<model folder or hub id>``: options ``batch_size``, ``device`` (default ``cuda``
+      when available, else ``cpu``), ``dtype`` (default bfloat16 on GPU, float32 on CPU).
+    * ``endpoint:<base url>#<model name>``, e.g. ``endpoint:http://127.0.0.1:8000/v1#my-model``:
+      options ``cache_dir`` (response cache; none when unset), ``concurrency``,
+      ``timeout_s``, ``retries``, ``backoff_s``, and ``api_key_env`` (the environment variable
+      holding a bearer token, if the endpoint needs one).
+    """
+    if not isinstance(spec, str) or ":" not in spec:
+        raise GuarddiagError(
+            f"generator spec {spec!r}: expected 'hf:<model folder or id>' or "
+            f"'endpoint:<base url>#<model name>'"
+        )
+    kind, _, rest = spec.partition(":")
+    if kind == "hf":
+        if not rest.strip():
+            raise GuarddiagError(f"generator spec {spec!r}: missing model folder or id after 'hf:'")
+        return HFGenerator(rest.strip(), batch_size=batch_size, device=device, dtype=dtype)
+    if kind == "endpoint":
+        base, sep, model = rest.partition("#")
+        if not sep or not base.strip() or not model.strip():
+            raise GuarddiagError(
+                f"generator spec {spec!r}: expected 'endpoint:<base url>#<model name>', e.g. "
+                f"'endpoint:http://127.0.0.1:8000/v1#Qwen/Qwen3Guard-Gen-4B'"
+            )
+        if not base.startswith(("http://", "https://")):
+            raise GuarddiagError(f"generator spec {spec!r}: the base url must start with "
+                                 f"http:// or https://")
+        return EndpointGenerator(base.strip(), model.strip(), cache_dir=cache_dir,
+                                 concurrency=concurrency, timeout_s=timeout_s, retries=retries,
+                                 backoff_s=backoff_s, api_key_env=api_key_env)
+    raise GuarddiagError(
+        f"generator spec {spec!r}: unknown back end {kind!r} (expected 'hf' or 'endpoint')"
+    )
+
+
+def _derived_seed(seed: int, *parts: str) -> int:
+    """A 63-bit seed from ``seed`` and the inputs, so the same inputs sample the same tokens."""
+    digest = hashlib.sha256("\x1f".join([str(seed), *parts]).encode("utf-8")).digest()
+    return int.from_bytes(digest[:8], "big") >> 1
+
+
+# ---------------------------------------------------------------------------------------------
+# Local Hugging Face causal LM
+
+
+def looks_like_path(name: str) -> bool:
+    """A model name the user meant as a local folder, not a hub id (``org/name``)."""
+    return name.startswith(("/", ".", "~")) or name.count("/") > 1 or "\\" in name
+
+
+def resolve_model_source(name: str, *, what: str = "model") -> str:
+    """``name`` as a local folder if it is one; a one-line error if a meant folder is missing."""
+    path = Path(name).expanduser()
+    if path.is_dir():
+        return str(path)
+    if path.exists():
+        raise GuarddiagError(f"{name}: expected a {what} folder, found a file")
+    if looks_like_path(name):
+        raise GuarddiagError(f"{name}: {what} folder not found")
+    return name  # a hub id such as "Qwen/Qwen3Guard-Gen-4B"
+
+
+def load_error(name: str, exc: BaseException, *, what: str = "model") -> GuarddiagError:
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return GuarddiagError(
+        f"cannot load {what} {name!r} ({first}); pass a local folder holding the files "
+        f"(the Hugging Face Hub may be unreachable from here)"
+    )
+
+
+class HFGenerator(TextGenerator):
+    """A local causal LM prompted through its own chat template, batched with left padding."""
+
+    def __init__(self, model: str, *, batch_size: int = 8, device: str | None = None,
+                 dtype: str | None = None):
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        self.spec = f"hf:{model}"
+        source = resolve_model_source(model)
+        self.batch_size = max(1, int(batch_size))
+        self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        if dtype is None:
+            torch_dtype = torch.bfloat16 if self.device.startswith("cuda") else torch.float32
+        else:
+            try:
+                torch_dtype = getattr(torch, dtype)
+            except AttributeError:
+                raise GuarddiagError(f"unknown dtype {dtype!r} (e.g. float32, bfloat16)") from None
+        try:
+            self.tokenizer = AutoTokenizer.from_pretrained(source)
+            self.model = AutoModelForCausalLM.from_pretrained(source, dtype=torch_dtype)
+        except (OSError, ValueError, KeyError) as exc:
+            raise load_error(model, exc) from None
+        if not getattr(self.tokenizer, "chat_template", None):
+            raise GuarddiagError(f"{model}: the tokenizer has no chat template "
+                                 f"(chat_template in tokenizer_config.json)")
+        self.model.to(self.device).eval()
+        # Left padding keeps every row's last prompt token next to its first generated token.
+        self.tokenizer.padding_side = "left"
+        if self.tokenizer.pad_token is None:
+            self.tokenizer.pad_token = self.tokenizer.eos_token
+        eos = self.model.generation_config.eos_token_id
+        eos_ids = set(eos if isinstance(eos, list) else [eos] if eos is not None else [])
+        if self.tokenizer.eos_token_id is not None:
+            eos_ids.add(self.tokenizer.eos_token_id)
+        self._stop_ids = eos_ids
+
+    def render(self, conversation: Conversation,
+               template_kwargs: dict[str, Any] | None = None) -> str:
+        """The prompt text the chat template makes of one conversation."""
+        from jinja2.exceptions import TemplateError
+
+        try:
+            return self.tokenizer.apply_chat_template(
+                conversation, tokenize=False, add_generation_prompt=True,
+                **(template_kwargs or {}))
+        except TemplateError as exc:
+            raise GuarddiagError(f"{self.spec}: the chat template rejected the conversation "
+                                 f"({exc})") from None
+
+    def generate(self, conversations: Sequence[Conversation], *, max_new_tokens: int,
+                 temperature: float = 0.0, seed: int = 0, top_logprobs: int = 0,
+                 template_kwargs: dict[str, Any] | None = None,
+                 on_result: ResultCallback | None = None) -> list[Generation]:
+        import torch
+
+        prompts = [self.render(c, template_kwargs) for c in conversations]
+        # Similar lengths share a batch (less padding); the order is fixed by the inputs alone.
+        order = sorted(range(len(prompts)), key=lambda i: (len(prompts[i]), i))
+        out: list[Generation | None] = [None] * len(prompts)
+        for start in range(0, len(order), self.batch_size):
+            idx = order[start:start + self.batch_size]
+            batch = [prompts[i] for i in idx]
+            # The chat template already wrote any BOS token; do not add a second one.
+            enc = self.tokenizer(batch, return_tensors="pt", padding=True,
+                                 add_special_tokens=False).to(self.device)
+            kwargs: dict[str, Any] = {"max_new_tokens": int(max_new_tokens),
+                                      "pad_token_id": self.tokenizer.pad_token_id}
+            if temperature > 0:
+                kwargs.update(do_sample=True, temperature=float(temperature), top_p=1.0, top_k=0)
+            else:
+                kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
+            if top_logprobs > 0:
+                kwargs.update(return_dict_in_generate=True, output_logits=True)
+            with torch.no_grad(), torch.random.fork_rng(devices=self._rng_devices()):
+                torch.manual_seed(_derived_seed(seed, *batch))
+                result = self.model.generate(**enc, **kwargs)
+            sequences = result.sequences if top_logprobs > 0 else result
+            new = sequences[:, enc["input_ids"].shape[1]:].tolist()
+            step_logprobs = None
+            if top_logprobs > 0:
+                # Raw logits (before any sampling processors): the model's own distribution.
+                stacked = torch.stack(result.logits, dim=1).float()
+                step_logprobs = torch.log_softmax(stacked, dim=-1)
+            for row, i in enumerate(idx):
+                ids = new[row]
+                for cut, tok in enumerate(ids):
+                    if tok in self._stop_ids:
+                        ids = ids[:cut]
+                        break
+                text = self.tokenizer.decode(ids, skip_special_tokens=True)
+                tokens = tuple(self.tokenizer.decode([t]) for t in ids)
+                alts: tuple[TokenAlternatives, ...] = ()
+                if step_logprobs is not None:
+                    k = min(top_logprobs, step_logprobs.shape[-1])
+                    vals, toks = step_logprobs[row, :len(ids) or 1].topk(k, dim=-1)
+                    alts = tuple(
+                        tuple((self.tokenizer.decode([t]), float(v))
+                              for t, v in zip(toks[p].tolist(), vals[p].tolist(), strict=True))
+                        for p in range(toks.shape[0]))
+                gen = Generation(text=text, tokens=tokens, top_logprobs=alts)
+                out[i] = gen
+                if on_result is not None:
+                    on_result(i, gen)
+        return [g for g in out if g is not None]
+
+    def _rng_devices(self) -> list[int]:
+        import torch
+
+        if self.device.startswith("cuda") and torch.cuda.is_available():
+            return [torch.device(self.device).index or 0]
+        return []
+
+    def close(self) -> None:
+        self.model = None  # type: ignore[assignment]
+
+
+# ---------------------------------------------------------------------------------------------
+# OpenAI-compatible chat endpoint
+
+
+class EndpointUnreachableError(GuarddiagError):
+    """The endpoint refused or dropped every attempt; nothing more can be asked of it."""
+
+
+class _RetryableError(Exception):
+    pass
+
+
+class _FatalRequestError(Exception):
+    """The server rejected the request itself (4xx); retrying would not help."""
+
+
+class ResponseCache:
+    """Answers of an endpoint on disk, keyed by the sha256 of the canonical request body.
+
+    One JSON object per line in ``responses.jsonl``, appended and flushed as each answer
+    arrives, so a killed run keeps every answer it received. A line torn by a kill is skipped.
+    """
+
+    FILE = "responses.jsonl"
+
+    def __init__(self, folder: str | Path):
+        self.path = Path(folder) / self.FILE
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._items: dict[str, dict[str, Any]] = {}
+        if self.path.is_file():
+            with open(self.path, encoding="utf-8", errors="replace") as fh:
+                for line in fh:
+                    try:
+                        rec = json.loads(line)
+                        self._items[rec["key"]] = rec["answer"]
+                    except (json.JSONDecodeError, KeyError, TypeError):
+                        continue  # a torn last line from a killed run
+            self._repair_tail()
+
+    def _repair_tail(self) -> None:
+        repair_jsonl_tail(self.path)
+
+    @staticmethod
+    def key(body: dict[str, Any]) -> str:
+        canonical = json.dumps(body, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+        return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        with self._lock:
+            return self._items.get(key)
+
+    def put(self, key: str, answer: dict[str, Any]) -> None:
+        line = json.dumps({"key": key, "answer": answer}, sort_keys=True, ensure_ascii=False)
+        with self._lock:
+            self._items[key] = answer
+            with open(self.path, "a", encoding="utf-8") as fh:
+                fh.write(line + "\n")
+                fh.flush()
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+
+@dataclass
+class EndpointStats:
+    """Counters of one generator's life, for reports and tests."""
+
+    requests: int = 0
+    """HTTP requests sent (each retry counts)."""
+    cache_hits: int = 0
+    retries: int = 0
+    failures: int = 0
+    errors: list[str] = field(default_factory=list)
+
+
+class EndpointGenerator(TextGenerator):
+    """An OpenAI-compatible ``/chat/completions`` endpoint (vLLM, TGI, llama.cpp server, …)."""
+
+    def __init__(self, base_url: str, model: str, *, cache_dir: str | Path | None = None,
+                 concurrency: int = 8, timeout_s: float = 120.0, retries: int = 4,
+                 backoff_s: float = 1.0, api_key_env: str = "OPENAI_API_KEY",
+                 max_consecutive_failures: int = 20):
+        self.base_url = base_url.rstrip("/")
+        self.model = model
+        self.spec = f"endpoint:{self.base_url}#{model}"
+        self.url = f"{self.base_url}/chat/completions"
+        self.cache = ResponseCache(cache_dir) if cache_dir is not None else None
+        self.concurrency = max(1, int(concurrency))
+        self.timeout_s = float(timeout_s)
+        self.retries = max(0, int(retries))
+        self.backoff_s = float(backoff_s)
+        self.max_consecutive_failures = max(1, int(max_consecutive_failures))
+        self._api_key = os.environ.get(api_key_env) if api_key_env else None
+        self.stats = EndpointStats()
+        self._stats_lock = threading.Lock()
+
+    # -- one request ---------------------------------------------------------------------------
+    def _body(self, conversation: Conversation, *, max_new_tokens: int, temperature: float,
+              seed: int, top_logprobs: int, template_kwargs: dict[str, Any] | None
+              ) -> dict[str, Any]:
+        body: dict[str, Any] = {"model": self.model, "messages": conversation,
+                                "max_tokens": int(max_new_tokens),
+                                "temperature": float(temperature), "seed": int(seed)}
+        if top_logprobs > 0:
+            body.update(logprobs=True, top_logprobs=int(top_logprobs))
+        if template_kwargs:
+            # vLLM passes these to the chat template (e.g. Granite Guardian's guardian_config).
+            body["chat_template_kwargs"] = template_kwargs
+        return body
+
+    def _post_once(self, payload: bytes) -> dict[str, Any]:
+        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        if self._api_key:
+            headers["Authorization"] = f"Bearer {self._api_key}"
+        req = urllib.request.Request(self.url, data=payload, headers=headers, method="POST")
+        with self._stats_lock:
+            self.stats.requests += 1
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
+                raw = resp.read()
+        except urllib.error.HTTPError as exc:
+            detail = _snippet(exc.read() if exc.fp is not None else b"")
+            if exc.code in (408, 409, 425, 429) or exc.code >= 500:
+                raise _RetryableError(f"HTTP {exc.code} {detail}".strip()) from None
+            raise _FatalRequestError(f"HTTP {exc.code} {detail}".strip()) from None
+        except urllib.error.URLError as exc:
+            reason = exc.reason
+            if isinstance(reason, ConnectionRefusedError):
+                raise EndpointUnreachableError(f"{self.url} refused the connection") from None
+            if isinstance(reason, TimeoutError):
+                raise _RetryableError(f"no answer within {self.timeout_s:g} s") from None
+            raise _RetryableError(f"connection failed ({reason})") from None
+        except TimeoutError:
+            raise _RetryableError(f"no answer within {self.timeout_s:g} s") from None
+        except (ConnectionError, OSError) as exc:
+            raise _RetryableError(f"connection failed ({type(exc).__name__}: {exc})") from None
+        try:
+            doc = json.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            raise _RetryableError(f"answer is not JSON: {_snippet(raw)}") from None
+        return doc
+
+    def _ask(self, body: dict[str, Any], rng: random.Random) -> dict[str, Any]:
+        """Send one request with retries; return the parsed answer fields."""
+        payload = json.dumps(body, ensure_ascii=False).encode("utf-8")
+        last = ""
+        for attempt in range(self.retries + 1):
+            if attempt:
+                with self._stats_lock:
+                    self.stats.retries += 1
+                # Exponential backoff with jitter so parallel workers do not retry in lockstep.
+                time.sleep(min(30.0, self.backoff_s * 2 ** (attempt - 1)) * (0.5 + rng.random()))
+            try:
+                return _parse_chat_answer(self._post_once(payload))
+            except EndpointUnreachableError as exc:
+                last = str(exc)
+                if attempt == self.retries:
+                    raise
+            except _RetryableError as exc:
+                last = str(exc)
+        raise _RetryableError(f"{last} (after {self.retries + 1} attempts)")
+
+    # -- many requests -------------------------------------------------------------------------
+    def generate(self, conversations: Sequence[Conversation], *, max_new_tokens: int,
+                 temperature: float = 0.0, seed: int = 0, top_logprobs: int = 0,
+                 template_kwargs: dict[str, Any] | None = None,
+                 on_result: ResultCallback | None = None) -> list[Generation]:
+        bodies = [self._body(c, max_new_tokens=max_new_tokens, temperature=temperature,
+                             seed=seed, top_logprobs=top_logprobs,
+                             template_kwargs=template_kwargs) for c in conversations]
+        keys = [ResponseCache.key(b) for b in bodies]
+        out: list[Generation | None] = [None] * len(bodies)
+        pending: list[int] = []
+        for i, key in enumerate(keys):
+            hit = self.cache.get(key) if self.cache is not None else None
+            if hit is not None:
+                out[i] = _generation(hit, cached=True)
+                self.stats.cache_hits += 1
+                if on_result is not None:
+                    on_result(i, out[i])  # type: ignore[arg-type]
+            else:
+                pending.append(i)
+        if not pending:
+            return out  # type: ignore[return-value]
+
+        consecutive = 0
+        pool = ThreadPoolExecutor(max_workers=self.concurrency,
+                                  thread_name_prefix="guarddiag-endpoint")
+        try:
+            # Submit at most `concurrency` requests at a time, so an abort leaves few in flight.
+            todo = iter(pending)
+            running: dict[Future, int] = {}
+
+            def submit_next() -> bool:
+                i = next(todo, None)
+                if i is None:
+                    return False
+                rng = random.Random(_derived_seed(seed, keys[i]))
+                running[pool.submit(self._ask, bodies[i], rng)] = i
+                return True
+
+            for _ in range(self.concurrency):
+                if not submit_next():
+                    break
+            while running:
+                done, _ = wait(list(running), return_when=FIRST_COMPLETED)
+                for fut in done:
+                    i = running.pop(fut)
+                    try:
+                        answer = fut.result()
+                    except EndpointUnreachableError as exc:
+                        raise EndpointUnreachableError(
+                            f"{exc} (is the server running? spec {self.spec})") from None
+                    except (_RetryableError, _FatalRequestError) as exc:
+                        gen = Generation(text=None, error=str(exc))
+                        self.stats.failures += 1
+                        self.stats.errors.append(str(exc))
+                        consecutive += 1
+                        if consecutive >= self.max_consecutive_failures:
+                            raise GuarddiagError(
+                                f"{self.spec}: {consecutive} requests in a row failed, "
+                                f"stopping (last: {exc}); answers so far are kept") from None
+                    else:
+                        consecutive = 0
+                        if self.cache is not None:
+                            self.cache.put(keys[i], answer)
+                        gen = _generation(answer)
+                    out[i] = gen
+                    if on_result is not None:
+                        on_result(i, gen)
+                    submit_next()
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+        return out  # type: ignore[return-value]
+
+
+def repair_jsonl_tail(path: Path) -> None:
+    """End an append-only JSON-lines file with a newline.
+
+    A kill can leave a last line without its newline; the next append would glue onto it.
+    """
+    with open(path, "rb+") as fh:
+        size = fh.seek(0, os.SEEK_END)
+        if size == 0:
+            return
+        fh.seek(size - 1)
+        if fh.read(1) != b"\n":
+            fh.write(b"\n")
+
+
+def _snippet(raw: bytes, n: int = 120) -> str:
+    text = raw.decode("utf-8", errors="replace").strip().replace("\n", " ")
+    return text if len(text) <= n else text[:n] + "…"
+
+
+def _parse_chat_answer(doc: Any) -> dict[str, Any]:
+    """The fields guarddiag keeps of one chat-completions answer; malformed → retryable."""
+    try:
+        choice = doc["choices"][0]
+        content = choice["message"]["content"]
+    except (KeyError, IndexError, TypeError):
+        raise _RetryableError(f"answer has no choices[0].message.content: "
+                              f"{_snippet(json.dumps(doc).encode())}") from None
+    if not isinstance(content, str):
+        raise _RetryableError("answer content is not text")
+    tokens: list[str] = []
+    alts: list[list[list[Any]]] = []
+    logprobs = choice.get("logprobs") if isinstance(choice, dict) else None
+    if isinstance(logprobs, dict) and isinstance(logprobs.get("content"), list):
+        for entry in logprobs["content"]:
+            try:
+                tokens.append(str(entry["token"]))
+                alts.append([[str(a["token"]), float(a["logprob"])]
+                             for a in entry.get("top_logprobs") or []])
+            except (KeyError, TypeError, ValueError):
+                raise _RetryableError("answer has malformed logprobs") from None
+    return {"text": content, "tokens": tokens, "top_logprobs": alts}
+
+
+def _generation(answer: dict[str, Any], *, cached: bool = False) -> Generation:
+    return Generation(
+        text=answer["text"], tokens=tuple(answer.get("tokens") or ()),
+        top_logprobs=tuple(tuple((str(t), float(lp)) for t, lp in pos)
+                           for pos in answer.get("top_logprobs") or ()),
+        cached=cached)
