@@ -1,0 +1,232 @@
+"""``guarddiag bench audit``: throughput of the contamination audit on seeded synthetic pools.
+
+A synthetic pool row is stitched from 3–12-word fragments of real prompts (by default the
+benchmark prompts themselves, so every pool word is a benchmark word: the worst case for the
+near-duplicate index), with a log-normal length of median 20 words. A seeded share of rows are
+planted copies of benchmark prompts: *exact* ones changed only in case, spacing and trailing
+punctuation, and *near* ones with one word dropped, replaced or added. The bench checks that the
+audit recovers every planted row, and prints wall time and rows/s for the whole
+``audit_pool`` call (reading the pool, loading the benchmarks, matching, writing the outputs).
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from guarddiag import files
+from guarddiag.errors import GuarddiagError
+from guarddiag.progress import say
+from guarddiag.text import jaccard, normalise, word_set
+
+EXACT_TARGET_S = 60.0
+NEAR_TARGET_S = 600.0
+
+
+@dataclass(frozen=True)
+class SyntheticPool:
+    """A seeded synthetic pool and which of its rows were planted."""
+
+    frame: pl.DataFrame
+    """Columns ``prompt_id``, ``text``."""
+    planted_exact: tuple[int, ...]
+    """Row indices whose normal form equals a benchmark prompt's."""
+    planted_near: tuple[int, ...]
+    """Row indices with word-set Jaccard ≥ the threshold to a benchmark prompt, not exact."""
+
+
+def synthetic_pool(corpus: Sequence[str], plant_from: Sequence[str], *, rows: int, seed: int,
+                   threshold: float = 0.8, exact_share: float = 0.002,
+                   near_share: float = 0.002) -> SyntheticPool:
+    """Build ``rows`` sentence-like prompts from fragments of ``corpus``, planting copies of
+    ``plant_from`` texts (see the module docstring). Same arguments, same pool."""
+    words = [w for text in corpus for w in text.split()]
+    if len(words) < 50 or not plant_from:
+        raise GuarddiagError("synthetic pool: need a corpus of at least 50 words and some "
+                             "benchmark prompts to plant")
+    rng = np.random.default_rng(seed)
+    lengths = np.clip(np.rint(rng.lognormal(np.log(20.0), 0.75, size=rows)), 3, 400)
+    lengths = lengths.astype(np.int64)
+    n_frag = int(lengths.sum() // 3 + rows)   # fragments are >= 3 words: always enough
+    frag_len = rng.integers(3, 13, size=n_frag)
+    frag_start = rng.integers(0, len(words) - 12, size=n_frag)
+    endings = rng.choice(np.array([".", "?", "", "!"]), size=rows, p=[0.45, 0.35, 0.15, 0.05])
+    texts: list[str] = []
+    c = 0
+    for length, end in zip(lengths.tolist(), endings.tolist(), strict=True):
+        pieces: list[str] = []
+        need = length
+        while need > 0:
+            take = min(int(frag_len[c]), need)
+            start = int(frag_start[c])
+            pieces.extend(words[start:start + take])
+            need -= take
+            c += 1
+        text = " ".join(pieces)
+        texts.append(text[:1].upper() + text[1:] + end)
+
+    n_exact, n_near = int(rows * exact_share), int(rows * near_share)
+    slots = rng.permutation(rows)[:n_exact + n_near]
+    sources = rng.integers(0, len(plant_from), size=n_exact + n_near)
+    variant = rng.integers(0, 4, size=n_exact + n_near)
+    edit = rng.integers(0, 3, size=n_exact + n_near)
+    position = rng.random(size=n_exact + n_near)
+    filler = rng.integers(0, len(words), size=n_exact + n_near)
+    planted_exact, planted_near = [], []
+    for i, (slot, src) in enumerate(zip(slots.tolist(), sources.tolist(), strict=True)):
+        original = plant_from[src]
+        if i < n_exact:
+            copy = (original.upper(), original.lower(), "  " + original.replace(" ", "  "),
+                    original.rstrip(".?!") + " ?!")[variant[i]]
+            if normalise(copy) == normalise(original) and normalise(copy):
+                texts[slot] = copy
+                planted_exact.append(slot)
+            continue
+        tokens = original.split()
+        at = int(position[i] * len(tokens))
+        if edit[i] == 0 and len(tokens) > 1:
+            tokens.pop(at)
+        elif edit[i] == 1:
+            tokens[min(at, len(tokens) - 1)] = words[filler[i]]
+        else:
+            tokens.insert(at, words[filler[i]])
+        copy = " ".join(tokens)
+        if normalise(copy) != normalise(original) and \
+                jaccard(word_set(copy), word_set(original)) >= threshold:
+            planted_near.append(slot)
+        texts[slot] = copy   # a short prompt's edit may fall below the threshold: still a row
+    ids = [f"syn-{i:07d}" for i in range(1, rows + 1)]
+    frame = pl.DataFrame({"prompt_id": ids, "text": texts},
+                         schema={"prompt_id": pl.String, "text": pl.String})
+    return SyntheticPool(frame=frame, planted_exact=tuple(sorted(planted_exact)),
+                         planted_near=tuple(sorted(planted_near)))
+
+
+@dataclass(frozen=True)
+class BenchPhase:
+    """One timed audit run."""
+
+    name: str
+    rows: int
+    wall_s: float
+    target_s: float
+    planted_exact: int
+    found_exact: int
+    planted_near: int | None
+    found_near: int | None
+    pairs: int
+
+    @property
+    def rows_per_s(self) -> float:
+        return self.rows / self.wall_s if self.wall_s > 0 else float("inf")
+
+
+@dataclass(frozen=True)
+class AuditBenchResult:
+    phases: tuple[BenchPhase, ...]
+    n_benchmarks: int
+    n_prompts: int
+    unavailable: tuple[str, ...]
+    generate_s: float
+    median_words: float
+    seed: int
+    cpus: int
+    load_start: float
+    load_end: float
+    peak_rss_mib: float
+
+    def to_frame(self) -> pl.DataFrame:
+        return pl.DataFrame([{"phase": p.name, "rows": p.rows, "wall_s": p.wall_s,
+                              "rows_per_s": p.rows_per_s, "target_s": p.target_s}
+                             for p in self.phases])
+
+    def render(self) -> str:
+        lines = [
+            f"machine: {self.cpus} CPUs; load average {self.load_start:.2f} at start, "
+            f"{self.load_end:.2f} at end (other jobs on the machine slow these figures down)",
+            f"benchmarks: {self.n_benchmarks} subsets, {self.n_prompts:,} prompts"
+            + (f"; unavailable: {', '.join(self.unavailable)}" if self.unavailable else ""),
+            f"synthetic pool: median {self.median_words:.0f} words/row, seed {self.seed}, "
+            f"generated in {self.generate_s:.1f} s (not counted below)",
+        ]
+        for p in self.phases:
+            verdict = "within" if p.wall_s < p.target_s else "OVER"
+            found = f"planted exact found {p.found_exact:,}/{p.planted_exact:,}"
+            if p.planted_near is not None:
+                found += f", planted near found {p.found_near:,}/{p.planted_near:,}"
+            lines.append(f"{p.name:<9}{p.rows:>11,} rows {p.wall_s:>8.1f} s "
+                         f"{p.rows_per_s:>10,.0f} rows/s  target < {p.target_s:.0f} s "
+                         f"({verdict}); {p.pairs:,} pairs; {found}")
+        lines.append(f"peak memory (RSS): {self.peak_rss_mib:,.0f} MiB")
+        return "\n".join(lines)
+
+
+def bench_audit(*, rows: int = 1_000_000, near_rows: int = 270_000, threshold: float = 0.8,
+                corpus: str | Path | None = None, seed: int = 0,
+                benchmarks: str | Sequence[str] = "all",
+                data_dir: str | Path | None = None) -> AuditBenchResult:
+    """Time ``audit_pool`` on synthetic pools of ``rows`` (exact) and ``near_rows`` (near-dup)."""
+    from guarddiag import data
+    from guarddiag.audit import audit_pool
+
+    if rows < 0 or near_rows < 0 or rows + near_rows == 0:
+        raise GuarddiagError("bench audit: --rows and --near-rows must be >= 0, not both 0")
+    load_start = os.getloadavg()[0]
+    bench_set = data.load_benchmarks(benchmarks, data_dir=data_dir)
+    if not bench_set.frames:
+        raise GuarddiagError("bench audit: no benchmark subset is available (check --data-dir)")
+    bench_texts = [t for f in bench_set.frames.values() for t in f.get_column("text").to_list()]
+    if corpus is None:
+        corpus_texts = bench_texts
+    else:
+        corpus_texts = files.read_table(corpus, columns=["text"]).get_column("text").to_list()
+        corpus_texts = [t for t in corpus_texts if t]
+
+    started = time.perf_counter()
+    say(f"bench audit: generating a {max(rows, near_rows):,}-row synthetic pool")
+    pool = synthetic_pool(corpus_texts, bench_texts, rows=max(rows, near_rows), seed=seed,
+                          threshold=threshold)
+    generate_s = time.perf_counter() - started
+    median_words = float(pool.frame.get_column("text").str.split(" ").list.len().median())
+
+    phases = []
+    with tempfile.TemporaryDirectory(prefix="guarddiag-bench-") as tmp:
+        for name, n, near in (("exact", rows, False), ("near-dup", near_rows, True)):
+            if n == 0:
+                continue
+            path = files.write_parquet(pool.frame.head(n), Path(tmp) / f"pool-{name}.parquet")
+            say(f"bench audit: {name} audit of {n:,} rows")
+            t0 = time.perf_counter()
+            result = audit_pool(path, benchmarks=benchmarks, data_dir=data_dir, near_dup=near,
+                                threshold=threshold, out_dir=Path(tmp) / f"audit-{name}",
+                                force=True)
+            wall = time.perf_counter() - t0
+            overlap = result.overlap
+            exact_ids = set(overlap.filter(pl.col("kind") == "exact")
+                            .get_column("pool_id").to_list())
+            any_ids = set(overlap.get_column("pool_id").to_list())
+            ids = pool.frame.get_column("prompt_id")
+            planted_exact = [ids[i] for i in pool.planted_exact if i < n]
+            planted_near = [ids[i] for i in pool.planted_near if i < n]
+            phases.append(BenchPhase(
+                name=name, rows=n, wall_s=wall,
+                target_s=NEAR_TARGET_S if near else EXACT_TARGET_S,
+                planted_exact=len(planted_exact),
+                found_exact=sum(i in exact_ids for i in planted_exact),
+                planted_near=len(planted_near) if near else None,
+                found_near=sum(i in any_ids for i in planted_near) if near else None,
+                pairs=overlap.height))
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return AuditBenchResult(
+        phases=tuple(phases), n_benchmarks=len(bench_set.frames), n_prompts=len(bench_texts),
+        unavailable=tuple(s.id for s in bench_set.unavailable), generate_s=generate_s,
+        median_words=median_words, seed=seed, cpus=os.cpu_count() or 1,
+        load_start=load_start, load_end=os.getloadavg()[0], peak_rss_mib=peak)
