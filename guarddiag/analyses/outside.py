@@ -1,0 +1,61 @@
+"""Outside guards beside the branches on the same decontaminated prompts (study Table 2).
+
+For each benchmark: every outside guard's score (with its bootstrap interval) and every branch
+recipe's score (mean over seeds, with the seed range as its interval) on the *decontaminated*
+prompts, under each binary mapping scored. A guard whose scored prompts differ from the
+branches' (it failed on some prompts) keeps its own ``prompt_set``, and the report shows it in
+its own column.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import polars as pl
+
+from guarddiag.analyses.load import student_runs
+from guarddiag.analyses.scores import ScoresResult
+
+SCHEMA = {"entity": pl.String, "kind": pl.String, "size": pl.String, "benchmark": pl.String,
+          "metric_alias": pl.String, "mapping": pl.String, "readout": pl.String,
+          "prompt_set": pl.String, "n_scored": pl.Int64, "n_failed": pl.Int64,
+          "score": pl.Float64, "low": pl.Float64, "high": pl.Float64,
+          "interval": pl.String, "n_runs": pl.Int64}
+
+
+@dataclass(frozen=True)
+class OutsideComparisonResult:
+    table: pl.DataFrame = field(repr=False)
+    subset: str
+
+    def to_frame(self) -> pl.DataFrame:
+        return self.table.clone()
+
+    @property
+    def has_guards(self) -> bool:
+        return bool(self.table.filter(pl.col("kind") == "outside").height)
+
+
+def outside_comparison(scores: ScoresResult, *,
+                       subset: str = "decontaminated") -> OutsideComparisonResult:
+    binary = scores.binary(subset=subset).filter(pl.col("score").is_not_null())
+    guards = binary.filter(pl.col("guard_kind") == "outside").select(
+        pl.col("branch").alias("entity"), pl.lit("outside").alias("kind"),
+        pl.lit(None, dtype=pl.String).alias("size"), "benchmark", "metric_alias", "mapping",
+        "readout", "prompt_set", "n_scored", "n_failed", "score",
+        pl.col("ci_low").alias("low"), pl.col("ci_high").alias("high"),
+        pl.lit("bootstrap").alias("interval"), pl.lit(1, dtype=pl.Int64).alias("n_runs"))
+    branch = student_runs(binary).group_by(
+        ["branch", "size", "benchmark", "metric_alias", "mapping", "readout", "prompt_set",
+         "n_scored", "n_failed"]).agg(
+        pl.col("score").mean(), pl.col("score").min().alias("low"),
+        pl.col("score").max().alias("high"), pl.len().cast(pl.Int64).alias("n_runs"))
+    branch = branch.select(
+        pl.col("branch").alias("entity"), pl.lit("branch").alias("kind"), "size", "benchmark",
+        "metric_alias", "mapping", "readout", "prompt_set", "n_scored", "n_failed", "score",
+        "low", "high", pl.lit("seed range").alias("interval"), "n_runs")
+    table = pl.concat([guards.cast(SCHEMA), branch.cast(SCHEMA)]).sort(
+        ["benchmark", "mapping", "kind", "entity", "size"], descending=[False, False, True,
+                                                                        False, False],
+        nulls_last=True)
+    return OutsideComparisonResult(table=table, subset=subset)
