@@ -88,6 +88,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import http.client
 import io
 import json
 import os
@@ -1000,7 +1001,12 @@ class _UnreachableError(Exception):
 
 
 class _FetchFailedError(Exception):
-    """The server answered but the download failed (HTTP error, short read)."""
+    """The server answered but the download failed (HTTP error, short read, bad bytes)."""
+
+    def __init__(self, message: str, *, resumable: bool = False):
+        super().__init__(message)
+        self.resumable = resumable
+        """True when the ``.part`` file is a good prefix worth resuming from."""
 
 
 def _fetch(url: str, part: Path, *, timeout: float, desc: str) -> None:
@@ -1033,9 +1039,10 @@ def _fetch(url: str, part: Path, *, timeout: float, desc: str) -> None:
                 while True:
                     try:
                         block = response.read(1 << 16)
-                    except OSError as exc:
+                    except (OSError, http.client.HTTPException) as exc:
                         raise _FetchFailedError(f"{url}: download interrupted ({exc}); run the "
-                                           f"same command again to resume") from None
+                                                f"same command again to resume",
+                                                resumable=True) from None
                     if not block:
                         break
                     out.write(block)
@@ -1043,8 +1050,8 @@ def _fetch(url: str, part: Path, *, timeout: float, desc: str) -> None:
         finally:
             bar.close()
     if total is not None and part.stat().st_size != total:
-        raise _FetchFailedError(f"{url}: got {part.stat().st_size} of {total} bytes; run the same "
-                           f"command again to resume")
+        raise _FetchFailedError(f"{url}: got {part.stat().st_size} of {total} bytes; run the "
+                                f"same command again to resume", resumable=True)
 
 
 def _verify_download(manifest_ids: tuple[str, ...], manifests: dict[str, BenchmarkManifest],
@@ -1139,7 +1146,7 @@ def _pull_one(rel: str, entry: BenchmarkFile, subset_ids: tuple[str, ...],
         except _FetchFailedError as exc:
             errors.append(str(exc))
             # A wrong or broken download must not be resumed: start clean from the next URL.
-            if "resume" not in str(exc):
+            if not exc.resumable:
                 part.unlink(missing_ok=True)
             continue
         note = None if verified else (f"no pinned sha256: verified {entry.rows} rows; "

@@ -459,6 +459,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
     root: Path
     log: list[tuple[str, str | None]]
+    cut_once: set[str]
+    """Paths whose next response promises the whole file but stops halfway."""
 
     def do_GET(self):
         self.log.append((self.path, self.headers.get("Range")))
@@ -467,6 +469,15 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self.send_error(404)
             return
         body = path.read_bytes()
+        if self.path in self.cut_once:
+            self.cut_once.discard(self.path)
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body[: len(body) // 2])
+            self.wfile.flush()
+            self.close_connection = True
+            return
         start = 0
         rng = self.headers.get("Range")
         if rng and rng.startswith("bytes="):
@@ -491,11 +502,11 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 def server(tmp_path):
     root = tmp_path / "served"
     root.mkdir()
-    handler = type("H", (_Handler,), {"root": root, "log": []})
+    handler = type("H", (_Handler,), {"root": root, "log": [], "cut_once": set()})
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
-    yield root, f"http://127.0.0.1:{httpd.server_address[1]}", handler.log
+    yield root, f"http://127.0.0.1:{httpd.server_address[1]}", handler.log, handler.cut_once
     httpd.shutdown()
     httpd.server_close()
 
@@ -525,7 +536,7 @@ def pull_manifests(mdir: Path, url: str) -> None:
 
 
 def test_pull_downloads_verifies_and_reports_failures(tmp_path, server):
-    root, url, _ = server
+    root, url, _, _ = server
     (root / "up").mkdir()
     (root / "up/good.csv").write_bytes(TOY_CSV)
     (root / "up/bad.csv").write_bytes(TOY_CSV + b"a4,tampered,z\n")
@@ -554,7 +565,7 @@ def test_pull_downloads_verifies_and_reports_failures(tmp_path, server):
 
 
 def test_pull_unpinned_wrong_count_is_discarded(tmp_path, server):
-    root, url, _ = server
+    root, url, _, _ = server
     (root / "up").mkdir()
     (root / "up/good.csv").write_bytes(TOY_CSV + b"a4,one more,z\n")
     mdir, ddir = tmp_path / "m", tmp_path / "d"
@@ -566,7 +577,7 @@ def test_pull_unpinned_wrong_count_is_discarded(tmp_path, server):
 
 
 def test_pull_resumes_a_partial_download(tmp_path, server):
-    root, url, log = server
+    root, url, log, _cut_once = server
     (root / "up").mkdir()
     (root / "up/good.csv").write_bytes(TOY_CSV)
     mdir, ddir = tmp_path / "m", tmp_path / "d"
@@ -579,6 +590,23 @@ def test_pull_resumes_a_partial_download(tmp_path, server):
     assert log == [("/up/good.csv", "bytes=20-")]
     assert (ddir / "benchmarks/good.csv").read_bytes() == TOY_CSV
     assert not (ddir / "benchmarks/good.csv.part").exists()
+
+
+def test_pull_interrupted_download_is_kept_and_resumed(tmp_path, server):
+    root, url, log, cut_once = server
+    (root / "up").mkdir()
+    (root / "up/good.csv").write_bytes(TOY_CSV)
+    cut_once.add("/up/good.csv")
+    mdir, ddir = tmp_path / "m", tmp_path / "d"
+    pull_manifests(mdir, url)
+    (first,) = data.pull(ids="good", data_dir=ddir, manifests_dir=mdir).files
+    assert first.status == "failed"
+    assert "run the same command again to resume" in first.message
+    assert (ddir / "benchmarks/good.csv.part").read_bytes() == TOY_CSV[: len(TOY_CSV) // 2]
+    (second,) = data.pull(ids="good", data_dir=ddir, manifests_dir=mdir).files
+    assert second.status == "downloaded"
+    assert log[-1] == ("/up/good.csv", f"bytes={len(TOY_CSV) // 2}-")
+    assert (ddir / "benchmarks/good.csv").read_bytes() == TOY_CSV
 
 
 def test_pull_connection_refused_is_one_line(tmp_path):
@@ -594,7 +622,7 @@ def test_pull_connection_refused_is_one_line(tmp_path):
 
 
 def test_pull_from_mirror_env_and_cli(tmp_path, server, monkeypatch, capsys):
-    root, url, log = server
+    root, url, log, _cut_once = server
     (root / "benchmarks").mkdir()
     (root / "benchmarks/good.csv").write_bytes(TOY_CSV)
     mdir, ddir = tmp_path / "m" / "benchmarks", tmp_path / "d"
@@ -614,7 +642,7 @@ def test_pull_from_mirror_env_and_cli(tmp_path, server, monkeypatch, capsys):
 
 
 def test_pull_extracts_an_archive_member(tmp_path, server):
-    root, url, _ = server
+    root, url, _, _ = server
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w") as archive:
         archive.writestr("pkg/data/toy.csv", TOY_CSV)

@@ -28,10 +28,10 @@ def register(sub: argparse._SubParsersAction, bench: argparse._SubParsersAction)
 
     listing = add_parser(
         data_sub, "list", help="each subset's status (available/unavailable/invalid) and counts",
-        description="Load and verify every selected subset (sha256, row counts, fields) and "
-                    "print one line each: id, kind, study?, status, expected and found prompt "
-                    "counts; unavailable subsets show where to get them. Exit status 1 when a "
-                    "subset is invalid (present but wrong), 0 otherwise.")
+        description="Load and verify every selected subset (sha256, row counts, fields) and\n"
+                    "print one line each: id, kind, set (study/extra/derived), status, expected\n"
+                    "and found prompt counts; unavailable subsets show where to get them.\n"
+                    "Exit status 1 when a subset is invalid (present but wrong), 0 otherwise.")
     listing.add_argument("--ids", default="all,derived", help=_IDS_HELP)
     listing.add_argument("--derived-dir", default=None, metavar="DIR",
                          help="folder of derived (mutated) subsets (default work/derived)")
@@ -41,11 +41,14 @@ def register(sub: argparse._SubParsersAction, bench: argparse._SubParsersAction)
 
     pulling = add_parser(
         data_sub, "pull", help="download missing benchmark files from their public source",
-        description="Download the selected subsets' missing files into the data directory. "
-                    "Each file is checked against its pinned sha256 (or, where none is known, "
-                    "its row count) before it is moved into place; partial downloads are kept "
-                    "as <file>.part and resumed. Files already present are verified, never "
-                    "overwritten. Exit status 1 when a file could not be fetched.")
+        description="Download the selected subsets' missing files into the data directory.\n"
+                    "Each file is checked against its pinned sha256 (or, where none is known,\n"
+                    "its row count) before it is moved into place; partial downloads are kept\n"
+                    "as <file>.part and resumed. Files already present are verified, never\n"
+                    "overwritten. Exit status 1 when a file could not be fetched, 2 when no\n"
+                    "host can be reached.\n\n"
+                    "  guarddiag data pull --ids saladbench_base,saladbench_attack\n"
+                    "  guarddiag data pull --mirror http://127.0.0.1:8000")
     pulling.add_argument("--ids", default="all", help=_IDS_HELP)
     pulling.add_argument("--mirror", default=None, metavar="URL",
                          help="fetch <URL>/<relative path> instead of the public sources: a "
