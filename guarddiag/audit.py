@@ -158,7 +158,7 @@ class AuditResult:
             lines.append(f"{b.benchmark:<28}{b.n:>7,}{b.n_exact:>8,}{b.pct_exact:>7.1f}"
                          f"{near_n:>7}{near_p:>7}{b.n_kept:>7,}")
         for u in self.unavailable:
-            lines.append(f"{u.benchmark:<28}{'unavailable':>7}  {u.reason}")
+            lines.append(f"{u.benchmark:<28} unavailable ({u.reason})")
         return "\n".join(lines)
 
 
@@ -420,7 +420,9 @@ def _reason(status: Any) -> str:
 
 def _cache_key(pool_sha: str, bench_sha: Mapping[str, str], names: list[str],
                unavailable: Sequence[UnavailableBenchmark], options: Mapping[str, Any]) -> str:
-    doc = {"format": _FORMAT_VERSION, "pool": pool_sha, "benchmarks": names,
+    # The code version is part of the key: a changed audit must not reuse an old folder.
+    doc = {"format": _FORMAT_VERSION, "code": files.package_versions().get("guarddiag"),
+           "git": files.git_sha(), "pool": pool_sha, "benchmarks": names,
            "sha256": dict(bench_sha), "unavailable": [u.benchmark for u in unavailable],
            "options": dict(options)}
     return hashlib.sha256(files.dumps_json(doc).encode()).hexdigest()
@@ -582,17 +584,16 @@ def plot_overlap(result: AuditResult) -> Any:
                            label=f"near duplicate (word-set Jaccard ≥ {result.threshold:g})")
             _annotate(ax, bars, [b.n_near or 0 for b in benches])
         ax.set_yticks(ys, labels)
+        ax.set_ylim(count - 0.5, -0.5)
         for tick in ax.get_yticklabels()[len(benches):]:
             tick.set_color("#888888")
-        ax.invert_yaxis()
         top = max([*exact, *([b.pct_near or 0.0 for b in benches]), 1.0])
         ax.set_xlim(0, min(100.0, top * 1.18 + 2))
-        ax.set_xlabel("benchmark prompts found in the training pool (%)")
+        ax.set_xlabel(f"benchmark prompts found in the {result.pool_rows:,}-row training pool "
+                      "(%)")
         ax.grid(axis="x", color="#dddddd", linewidth=0.6)
         ax.set_axisbelow(True)
-        ax.set_title(f"Benchmark contamination of a {result.pool_rows:,}-row pool",
-                     loc="left")
-        ax.legend(loc="lower right", frameon=False)
+        fig.legend(loc="outside upper center", ncols=2, frameon=False)
     return fig
 
 

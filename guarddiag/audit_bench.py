@@ -142,6 +142,7 @@ class AuditBenchResult:
     load_start: float
     load_end: float
     peak_rss_mib: float
+    recall: RecallResult | None = None
 
     def to_frame(self) -> pl.DataFrame:
         return pl.DataFrame([{"phase": p.name, "rows": p.rows, "wall_s": p.wall_s,
@@ -165,20 +166,26 @@ class AuditBenchResult:
             lines.append(f"{p.name:<9}{p.rows:>11,} rows {p.wall_s:>8.1f} s "
                          f"{p.rows_per_s:>10,.0f} rows/s  target < {p.target_s:.0f} s "
                          f"({verdict}); {p.pairs:,} pairs; {found}")
+        if self.recall is not None:
+            lines.append(self.recall.render())
         lines.append(f"peak memory (RSS): {self.peak_rss_mib:,.0f} MiB")
         return "\n".join(lines)
 
 
 def bench_audit(*, rows: int = 1_000_000, near_rows: int = 270_000, threshold: float = 0.8,
                 corpus: str | Path | None = None, seed: int = 0,
-                benchmarks: str | Sequence[str] = "all",
-                data_dir: str | Path | None = None) -> AuditBenchResult:
-    """Time ``audit_pool`` on synthetic pools of ``rows`` (exact) and ``near_rows`` (near-dup)."""
+                benchmarks: str | Sequence[str] = "all", data_dir: str | Path | None = None,
+                recall_rows: int = 5000, recall_pool: str | Path | None = None,
+                recall_figure: str | Path | None = None) -> AuditBenchResult:
+    """Time ``audit_pool`` on synthetic pools of ``rows`` (exact) and ``near_rows`` (near-dup),
+    then check near-dup recall against brute force on ``recall_rows`` rows of ``recall_pool``
+    (default: the synthetic pool); ``recall_figure`` saves the recall plot (PNG and PDF)."""
     from guarddiag import data
     from guarddiag.audit import audit_pool
 
-    if rows < 0 or near_rows < 0 or rows + near_rows == 0:
-        raise GuarddiagError("bench audit: --rows and --near-rows must be >= 0, not both 0")
+    if min(rows, near_rows, recall_rows) < 0 or rows + near_rows + recall_rows == 0:
+        raise GuarddiagError("bench audit: --rows, --near-rows and --recall-rows must be >= 0, "
+                             "not all 0")
     load_start = os.getloadavg()[0]
     bench_set = data.load_benchmarks(benchmarks, data_dir=data_dir)
     if not bench_set.frames:
@@ -192,8 +199,9 @@ def bench_audit(*, rows: int = 1_000_000, near_rows: int = 270_000, threshold: f
 
     started = time.perf_counter()
     say(f"bench audit: generating a {max(rows, near_rows):,}-row synthetic pool")
-    pool = synthetic_pool(corpus_texts, bench_texts, rows=max(rows, near_rows), seed=seed,
-                          threshold=threshold)
+    pool = synthetic_pool(corpus_texts, bench_texts,
+                          rows=max(rows, near_rows, 0 if recall_pool else recall_rows),
+                          seed=seed, threshold=threshold)
     generate_s = time.perf_counter() - started
     median_words = float(pool.frame.get_column("text").str.split(" ").list.len().median())
 
@@ -224,9 +232,164 @@ def bench_audit(*, rows: int = 1_000_000, near_rows: int = 270_000, threshold: f
                 planted_near=len(planted_near) if near else None,
                 found_near=sum(i in any_ids for i in planted_near) if near else None,
                 pairs=overlap.height))
+    recall = None
+    if recall_rows:
+        if recall_pool is not None:
+            sample = files.read_table(recall_pool, columns=["text"]).get_column("text")
+            sample_texts = [t for t in sample.to_list() if t]
+        else:
+            sample_texts = pool.frame.get_column("text").to_list()
+        say(f"bench audit: near-dup recall vs brute force on {recall_rows:,} rows")
+        recall = recall_check(sample_texts, bench_texts, threshold=threshold, rows=recall_rows,
+                              seed=seed)
+        if recall_figure is not None:
+            from guarddiag.audit import _save_figure
+
+            _save_figure(plot_recall(recall), Path(recall_figure).with_suffix(""))
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return AuditBenchResult(
         phases=tuple(phases), n_benchmarks=len(bench_set.frames), n_prompts=len(bench_texts),
         unavailable=tuple(s.id for s in bench_set.unavailable), generate_s=generate_s,
         median_words=median_words, seed=seed, cpus=os.cpu_count() or 1,
-        load_start=load_start, load_end=os.getloadavg()[0], peak_rss_mib=peak)
+        load_start=load_start, load_end=os.getloadavg()[0], peak_rss_mib=peak, recall=recall)
+
+
+# ─── near-dup recall against brute force ───────────────────────────────────────────────────────
+
+RECALL_BUCKETS = (0.8, 0.85, 0.9, 0.95, 1.0)
+"""Lower edges of the Jaccard buckets recall is reported in (the last bucket is J = 1)."""
+
+
+@dataclass(frozen=True)
+class RecallResult:
+    """Near-dup join vs a brute-force scan of every (pool row, benchmark prompt) pair."""
+
+    rows: int
+    prompts: int
+    threshold: float
+    oracle_pairs: int
+    found_pairs: int
+    true_positives: int
+    buckets: tuple[tuple[float, float, int, int], ...]
+    """(low, high, oracle pairs, found pairs) per Jaccard bucket."""
+    oracle_s: float
+    join_s: float
+
+    @property
+    def recall(self) -> float:
+        return self.true_positives / self.oracle_pairs if self.oracle_pairs else 1.0
+
+    @property
+    def precision(self) -> float:
+        return self.true_positives / self.found_pairs if self.found_pairs else 1.0
+
+    def render(self) -> str:
+        lines = [f"near-dup recall vs brute force: {self.rows:,} pool rows × {self.prompts:,} "
+                 f"benchmark prompts, Jaccard ≥ {self.threshold:g}: {self.oracle_pairs:,} true "
+                 f"pairs, {self.found_pairs:,} found; recall {self.recall:.4f}, precision "
+                 f"{self.precision:.4f} (brute force {self.oracle_s:.1f} s, index "
+                 f"{self.join_s:.1f} s)"]
+        for low, high, n_oracle, n_found in self.buckets:
+            span = "J = 1" if low == high else f"{low:.2f} ≤ J < {high:.2f}"
+            rec = f"{n_found / n_oracle:.4f}" if n_oracle else "—"
+            lines.append(f"  {span:<18} true {n_oracle:>7,}  found {n_found:>7,}  recall {rec}")
+        return "\n".join(lines)
+
+
+def _brute_force_pairs(bench_sets: list[frozenset[str]], pool_sets: list[frozenset[str]],
+                       threshold: float, *, chunk: int = 1000) -> set[tuple[int, int]]:
+    """Every pair with Jaccard ≥ threshold, from exact intersection counts of all pairs.
+
+    Independent of the prefix index: |a ∩ b| for every pair is one sparse 0/1 matrix product.
+    """
+    import scipy.sparse as sp
+
+    vocab: dict[str, int] = {}
+    for s in bench_sets:
+        for w in s:
+            vocab.setdefault(w, len(vocab))
+
+    def matrix(sets: list[frozenset[str]]) -> sp.csr_matrix:
+        indptr, indices = [0], []
+        for s in sets:
+            indices.extend(vocab[w] for w in s if w in vocab)
+            indptr.append(len(indices))
+        data = np.ones(len(indices), dtype=np.int32)
+        return sp.csr_matrix((data, indices, indptr), shape=(len(sets), len(vocab)))
+
+    bench_m = matrix(bench_sets).T.tocsc()
+    bench_size = np.array([len(s) for s in bench_sets], dtype=np.int64)
+    out: set[tuple[int, int]] = set()
+    for start in range(0, len(pool_sets), chunk):
+        part = pool_sets[start:start + chunk]
+        inter = (matrix(part) @ bench_m).tocoo()
+        size = np.array([len(s) for s in part], dtype=np.int64)
+        union = size[inter.row] + bench_size[inter.col] - inter.data
+        # Same float as text.jaccard: |a ∩ b| / |a ∪ b|.
+        keep = inter.data / union >= threshold
+        out.update(zip((inter.col[keep]).tolist(), (inter.row[keep] + start).tolist(),
+                       strict=True))
+    return out
+
+
+def recall_check(pool_texts: Sequence[str], bench_texts: Sequence[str], *,
+                 threshold: float = 0.8, rows: int | None = 5000, seed: int = 0
+                 ) -> RecallResult:
+    """Recall and precision of the prefix-filter join against brute force on a seeded sample of
+    ``rows`` pool rows (all rows when None)."""
+    from guarddiag.neardup import similar_pairs
+
+    rng = np.random.default_rng(seed)
+    if rows is not None and rows < len(pool_texts):
+        pick = np.sort(rng.choice(len(pool_texts), size=rows, replace=False))
+        pool_texts = [pool_texts[i] for i in pick.tolist()]
+    bench_sets = [word_set(t) for t in bench_texts]
+    pool_sets = [word_set(t) for t in pool_texts]
+    t0 = time.perf_counter()
+    oracle = _brute_force_pairs(bench_sets, pool_sets, threshold)
+    oracle_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    found = similar_pairs(bench_sets, pool_sets, threshold=threshold)
+    join_s = time.perf_counter() - t0
+    found_set = {(i, j) for i, j, _ in found}
+    sim = {(i, j): jaccard(bench_sets[i], pool_sets[j]) for i, j in oracle | found_set}
+    buckets = []
+    edges = [e for e in RECALL_BUCKETS if e >= threshold] or [threshold]
+    if edges[0] > threshold:
+        edges.insert(0, threshold)
+    for k, low in enumerate(edges):
+        high = edges[k + 1] if k + 1 < len(edges) else low
+        def inside(pair: tuple[int, int], low: float = low, high: float = high) -> bool:
+            return sim[pair] == 1.0 if low == high else low <= sim[pair] < high
+        buckets.append((low, high, sum(map(inside, oracle)),
+                        sum(map(inside, oracle & found_set))))
+    return RecallResult(rows=len(pool_texts), prompts=len(bench_texts), threshold=threshold,
+                        oracle_pairs=len(oracle), found_pairs=len(found_set),
+                        true_positives=len(oracle & found_set), buckets=tuple(buckets),
+                        oracle_s=oracle_s, join_s=join_s)
+
+
+def plot_recall(result: RecallResult) -> object:
+    """Bar chart of recall per Jaccard bucket, with the number of true pairs under each bar."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    style = {"font.size": 8, "axes.spines.top": False, "axes.spines.right": False,
+             "font.family": "DejaVu Sans"}
+    with plt.rc_context(style):
+        fig, ax = plt.subplots(figsize=(4.2, 2.6), layout="constrained")
+        names = ["J = 1" if lo == hi else f"[{lo:.2f}, {hi:.2f})"
+                 for lo, hi, _, _ in result.buckets]
+        values = [f / o if o else 0.0 for _, _, o, f in result.buckets]
+        bars = ax.bar(names, values, color="#2b5d8a", width=0.6)
+        for bar, (_, _, o, f) in zip(bars, result.buckets, strict=True):
+            ax.annotate(f"{f:,}/{o:,}", (bar.get_x() + bar.get_width() / 2, bar.get_height()),
+                        xytext=(0, 2), textcoords="offset points", ha="center", fontsize=7)
+        ax.set_ylim(0, 1.12)
+        ax.axhline(0.95, color="#aa3333", linewidth=0.8, linestyle="--")
+        ax.set_ylabel("recall vs brute force")
+        ax.set_xlabel(f"word-set Jaccard of the true pair ({result.rows:,} pool rows × "
+                      f"{result.prompts:,} prompts)")
+    return fig

@@ -338,7 +338,8 @@ def test_cli_prints_table_and_gates_on_fail_above(tmp_path, fake_benchmarks, cap
     table = capsys.readouterr().out
     assert re.search(r"^A\s+5\s+2\s+40\.0\s+1\s+20\.0\s+3$", table, re.M)
     assert re.search(r"^B\s+4\s+3\s+75\.0\s+0\s+0\.0\s+1$", table, re.M)
-    assert re.search(r"^gone\s+unavailable", table, re.M)
+    assert re.search(r"^gone\s+unavailable \(files absent; public source: hf:example/gone\)$",
+                     table, re.M)
     assert main([*base, "--fail-above", "74.9"]) == 1
     err = capsys.readouterr().err
     assert "audit gate failed: 1 benchmark(s) above 74.9%: B 75.0%" in err
@@ -454,8 +455,44 @@ def test_real_benchmarks_planted_copies_are_found(tmp_path, real_data_dir, capsy
     table = capsys.readouterr().out
     assert re.search(r"^jbb_benign\s+100\s+3\s+3\.0", table, re.M)
     assert re.search(r"^advbench\s+1,094\s+2\s+0\.2", table, re.M)
-    assert re.search(r"^saladbench_base\s+unavailable", table, re.M)
+    assert re.search(r"^saladbench_base\s+unavailable \(files absent", table, re.M)
     kept = load_decontaminated(out)
     assert len(kept["jbb_benign"]) == 97
     assert len(kept["advbench"]) == 1092
     assert set(kept) == {"jbb_benign", "advbench"}
+
+
+# ─── bench helpers ─────────────────────────────────────────────────────────────────────────────
+
+def test_recall_check_oracle_matches_pairwise_jaccard():
+    from guarddiag.audit_bench import _brute_force_pairs, recall_check
+
+    bench, pool = _constructed_near_set(seed=5, n_bench=150, n_pool=900)
+    bs, ps = [word_set(t) for t in bench], [word_set(t) for t in pool]
+    pairwise = {(i, j) for i, a in enumerate(bs) for j, b in enumerate(ps)
+                if jaccard(a, b) >= 0.8}
+    assert _brute_force_pairs(bs, ps, 0.8, chunk=128) == pairwise
+    res = recall_check(pool, bench, threshold=0.8, rows=None)
+    assert (res.oracle_pairs, res.found_pairs, res.recall, res.precision) == (
+        len(pairwise), len(pairwise), 1.0, 1.0)
+    assert sum(o for _, _, o, _ in res.buckets) == len(pairwise)
+
+
+def test_synthetic_pool_is_seeded_and_its_planted_rows_are_real():
+    from guarddiag.audit_bench import synthetic_pool
+
+    bench, _ = _constructed_near_set(seed=2, n_bench=200, n_pool=0)
+    one = synthetic_pool(bench, bench, rows=3000, seed=9, exact_share=0.02, near_share=0.02)
+    two = synthetic_pool(bench, bench, rows=3000, seed=9, exact_share=0.02, near_share=0.02)
+    assert one.frame.equals(two.frame)
+    assert one.planted_exact == two.planted_exact
+    assert len(one.planted_exact) == 60
+    texts = one.frame.get_column("text").to_list()
+    forms = {normalise(t) for t in bench}
+    sets = [word_set(t) for t in bench]
+    assert all(normalise(texts[i]) in forms for i in one.planted_exact)
+    for i in one.planted_near:
+        assert normalise(texts[i]) not in forms
+        assert max(jaccard(word_set(texts[i]), s) for s in sets) >= 0.8
+    lengths = [len(t.split()) for t in texts]
+    assert 10 <= float(np.median(lengths)) <= 30

@@ -28,7 +28,13 @@ against all available benchmarks (target: 1,000,000 rows in under 60 s on 2 core
 near-duplicate audit of --near-rows rows (target: 270,000 rows in under 10 min). Pool texts are
 stitched from 3-12-word fragments of real prompts (the benchmarks, or --corpus), with
 log-normal lengths, and a seeded share of planted exact and near copies of benchmark prompts
-whose recovery is checked. Prints wall time and rows/s; nothing is pass/fail."""
+whose recovery is checked. Then near-dup recall and precision against a brute-force scan of
+every (row, prompt) pair on --recall-rows rows. Prints wall time and rows/s; nothing is
+pass/fail.
+
+Example (the acceptance sizes, ~1 min on 2 cores):
+  guarddiag bench audit
+  guarddiag bench audit --rows 0 --near-rows 0 --recall-pool work/pool/pool.parquet"""
 
 
 def register(sub: argparse._SubParsersAction, bench: argparse._SubParsersAction) -> None:
@@ -77,6 +83,14 @@ def register(sub: argparse._SubParsersAction, bench: argparse._SubParsersAction)
     bparser.add_argument("--seed", type=int, default=0, help="seed of the synthetic pools")
     bparser.add_argument("--benchmarks", default="all", metavar="IDS",
                          help="benchmark subsets to audit against")
+    bparser.add_argument("--recall-rows", type=int, default=5000, metavar="N",
+                         help="pool rows on which near-dup recall and precision are checked "
+                              "against a brute-force scan of every pair (0 skips it)")
+    bparser.add_argument("--recall-pool", default=None, metavar="FILE",
+                         help="table with a 'text' column to sample the recall rows from "
+                              "(default: the synthetic pool), e.g. work/pool/pool.parquet")
+    bparser.add_argument("--recall-figure", default=None, metavar="PATH",
+                         help="also save the recall-by-Jaccard-bucket plot as PATH.png/.pdf")
     bparser.set_defaults(handler=_run_bench)
 
 
@@ -110,6 +124,8 @@ def _run_bench(args: argparse.Namespace) -> int:
 
     report = bench_audit(rows=args.rows, near_rows=args.near_rows, threshold=args.threshold,
                          corpus=args.corpus, seed=args.seed, benchmarks=args.benchmarks,
-                         data_dir=resolve_data_dir(args.data_dir))
+                         data_dir=resolve_data_dir(args.data_dir),
+                         recall_rows=args.recall_rows, recall_pool=args.recall_pool,
+                         recall_figure=args.recall_figure)
     print(report.render())
     return 0
