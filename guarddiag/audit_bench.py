@@ -136,6 +136,7 @@ class AuditBenchResult:
     n_prompts: int
     unavailable: tuple[str, ...]
     generate_s: float
+    synthetic_rows: int
     median_words: float
     seed: int
     cpus: int
@@ -155,9 +156,11 @@ class AuditBenchResult:
             f"{self.load_end:.2f} at end (other jobs on the machine slow these figures down)",
             f"benchmarks: {self.n_benchmarks} subsets, {self.n_prompts:,} prompts"
             + (f"; unavailable: {', '.join(self.unavailable)}" if self.unavailable else ""),
-            f"synthetic pool: median {self.median_words:.0f} words/row, seed {self.seed}, "
-            f"generated in {self.generate_s:.1f} s (not counted below)",
         ]
+        if self.synthetic_rows:
+            lines.append(f"synthetic pool: {self.synthetic_rows:,} rows, median "
+                         f"{self.median_words:.0f} words/row, seed {self.seed}, generated in "
+                         f"{self.generate_s:.1f} s (not counted below)")
         for p in self.phases:
             verdict = "within" if p.wall_s < p.target_s else "OVER"
             found = f"planted exact found {p.found_exact:,}/{p.planted_exact:,}"
@@ -198,12 +201,14 @@ def bench_audit(*, rows: int = 1_000_000, near_rows: int = 270_000, threshold: f
         corpus_texts = [t for t in corpus_texts if t]
 
     started = time.perf_counter()
-    say(f"bench audit: generating a {max(rows, near_rows):,}-row synthetic pool")
-    pool = synthetic_pool(corpus_texts, bench_texts,
-                          rows=max(rows, near_rows, 0 if recall_pool else recall_rows),
-                          seed=seed, threshold=threshold)
+    n_synthetic = max(rows, near_rows, 0 if recall_pool else recall_rows)
+    if n_synthetic:
+        say(f"bench audit: generating a {n_synthetic:,}-row synthetic pool")
+    pool = synthetic_pool(corpus_texts, bench_texts, rows=n_synthetic, seed=seed,
+                          threshold=threshold)
     generate_s = time.perf_counter() - started
-    median_words = float(pool.frame.get_column("text").str.split(" ").list.len().median())
+    median_words = float(pool.frame.get_column("text").str.split(" ").list.len().median()
+                         or 0.0)
 
     phases = []
     with tempfile.TemporaryDirectory(prefix="guarddiag-bench-") as tmp:
@@ -250,6 +255,7 @@ def bench_audit(*, rows: int = 1_000_000, near_rows: int = 270_000, threshold: f
     return AuditBenchResult(
         phases=tuple(phases), n_benchmarks=len(bench_set.frames), n_prompts=len(bench_texts),
         unavailable=tuple(s.id for s in bench_set.unavailable), generate_s=generate_s,
+        synthetic_rows=n_synthetic,
         median_words=median_words, seed=seed, cpus=os.cpu_count() or 1,
         load_start=load_start, load_end=os.getloadavg()[0], peak_rss_mib=peak, recall=recall)
 
@@ -390,6 +396,6 @@ def plot_recall(result: RecallResult) -> object:
         ax.set_ylim(0, 1.12)
         ax.axhline(0.95, color="#aa3333", linewidth=0.8, linestyle="--")
         ax.set_ylabel("recall vs brute force")
-        ax.set_xlabel(f"word-set Jaccard of the true pair ({result.rows:,} pool rows × "
-                      f"{result.prompts:,} prompts)")
+        ax.set_xlabel(f"word-set Jaccard of the true pair\n({result.rows:,} pool rows × "
+                      f"{result.prompts:,} benchmark prompts)")
     return fig

@@ -80,7 +80,8 @@ def register(sub: argparse._SubParsersAction, bench: argparse._SubParsersAction)
     bparser.add_argument("--corpus", default=None, metavar="FILE",
                          help="table whose 'text' column supplies the fragments (default: the "
                               "benchmark prompts themselves, the hardest case for the index)")
-    bparser.add_argument("--seed", type=int, default=0, help="seed of the synthetic pools")
+    bparser.add_argument("--seed", type=int, default=0,
+                         help="seed of the synthetic pools (default: 0)")
     bparser.add_argument("--benchmarks", default="all", metavar="IDS",
                          help="benchmark subsets to audit against")
     bparser.add_argument("--recall-rows", type=int, default=5000, metavar="N",
