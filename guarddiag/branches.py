@@ -1,0 +1,528 @@
+"""Branch specs (branches/*.yaml): how a labelling policy reaches one trained guard.
+
+A branch is one recipe: which route(s) carry the policy (hard labels, distillation from a
+teacher, head-only recalibration of a parent), which rows carry policy-A labels, and the
+optimiser budget. Specs are flat YAML, one file per branch, named by their file stem, and are
+validated as a set: teachers and parents must exist, no cycles, fractions in [0, 1], no unknown
+keys, known sizes — every problem reported at once, each naming file and field.
+
+A plan expands branches × sizes × seeds into runs (``<size>/<branch>/seed=<s>``) in dependency
+order (teachers → reference → branches), adding the runs a requested branch depends on.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from guarddiag.errors import GuarddiagError, did_you_mean, unknown_name
+from guarddiag.spec import Problems, load_yaml_mapping
+
+ROUTES = ("hard_labels", "distill", "head_only")
+ROUTE_SETS = ({"hard_labels"}, {"hard_labels", "distill"}, {"head_only"})
+SIZE_MODES = ("same", "one_up")
+CALIBRATION_SPLITS = ("train", "cal", "val")
+CALIBRATION_SOURCES = ("all", "disagreement")
+
+
+@dataclass(frozen=True)
+class BranchSpec:
+    """One branch recipe, as resolved from its YAML file (defaults filled in)."""
+
+    name: str
+    """Branch name; equals the file stem (``E1``, ``T_A``, ``reference``…)."""
+    routes: tuple[str, ...]
+    """``[hard_labels]``, ``[hard_labels, distill]`` or ``[head_only]``."""
+    policy_a_fraction: float
+    """Share of rows whose labels (class and pillars) come from policy A; the rest use B.
+    Rows are assigned by a hash of their prompt id, so a smaller share is a subset of a larger."""
+    epochs: int
+    lr: float
+    batch_size: int
+    description: str = ""
+    train_rows: int | None = None
+    """Rows drawn from the pool's train split (hash order; null = all of them)."""
+    val_rows: int | None = 2000
+    """Rows of the val split that choose the kept checkpoint (null = all)."""
+    size: str = "same"
+    """``same`` (the --sizes value), ``one_up`` (teachers: micro→tiny, base→large) or a size."""
+    fixed_seed: int | None = None
+    """Train once at this seed whatever --seeds says (teachers: every student seed distils from
+    the same teacher, so the seed floor measures the student recipe)."""
+    pillar_weight: float = 1.0
+    span_weight: float = 1.0
+    weight_decay: float = 0.01
+    evals_per_epoch: int = 2
+    # hard_labels
+    max_length: int | None = None
+    anchors: bool = False
+    """Rows that policy A blocks and B allows always carry their policy-A label."""
+    warmup_fraction: float = 0.06
+    # distill
+    teacher: str | None = None
+    distill_weight: float = 0.8
+    """Weight α of the teacher term: loss = α·τ²·KL(teacher‖student) + (1−α)·CE(hard)."""
+    temperature: float = 4.0
+    # head_only
+    parent: str | None = None
+    calibration_split: str = "train"
+    calibration_fraction: float | None = None
+    """Calibration set size as a share of the split's rows (after ``train_rows`` for train)."""
+    calibration_source: str = "all"
+    """``all`` rows, or only ``disagreement`` rows (label_a ≠ label_b) plus anchors."""
+    generic_anchor_fraction: float = 0.0
+    """Share of the calibration set that is GENERIC_SAFE anchor rows (both policies agree)."""
+    path: str = field(default="", compare=False)
+
+    @property
+    def head_only(self) -> bool:
+        return "head_only" in self.routes
+
+    @property
+    def distill(self) -> bool:
+        return "distill" in self.routes
+
+    def depends_on(self) -> list[tuple[str, str]]:
+        """(field, branch) pairs this branch needs trained first."""
+        out = []
+        if self.teacher:
+            out.append(("teacher", self.teacher))
+        if self.parent:
+            out.append(("parent", self.parent))
+        return out
+
+    def label_policy(self) -> str:
+        """``A``, ``B`` or a mix like ``A25+B75`` (``+anchors`` when anchors are on)."""
+        pct = round(100 * self.policy_a_fraction)
+        text = "A" if pct == 100 else "B" if pct == 0 else f"A{pct}+B{100 - pct}"
+        return text + ("+anchors" if self.anchors else "")
+
+    def resolved(self) -> dict[str, Any]:
+        out = asdict(self)
+        out.pop("path")
+        out["routes"] = list(self.routes)
+        return out
+
+
+# Which keys a route may set; a key outside its routes is a spec error, not silently ignored.
+_COMMON = {"name", "description", "routes", "policy_a_fraction", "epochs", "lr", "batch_size",
+           "train_rows", "val_rows", "size", "fixed_seed", "pillar_weight", "span_weight",
+           "weight_decay", "evals_per_epoch"}
+_ROUTE_KEYS = {
+    "hard_labels": {"max_length", "anchors", "warmup_fraction"},
+    "distill": {"teacher", "distill_weight", "temperature"},
+    "head_only": {"parent", "calibration_split", "calibration_fraction", "calibration_source",
+                  "generic_anchor_fraction"},
+}
+_REQUIRED = {"name", "routes", "policy_a_fraction", "epochs", "lr", "batch_size"}
+_ROUTE_REQUIRED = {"hard_labels": {"max_length", "train_rows"}, "distill": {"teacher"},
+                   "head_only": {"parent", "calibration_fraction"}}
+_ALL_KEYS = _COMMON.union(*_ROUTE_KEYS.values())
+_FIELD_NAMES = {f.name for f in fields(BranchSpec)}
+assert _ALL_KEYS <= _FIELD_NAMES
+
+
+@dataclass(frozen=True)
+class BranchSet:
+    """Every branch of a folder, validated together."""
+
+    folder: Path
+    branches: dict[str, BranchSpec]
+
+    def __getitem__(self, name: str) -> BranchSpec:
+        try:
+            return self.branches[name]
+        except KeyError:
+            raise unknown_name("branch", name, tuple(self.branches), str(self.folder)) from None
+
+    def names(self) -> list[str]:
+        return sorted(self.branches, key=branch_sort_key)
+
+
+def branch_sort_key(name: str) -> tuple[int, int, str]:
+    """Teachers, then the reference, then E1…E10 in numeric order, then anything else."""
+    if name.startswith("T_"):
+        return (0, 0, name)
+    if name == "reference":
+        return (1, 0, name)
+    m = re.fullmatch(r"E(\d+)", name)
+    if m:
+        return (2, int(m.group(1)), name)
+    return (3, 0, name)
+
+
+# ----------------------------------------------------------------------------- loading
+
+def load_branches(folder: str | Path | None = None) -> BranchSet:
+    """Load and validate every ``*.yaml`` under ``folder`` (default: the bundled branches/)."""
+    from guarddiag.paths import branches_dir
+
+    folder = Path(folder) if folder is not None else branches_dir()
+    if not folder.is_dir():
+        raise GuarddiagError(f"{folder}: branches folder not found")
+    files = sorted(folder.glob("*.yaml")) + sorted(folder.glob("*.yml"))
+    if not files:
+        raise GuarddiagError(f"{folder}: no branch specs (*.yaml) found")
+    problems = Problems()
+    raw: dict[str, tuple[Path, dict[str, Any]]] = {}
+    for path in files:
+        try:
+            doc = load_yaml_mapping(path)
+        except GuarddiagError as exc:
+            problems.items.append(str(exc))
+            continue
+        if path.stem in raw:
+            problems.add(str(path), f"a second spec for branch {path.stem!r}")
+            continue
+        raw[path.stem] = (path, doc)
+    specs: dict[str, BranchSpec] = {}
+    for stem, (path, doc) in raw.items():
+        spec = _parse(path, doc, problems)
+        if spec is not None:
+            specs[stem] = spec
+    _check_links(specs, set(raw), problems)
+    problems.raise_if_any(f"branch specs in {folder}")
+    return BranchSet(folder, specs)
+
+
+def _where(path: Path, key: str) -> str:
+    return f'{path} field "{key}"'
+
+
+def _parse(path: Path, doc: dict[str, Any], problems: Problems) -> BranchSpec | None:
+    n_before = len(problems.items)
+    for key in doc:
+        if key not in _ALL_KEYS:
+            problems.add(_where(path, str(key)),
+                         f"unknown key ({did_you_mean(str(key), sorted(_ALL_KEYS))})")
+    for key in sorted(_REQUIRED - set(doc)):
+        problems.add(_where(path, key), "missing required key")
+
+    routes = _routes(path, doc.get("routes"), problems)
+    if routes is not None:
+        allowed = _COMMON.union(*(_ROUTE_KEYS[r] for r in routes))
+        for key in doc:
+            if key in _ALL_KEYS and key not in allowed:
+                owners = [r for r, keys in _ROUTE_KEYS.items() if key in keys]
+                problems.add(_where(path, key),
+                             f"applies only to route {' or '.join(owners)}, not to "
+                             f"[{', '.join(routes)}]")
+        for route in routes:
+            for key in sorted(_ROUTE_REQUIRED[route] - set(doc)):
+                problems.add(_where(path, key), f"required by route {route}")
+
+    name = doc.get("name")
+    if "name" in doc and name != path.stem:
+        problems.add(_where(path, "name"), f"{name!r} must equal the file stem {path.stem!r}")
+
+    values: dict[str, Any] = {}
+    check = _Checker(path, doc, problems, values)
+    check.text("description")
+    check.fraction("policy_a_fraction")
+    check.integer("epochs", minimum=1)
+    check.number("lr", positive=True)
+    check.integer("batch_size", minimum=1)
+    check.integer("train_rows", minimum=1, nullable=True)
+    check.integer("val_rows", minimum=1, nullable=True)
+    check.integer("fixed_seed", minimum=0, nullable=True)
+    check.number("pillar_weight")
+    check.number("span_weight")
+    check.number("weight_decay")
+    check.integer("evals_per_epoch", minimum=1)
+    check.integer("max_length", minimum=8)
+    check.boolean("anchors")
+    check.fraction("warmup_fraction", below_one=True)
+    check.text("teacher")
+    check.fraction("distill_weight")
+    check.number("temperature", positive=True)
+    check.text("parent")
+    check.choice("calibration_split", CALIBRATION_SPLITS)
+    check.fraction("calibration_fraction", positive=True)
+    check.choice("calibration_source", CALIBRATION_SOURCES)
+    check.fraction("generic_anchor_fraction", below_one=True)
+    if "size" in doc:
+        from guarddiag.model import SIZE_ORDER
+
+        size = doc["size"]
+        if not isinstance(size, str) or size not in (*SIZE_MODES, *SIZE_ORDER):
+            problems.add(_where(path, "size"),
+                         f"unknown model size {size!r}: expected one of "
+                         f"{', '.join((*SIZE_MODES, *SIZE_ORDER))}")
+        else:
+            values["size"] = size
+    if (routes is not None and "head_only" in routes and "size" in doc
+            and doc["size"] != "same"):
+        problems.add(_where(path, "size"), "a head-only branch always has its parent's size")
+    if len(problems.items) > n_before or routes is None:
+        return None
+    values["routes"] = tuple(routes)
+    values["name"] = path.stem
+    return BranchSpec(**values, path=str(path))
+
+
+def _routes(path: Path, value: Any, problems: Problems) -> list[str] | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        problems.add(_where(path, "routes"), f"expected a list of route names, got {value!r}")
+        return None
+    unknown = [v for v in value if v not in ROUTES]
+    if unknown:
+        problems.add(_where(path, "routes"),
+                     f"unknown route {unknown[0]!r} ({did_you_mean(unknown[0], ROUTES)})")
+        return None
+    if set(value) not in ROUTE_SETS or len(set(value)) != len(value):
+        problems.add(_where(path, "routes"),
+                     f"{value} is not a valid combination: use [hard_labels], "
+                     f"[hard_labels, distill] or [head_only]")
+        return None
+    return [r for r in ROUTES if r in value]
+
+
+@dataclass
+class _Checker:
+    path: Path
+    doc: dict[str, Any]
+    problems: Problems
+    values: dict[str, Any]
+
+    def _get(self, key: str) -> tuple[bool, Any]:
+        return (key in self.doc, self.doc.get(key))
+
+    def _bad(self, key: str, message: str) -> None:
+        self.problems.add(_where(self.path, key), message)
+
+    def text(self, key: str) -> None:
+        present, v = self._get(key)
+        if not present:
+            return
+        if not isinstance(v, str) or (key != "description" and not v.strip()):
+            self._bad(key, f"expected a non-empty string, got {v!r}")
+        else:
+            self.values[key] = v.strip() if key == "description" else v
+
+    def boolean(self, key: str) -> None:
+        present, v = self._get(key)
+        if present:
+            if isinstance(v, bool):
+                self.values[key] = v
+            else:
+                self._bad(key, f"expected true or false, got {v!r}")
+
+    def integer(self, key: str, *, minimum: int, nullable: bool = False) -> None:
+        present, v = self._get(key)
+        if not present:
+            return
+        if v is None and nullable:
+            self.values[key] = None
+        elif isinstance(v, bool) or not isinstance(v, int):
+            self._bad(key, f"expected an integer{' or null' if nullable else ''}, got {v!r}")
+        elif v < minimum:
+            self._bad(key, f"{v} is below the minimum {minimum}")
+        else:
+            self.values[key] = v
+
+    def number(self, key: str, *, positive: bool = False) -> None:
+        present, v = self._get(key)
+        if not present:
+            return
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            self._bad(key, f"expected a number, got {v!r}")
+        elif (v <= 0) if positive else (v < 0):
+            self._bad(key, f"{v} must be {'> 0' if positive else '>= 0'}")
+        else:
+            self.values[key] = float(v)
+
+    def fraction(self, key: str, *, below_one: bool = False, positive: bool = False) -> None:
+        present, v = self._get(key)
+        if not present:
+            return
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            self._bad(key, f"expected a fraction in [0, 1], got {v!r}")
+        elif not 0.0 <= v <= 1.0:
+            self._bad(key, f"{v} is outside [0, 1]")
+        elif below_one and v >= 1.0:
+            self._bad(key, f"{v} must be below 1")
+        elif positive and v <= 0.0:
+            self._bad(key, f"{v} must be above 0")
+        else:
+            self.values[key] = float(v)
+
+    def choice(self, key: str, choices: Sequence[str]) -> None:
+        present, v = self._get(key)
+        if not present:
+            return
+        if v not in choices:
+            self._bad(key, f"{v!r} is not one of {', '.join(choices)}")
+        else:
+            self.values[key] = v
+
+
+def _check_links(specs: dict[str, BranchSpec], names: set[str], problems: Problems) -> None:
+    # A spec that failed to parse still exists as a name, so its dependants are not blamed.
+    for spec in specs.values():
+        for key, target in spec.depends_on():
+            if target not in names:
+                problems.add(_where(Path(spec.path), key),
+                             f"unknown branch {target!r} ({did_you_mean(target, sorted(names))})")
+            elif target == spec.name:
+                problems.add(_where(Path(spec.path), key), "a branch cannot depend on itself")
+    reported: set[frozenset[str]] = set()
+    for start in sorted(specs, key=branch_sort_key):
+        cycle = _find_cycle(start, specs)
+        if cycle and frozenset(cycle) not in reported:
+            reported.add(frozenset(cycle))
+            first = specs[cycle[0]]
+            key = next(k for k, t in first.depends_on() if t == cycle[1])
+            problems.add(_where(Path(first.path), key),
+                         f"dependency cycle {' → '.join(cycle)}")
+
+
+def _find_cycle(start: str, specs: dict[str, BranchSpec]) -> list[str] | None:
+    path: list[str] = []
+
+    def walk(name: str) -> list[str] | None:
+        if name in path:
+            return [*path[path.index(name):], name]
+        if name not in specs:
+            return None
+        path.append(name)
+        for _, target in specs[name].depends_on():
+            if target == name:
+                continue
+            found = walk(target)
+            if found:
+                return found
+        path.pop()
+        return None
+
+    cycle = walk(start)
+    return cycle if cycle and cycle[0] == start else None
+
+
+# ----------------------------------------------------------------------------- planning
+
+@dataclass(frozen=True)
+class PlannedRun:
+    """One run of a plan: a branch at a size and seed, with the runs it needs."""
+
+    branch: str
+    size: str
+    seed: int
+    teacher: str | None = None
+    """Run id of the teacher (distill), if any."""
+    parent: str | None = None
+    """Run id of the parent (head-only), if any."""
+
+    @property
+    def run_id(self) -> str:
+        return run_id(self.size, self.branch, self.seed)
+
+    def deps(self) -> list[str]:
+        return [d for d in (self.teacher, self.parent) if d]
+
+
+def run_id(size: str, branch: str, seed: int) -> str:
+    return f"{size}/{branch}/seed={seed}"
+
+
+def resolve_size(spec: BranchSpec, requested: str, branches: BranchSet) -> str:
+    """The model size a branch trains at when ``requested`` is asked for."""
+    from guarddiag.model import get_size, size_up
+
+    if spec.head_only and spec.parent:
+        return resolve_size(branches[spec.parent], requested, branches)
+    if spec.size == "same":
+        return get_size(requested).name
+    if spec.size == "one_up":
+        return size_up(requested)
+    return get_size(spec.size).name
+
+
+def plan_runs(branches: BranchSet, *, names: str | Sequence[str] = "all",
+              sizes: Sequence[str], seeds: Sequence[int]) -> list[PlannedRun]:
+    """Every run needed for ``names`` × ``sizes`` × ``seeds``, dependencies first."""
+    from guarddiag.model import get_size
+
+    wanted = select_branches(branches, names)
+    for size in sizes:
+        get_size(size, where="--sizes")
+    if not seeds:
+        raise GuarddiagError("--seeds: expected at least one seed")
+    runs: dict[str, PlannedRun] = {}
+
+    def add(name: str, requested: str, seed: int) -> str:
+        spec = branches[name]
+        run_seed = spec.fixed_seed if spec.fixed_seed is not None else seed
+        teacher = add(spec.teacher, requested, seed) if spec.distill and spec.teacher else None
+        parent = add(spec.parent, requested, run_seed) if spec.head_only and spec.parent \
+            else None
+        planned = PlannedRun(name, resolve_size(spec, requested, branches), run_seed,
+                             teacher, parent)
+        runs.setdefault(planned.run_id, planned)
+        return planned.run_id
+
+    for size in sizes:
+        for seed in seeds:
+            for name in wanted:
+                add(name, size, seed)
+    return _topological(runs)
+
+
+def select_branches(branches: BranchSet, names: str | Sequence[str]) -> list[str]:
+    if isinstance(names, str):
+        if names.strip() == "all":
+            return branches.names()
+        names = [n.strip() for n in names.split(",") if n.strip()]
+    if not names:
+        raise GuarddiagError("--branches: expected 'all' or a comma-separated list of branches")
+    return [branches[n].name for n in names]
+
+
+def _topological(runs: dict[str, PlannedRun]) -> list[PlannedRun]:
+    from guarddiag.model import SIZE_ORDER
+
+    depth: dict[str, int] = {}
+
+    def level(rid: str) -> int:
+        if rid not in depth:
+            depth[rid] = 1 + max((level(d) for d in runs[rid].deps()), default=-1)
+        return depth[rid]
+
+    def key(r: PlannedRun) -> tuple:
+        return (level(r.run_id), SIZE_ORDER.index(r.size), branch_sort_key(r.branch), r.seed)
+
+    return sorted(runs.values(), key=key)
+
+
+def parse_seeds(text: str | Iterable[int]) -> list[int]:
+    """``"42,43,44"`` → [42, 43, 44], with a one-line error for anything else."""
+    if not isinstance(text, str):
+        return [int(s) for s in text]
+    out = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        if not re.fullmatch(r"\d+", part):
+            raise GuarddiagError(f"--seeds: {part!r} is not a non-negative integer")
+        out.append(int(part))
+    if not out:
+        raise GuarddiagError("--seeds: expected at least one seed, e.g. 42,43,44")
+    return out
+
+
+def parse_sizes(text: str | Sequence[str]) -> list[str]:
+    from guarddiag.model import get_size
+
+    parts = [p.strip() for p in text.split(",")] if isinstance(text, str) else list(text)
+    parts = [p for p in parts if p]
+    if not parts:
+        raise GuarddiagError("--sizes: expected at least one size, e.g. micro")
+    return [get_size(p, where="--sizes").name for p in parts]

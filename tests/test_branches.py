@@ -1,0 +1,166 @@
+"""Branch specs: the bundled set matches SPEC §4; bad specs give one-line errors naming file and
+field, all at once; plans come out in dependency order."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from guarddiag.branches import load_branches, parse_seeds, parse_sizes, plan_runs
+from guarddiag.errors import GuarddiagError
+from guarddiag.paths import branches_dir
+from guarddiag.spec import SpecError
+
+
+def test_bundled_specs_are_the_study_branches():
+    b = load_branches()
+    assert b.names() == ["T_A", "T_B", "reference", *(f"E{i}" for i in range(1, 11))]
+    # SPEC §4, row by row
+    assert (b["T_A"].policy_a_fraction, b["T_B"].policy_a_fraction) == (1.0, 0.0)
+    assert b["T_A"].size == b["T_B"].size == "one_up"
+    ref = b["reference"]
+    assert (ref.policy_a_fraction, ref.teacher, ref.temperature) == (0.0, "T_B", 4.0)
+    assert ref.distill_weight > 0.5  # the teacher dominates by default
+    mixes = {"E2": (0.25, False), "E3": (0.25, True), "E4": (0.5, False), "E5": (0.5, True),
+             "E6": (1.0, False), "E8": (0.0, False), "E9": (0.75, False)}
+    for name, (frac, anchors) in mixes.items():
+        assert (b[name].policy_a_fraction, b[name].anchors) == (frac, anchors), name
+        assert b[name].teacher == ("T_A" if name == "E8" else "T_B"), name
+    for name in ("E1", "E7", "E10"):
+        assert b[name].routes == ("head_only",)
+        assert b[name].parent == "reference"
+        assert b[name].policy_a_fraction == 1.0
+    assert b["E1"].epochs == 2
+    assert round(b["E1"].calibration_fraction * 53_441) == pytest.approx(8_489, abs=30)
+    assert round(b["E7"].calibration_fraction * 53_441) == pytest.approx(53_395, abs=30)
+    assert b["E10"].calibration_source == "disagreement"
+    assert round(b["E10"].generic_anchor_fraction * 8_489) == pytest.approx(3_000, abs=10)
+
+
+def test_plan_runs_dependencies_first_and_teachers_once():
+    b = load_branches()
+    plan = plan_runs(b, names="E1,E8", sizes=["micro"], seeds=[43, 44])
+    ids = [r.run_id for r in plan]
+    assert ids[:2] == ["tiny/T_A/seed=42", "tiny/T_B/seed=42"]  # fixed-seed teachers, once
+    assert ids.index("micro/reference/seed=43") < ids.index("micro/E1/seed=43")
+    e1 = next(r for r in plan if r.run_id == "micro/E1/seed=44")
+    assert e1.parent == "micro/reference/seed=44"
+    e8 = next(r for r in plan if r.run_id == "micro/E8/seed=43")
+    assert e8.teacher == "tiny/T_A/seed=42"
+    assert len(ids) == len(set(ids)) == 2 + 2 * 3
+    base = plan_runs(b, names="reference", sizes=["base"], seeds=[42])
+    assert [r.run_id for r in base] == ["large/T_B/seed=42", "base/reference/seed=42"]
+
+
+GOOD = """name: {name}
+routes: [hard_labels, distill]
+policy_a_fraction: 0.25
+teacher: T
+train_rows: 100
+epochs: 1
+lr: 0.001
+batch_size: 8
+max_length: 32
+"""
+TEACHER = """name: T
+routes: [hard_labels]
+policy_a_fraction: 1.0
+train_rows: 100
+epochs: 1
+lr: 0.001
+batch_size: 8
+max_length: 32
+"""
+
+
+def _folder(tmp_path: Path, **files: str) -> Path:
+    folder = tmp_path / "branches"
+    folder.mkdir()
+    (folder / "T.yaml").write_text(TEACHER)
+    for name, text in files.items():
+        (folder / f"{name}.yaml").write_text(text)
+    return folder
+
+
+@pytest.mark.parametrize(("text", "field", "message"), [
+    (GOOD + "colour: blue\n", "colour", "unknown key"),
+    (GOOD.replace("teacher: T", "teacher: T_X"), "teacher", "unknown branch 'T_X'"),
+    (GOOD.replace("0.25", "1.5"), "policy_a_fraction", "1.5 is outside [0, 1]"),
+    (GOOD + "size: huge\n", "size", "unknown model size 'huge'"),
+    (GOOD.replace("routes: [hard_labels, distill]", "routes: [hard_labels, distil]"),
+     "routes", "unknown route 'distil'"),
+    (GOOD.replace("epochs: 1", "epochs: two"), "epochs", "expected an integer"),
+    (GOOD.replace("teacher: T\n", ""), "teacher", "required by route distill"),
+    (GOOD + "parent: T\n", "parent", "applies only to route head_only"),
+])
+def test_each_bad_spec_gives_one_line_naming_file_and_field(tmp_path, text, field, message):
+    folder = _folder(tmp_path, S=text.format(name="S"))
+    with pytest.raises(SpecError) as exc:
+        load_branches(folder)
+    msg = str(exc.value)
+    assert "\n" not in msg
+    assert f'{folder / "S.yaml"} field "{field}"' in msg
+    assert message in msg
+
+
+def test_cycle_is_reported_with_its_path(tmp_path):
+    head = """name: {name}
+routes: [head_only]
+parent: {parent}
+policy_a_fraction: 1.0
+calibration_fraction: 0.5
+epochs: 1
+lr: 0.01
+batch_size: 8
+"""
+    folder = _folder(tmp_path, H1=head.format(name="H1", parent="H2"),
+                     H2=head.format(name="H2", parent="H1"))
+    with pytest.raises(SpecError) as exc:
+        load_branches(folder)
+    msg = str(exc.value)
+    assert "\n" not in msg
+    assert 'H1.yaml field "parent": dependency cycle H1 → H2 → H1' in msg
+
+
+def test_every_problem_is_reported_at_once(tmp_path):
+    folder = _folder(tmp_path,
+                     A=GOOD.format(name="A").replace("0.25", "1.5"),
+                     B=GOOD.format(name="B") + "colour: red\nsize: huge\n",
+                     C=GOOD.format(name="wrong"))
+    with pytest.raises(SpecError) as exc:
+        load_branches(folder)
+    assert len(exc.value.problems) == 4
+    assert str(exc.value).startswith("4 problems in branch specs")
+    assert any('C.yaml field "name"' in p for p in exc.value.problems)
+
+
+def test_cli_validate_prints_one_line_error_and_exit_2(tmp_path, capsys):
+    from guarddiag.cli import main
+
+    folder = _folder(tmp_path, S=GOOD.format(name="S").replace("0.25", "1.5"))
+    assert main(["branches", "validate", "--branches-dir", str(folder)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0
+    assert err.startswith("guarddiag: error: ")
+    assert "policy_a_fraction" in err
+
+    assert main(["branches", "validate"]) == 0
+    assert "13 branch specs OK" in capsys.readouterr().out
+
+
+def test_bundled_specs_copy_validates(tmp_path):
+    # a user starting their own set from the bundled one
+    copy = tmp_path / "mine"
+    shutil.copytree(branches_dir(), copy)
+    assert len(load_branches(copy).branches) == 13
+
+
+def test_seed_and_size_options():
+    assert parse_seeds("42, 43,44") == [42, 43, 44]
+    with pytest.raises(GuarddiagError, match="--seeds: 'x' is not"):
+        parse_seeds("42,x")
+    assert parse_sizes("micro,tiny") == ["micro", "tiny"]
+    with pytest.raises(GuarddiagError, match="unknown model size 'mini' in --sizes"):
+        parse_sizes("mini")
