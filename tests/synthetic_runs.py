@@ -96,7 +96,8 @@ def study_like(*, seed: int = 0, sizes: Sequence[str] = ("micro",),
                 for bench, rate in ((COPY, copy_rate), (STD, std_rate),
                                     (ORH, over_rate)):
                     u = np.where(rng.random(n_prompts) < rate, 0.8, 0.2)
-                    bnd = np.where(rng.random(n_prompts) < 0.3, 0.15, 0.0)
+                    # some safe-looking prompts lean BOUNDARY_SAFE: strict reads them unsafe
+                    bnd = np.where((u < 0.5) & (rng.random(n_prompts) < 0.3), 0.35, 0.0)
                     rows += rows_for(meta, bench, u.tolist(), p_boundary=bnd.tolist(),
                                      ids=bench_ids[bench], decontam=decontam[bench])
                 acc = 0.8 if policy == "A" else 0.6

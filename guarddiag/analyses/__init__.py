@@ -19,6 +19,8 @@ from guarddiag.analyses.pool import (
 )
 from guarddiag.analyses.rank import BranchRankResult, branch_rank_test
 from guarddiag.analyses.scores import ScoresResult, check_prompt_sets, compute_scores
+from guarddiag.analyses.study import StudyComparisonResult, study_comparison
+from guarddiag.analyses.tables import RecipeTableResult, mapping_effect_by_recipe, recipe_table
 
 __all__ = [
     "BenchmarkLoadResult",
@@ -29,7 +31,9 @@ __all__ = [
     "MappingEffectResult",
     "OutsideComparisonResult",
     "PoolStatsResult",
+    "RecipeTableResult",
     "ScoresResult",
+    "StudyComparisonResult",
     "ValOverlapResult",
     "benchmark_load",
     "branch_rank_test",
@@ -38,8 +42,11 @@ __all__ = [
     "contamination_table",
     "disclosure_card",
     "mapping_effect",
+    "mapping_effect_by_recipe",
     "outside_comparison",
     "pool_statistics",
+    "recipe_table",
+    "study_comparison",
     "val_correlation",
     "validation_overlap",
 ]

@@ -24,7 +24,8 @@ _KEY = ["run_id", "guard_kind", "branch", "size", "seed", "label_policy", "bench
 class MappingEffectResult:
     table: pl.DataFrame = field(repr=False)
     """Per run, benchmark, subset: loose, loose_low/high, strict, strict_low/high, delta_pp,
-    readout."""
+    readout, strict_applied (``native`` where the guard gives no class probabilities, so the
+    strict mapping could not be applied)."""
     loose: str
     strict: str
 
@@ -41,13 +42,14 @@ def mapping_effect(scores: ScoresResult, *, loose: str = "loose",
                 f"mapping effect: scores were computed under {', '.join(scores.mappings)}; "
                 f"mapping {name!r} is missing")
 
-    def side(mapping: str, prefix: str, extra: tuple[str, ...] = ()) -> pl.DataFrame:
+    def side(mapping: str, prefix: str, extra: tuple = ()) -> pl.DataFrame:
         return scores.binary(mapping=mapping).select(
             *_KEY, *extra, pl.col("score").alias(prefix),
             pl.col("ci_low").alias(f"{prefix}_low"), pl.col("ci_high").alias(f"{prefix}_high"))
 
     table = side(loose, "loose", ("readout",)).join(
-        side(strict, "strict"), on=_KEY, how="inner", nulls_equal=True).with_columns(
+        side(strict, "strict", (pl.col("mapping_applied").alias("strict_applied"),)), on=_KEY,
+        how="inner", nulls_equal=True).with_columns(
         ((pl.col("strict") - pl.col("loose")) * 100).alias("delta_pp")).sort(
         ["benchmark", "subset", "run_id"])
     return MappingEffectResult(table=table, loose=loose, strict=strict)

@@ -17,7 +17,8 @@ from guarddiag.analyses.load import student_runs
 from guarddiag.analyses.scores import ScoresResult
 
 SCHEMA = {"entity": pl.String, "kind": pl.String, "size": pl.String, "benchmark": pl.String,
-          "metric_alias": pl.String, "mapping": pl.String, "readout": pl.String,
+          "metric_alias": pl.String, "mapping": pl.String, "mapping_applied": pl.String,
+          "readout": pl.String,
           "prompt_set": pl.String, "n_scored": pl.Int64, "n_failed": pl.Int64,
           "score": pl.Float64, "low": pl.Float64, "high": pl.Float64,
           "interval": pl.String, "n_runs": pl.Int64}
@@ -42,18 +43,18 @@ def outside_comparison(scores: ScoresResult, *,
     guards = binary.filter(pl.col("guard_kind") == "outside").select(
         pl.col("branch").alias("entity"), pl.lit("outside").alias("kind"),
         pl.lit(None, dtype=pl.String).alias("size"), "benchmark", "metric_alias", "mapping",
-        "readout", "prompt_set", "n_scored", "n_failed", "score",
+        "mapping_applied", "readout", "prompt_set", "n_scored", "n_failed", "score",
         pl.col("ci_low").alias("low"), pl.col("ci_high").alias("high"),
         pl.lit("bootstrap").alias("interval"), pl.lit(1, dtype=pl.Int64).alias("n_runs"))
     branch = student_runs(binary).group_by(
-        ["branch", "size", "benchmark", "metric_alias", "mapping", "readout", "prompt_set",
-         "n_scored", "n_failed"]).agg(
+        ["branch", "size", "benchmark", "metric_alias", "mapping", "mapping_applied", "readout",
+         "prompt_set", "n_scored", "n_failed"]).agg(
         pl.col("score").mean(), pl.col("score").min().alias("low"),
         pl.col("score").max().alias("high"), pl.len().cast(pl.Int64).alias("n_runs"))
     branch = branch.select(
         pl.col("branch").alias("entity"), pl.lit("branch").alias("kind"), "size", "benchmark",
-        "metric_alias", "mapping", "readout", "prompt_set", "n_scored", "n_failed", "score",
-        "low", "high", pl.lit("seed range").alias("interval"), "n_runs")
+        "metric_alias", "mapping", "mapping_applied", "readout", "prompt_set", "n_scored",
+        "n_failed", "score", "low", "high", pl.lit("seed range").alias("interval"), "n_runs")
     table = pl.concat([guards.cast(SCHEMA), branch.cast(SCHEMA)]).sort(
         ["benchmark", "mapping", "kind", "entity", "size"], descending=[False, False, True,
                                                                         False, False],

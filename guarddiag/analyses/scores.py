@@ -15,7 +15,8 @@ Binary read-out. P(unsafe) under a named :class:`~guarddiag.labels.BinaryMapping
 the class probabilities of the mapping's unsafe classes where the row has class probabilities
 (``readout = "class_probs"``), and the guard's own ``p_unsafe`` otherwise (``readout =
 "p_unsafe"``: such a guard gives no class split, so the loose/strict mapping cannot change its
-read-out — the cohort says so rather than hiding it). A prompt reads as unsafe when
+read-out — ``mapping_applied = "native"`` says so rather than hiding it). A prompt reads as
+unsafe when
 P(unsafe) ≥ ``threshold`` (default 0.5, recorded in every row).
 
 Failed rows (``status = "failed"``: an outside guard's output that could not be parsed) are
@@ -24,11 +25,12 @@ the row's prompt set (``prompt_set``) then differs from the other runs', so the 
 that score in the same column as theirs.
 
 Cohorts. Every row carries the cohort it was measured on: ``benchmark``, ``benchmark_sha256``,
-``subset`` (``full`` or ``decontaminated`` = prompts with ``survives_decontam``), ``mapping``,
-``threshold``, ``readout``, ``prompt_set`` (first 16 hex digits of the sha256 of the sorted
-prompt ids scored) and the run's ``label_policy``. VAL has no binary mapping or threshold (both
-null) and only the ``full`` subset (decontamination is defined for benchmarks, not for the
-pool's own validation split; see :func:`guarddiag.analyses.pool.validation_overlap`).
+``subset`` (``full`` or ``decontaminated`` = prompts with ``survives_decontam``), ``mapping``
+and ``mapping_applied``, ``threshold``, ``readout``, ``prompt_set`` (first 16 hex digits of the
+sha256 of the sorted prompt ids scored) and the run's ``label_policy``. VAL has no binary
+mapping or threshold (both null) and only the ``full`` subset (decontamination is defined for
+benchmarks, not for the pool's own validation split; see
+:func:`guarddiag.analyses.pool.validation_overlap`).
 
 Intervals. For each (benchmark, subset, language, prompt set) the prompts are resampled
 ``n_resamples`` times (B = 2,000 by default) by :func:`guarddiag.stats.bootstrap_means`; every
@@ -69,14 +71,17 @@ SCORE_SCHEMA: dict[str, pl.DataType] = {
     "size": pl.String(), "seed": pl.Int64(), "label_policy": pl.String(),
     "benchmark": pl.String(), "benchmark_sha256": pl.String(), "metric": pl.String(),
     "metric_alias": pl.String(), "subset": pl.String(), "lang": pl.String(),
-    "mapping": pl.String(), "threshold": pl.Float64(), "readout": pl.String(),
+    "mapping": pl.String(), "mapping_applied": pl.String(), "threshold": pl.Float64(),
+    "readout": pl.String(),
     "prompt_set": pl.String(), "n": pl.Int64(), "n_failed": pl.Int64(),
     "n_scored": pl.Int64(), "n_positive": pl.Int64(), "score": pl.Float64(),
     "ci_low": pl.Float64(), "ci_high": pl.Float64(), "n_resamples": pl.Int64(),
     "confidence": pl.Float64(),
 }
 """Columns of :meth:`ScoresResult.to_frame` (``n_positive``: prompts read unsafe, or correct
-for VAL; ``score = n_positive / n_scored``)."""
+for VAL; ``score = n_positive / n_scored``). ``mapping_applied`` is the mapping that really
+produced the read-out: ``mapping`` where the run gave class probabilities, ``native`` where the
+guard's own binary verdict (``p_unsafe``) was used, ``mixed`` where both occur."""
 
 _RUN_COLUMNS = ("run_id", "guard_kind", "branch", "size", "seed", "label_policy")
 
@@ -288,6 +293,8 @@ def _binary_rows(sub: pl.DataFrame, *, bench: str, subset: str, kind: str,
                     "run_id": run, "benchmark": bench, "benchmark_sha256": sha,
                     "metric": metric, "metric_alias": ALIASES.get(bench, metric),
                     "subset": subset, "lang": "all", "mapping": m.name,
+                    "mapping_applied": {"class_probs": m.name, "p_unsafe": "native"}.get(
+                        readouts[m.name], readouts[m.name]),
                     "threshold": threshold, "readout": readouts[m.name],
                     "prompt_set": digest, "n": len(ids) + n_failed, "n_failed": n_failed,
                     "n_scored": len(ids), "n_positive": positive,
@@ -344,7 +351,8 @@ def _val_rows(val: pl.DataFrame, pool: pl.DataFrame, *, n_resamples: int, seed: 
                 out.append({
                     "run_id": run, "benchmark": VAL_BENCHMARK, "benchmark_sha256": None,
                     "metric": "VAL", "metric_alias": "VAL", "subset": "full", "lang": lang,
-                    "mapping": None, "threshold": None, "readout": "pred_class",
+                    "mapping": None, "mapping_applied": None, "threshold": None,
+                    "readout": "pred_class",
                     "prompt_set": digest, "n": len(ids) + n_failed, "n_failed": n_failed,
                     "n_scored": len(ids), "n_positive": positive,
                     "score": positive / len(ids) if ids else None,

@@ -1,0 +1,228 @@
+"""Paper-style figures, one function per figure, each returning a matplotlib ``Figure``.
+
+Figures are built with the object-oriented API (``matplotlib.figure.Figure``), never pyplot, so
+nothing touches global state or the user's backend, and a figure needs no closing. Numbers come
+from the analyses' result objects; these functions only draw them.
+
+:func:`save_figure` writes PNG and PDF without dates or other run-dependent metadata, so the same
+results give the same bytes; :func:`png_bytes` gives the PNG for embedding in HTML.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+from matplotlib import rc_context
+from matplotlib.figure import Figure
+
+from guarddiag.analyses.contamination import ContaminationResult
+from guarddiag.analyses.load import BenchmarkLoadResult
+from guarddiag.analyses.rank import BranchRankResult
+from guarddiag.analyses.tables import RecipeTableResult
+from guarddiag.files import atomic_path
+
+_STYLE = {
+    "font.family": "DejaVu Sans",
+    "font.size": 8,
+    "axes.titlesize": 9,
+    "axes.labelsize": 8,
+    "xtick.labelsize": 7,
+    "ytick.labelsize": 7,
+    "legend.fontsize": 7,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "axes.linewidth": 0.6,
+    "xtick.major.width": 0.6,
+    "ytick.major.width": 0.6,
+    "lines.linewidth": 1.0,
+    "savefig.bbox": "tight",
+    "savefig.pad_inches": 0.05,
+    "svg.hashsalt": "guarddiag",
+    "pdf.fonttype": 42,
+}
+# Colour-blind-safe pair (Okabe–Ito) for the two series every figure compares.
+_BLUE, _ORANGE, _GREY, _GREEN = "#0072B2", "#E69F00", "#999999", "#009E73"
+PNG_DPI = 150
+# No creation dates: same results, same bytes.
+_PNG_META = {"Software": None}
+_PDF_META = {"Creator": None, "Producer": None, "CreationDate": None, "ModDate": None}
+
+
+@contextmanager
+def _style() -> Iterator[None]:
+    with rc_context(_STYLE):
+        yield
+
+
+def _new(width: float, height: float) -> Figure:
+    return Figure(figsize=(width, height), layout="constrained")
+
+
+def _short(name: str, limit: int = 24) -> str:
+    return name if len(name) <= limit else name[:limit - 1] + "…"
+
+
+# ─── saving ────────────────────────────────────────────────────────────────────────────────────
+
+def _settle(fig: Figure) -> None:
+    # Constrained layout (and colorbars) move a little between the first and second draw; one
+    # draw before saving makes every save of a figure give the same bytes, PNG or PDF first.
+    fig.draw_without_rendering()
+
+
+def png_bytes(fig: Figure) -> bytes:
+    with _style():
+        _settle(fig)
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png", dpi=PNG_DPI, metadata=_PNG_META)
+    return buf.getvalue()
+
+
+def pdf_bytes(fig: Figure) -> bytes:
+    with _style():
+        _settle(fig)
+        buf = io.BytesIO()
+        fig.savefig(buf, format="pdf", metadata=_PDF_META)
+    return buf.getvalue()
+
+
+def save_figure(fig: Figure, stem: str | Path) -> tuple[Path, Path]:
+    """Write ``<stem>.png`` and ``<stem>.pdf`` atomically; returns both paths."""
+    stem = Path(stem)
+    out = []
+    for suffix, data in ((".png", png_bytes(fig)), (".pdf", pdf_bytes(fig))):
+        path = stem.with_suffix(suffix)
+        with atomic_path(path) as tmp:
+            tmp.write_bytes(data)
+        out.append(path)
+    return out[0], out[1]
+
+
+# ─── figures ───────────────────────────────────────────────────────────────────────────────────
+
+def overlap_bars(contamination: ContaminationResult) -> Figure:
+    """Study Fig. 2a: % of each benchmark's prompts found in the training pool, exact and near
+    (separate bars), benchmarks sorted by exact overlap."""
+    t = contamination.table.sort(["share_exact", "benchmark"], descending=[False, True])
+    names = t["benchmark"].to_list()
+    exact = np.array(t["share_exact"].fill_null(0).to_list()) * 100
+    near = np.array(t["share_near"].fill_null(0).to_list()) * 100
+    with _style():
+        fig = _new(5.0, 0.28 * len(names) + 1.0)
+        ax = fig.add_subplot()
+        y = np.arange(len(names))
+        ax.barh(y + 0.2, exact, height=0.4, color=_BLUE, label="exact (normalised text)")
+        if contamination.near_dup:
+            ax.barh(y - 0.2, near, height=0.4, color=_ORANGE, label="near duplicate only")
+        for yi, v, n in zip(y, exact, t["n_exact"].to_list(), strict=True):
+            ax.text(v + 1, yi + 0.2, f"{v:.1f}% ({n})", va="center", fontsize=6)
+        ax.set_yticks(y, [_short(n) for n in names])
+        ax.set_xlim(0, 110)
+        ax.set_xlabel("benchmark prompts also in the training pool (%)")
+        pool = f" ({contamination.pool_rows:,} pool rows)" if contamination.pool_rows else ""
+        ax.set_title(f"Training-pool overlap per benchmark{pool}")
+        ax.legend(loc="lower right", frameon=False)
+    return fig
+
+
+def score_heatmap(recipes: RecipeTableResult) -> Figure:
+    """Study Table 1 as a heatmap: recipe/guard × benchmark, cell = % read unsafe."""
+    t = recipes.table
+    entities = list(dict.fromkeys(t["entity"].to_list()))
+    benches = sorted(set(t["benchmark"].to_list()))
+    grid = np.full((len(entities), len(benches)), np.nan)
+    for r in t.iter_rows(named=True):
+        grid[entities.index(r["entity"]), benches.index(r["benchmark"])] = r["score"] * 100
+    with _style():
+        fig = _new(0.55 * len(benches) + 2.2, 0.22 * len(entities) + 1.6)
+        ax = fig.add_subplot()
+        im = ax.imshow(np.ma.masked_invalid(grid), cmap="viridis", vmin=0, vmax=100,
+                       aspect="auto")
+        for i in range(len(entities)):
+            for j in range(len(benches)):
+                if not np.isnan(grid[i, j]):
+                    ax.text(j, i, f"{grid[i, j]:.0f}", ha="center", va="center", fontsize=5.5,
+                            color="white" if grid[i, j] < 60 else "black")
+        ax.set_xticks(range(len(benches)), [_short(b, 18) for b in benches], rotation=45,
+                      ha="right")
+        ax.set_yticks(range(len(entities)), [_short(e) for e in entities])
+        ax.spines[:].set_visible(False)
+        fig.colorbar(im, ax=ax, label="% of prompts read unsafe", shrink=0.8)
+        ax.set_title(f"Share read unsafe — {recipes.subset} prompts, {recipes.mapping} mapping")
+    return fig
+
+
+def span_vs_floor(load: BenchmarkLoadResult, *, subset: str, mapping: str) -> Figure:
+    """Study Table 4: Δb beside the seed floor (median dot, widest bar) per benchmark."""
+    t = load.table.filter((pl.col("subset") == subset) & (pl.col("mapping") == mapping)).sort(
+        ["delta", "benchmark"], nulls_last=True)
+    names = t["benchmark"].to_list()
+    delta = np.array(t["delta"].fill_null(np.nan).to_list(), dtype=float) * 100
+    widest = np.array(t["floor_widest"].fill_null(np.nan).to_list(), dtype=float) * 100
+    median = np.array(t["floor_median"].fill_null(np.nan).to_list(), dtype=float) * 100
+    with _style():
+        fig = _new(5.0, 0.3 * max(len(names), 1) + 1.2)
+        ax = fig.add_subplot()
+        y = np.arange(len(names))
+        ax.barh(y + 0.18, np.nan_to_num(delta), height=0.36, color=_BLUE,
+                label="label-supervision span Δb")
+        ax.barh(y - 0.18, np.nan_to_num(widest), height=0.36, color=_GREY,
+                label="widest seed floor Φb")
+        ax.plot(median, y - 0.18, "k|", markersize=6, label="median seed floor")
+        for yi, load_call in zip(y, t["load"].to_list(), strict=True):
+            ax.text(101, yi, load_call, va="center", fontsize=6,
+                    color=_GREEN if load_call == "policy" else "black")
+        ax.set_yticks(y, [_short(n) for n in names])
+        ax.set_xlim(0, 118)
+        ax.set_xlabel("percentage points")
+        ax.set_title(f"Δb vs seed floor — {subset} prompts, {mapping} mapping")
+        ax.legend(loc="lower right", frameon=False)
+    return fig
+
+
+def mapping_effect_plot(by_recipe: pl.DataFrame, *, benchmark: str) -> Figure:
+    """Study Table 2: each recipe's or guard's score under the loose and the strict mapping on
+    one benchmark (arrows from loose to strict)."""
+    t = by_recipe.filter(pl.col("benchmark") == benchmark)
+    names = t["entity"].to_list()
+    loose = np.array(t["loose"].to_list(), dtype=float) * 100
+    strict = np.array(t["strict"].to_list(), dtype=float) * 100
+    with _style():
+        fig = _new(4.6, 0.24 * max(len(names), 1) + 1.2)
+        ax = fig.add_subplot()
+        y = np.arange(len(names))[::-1]
+        ax.hlines(y, loose, strict, color=_GREY, linewidth=1.2)
+        ax.plot(loose, y, "o", color=_BLUE, markersize=4, label="loose (BOUNDARY_SAFE → safe)")
+        ax.plot(strict, y, "s", color=_ORANGE, markersize=4,
+                label="strict (BOUNDARY_SAFE → unsafe)")
+        ax.set_yticks(y, [_short(n) for n in names])
+        ax.set_xlim(-2, 102)
+        ax.set_xlabel("% of prompts read unsafe")
+        ax.set_title(f"Binary-mapping effect on {benchmark}")
+        ax.legend(loc="lower right", frameon=False)
+    return fig
+
+
+def rank_plot(rank: BranchRankResult) -> Figure:
+    """Branches in rank order on the rank-test benchmark, the named group highlighted, with the
+    exact p-value per model size."""
+    sizes = rank.tests
+    with _style():
+        fig = _new(2.6 * len(sizes) + 1.0, 2.6)
+        axes = fig.subplots(1, len(sizes), squeeze=False)[0]
+        for ax, (size, test) in zip(axes, sizes, strict=True):
+            x = np.arange(test.n)
+            colors = [_ORANGE if b in test.group else _BLUE for b in test.branches]
+            ax.bar(x, np.array(test.scores) * 100, color=colors)
+            ax.set_xticks(x, list(test.branches), rotation=60, ha="right")
+            ax.set_ylim(0, 105)
+            ax.set_ylabel(f"{rank.metric} on {rank.benchmark} (%)")
+            ax.set_title(f"{size}: p = {float(test.p_value):.4g} ({test.tail})", fontsize=8)
+        axes[0].bar([], [], color=_ORANGE, label="named group")
+        axes[0].legend(loc="upper right", frameon=False)
+    return fig
