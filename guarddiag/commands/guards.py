@@ -1,5 +1,218 @@
-"""Sub-commands: guards (work in progress)."""
+"""Sub-commands: ``guards list``, ``guards score`` (outside guards) and ``label`` (committee).
+
+Examples::
+
+    guarddiag guards list
+    guarddiag guards score --adapter file --file my_guard.csv
+    guarddiag guards score --adapter qwen3guard --endpoint http://127.0.0.1:8000/v1#Qwen/Qwen3Guard-Gen-4B
+    guarddiag guards score --adapter hf-classifier --model ./my-guard --labels my-guard-labels.yaml
+    guarddiag label --policy policy_c.md --committee committee.yaml --pool work/pool/pool.parquet
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from guarddiag.cli import add_parser
 
 
-def register(sub, bench) -> None:
-    return None
+def register(sub: argparse._SubParsersAction, bench: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser(
+        "guards", help="outside guards: list the adapters, score a guard on the benchmarks",
+        description="Outside guards (Qwen3Guard, Granite Guardian, Llama Guard, any Hugging\n"
+                    "Face classifier, a predictions file) scored on the same prompts as the\n"
+                    "branches, into the same predictions table.",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    guards_sub = parser.add_subparsers(dest="guards_command", metavar="ACTION", required=True)
+
+    listing = add_parser(guards_sub, "list", help="the adapters and what each needs",
+                         description="Print every guard adapter: what it needs (a model, an\n"
+                                     "endpoint, a file), the public models it is written for,\n"
+                                     "and its options.")
+    listing.set_defaults(handler=_run_list)
+
+    score = add_parser(
+        guards_sub, "score", help="score one guard on the benchmarks (resumable)",
+        description="Ask one guard about every prompt of the selected benchmarks and write\n"
+                    "<runs-dir>/outside/<name>.parquet (predictions schema, run id guard/<name>)\n"
+                    "with its raw outputs beside it (<name>.raw.jsonl). Answers are stored as\n"
+                    "they arrive: a rerun after a crash or kill asks only what is missing.\n"
+                    "Unparseable answers are status 'failed', counted, never read as safe.\n\n"
+                    "  guarddiag guards score --adapter file --file my_guard.csv\n"
+                    "  guarddiag guards score --adapter qwen3guard \\\n"
+                    "      --endpoint http://127.0.0.1:8000/v1#Qwen/Qwen3Guard-Gen-4B\n"
+                    "  guarddiag guards score --adapter granite-guardian \\\n"
+                    "      --model /models/granite-guardian-3.1-8b --risk-name harm\n"
+                    "  guarddiag guards score --adapter hf-classifier --model ./my-guard \\\n"
+                    "      --labels my-guard-labels.yaml")
+    score.add_argument("--adapter", required=True, metavar="NAME",
+                       help="qwen3guard, granite-guardian, llama-guard, hf-classifier or file "
+                            "(see `guarddiag guards list`)")
+    src = score.add_argument_group("the guard")
+    src.add_argument("--model", default=None, metavar="PATH|ID",
+                     help="local model folder (or hub id) for a generative guard or "
+                          "hf-classifier")
+    src.add_argument("--endpoint", default=None, metavar="URL#MODEL",
+                     help="OpenAI-compatible server serving the guard, e.g. "
+                          "http://127.0.0.1:8000/v1#Qwen/Qwen3Guard-Gen-4B")
+    src.add_argument("--file", default=None, metavar="TABLE",
+                     help="predictions file (CSV/TSV/JSONL/parquet) for the file adapter")
+    src.add_argument("--labels", default=None, metavar="YAML",
+                     help="label → class mapping (hf-classifier; optional for file)")
+    src.add_argument("--name", default=None,
+                     help="guard name (run id guard/<name>); default from the model or file")
+    src.add_argument("--risk-name", default=None,
+                     help="granite-guardian: guardian_config risk_name (default harm)")
+    src.add_argument("--risk-definition", default=None, metavar="TEXT",
+                     help="granite-guardian: a custom risk definition")
+    src.add_argument("--categories", default=None, metavar="YAML",
+                     help="llama-guard: custom category list (categories: {S1: ..., ...})")
+    src.add_argument("--exclude-categories", default=None, metavar="S1,S2",
+                     help="llama-guard: category codes to leave out")
+    where = score.add_argument_group("what to score and where")
+    where.add_argument("--benchmarks", default="all", metavar="IDS",
+                       help="benchmark ids or selectors (all, study, extra, derived, a,b,…)")
+    where.add_argument("--runs-dir", default="work/runs", metavar="DIR",
+                       help="runs folder; the guard is written to DIR/outside/")
+    where.add_argument("--audit-dir", default="work/audit", metavar="DIR",
+                       help="contamination audit (for survives_decontam)")
+    where.add_argument("--derived-dir", default=None, metavar="DIR",
+                       help="folder of derived (mutated) subsets (default work/derived)")
+    where.add_argument("--mapping", default="loose", choices=("loose", "strict"),
+                       help="binary read-out of the printed summary (both are stored)")
+    run = score.add_argument_group("running")
+    run.add_argument("--batch-size", type=int, default=8, help="local model batch size")
+    run.add_argument("--max-new-tokens", type=int, default=None,
+                     help="generation limit (default per adapter)")
+    run.add_argument("--device", default=None, help="cuda / cpu (default: cuda if available)")
+    run.add_argument("--dtype", default=None, help="float32 / bfloat16 (default by device)")
+    run.add_argument("--concurrency", type=int, default=8, help="endpoint requests in flight")
+    run.add_argument("--timeout", type=float, default=120.0, metavar="S",
+                     help="seconds per endpoint request")
+    run.add_argument("--retries", type=int, default=4,
+                     help="endpoint retries (exponential backoff) before a prompt fails")
+    run.add_argument("--cache-dir", default=None, metavar="DIR",
+                     help="endpoint response cache (default <runs-dir>/outside/.cache)")
+    score.set_defaults(handler=_run_score)
+
+    label = add_parser(
+        sub, "label", help="relabel prompts under a written policy with an LLM committee",
+        description="A three-round binary cascade (harmful? → boundary vs generic, or compound\n"
+                    "vs harmful), every question asked of every committee model several times;\n"
+                    "majority vote (an exact tie resolves to yes and is flagged), Fleiss kappa\n"
+                    "per round. Votes are appended to <out>/votes.jsonl as they arrive; a rerun\n"
+                    "asks only for missing votes. Writes <out>/labels.parquet (prompt_id,\n"
+                    "label_c, …), summary.json, meta.json.\n\n"
+                    "  guarddiag label --policy policy_c.md --committee committee.yaml \\\n"
+                    "      --pool work/pool/pool.parquet --out work/label")
+    label.add_argument("--policy", required=True, metavar="FILE",
+                       help="the written policy (UTF-8 text / markdown)")
+    label.add_argument("--committee", required=True, metavar="FILE",
+                       help="committee YAML: models (name, generator), samples, temperature, "
+                            "seed, optional questions")
+    label.add_argument("--pool", required=True, metavar="FILE",
+                       help="table with prompt_id and text columns (e.g. work/pool/pool.parquet)")
+    label.add_argument("--out", default="work/label", metavar="DIR", help="output folder")
+    label.set_defaults(handler=_run_label)
+
+
+def _run_list(args: argparse.Namespace) -> int:
+    from guarddiag.guards.registry import ADAPTERS
+
+    for info in ADAPTERS.values():
+        print(f"{info.kind}")
+        print(f"  {info.summary}")
+        print(f"  needs:   {info.needs}")
+        print(f"  models:  {info.models}")
+        print(f"  options: {', '.join(info.options())}")
+    return 0
+
+
+def _run_score(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from guarddiag.guards.registry import ADAPTERS, get_adapter
+    from guarddiag.guards.scoring import score_guard
+    from guarddiag.paths import resolve_data_dir
+    from guarddiag.progress import say
+
+    kind = args.adapter
+    generative = kind in ("qwen3guard", "granite-guardian", "llama-guard")
+    options: dict = {"name": args.name}
+    if kind == "file":
+        options.update(file=args.file, labels=args.labels)
+    elif kind == "hf-classifier":
+        options.update(model=args.model, labels=args.labels, batch_size=args.batch_size,
+                       device=args.device)
+    elif generative:
+        cache = args.cache_dir or (str(Path(args.runs_dir) / "outside" / ".cache")
+                                   if args.endpoint else None)
+        options.update(model=args.model, endpoint=args.endpoint, batch_size=args.batch_size,
+                       max_new_tokens=args.max_new_tokens, device=args.device, dtype=args.dtype,
+                       concurrency=args.concurrency, timeout_s=args.timeout,
+                       retries=args.retries, cache_dir=cache)
+        if kind == "granite-guardian":
+            options.update(risk_name=args.risk_name, risk_definition=args.risk_definition)
+        if kind == "llama-guard":
+            options.update(categories=args.categories,
+                           excluded_categories=args.exclude_categories)
+    elif kind not in ADAPTERS:
+        get_adapter(kind)  # raises the one-line "unknown guard adapter" error
+    _reject_unused(args, kind)
+    adapter = get_adapter(kind, **options)
+    try:
+        result = score_guard(adapter, benchmarks=args.benchmarks, runs_dir=args.runs_dir,
+                             audit_dir=args.audit_dir, data_dir=resolve_data_dir(args.data_dir),
+                             derived_dir=args.derived_dir, mapping=args.mapping)
+    finally:
+        adapter.close()
+    say(f"guard {result.name}: {result.n_prompts} prompts, {result.n_asked} asked, "
+        f"{result.n_reused} reused, {result.n_failed} failed")
+    for note in result.notes:
+        say(note)
+    col = f"pct_unsafe_{result.mapping}"
+    print(f"guard/{result.name}  ({result.table_path})")
+    print(f"{'benchmark':<28} {'kind':<8} {'n':>6} {'failed':>6}  unsafe% ({result.mapping}, "
+          f"p_unsafe >= 0.5)")
+    for row in result.summary.iter_rows(named=True):
+        pct = "-" if row[col] is None else f"{row[col]:.1f}"
+        print(f"{row['benchmark']:<28} {row['kind'] or '-':<8} {row['n']:>6} "
+              f"{row['n_failed']:>6}  {pct}")
+    return 0
+
+
+_ONLY_FOR = {"--file": ("file",), "--labels": ("file", "hf-classifier"),
+             "--endpoint": ("qwen3guard", "granite-guardian", "llama-guard"),
+             "--risk-name": ("granite-guardian",), "--risk-definition": ("granite-guardian",),
+             "--categories": ("llama-guard",), "--exclude-categories": ("llama-guard",),
+             "--model": ("qwen3guard", "granite-guardian", "llama-guard", "hf-classifier")}
+
+
+def _reject_unused(args: argparse.Namespace, kind: str) -> None:
+    from guarddiag.errors import GuarddiagError
+
+    for flag, kinds in _ONLY_FOR.items():
+        value = getattr(args, flag.lstrip("-").replace("-", "_"))
+        if value is not None and kind not in kinds:
+            raise GuarddiagError(f"{flag} does not apply to the {kind} adapter "
+                                 f"(it is for {', '.join(kinds)})")
+
+
+def _run_label(args: argparse.Namespace) -> int:
+    from guarddiag.guards.committee import label_pool
+
+    result = label_pool(policy=args.policy, committee=args.committee, pool=args.pool,
+                        out_dir=args.out)
+    print(f"labels: {result.out_dir / 'labels.parquet'}  ({result.n_asked} votes asked, "
+          f"{result.n_reused} reused, {result.n_unanswered} unanswered)")
+    print(f"{'round':<9} {'prompts':>7} {'votes':>7} {'invalid':>7} {'ties':>5} "
+          f"{'kappa_n':>7}  fleiss_kappa")
+    for r in result.rounds:
+        kappa = "-" if r.fleiss_kappa is None else f"{r.fleiss_kappa:.3f}"
+        print(f"{r.round:<9} {r.n_prompts:>7} {r.n_votes:>7} {r.n_invalid:>7} {r.n_ties:>5} "
+              f"{r.n_kappa_prompts:>7}  {kappa}")
+    counts = result.labels.group_by("label_c").len().sort("label_c")
+    print("classes: " + ", ".join(f"{k or 'undecided'} {v}" for k, v in
+                                  zip(counts["label_c"].to_list(), counts["len"].to_list(),
+                                      strict=True)))
+    return 0 if result.n_unanswered == 0 else 1

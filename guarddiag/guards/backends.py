@@ -192,11 +192,11 @@ class HFGenerator(TextGenerator):
 
     def __init__(self, model: str, *, batch_size: int = 8, device: str | None = None,
                  dtype: str | None = None):
+        self.spec = f"hf:{model}"
+        source = resolve_model_source(model)  # before the slow imports: fail fast on a typo
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        self.spec = f"hf:{model}"
-        source = resolve_model_source(model)
         self.batch_size = max(1, int(batch_size))
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
         if dtype is None:

@@ -1,0 +1,295 @@
+"""Scoring an outside guard on the benchmarks, into the predictions table.
+
+``score_guard`` writes, under ``<runs>/outside/``:
+
+* ``<name>.parquet`` — the predictions table (``guarddiag.predictions`` schema; run id
+  ``guard/<name>``, guard_kind ``outside``, label_policy ``outside``, seed null), written once
+  every prompt has been asked;
+* ``<name>.raw.jsonl`` — one line per prompt with the guard's raw output, parsed verdict,
+  categories and probabilities, appended as answers arrive. It is the resume log: a rerun
+  reuses every answered prompt and asks only the rest (and the ones whose request failed);
+* ``<name>.meta.json`` — the guard's settings, the benchmarks' sha256, counts, versions.
+
+``survives_decontam`` comes from the audit's decontaminated lists when ``<audit>/summary.json``
+exists; without an audit it is left empty (null), and a rerun after ``guarddiag audit`` fills
+it without asking the guard again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from guarddiag import files
+from guarddiag.errors import GuarddiagError
+from guarddiag.guards.backends import repair_jsonl_tail
+from guarddiag.guards.base import GuardAdapter, GuardVerdict, check_guard_name
+from guarddiag.labels import CLASSES, PROB_COLUMNS, get_mapping
+from guarddiag.progress import progress, say
+
+RUN_PREFIX = "guard/"
+
+
+@dataclass(frozen=True)
+class GuardScoreResult:
+    """What one ``guards score`` run did."""
+
+    name: str
+    table_path: Path
+    raw_path: Path
+    n_prompts: int
+    n_asked: int
+    """Prompts sent to the guard in this run."""
+    n_reused: int
+    """Answers taken from an earlier run's raw outputs."""
+    n_failed: int
+    """Prompts whose answer could not be read (or never came): status ``failed``."""
+    mapping: str
+    summary: pl.DataFrame
+    """Per benchmark: kind, n, n_failed, unsafe rate under the loose and strict mappings."""
+    unavailable: tuple[str, ...] = ()
+    decontam_known: bool = False
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    def to_frame(self) -> pl.DataFrame:
+        return self.summary
+
+
+def fingerprint(adapter: GuardAdapter) -> str:
+    doc = json.dumps(adapter.describe(), sort_keys=True, default=str)
+    return hashlib.sha256(doc.encode("utf-8")).hexdigest()[:16]
+
+
+def _text_sha(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def _record(bench: str, pid: str, text: str, fp: str, v: GuardVerdict) -> dict[str, Any]:
+    return {"benchmark": bench, "prompt_id": pid, "text_sha256": _text_sha(text),
+            "fingerprint": fp, "answered": v.answered, "status": v.status,
+            "verdict": v.verdict, "categories": list(v.categories),
+            "class_probs": list(v.class_probs) if v.class_probs is not None else None,
+            "p_unsafe": v.p_unsafe, "p_source": v.p_source, "raw": v.raw, "error": v.error,
+            "extra": v.extra}
+
+
+def _load_raw(path: Path, fp: str, *, describe: dict[str, Any]) -> dict[tuple[str, str], dict]:
+    """Earlier answers of this guard, keyed by (benchmark, prompt id); later lines win."""
+    out: dict[tuple[str, str], dict] = {}
+    if not path.is_file():
+        return out
+    repair_jsonl_tail(path)
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        for lineno, line in enumerate(fh, start=1):
+            try:
+                rec = json.loads(line)
+                key = (rec["benchmark"], rec["prompt_id"])
+                rec_fp = rec["fingerprint"]
+            except (json.JSONDecodeError, KeyError, TypeError):
+                continue  # a line torn by a kill
+            if rec_fp != fp:
+                raise GuarddiagError(
+                    f"{path} line {lineno}: written by this guard name with other settings "
+                    f"(now {json.dumps(describe, sort_keys=True, default=str)[:160]}); "
+                    f"score under another --name, or delete the file to start over")
+            out[key] = rec
+    return out
+
+
+def _verdict_from_record(rec: dict[str, Any]) -> GuardVerdict:
+    probs = rec.get("class_probs")
+    return GuardVerdict(status=rec["status"],
+                        class_probs=tuple(probs) if probs is not None else None,  # type: ignore[arg-type]
+                        verdict=rec.get("verdict"), categories=tuple(rec.get("categories") or ()),
+                        p_source=rec.get("p_source") or "", raw=rec.get("raw"),
+                        error=rec.get("error"), answered=bool(rec.get("answered", True)))
+
+
+def _decontaminated(audit_dir: Path | None) -> dict[str, frozenset[str]] | None:
+    if audit_dir is None or not (Path(audit_dir) / "summary.json").is_file():
+        return None
+    from guarddiag.audit import load_decontaminated
+
+    return load_decontaminated(audit_dir)
+
+
+def score_guard(adapter: GuardAdapter, *, benchmarks: str | Sequence[str] = "all",
+                runs_dir: str | Path = "work/runs", audit_dir: str | Path | None = "work/audit",
+                data_dir: str | Path | None = None, derived_dir: str | Path | None = None,
+                frames: dict[str, pl.DataFrame] | None = None, name: str | None = None,
+                mapping: str = "loose", chunk_size: int = 64,
+                benchmark_sha256: dict[str, str] | None = None) -> GuardScoreResult:
+    """Score ``adapter`` on the benchmarks and write its predictions table (see module doc).
+
+    ``frames`` injects benchmark frames (``benchmark``, ``prompt_id``, ``text``,
+    ``label_kind``) instead of loading ``benchmarks`` from the data directory.
+    """
+    read_out = get_mapping(mapping)
+    name = check_guard_name(name or adapter.name)
+    unavailable: tuple[str, ...] = ()
+    known: list[str] | None = None
+    if frames is None:
+        from guarddiag.data import load_benchmarks, load_manifests
+
+        bset = load_benchmarks(benchmarks, data_dir=data_dir, derived_dir=derived_dir)
+        frames = bset.frames
+        benchmark_sha256 = bset.sha256
+        unavailable = tuple(s.id for s in bset.unavailable)
+        for status in bset.unavailable:
+            say(f"skipping {status.id}: unavailable ({status.message})")
+        known = list(load_manifests(derived_dir=derived_dir))
+    if not frames:
+        raise GuarddiagError(f"no benchmark prompts to score (selected: {benchmarks}; "
+                             f"unavailable: {', '.join(unavailable) or 'none'})")
+    frames = adapter.prepare(frames, known=known)
+    if not frames:
+        raise GuarddiagError(f"guard {name}: none of the selected benchmarks can be scored")
+
+    out_dir = Path(runs_dir) / "outside"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    table_path = out_dir / f"{name}.parquet"
+    raw_path = out_dir / f"{name}.raw.jsonl"
+    fp = fingerprint(adapter)
+    if getattr(adapter, "resumable", True):
+        done = _load_raw(raw_path, fp, describe=adapter.describe())
+    else:
+        done = {}
+        raw_path.unlink(missing_ok=True)
+
+    # ── ask the guard what it has not answered yet ─────────────────────────────────────────
+    ordered = {b: frames[b].with_columns(pl.col("prompt_id").cast(pl.String))
+               for b in sorted(frames)}
+    pending: list[pl.DataFrame] = []
+    n_reused = 0
+    for bench, frame in ordered.items():
+        keep = []
+        for pid, text in zip(frame["prompt_id"].to_list(), frame["text"].to_list(),
+                             strict=True):
+            rec = done.get((bench, pid))
+            reuse = rec is not None and rec.get("answered", True) and \
+                rec.get("text_sha256") == _text_sha(text)
+            keep.append(not reuse)
+            n_reused += reuse
+        todo = frame.filter(pl.Series(keep, dtype=pl.Boolean))
+        if todo.height:
+            pending.append(todo.with_columns(pl.lit(bench).alias("benchmark")))
+    n_asked = 0
+    total = sum(p.height for p in pending)
+    if n_reused:
+        say(f"{name}: reusing {n_reused} answer(s) from {raw_path}")
+    bar = progress(total=total, desc=f"guard {name}", unit="prompt")
+    try:
+        with open(raw_path, "a", encoding="utf-8") as raw_fh:
+            for frame in pending:
+                for start in range(0, frame.height, chunk_size):
+                    chunk = frame.slice(start, chunk_size)
+                    verdicts = adapter.score_prompts(chunk)
+                    if len(verdicts) != chunk.height:
+                        raise GuarddiagError(f"guard {name}: adapter returned {len(verdicts)} "
+                                             f"verdicts for {chunk.height} prompts")
+                    for bench, pid, text, v in zip(chunk["benchmark"].to_list(),
+                                                   chunk["prompt_id"].to_list(),
+                                                   chunk["text"].to_list(), verdicts,
+                                                   strict=True):
+                        rec = _record(bench, pid, text, fp, v)
+                        done[(bench, pid)] = rec
+                        raw_fh.write(json.dumps(rec, sort_keys=True, ensure_ascii=False,
+                                                default=str) + "\n")
+                    raw_fh.flush()
+                    n_asked += chunk.height
+                    bar.update(chunk.height)
+    except GuarddiagError as exc:
+        kept = n_reused + n_asked
+        raise GuarddiagError(f"{exc}; {kept} answer(s) are kept in {raw_path} and a rerun "
+                             f"resumes") from None
+    finally:
+        bar.close()
+
+    # ── the predictions table ──────────────────────────────────────────────────────────────
+    decontam = _decontaminated(Path(audit_dir) if audit_dir is not None else None)
+    table = _table(name, adapter.kind, ordered, done, decontam)
+    from guarddiag.predictions import validate
+
+    table = validate(table, source=str(table_path))
+    files.write_parquet(table, table_path)
+    summary = _summary(table, ordered, read_out.name)
+    n_failed = int((table["status"] == "failed").sum())
+    notes = []
+    if decontam is None:
+        notes.append(f"no audit at {audit_dir}: survives_decontam left empty; run "
+                     f"`guarddiag audit`, then score again (answers are reused)")
+    n_unanswered = sum(1 for (b, p), r in done.items() if b in ordered and
+                       not r.get("answered", True))
+    if n_unanswered:
+        notes.append(f"{n_unanswered} prompt(s) got no answer (recorded as failed); a rerun "
+                     f"asks them again")
+    files.write_json({
+        "guard": name, "run_id": RUN_PREFIX + name, "adapter": adapter.describe(),
+        "fingerprint": fp, "benchmarks": sorted(ordered), "unavailable": list(unavailable),
+        "benchmark_sha256": {b: (benchmark_sha256 or {}).get(b) for b in sorted(ordered)},
+        "n_prompts": table.height, "n_failed": n_failed, "decontam_known": decontam is not None,
+        "versions": files.package_versions(), "git_sha": files.git_sha(),
+    }, out_dir / f"{name}.meta.json")
+    return GuardScoreResult(name=name, table_path=table_path, raw_path=raw_path,
+                            n_prompts=table.height, n_asked=n_asked, n_reused=n_reused,
+                            n_failed=n_failed, mapping=read_out.name, summary=summary,
+                            unavailable=unavailable, decontam_known=decontam is not None,
+                            notes=tuple(notes))
+
+
+def _table(name: str, kind: str, frames: dict[str, pl.DataFrame],
+           done: dict[tuple[str, str], dict], decontam: dict[str, frozenset[str]] | None
+           ) -> pl.DataFrame:
+    cols: dict[str, list[Any]] = {c: [] for c in
+                                  ("benchmark", "prompt_id", *PROB_COLUMNS, "p_unsafe",
+                                   "pred_class", "survives_decontam", "status")}
+    for bench, frame in frames.items():
+        kept = decontam.get(bench) if decontam is not None else None
+        for pid in frame["prompt_id"].to_list():
+            v = _verdict_from_record(done[(bench, pid)])
+            cols["benchmark"].append(bench)
+            cols["prompt_id"].append(pid)
+            probs = v.class_probs if v.status == "ok" else None
+            for i, col in enumerate(PROB_COLUMNS):
+                cols[col].append(probs[i] if probs is not None else None)
+            cols["p_unsafe"].append(v.p_unsafe)
+            cols["pred_class"].append(v.pred_class)
+            cols["survives_decontam"].append(pid in kept if kept is not None else None)
+            cols["status"].append(v.status)
+    n = len(cols["benchmark"])
+    return pl.DataFrame({
+        "run_id": [RUN_PREFIX + name] * n, "guard_kind": ["outside"] * n,
+        "branch": [name] * n, "size": [kind] * n, "seed": pl.Series([None] * n, dtype=pl.Int64),
+        "label_policy": ["outside"] * n,
+        **{k: pl.Series(v, dtype=pl.Float64 if k in (*PROB_COLUMNS, "p_unsafe") else
+                        pl.Boolean if k == "survives_decontam" else pl.String)
+           for k, v in cols.items()},
+    })
+
+
+def _summary(table: pl.DataFrame, frames: dict[str, pl.DataFrame], mapping: str
+             ) -> pl.DataFrame:
+    """Per benchmark: share predicted unsafe (p_unsafe ≥ 0.5) under loose and strict."""
+    strict_unsafe = [c for c, name in zip(PROB_COLUMNS, CLASSES, strict=True)
+                     if name in get_mapping("strict").unsafe]
+    kinds = {b: (f["label_kind"].unique().sort().str.join("/").item()
+                 if "label_kind" in f.columns else None) for b, f in frames.items()}
+    ok = table.filter(pl.col("status") == "ok").with_columns(
+        (pl.col("p_unsafe") >= 0.5).alias("unsafe_loose"),
+        (pl.sum_horizontal([pl.col(c) for c in strict_unsafe]) >= 0.5).alias("unsafe_strict"))
+    per = ok.group_by("benchmark").agg(
+        (pl.col("unsafe_loose").mean() * 100).alias("pct_unsafe_loose"),
+        (pl.col("unsafe_strict").mean() * 100).alias("pct_unsafe_strict"))
+    counts = table.group_by("benchmark").agg(
+        pl.len().alias("n"), (pl.col("status") == "failed").sum().alias("n_failed"))
+    out = counts.join(per, on="benchmark", how="left").sort("benchmark").with_columns(
+        pl.col("benchmark").replace_strict(kinds, default=None).alias("kind"))
+    order = ["benchmark", "kind", "n", "n_failed", "pct_unsafe_loose", "pct_unsafe_strict"]
+    out = out.select(order)
+    return out.with_columns(pl.lit(mapping).alias("mapping"))
