@@ -194,7 +194,8 @@ def _label_row(row: _Row, recipe: Recipe, unmapped: dict[tuple[str, str, str], i
             continue
         row.labels[name] = rule.label
         if rule.label in BLOCKING:
-            tags = rule.pillars + (recipe.tagger.tag(row.text) if rule.auto else ())
+            found = recipe.tagger.tag(row.text) if rule.auto else ()
+            tags = rule.pillars + tuple(t for t in found if t not in policy.never_blocks)
             row.pillars[name] = tuple(sorted(set(tags), key=_PILLAR_ORDER.__getitem__))
         else:
             row.pillars[name] = ()
@@ -298,6 +299,9 @@ class _Title:
     """``song``, ``book`` or ``public_domain``."""
 
 
+_LATIN_TITLE = re.compile(r"[\x20-\x7e\u00a0-\u024f\u2018-\u201d\u2013\u2014\u2026]+")
+
+
 def _pick(rec: Mapping[str, str], names: tuple[str, ...], where: str) -> str:
     """The first non-empty of alternative columns (Billboard renamed its columns in 1970)."""
     for name in names:
@@ -320,6 +324,8 @@ def _read_titles(recipe: Recipe, data_dir: Path, digests: dict[str, str]) -> lis
             for i, rec in _csv_records(path, spec):
                 where = f"{path} row {i} (title list {tl.id!r})"
                 title = _clean_title(_pick(rec, tl.title, where))
+                if not _LATIN_TITLE.fullmatch(title):
+                    continue  # "進撃の巨人 1": the templates are English, keep titles Latin-script
                 author = _clean_author(_pick(rec, tl.author, where), last_first=tl.last_first)
                 if not title or not author:
                     continue
@@ -394,6 +400,8 @@ def _read_wrappers(recipe: Recipe, data_dir: Path, digests: dict[str, str]) -> l
     for text in rows.frame["text"].to_list():
         if len(text) > spec.max_chars or (spec.exclude is not None and spec.exclude.search(text)):
             continue
+        if spec.require_placeholder and not spec.placeholder.search(text):
+            continue
         key = normalise(text)
         if key not in seen:
             seen.add(key)
@@ -447,7 +455,6 @@ def _build_compound(recipe: Recipe, natural: Sequence[_Row], wrappers: Sequence[
             w_idx = int(rng.integers(len(wrappers)))
             text, offset = _wrap(wrappers[w_idx], text, recipe.wrappers.placeholder)
             start += offset
-            keys.append(f"wrapper:{w_idx}")
         row = _Row(prompt_id=f"{SYNTHETIC_COMPOUND}:{_short_hash(text)}", text=text,
                    source=SYNTHETIC_COMPOUND,
                    category=f"{'wrapped' if wrapped else 'plain'}/{r.source}/{r.category}",
@@ -487,7 +494,7 @@ def _build_jailbreak(recipe: Recipe, natural: Sequence[_Row], wrappers: Sequence
         text, _ = _wrap(wrappers[w_idx], b.text, recipe.wrappers.placeholder)
         row = _Row(prompt_id=f"{SYNTHETIC_JAILBREAK}:{_short_hash(text)}", text=text,
                    source=SYNTHETIC_JAILBREAK, category="benign_request", lang="en", span=None,
-                   keys=(*b.keys, f"wrapper:{w_idx}"))
+                   keys=b.keys)
         _label_row(row, recipe, unmapped, row.prompt_id)
         out.append(row)
         del k
@@ -505,10 +512,11 @@ def _assign_splits(rows: Sequence[_Row], recipe: Recipe, seed: int) -> None:
     """Group-aware, stratified, seeded split assignment.
 
     Rows linked by a shared key (see :class:`_Row`) form one group and share a split, so no
-    prompt's parts sit in train while the prompt sits in val. Groups are stratified by the
-    (A, B) label pair of their first row; groups where the policies disagree go to cal at the
-    higher ``cal_disagreement`` rate, so head-only recalibration has disagreement rows to learn
-    from without starving train.
+    prompt's parts sit in train while the prompt sits in val. Jailbreak templates are not keys:
+    a few dozen templates wrap a thousand requests, and real attackers reuse them too. Groups
+    are stratified by the (A, B) label pair of their first row; groups where the policies
+    disagree go to cal at the higher ``cal_disagreement`` rate, so head-only recalibration has
+    disagreement rows to learn from without starving train.
     """
     parent: dict[str, str] = {}
 

@@ -75,6 +75,9 @@ class Policy:
     title: str
     rules: Mapping[str, Mapping[str, tuple[Rule, ...]]]
     """source id → category pattern (exact, ``prefix/*`` or ``*``) → rules, first match wins."""
+    never_blocks: frozenset[str] = frozenset()
+    """Pillars this policy allows outright (B: copyright, consensual adult content, personal
+    legal/financial advice): no rule may tag them and the keyword tagger's hits are dropped."""
 
     def rules_for(self, source: str, category: str | None) -> tuple[Rule, ...] | None:
         table = self.rules.get(source)
@@ -108,7 +111,7 @@ class PillarTagger:
         return tuple(pid for pid, pat in self.patterns.items() if pat.search(text))
 
 
-_POLICY_KEYS = {"policy", "title", "description", "patterns", "rules"}
+_POLICY_KEYS = {"policy", "title", "description", "patterns", "never_blocks", "rules"}
 _RULE_KEYS = {"class", "pillars", "match", "ids", "note"}
 
 
@@ -129,8 +132,8 @@ def _parse_rule(doc: Any, *, where: str, patterns: Mapping[str, re.Pattern[str]]
     check_keys(doc, required=("class",), optional=_RULE_KEYS - {"class"}, where=where,
                problems=problems)
     label = doc.get("class")
-    ok = True
-    if label not in CLASS_INDEX:
+    ok = "class" in doc  # a missing class is reported by check_keys already
+    if ok and label not in CLASS_INDEX:
         problems.add(f'{where} field "class"',
                      f"{label!r} is not one of {', '.join(CLASSES)}")
         ok = False
@@ -192,7 +195,6 @@ def load_policy(path: str | Path, *, problems: Problems | None = None,
         if own:
             problems.raise_if_any(str(path))
         return None
-    n_before = len(problems.items)
     check_keys(doc, required=("policy", "rules"), optional=_POLICY_KEYS, where=str(path),
                problems=problems)
     name = str(doc.get("policy", ""))
@@ -214,6 +216,17 @@ def load_policy(path: str | Path, *, problems: Problems | None = None,
         if compiled is not None:
             patterns[str(pname)] = compiled
     known = frozenset(pillar_ids())
+    raw_never = doc.get("never_blocks", []) or []
+    never: set[str] = set()
+    if not isinstance(raw_never, list):
+        problems.add(f'{path} field "never_blocks"', "expected a list of pillar ids")
+        raw_never = []
+    for tag in raw_never:
+        if tag not in known:
+            problems.add(f'{path} field "never_blocks"',
+                         f"unknown pillar {tag!r} (see data_manifests/policies/pillars.yaml)")
+        else:
+            never.add(tag)
     rules: dict[str, dict[str, tuple[Rule, ...]]] = {}
     raw_rules = doc.get("rules", {})
     if not isinstance(raw_rules, Mapping):
@@ -233,6 +246,11 @@ def load_policy(path: str | Path, *, problems: Problems | None = None,
                 rule = _parse_rule(item, where=where if len(items) == 1 else f"{where}[{k}]",
                                    patterns=patterns, known_pillars=known, problems=problems)
                 if rule is not None:
+                    clash = sorted(set(rule.pillars) & never)
+                    if clash:
+                        problems.add(f'{where} field "pillars"',
+                                     f"{', '.join(clash)} is listed under never_blocks: this "
+                                     "policy does not block it")
                     out.append(rule)
             if out and (out[-1].match is not None or out[-1].ids is not None):
                 problems.add(where, "the last rule of a list must have no match/ids condition "
@@ -241,9 +259,10 @@ def load_policy(path: str | Path, *, problems: Problems | None = None,
         rules[str(source)] = parsed
     if own:
         problems.raise_if_any(str(path))
-    if len(problems.items) > n_before:
-        return None
-    return Policy(name=name, path=path, title=str(doc.get("title", "")), rules=rules)
+    # With problems collected for the caller, still return what parsed, so the caller's
+    # cross-checks (unknown sources, unlabelled sources) report in the same pass.
+    return Policy(name=name, path=path, title=str(doc.get("title", "")), rules=rules,
+                  never_blocks=frozenset(never))
 
 
 def load_pillar_tagger(path: str | Path, *, problems: Problems | None = None
@@ -335,6 +354,9 @@ class WrapperSpec:
     max_chars: int
     placeholder: re.Pattern[str]
     exclude: re.Pattern[str] | None
+    require_placeholder: bool = True
+    """Use only templates with a slot for the request (most in-the-wild "templates" without one
+    already carry a concrete request of their own, often a harmful one)."""
 
 
 @dataclass(frozen=True)
@@ -722,7 +744,8 @@ def load_recipe(path: str | Path | None = None) -> Recipe:
         wdoc = doc["wrappers"]
         if isinstance(wdoc, Mapping):
             check_keys(wdoc, required=("files", "text", "placeholder"),
-                       optional=("max_chars", "exclude", "origin", "licence", "note"), where=w,
+                       optional=("max_chars", "exclude", "require_placeholder", "origin",
+                                 "licence", "note"), where=w,
                        problems=problems)
             files = _file_refs(wdoc.get("files"), f"{w}.files", problems)
             placeholder = _compile(str(wdoc.get("placeholder", "")), f"{w}.placeholder",
@@ -735,12 +758,15 @@ def load_recipe(path: str | Path | None = None) -> Recipe:
             if placeholder is not None and files:
                 wrappers = WrapperSpec(files=files, text=str(wdoc.get("text", "")),
                                        max_chars=max_chars, placeholder=placeholder,
-                                       exclude=exclude)
+                                       exclude=exclude,
+                                       require_placeholder=bool(wdoc.get("require_placeholder",
+                                                                         True)))
         else:
             problems.add(w, "expected a mapping")
 
+    declared = {str(k): None for k in raw_sources}
     copyright_spec, compound, jailbreak = _parse_constructions(
-        doc.get("constructions"), f'{where} field "constructions"', sources, titles,
+        doc.get("constructions"), f'{where} field "constructions"', declared, titles,
         wrappers is not None, problems)
 
     splits = doc.get("splits", {})
@@ -758,7 +784,9 @@ def load_recipe(path: str | Path | None = None) -> Recipe:
 
     # Policies and recipe must describe the same sources, so no row goes unlabelled and no rule
     # silently refers to a source that is never read.
-    produced = set(sources)
+    # Sources that failed to parse were still declared: cross-checks use the declared ids so
+    # one bad source does not cascade into "unknown source" everywhere.
+    produced = {str(k) for k in raw_sources} - set(SYNTHETIC_SOURCES)
     if copyright_spec is not None:
         produced.add(SYNTHETIC_COPYRIGHT)
     if jailbreak is not None:
