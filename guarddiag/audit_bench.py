@@ -385,7 +385,7 @@ def plot_recall(result: RecallResult) -> object:
     style = {"font.size": 8, "axes.spines.top": False, "axes.spines.right": False,
              "font.family": "DejaVu Sans"}
     with plt.rc_context(style):
-        fig, ax = plt.subplots(figsize=(4.2, 2.6), layout="constrained")
+        fig, ax = plt.subplots(figsize=(5.0, 2.6), layout="constrained")
         names = ["J = 1" if lo == hi else f"[{lo:.2f}, {hi:.2f})"
                  for lo, hi, _, _ in result.buckets]
         values = [f / o if o else 0.0 for _, _, o, f in result.buckets]
@@ -395,6 +395,8 @@ def plot_recall(result: RecallResult) -> object:
                         xytext=(0, 2), textcoords="offset points", ha="center", fontsize=7)
         ax.set_ylim(0, 1.12)
         ax.axhline(0.95, color="#aa3333", linewidth=0.8, linestyle="--")
+        ax.annotate("0.95", (1.0, 0.95), xycoords=("axes fraction", "data"), xytext=(2, -3),
+                    textcoords="offset points", color="#aa3333", fontsize=7)
         ax.set_ylabel("recall vs brute force")
         ax.set_xlabel(f"word-set Jaccard of the true pair\n({result.rows:,} pool rows × "
                       f"{result.prompts:,} benchmark prompts)")
