@@ -1,0 +1,496 @@
+"""SORRY-Bench linguistic mutations of a benchmark, written as derived subsets.
+
+``guarddiag mutate --benchmark sorrybench --mutations caesar,morse,misspell`` writes one derived
+subset per mutation, ``<base>__<mutation>`` (e.g. ``sorrybench__caesar``), under the derived
+folder (default ``work/derived/``) through :func:`guarddiag.data.write_derived_subset`. Every
+other command (``predict``, ``report``, ``balance``, ``jaccard``) then loads it like any other
+subset. Each mutated row keeps its base prompt: ``prompt_id`` and ``base_prompt_id`` are both
+the base prompt's id (one variant per base prompt and mutation), and ``category`` is copied.
+
+The mutations, their kinds and the exact prompts used are in
+``data_manifests/mutations/sorrybench_mutations.yaml``; see its header for how encoded prompts
+are presented and why. Beside each subset a ``<id>.mutation.json`` records how it was made
+(mutation, seed, generator, presentation, skipped rows, Morse pass-through characters).
+
+Generative mutations are resumable: each finished batch of rewrites is appended to
+``<derived>/.cache/<id>-<signature>.jsonl`` (the signature covers the generator, instruction,
+decoding settings and seed), so a killed run asks the generator only for what is missing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import polars as pl
+
+from guarddiag.errors import GuarddiagError, unknown_name
+from guarddiag.sorry import ciphers
+from guarddiag.spec import Problems, check_keys, load_yaml_mapping
+
+if TYPE_CHECKING:
+    from guarddiag.guards.backends import TextGenerator
+
+KINDS = ("encoding", "misspell", "generative")
+GROUPS = ("writing_style", "persuasion", "encoding", "translation")
+PAYLOAD = "{payload}"
+PROMPT = "{prompt}"
+SUBSET_SEPARATOR = "__"
+"""``<base>__<mutation>``: the derived subset id of a mutation."""
+
+ENCODINGS: dict[str, tuple[Callable[[str], str], Callable[[str], str]]] = {
+    "ascii": (ciphers.encode_ascii, ciphers.decode_ascii),
+    "caesar": (ciphers.encode_caesar, ciphers.decode_caesar),
+    "morse": (ciphers.encode_morse, ciphers.decode_morse),
+    "atbash": (ciphers.encode_atbash, ciphers.decode_atbash),
+}
+
+
+@dataclass(frozen=True)
+class Mutation:
+    """One mutation, as the manifest describes it."""
+
+    id: str
+    kind: str
+    """``encoding`` | ``misspell`` | ``generative``."""
+    group: str
+    """SORRY-Bench's family: writing_style, persuasion, encoding or translation."""
+    instruction: str | None = None
+    """Generative: the user message, with ``{prompt}`` standing for the base prompt."""
+    presentation: str | None = None
+    """Encoding: the mutated prompt, with ``{payload}`` standing for the encoded base prompt."""
+    description: str | None = None
+
+    @property
+    def deterministic(self) -> bool:
+        return self.kind != "generative"
+
+
+def mutations_manifest_path() -> Path:
+    from guarddiag.paths import manifests_dir
+
+    return manifests_dir() / "mutations" / "sorrybench_mutations.yaml"
+
+
+@cache
+def mutation_specs() -> dict[str, Mutation]:
+    """Every mutation of the manifest, validated as a whole (all problems at once)."""
+    path = mutations_manifest_path()
+    doc = load_yaml_mapping(path)
+    problems = Problems()
+    check_keys(doc, required={"mutations"}, where=str(path), problems=problems)
+    out: dict[str, Mutation] = {}
+    for name, spec in (doc.get("mutations") or {}).items():
+        where = f"{path} mutations.{name}"
+        check_keys(spec, required={"kind", "group"},
+                   optional={"instruction", "presentation", "description"}, where=where,
+                   problems=problems)
+        if not isinstance(spec, dict):
+            continue
+        kind, group = spec.get("kind"), spec.get("group")
+        if kind not in KINDS:
+            problems.add(where, f"kind {kind!r} is not one of {', '.join(KINDS)}")
+            continue
+        if group not in GROUPS:
+            problems.add(where, f"group {group!r} is not one of {', '.join(GROUPS)}")
+        instruction, presentation = spec.get("instruction"), spec.get("presentation")
+        if kind == "generative" and (not isinstance(instruction, str)
+                                     or instruction.count(PROMPT) != 1):
+            problems.add(where, f"a generative mutation needs an instruction containing "
+                                f"{PROMPT} exactly once")
+        if kind == "encoding":
+            if name not in ENCODINGS:
+                problems.add(where, f"no encoder implements {name!r} (implemented: "
+                                    f"{', '.join(ENCODINGS)})")
+            # The payload must close the prompt so the decoder can cut it off unambiguously.
+            if not isinstance(presentation, str) or presentation.count(PAYLOAD) != 1 \
+                    or not presentation.endswith(PAYLOAD):
+                problems.add(where, f"an encoding needs a presentation ending in {PAYLOAD} "
+                                    f"(and containing it once)")
+        if kind != "generative" and instruction is not None:
+            problems.add(where, "only generative mutations take an instruction")
+        if kind != "encoding" and presentation is not None:
+            problems.add(where, "only encodings take a presentation")
+        out[str(name)] = Mutation(id=str(name), kind=kind, group=str(group),
+                                  instruction=instruction, presentation=presentation,
+                                  description=spec.get("description"))
+    problems.raise_if_any(str(path))
+    return out
+
+
+def resolve_mutations(names: str | Sequence[str]) -> list[Mutation]:
+    """Mutations from ``"a,b"`` or a list; also ``all``, ``deterministic``, ``generative`` and
+    the group names (``encoding``, ``persuasion``, ``translation``, ``writing_style``)."""
+    tokens = [t.strip() for t in names.split(",")] if isinstance(names, str) else \
+        [str(t).strip() for t in names]
+    tokens = [t for t in tokens if t]
+    if not tokens:
+        raise GuarddiagError("--mutations: expected at least one mutation name")
+    known = mutation_specs()
+    chosen: dict[str, Mutation] = {}
+    for token in tokens:
+        if token == "all":
+            chosen.update(known)
+        elif token == "deterministic":
+            chosen.update({k: m for k, m in known.items() if m.deterministic})
+        elif token == "generative":
+            chosen.update({k: m for k, m in known.items() if not m.deterministic})
+        elif token in GROUPS:
+            chosen.update({k: m for k, m in known.items() if m.group == token})
+        elif token in known:
+            chosen[token] = known[token]
+        else:
+            raise unknown_name("mutation", token,
+                               ("all", "deterministic", "generative", *GROUPS, *known))
+    return [known[k] for k in known if k in chosen]
+
+
+# ── deterministic mutations ───────────────────────────────────────────────────────────────────
+
+
+def encode_prompt(mutation: Mutation | str, text: str, *, bare: bool = False) -> str:
+    """The encoded prompt: the presentation around the encoded text (``bare``: payload only)."""
+    mutation = _get(mutation)
+    if mutation.kind != "encoding":
+        raise GuarddiagError(f"mutation {mutation.id!r} is not an encoding")
+    payload = ENCODINGS[mutation.id][0](text)
+    if bare:
+        return payload
+    return mutation.presentation.replace(PAYLOAD, payload)  # type: ignore[union-attr]
+
+
+def decode_prompt(mutation: Mutation | str, text: str, *, bare: bool = False) -> str:
+    """Invert :func:`encode_prompt`: cut the presentation off and decode the payload."""
+    mutation = _get(mutation)
+    if mutation.kind != "encoding":
+        raise GuarddiagError(f"mutation {mutation.id!r} is not an encoding")
+    payload = text
+    if not bare:
+        prefix = mutation.presentation.removesuffix(PAYLOAD)  # type: ignore[union-attr]
+        if not text.startswith(prefix):
+            raise GuarddiagError(f"{mutation.id}: the text does not start with the "
+                                 f"mutation's presentation")
+        payload = text[len(prefix):]
+    return ENCODINGS[mutation.id][1](payload)
+
+
+def _get(mutation: Mutation | str) -> Mutation:
+    if isinstance(mutation, Mutation):
+        return mutation
+    known = mutation_specs()
+    if mutation not in known:
+        raise unknown_name("mutation", mutation, tuple(known))
+    return known[mutation]
+
+
+# ── one frame, one mutation ───────────────────────────────────────────────────────────────────
+
+
+@dataclass(frozen=True)
+class MutatedFrame:
+    """The rows of one mutated subset, plus what could not be mutated."""
+
+    frame: pl.DataFrame
+    """Columns ``prompt_id``, ``text``, ``base_prompt_id``, ``mutation``, ``category``."""
+    skipped: dict[str, str]
+    """Base prompt id → why it has no mutated row (a generator that returned nothing)."""
+    passthrough: dict[str, int]
+    """Morse only: character → number of prompts in which it was passed through unencoded."""
+
+
+def _check_frame(frame: pl.DataFrame, where: str) -> None:
+    missing = [c for c in ("prompt_id", "text") if c not in frame.columns]
+    if missing:
+        raise GuarddiagError(f"{where}: missing column(s) {', '.join(missing)}")
+    if frame.height == 0:
+        raise GuarddiagError(f"{where}: no prompts to mutate")
+    for i, (pid, text) in enumerate(zip(frame["prompt_id"], frame["text"], strict=True)):
+        if text is None or not str(text).strip():
+            raise GuarddiagError(f"{where} row {i + 1} (prompt_id {pid!r}): empty prompt, "
+                                 f"expected non-empty text")
+
+
+def _rows(frame: pl.DataFrame, texts: dict[str, str], mutation: str) -> pl.DataFrame:
+    keep = frame.filter(pl.col("prompt_id").is_in(list(texts)))
+    category = keep["category"] if "category" in keep.columns else \
+        pl.Series([None] * keep.height, dtype=pl.String)
+    return pl.DataFrame({
+        "prompt_id": keep["prompt_id"],
+        "text": [texts[p] for p in keep["prompt_id"]],
+        "base_prompt_id": keep["prompt_id"],
+        "mutation": [mutation] * keep.height,
+        "category": category.cast(pl.String),
+    }, schema={"prompt_id": pl.String, "text": pl.String, "base_prompt_id": pl.String,
+               "mutation": pl.String, "category": pl.String})
+
+
+def mutate_frame(frame: pl.DataFrame, mutation: Mutation | str, *, seed: int = 0,
+                 bare: bool = False, misspell_rate: float = 0.3,
+                 generator: TextGenerator | None = None, max_new_tokens: int = 1024,
+                 temperature: float = 0.0, batch_size: int = 16,
+                 cache_path: str | os.PathLike[str] | None = None,
+                 where: str = "benchmark") -> MutatedFrame:
+    """Mutate every prompt of ``frame`` (columns ``prompt_id``, ``text``, optional ``category``).
+
+    Deterministic mutations need nothing else; generative ones need ``generator``. Empty
+    prompts raise a one-line error naming the row.
+    """
+    mutation = _get(mutation)
+    _check_frame(frame, where)
+    ids = [str(p) for p in frame["prompt_id"]]
+    texts = [str(t) for t in frame["text"]]
+    out: dict[str, str] = {}
+    skipped: dict[str, str] = {}
+    passthrough: dict[str, int] = {}
+    if mutation.kind == "encoding":
+        for pid, text in zip(ids, texts, strict=True):
+            out[pid] = encode_prompt(mutation, text, bare=bare)
+            if mutation.id == "morse":
+                for char in ciphers.morse_unencodable(text):
+                    passthrough[char] = passthrough.get(char, 0) + 1
+    elif mutation.kind == "misspell":
+        for pid, text in zip(ids, texts, strict=True):
+            out[pid] = ciphers.misspell(text, seed=seed, key=pid, rate=misspell_rate)
+    else:
+        if generator is None:
+            raise GuarddiagError(f"mutation {mutation.id!r} rewrites prompts with a chat model: "
+                                 f"pass --generator hf:<model> or endpoint:<url>#<model>")
+        out, skipped = _generate(ids, texts, mutation, generator=generator, seed=seed,
+                                 max_new_tokens=max_new_tokens, temperature=temperature,
+                                 batch_size=batch_size, cache_path=cache_path)
+    return MutatedFrame(_rows(frame, out, mutation.id), skipped, passthrough)
+
+
+def clean_generation(text: str) -> str:
+    """The reply used as the mutated prompt: stripped, one pair of enclosing quotes removed."""
+    text = text.strip()
+    for left, right in (('"', '"'), ("“", "”"), ("'", "'"), ("「", "」")):
+        if len(text) >= 2 and text.startswith(left) and text.endswith(right) \
+                and left not in text[1:-1] and right not in text[1:-1]:
+            text = text[1:-1].strip()
+            break
+    return text
+
+
+def _generate(ids: list[str], texts: list[str], mutation: Mutation, *,
+              generator: TextGenerator, seed: int, max_new_tokens: int, temperature: float,
+              batch_size: int, cache_path: str | os.PathLike[str] | None
+              ) -> tuple[dict[str, str], dict[str, str]]:
+    from guarddiag.progress import progress
+
+    if batch_size < 1:
+        raise GuarddiagError(f"--batch-size: expected a positive integer, got {batch_size}")
+    done: dict[str, str] = _read_cache(cache_path) if cache_path else {}
+    todo = [(pid, text) for pid, text in zip(ids, texts, strict=True) if pid not in done]
+    bar = progress(total=len(ids), initial=len(ids) - len(todo), desc=mutation.id,
+                   unit="prompt")
+    try:
+        for start in range(0, len(todo), batch_size):
+            batch = todo[start:start + batch_size]
+            conversations = [[{"role": "user",
+                               "content": mutation.instruction.replace(PROMPT, text)}]  # type: ignore[union-attr]
+                             for _, text in batch]
+            replies = generator.complete(conversations, max_new_tokens=max_new_tokens,
+                                         temperature=temperature, seed=seed)
+            if len(replies) != len(batch):
+                raise GuarddiagError(f"{getattr(generator, 'spec', 'generator')}: returned "
+                                     f"{len(replies)} replies for {len(batch)} prompts")
+            fresh = {pid: clean_generation(str(reply)) for (pid, _), reply
+                     in zip(batch, replies, strict=True)}
+            if cache_path:
+                _append_cache(cache_path, fresh)
+            done.update(fresh)
+            bar.update(len(batch))
+    finally:
+        bar.close()
+    out = {pid: done[pid] for pid in ids if done.get(pid)}
+    skipped = {pid: "the generator returned an empty rewrite" for pid in ids
+               if not done.get(pid)}
+    return out, skipped
+
+
+def _read_cache(path: str | os.PathLike[str]) -> dict[str, str]:
+    path = Path(path)
+    if not path.is_file():
+        return {}
+    out = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            rec = json.loads(line)
+            out[str(rec["prompt_id"])] = str(rec["text"])
+        except (json.JSONDecodeError, KeyError, TypeError):
+            continue  # a line cut short by a kill: that prompt is simply asked again
+    return out
+
+
+def _append_cache(path: str | os.PathLike[str], rows: dict[str, str]) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a", encoding="utf-8") as fh:
+        # A kill can cut the last line; start on a fresh line so the next record stays whole.
+        if fh.tell() > 0:
+            with open(path, "rb") as check:
+                check.seek(-1, os.SEEK_END)
+                if check.read(1) != b"\n":
+                    fh.write("\n")
+        for pid, text in rows.items():
+            fh.write(json.dumps({"prompt_id": pid, "text": text}, ensure_ascii=False) + "\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+# ── the verb ──────────────────────────────────────────────────────────────────────────────────
+
+
+@dataclass(frozen=True)
+class MutatedSubset:
+    subset_id: str
+    mutation: str
+    kind: str
+    n_rows: int
+    n_skipped: int
+    manifest_path: Path
+    passthrough_prompts: int
+    """Morse: prompts with at least one character passed through unencoded."""
+
+
+@dataclass(frozen=True)
+class MutateResult:
+    benchmark: str
+    seed: int
+    subsets: tuple[MutatedSubset, ...]
+
+    def to_frame(self) -> pl.DataFrame:
+        return pl.DataFrame({
+            "subset": [s.subset_id for s in self.subsets],
+            "mutation": [s.mutation for s in self.subsets],
+            "kind": [s.kind for s in self.subsets],
+            "rows": [s.n_rows for s in self.subsets],
+            "skipped": [s.n_skipped for s in self.subsets],
+            "morse_passthrough_prompts": [s.passthrough_prompts for s in self.subsets],
+            "manifest": [str(s.manifest_path) for s in self.subsets],
+        }, schema={"subset": pl.String, "mutation": pl.String, "kind": pl.String,
+                   "rows": pl.Int64, "skipped": pl.Int64,
+                   "morse_passthrough_prompts": pl.Int64, "manifest": pl.String})
+
+
+def subset_id_for(benchmark: str, mutation: str, *, suffix: str | None = None) -> str:
+    sid = f"{benchmark}{SUBSET_SEPARATOR}{mutation}"
+    return f"{sid}_{suffix}" if suffix else sid
+
+
+def _signature(**parts: Any) -> str:
+    raw = json.dumps(parts, sort_keys=True, ensure_ascii=False)
+    return hashlib.sha256(raw.encode("utf-8")).hexdigest()[:16]
+
+
+def mutate_benchmark(benchmark: str, *, mutations: str | Sequence[str], seed: int = 0,
+                     generator: TextGenerator | None = None, bare: bool = False,
+                     misspell_rate: float = 0.3, max_new_tokens: int = 1024,
+                     temperature: float = 0.0, batch_size: int = 16,
+                     suffix: str | None = None,
+                     data_dir: str | os.PathLike[str] | None = None,
+                     derived_dir: str | os.PathLike[str] | None = None) -> MutateResult:
+    """Write one derived subset per mutation of base subset ``benchmark``.
+
+    Unknown mutations and a generative mutation without ``generator`` are reported before any
+    work starts. Rewrites that come back empty are left out (listed in ``<id>.mutation.json``),
+    never written as empty prompts.
+    """
+    from guarddiag import data
+    from guarddiag.files import write_json
+    from guarddiag.paths import work_paths
+
+    chosen = resolve_mutations(mutations)
+    if generator is None:
+        needing = [m.id for m in chosen if not m.deterministic]
+        if needing:
+            raise GuarddiagError(f"mutation(s) {', '.join(needing)} rewrite prompts with a "
+                                 f"chat model: pass --generator hf:<model> or "
+                                 f"endpoint:<url>#<model>")
+    if suffix is not None and not suffix.replace("_", "").replace("-", "").isalnum():
+        raise GuarddiagError(f"--suffix {suffix!r}: expected letters, digits, _ or -")
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise GuarddiagError(f"--seed: expected a non-negative integer, got {seed!r}")
+    manifests = data.load_manifests(derived_dir=derived_dir)
+    if benchmark not in manifests:
+        raise unknown_name("benchmark", benchmark, [k for k, m in manifests.items()
+                                                   if not m.derived])
+    base = manifests[benchmark]
+    if base.derived:
+        raise GuarddiagError(f"benchmark {benchmark!r} is itself a mutation of "
+                             f"{base.derived_from!r}; mutate the base subset instead")
+    frame = data.load_benchmark(benchmark, data_dir=data_dir, derived_dir=derived_dir)
+    root = Path(derived_dir) if derived_dir is not None else work_paths()["derived"]
+    written = []
+    for mutation in chosen:
+        sid = subset_id_for(benchmark, mutation.id, suffix=suffix)
+        settings: dict[str, Any] = {"mutation": mutation.id, "kind": mutation.kind,
+                                    "seed": seed, "base": benchmark}
+        if mutation.kind == "encoding":
+            settings["presentation"] = "bare" if bare else mutation.presentation
+        elif mutation.kind == "misspell":
+            settings["misspell_rate"] = misspell_rate
+        else:
+            settings.update(generator=getattr(generator, "spec", type(generator).__name__),
+                            instruction=mutation.instruction, max_new_tokens=max_new_tokens,
+                            temperature=temperature)
+        cache_path = root / ".cache" / f"{sid}-{_signature(**settings)}.jsonl" \
+            if mutation.kind == "generative" else None
+        result = mutate_frame(frame, mutation, seed=seed, bare=bare,
+                              misspell_rate=misspell_rate, generator=generator,
+                              max_new_tokens=max_new_tokens, temperature=temperature,
+                              batch_size=batch_size, cache_path=cache_path,
+                              where=f"benchmark {benchmark}")
+        if result.frame.height == 0:
+            raise GuarddiagError(f"mutation {mutation.id} of {benchmark}: every rewrite came "
+                                 f"back empty; nothing written")
+        notes = _notes(mutation, settings, result)
+        path = _write_subset(result.frame, subset_id=sid, base=benchmark, mutation=mutation.id,
+                             kind=base.kind, title=f"{base.title} × {mutation.id}",
+                             derived_dir=root, notes=notes)
+        write_json({**settings, "subset": sid, "rows": result.frame.height,
+                    "skipped": result.skipped, "morse_passthrough": result.passthrough},
+                   root / f"{sid}.mutation.json")
+        written.append(MutatedSubset(
+            subset_id=sid, mutation=mutation.id, kind=mutation.kind,
+            n_rows=result.frame.height, n_skipped=len(result.skipped), manifest_path=path,
+            passthrough_prompts=_passthrough_prompts(frame, mutation)))
+    return MutateResult(benchmark=benchmark, seed=seed, subsets=tuple(written))
+
+
+def _passthrough_prompts(frame: pl.DataFrame, mutation: Mutation) -> int:
+    if mutation.id != "morse":
+        return 0
+    return sum(bool(ciphers.morse_unencodable(str(t))) for t in frame["text"])
+
+
+def _notes(mutation: Mutation, settings: dict[str, Any], result: MutatedFrame) -> str:
+    parts = [f"SORRY-Bench mutation {mutation.id} ({mutation.group}, {mutation.kind})"]
+    if mutation.kind == "encoding":
+        parts.append("bare payload" if settings["presentation"] == "bare"
+                     else "payload presented with a decoding instruction")
+    if mutation.kind == "misspell":
+        parts.append(f"seed {settings['seed']}, rate {settings['misspell_rate']}")
+    if mutation.kind == "generative":
+        parts.append(f"generator {settings['generator']}, temperature "
+                     f"{settings['temperature']}, seed {settings['seed']}")
+    if result.skipped:
+        parts.append(f"{len(result.skipped)} base prompt(s) skipped (empty rewrite)")
+    return "; ".join(parts) + "; details in the .mutation.json beside this file"
+
+
+def _write_subset(frame: pl.DataFrame, *, subset_id: str, base: str, mutation: str, kind: str,
+                  title: str, derived_dir: Path, notes: str) -> Path:
+    """The one place that writes a derived subset (the format belongs to guarddiag.data)."""
+    from guarddiag.data import write_derived_subset
+
+    return write_derived_subset(frame, subset_id=subset_id, derived_from=base,
+                                mutation=mutation, kind=kind, title=title,
+                                derived_dir=derived_dir, notes=notes)
