@@ -1,5 +1,328 @@
-"""Sub-commands: sorry (work in progress)."""
+"""Sub-commands from SORRY-Bench: ``balance``, ``mutate``, ``judge-eval``, ``jaccard`` and
+``bench jaccard``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from guarddiag.cli import add_parser
+from guarddiag.errors import GuarddiagError
+
+_BALANCE = """\
+Which harms each benchmark tests. Every subset's own categories (HarmBench semantic categories,
+JBB, StrongREJECT, DoNotAnswer, WildGuardTest, OR-Bench, XSTest, CatQA, SALAD, SORRY-Bench …)
+are mapped onto the 24 pillars and the four SORRY-Bench domains
+(data_manifests/taxonomy/category_map.yaml, sorrybench.yaml); a category with several pillars
+spreads its weight equally over them.
+
+Printed per benchmark: prompts mapped, pillars tested (of 24), the imbalance ratio = weight of
+the most / least represented pillar among the pillars the benchmark tests (untested pillars are
+not in the ratio, they are listed instead), the most and least represented pillars and the
+untested ones. Subsets without category metadata (AdvBench, MaliciousInstruct, HarmfulQA) are
+shown as not assessable. Writes balance_summary.csv, balance_pillars.csv,
+balance_domains.csv, balance.json, balance.png/.pdf and meta.json to --out.
+
+Example:
+  guarddiag balance --benchmarks study,sorrybench,xstest_unsafe"""
+
+_MUTATE = """\
+Write SORRY-Bench linguistic mutations of a benchmark as derived subsets <benchmark>__<mutation>
+(manifest + parquet under --derived-dir) that predict, report and every other command accept.
+Each mutated row keeps its base prompt's id (prompt_id = base_prompt_id) and category.
+
+Deterministic: ascii (decimal code points), caesar (shift 3), morse, atbash - exact and
+reversible, presented with a one-line instruction to decode (--bare: the payload alone) -
+and misspell (seeded typos, --seed). Generative (need --generator hf:<model> or
+endpoint:<url>#<model>): question, slang, uncommon_dialect, technical_terms, role_play, the
+five persuasion techniques, translate_zh/fr/ta/mr/ml. Prompts and presentation:
+data_manifests/mutations/sorrybench_mutations.yaml. Groups: all, deterministic, generative,
+encoding, persuasion, translation, writing_style. Generative runs resume after a kill.
+
+Examples:
+  guarddiag mutate --benchmark sorrybench --mutations ascii,caesar,morse,atbash,misspell
+  guarddiag mutate --benchmark sorrybench --mutations persuasion \\
+      --generator endpoint:http://127.0.0.1:8000/v1#Qwen/Qwen2.5-7B-Instruct"""
+
+_JUDGE = """\
+Meta-evaluate a refusal/fulfilment judge against human labels (SORRY-Bench section 3): agreement,
+Cohen's kappa and seconds per evaluation pass (model loading excluded).
+
+--records: a table (JSON lines, CSV or parquet) with prompt, response, label (fulfil or
+refuse) and optionally id; the project ships 48 hand-labelled records in
+data_manifests/judge/refusal_records.jsonl.
+--judge: keyword (stock refusal phrases), run:<run dir> (a trained guarddiag branch reading
+"User: <prompt>  Assistant: <response>"; unsafe = fulfil) or guard:<adapter> (an outside guard,
+options via --guard-option model=... ).
+
+Example:
+  guarddiag judge-eval --records data_manifests/judge/refusal_records.jsonl --judge keyword"""
+
+_JACCARD = """\
+For every benchmark prompt, the maximum word-set Jaccard similarity against the training pool
+and against the other benchmarks' prompts (subsets of one dataset are not compared with each
+other). SORRY-Bench reports a mean max-Jaccard of 0.445 against prior datasets. Exact maxima
+through an inverted token index. Prints per benchmark mean / median / 90th percentile and the
+share at >= 0.5 and = 1; writes jaccard_per_prompt.parquet, jaccard_summary.csv,
+jaccard.png/.pdf and meta.json to --out.
+
+Example:
+  guarddiag jaccard --pool work/pool/pool.parquet --benchmarks study,sorrybench"""
 
 
-def register(sub, bench) -> None:
-    return None
+def register(sub: argparse._SubParsersAction, bench: argparse._SubParsersAction) -> None:
+    p = add_parser(sub, "balance", help="pillar/domain balance of each benchmark",
+                   description=_BALANCE)
+    p.add_argument("--benchmarks", default="all", metavar="IDS",
+                   help="'all', 'study', 'extra', 'derived' or comma-separated subset ids")
+    p.add_argument("--derived-dir", default=None, metavar="DIR",
+                   help="folder of derived (mutated) subsets (default work/derived)")
+    p.add_argument("--out", default=None, metavar="DIR",
+                   help="output folder (default work/sorry/balance)")
+    p.add_argument("--no-figure", action="store_true", help="skip the PNG/PDF figure")
+    p.set_defaults(handler=_run_balance)
+
+    m = add_parser(sub, "mutate", help="write SORRY-Bench mutations of a benchmark as subsets",
+                   description=_MUTATE)
+    m.add_argument("--benchmark", required=True, metavar="ID", help="base subset id to mutate")
+    m.add_argument("--mutations", required=True, metavar="NAMES",
+                   help="comma-separated mutation names or groups (see above)")
+    m.add_argument("--seed", type=int, default=0,
+                   help="seed of the misspellings and of generator sampling")
+    m.add_argument("--generator", default=None, metavar="SPEC",
+                   help="hf:<model folder or id> or endpoint:<base url>#<model name>; needed "
+                        "by generative mutations")
+    m.add_argument("--bare", action="store_true",
+                   help="encodings: write the encoded payload without the decoding instruction")
+    m.add_argument("--misspell-rate", type=float, default=0.3, metavar="R",
+                   help="share of words (>= 4 letters) misspelt")
+    m.add_argument("--temperature", type=float, default=0.0,
+                   help="generator sampling temperature (0 = greedy)")
+    m.add_argument("--max-new-tokens", type=int, default=1024, help="generator output limit")
+    m.add_argument("--batch-size", type=int, default=16,
+                   help="prompts per generator call (and per resume checkpoint)")
+    m.add_argument("--suffix", default=None,
+                   help="appended to the subset ids: <benchmark>__<mutation>_<suffix>")
+    m.add_argument("--derived-dir", default=None, metavar="DIR",
+                   help="where derived subsets are written (default work/derived)")
+    m.set_defaults(handler=_run_mutate)
+
+    j = add_parser(sub, "judge-eval", help="agreement of a refusal judge with human labels",
+                   description=_JUDGE)
+    j.add_argument("--records", required=True, metavar="FILE",
+                   help="records table with prompt, response, label (fulfil/refuse)")
+    j.add_argument("--judge", required=True, metavar="SPEC",
+                   help="keyword | run:<run dir> | guard:<adapter>")
+    j.add_argument("--guard-option", action="append", default=[], metavar="KEY=VALUE",
+                   help="option for guard:<adapter> (repeatable), e.g. model=/models/x")
+    j.add_argument("--mapping", default="loose", choices=("loose", "strict"),
+                   help="binary mapping for run:/guard: judges")
+    j.add_argument("--threshold", type=float, default=0.5,
+                   help="P(unsafe) at or above which a run:/guard: judge says fulfil")
+    j.add_argument("--batch-size", type=int, default=64, help="run: judge batch size")
+    j.add_argument("--out", default=None, metavar="FILE.json",
+                   help="also write the summary JSON (and per-record verdicts beside it)")
+    j.set_defaults(handler=_run_judge_eval)
+
+    c = add_parser(sub, "jaccard", help="max word-set Jaccard of benchmark prompts vs pool "
+                                        "and other benchmarks", description=_JACCARD)
+    c.add_argument("--pool", default=None, metavar="FILE",
+                   help="pool table with prompt_id, text (default work/pool/pool.parquet; "
+                        "skipped with a note when that default is absent)")
+    c.add_argument("--benchmarks", default="all", metavar="IDS",
+                   help="'all', 'study', 'extra', 'derived' or comma-separated subset ids")
+    c.add_argument("--derived-dir", default=None, metavar="DIR",
+                   help="folder of derived (mutated) subsets (default work/derived)")
+    c.add_argument("--out", default=None, metavar="DIR",
+                   help="output folder (default work/sorry/jaccard)")
+    c.add_argument("--no-figure", action="store_true", help="skip the PNG/PDF figure")
+    c.set_defaults(handler=_run_jaccard)
+
+    b = add_parser(bench, "jaccard", help="speed of the exact max-Jaccard search",
+                   description="Times `guarddiag jaccard` on the available benchmarks (and "
+                               "--pool when given): wall seconds and prompts per second for "
+                               "the benchmark-vs-benchmark and benchmark-vs-pool searches. "
+                               "Prints figures; nothing is pass/fail.")
+    b.add_argument("--pool", default=None, metavar="FILE", help="pool table (prompt_id, text)")
+    b.add_argument("--benchmarks", default="all", metavar="IDS", help="subset ids")
+    b.set_defaults(handler=_run_bench_jaccard)
+
+
+# ── handlers ──────────────────────────────────────────────────────────────────────────────────
+
+
+def _fmt(value: object, digits: int = 2) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def _print_rows(header: Sequence[str], rows: Sequence[Sequence[object]]) -> None:
+    cells = [[_fmt(v) for v in r] for r in rows]
+    widths = [max(len(h), *(len(r[i]) for r in cells)) if cells else len(h)
+              for i, h in enumerate(header)]
+    print("  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)).rstrip())
+    for r in cells:
+        print("  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip())
+
+
+def _run_balance(args: argparse.Namespace) -> int:
+    from guarddiag.progress import say
+    from guarddiag.sorry.outputs import run_balance
+
+    run = run_balance(ids=args.benchmarks, data_dir=args.data_dir,
+                      derived_dir=args.derived_dir, out_dir=args.out,
+                      figure=not args.no_figure)
+    rows = []
+    for b in run.result.benchmarks:
+        if not b.assessable:
+            rows.append([b.benchmark, b.n, 0, "-", "-", "not assessable (no category metadata)"
+                         if not b.has_map else "not assessable (no mapped category)", "", ""])
+            continue
+        rows.append([b.benchmark, b.n, b.n_mapped, f"{24 - len(b.untested)}/24",
+                     f"{b.imbalance_ratio:.1f}", ", ".join(b.most), ", ".join(b.least),
+                     ", ".join(b.untested)])
+    _print_rows(["benchmark", "n", "mapped", "pillars", "ratio", "most", "least", "untested"],
+                rows)
+    print()
+    print("domain shares (hate / crimes / inappropriate / advice):")
+    for b in run.result.benchmarks:
+        total = sum(b.domain_weight.values())
+        if total:
+            shares = " / ".join(f"{b.domain_weight[d] / total:.0%}" for d in
+                                ("hate", "crimes", "inappropriate", "advice"))
+            print(f"  {b.benchmark}: {shares}")
+    for b in run.result.benchmarks:
+        if b.unmapped_values:
+            say(f"note: {b.benchmark}: {b.n_unmapped} prompt(s) with categories not in the map "
+                f"({', '.join(b.unmapped_values[:5])})")
+    for u in run.unavailable:
+        say(f"skipped (unavailable): {u}")
+    say(f"wrote {len(run.files)} files to {run.files[0].parent}")
+    return 0
+
+
+def _run_mutate(args: argparse.Namespace) -> int:
+    from guarddiag.progress import say
+    from guarddiag.sorry.mutate import mutate_benchmark, resolve_mutations
+
+    chosen = resolve_mutations(args.mutations)  # unknown names fail before a model loads
+    generator = None
+    if args.generator is not None:
+        if all(m.deterministic for m in chosen):
+            say("note: --generator is not used by deterministic mutations")
+        else:
+            from guarddiag.guards.backends import make_generator
+
+            generator = make_generator(args.generator, batch_size=args.batch_size)
+    try:
+        result = mutate_benchmark(args.benchmark, mutations=[m.id for m in chosen],
+                                  seed=args.seed, generator=generator, bare=args.bare,
+                                  misspell_rate=args.misspell_rate,
+                                  max_new_tokens=args.max_new_tokens,
+                                  temperature=args.temperature, batch_size=args.batch_size,
+                                  suffix=args.suffix, data_dir=args.data_dir,
+                                  derived_dir=args.derived_dir)
+    finally:
+        if generator is not None:
+            generator.close()
+    _print_rows(["subset", "mutation", "kind", "rows", "skipped", "note"],
+                [[s.subset_id, s.mutation, s.kind, s.n_rows, s.n_skipped,
+                  f"{s.passthrough_prompts} prompt(s) with characters Morse passes through"
+                  if s.passthrough_prompts else ""] for s in result.subsets])
+    if result.subsets:
+        say(f"wrote {len(result.subsets)} derived subset(s) to "
+            f"{result.subsets[0].manifest_path.parent}")
+    return 0
+
+
+def _guard_options(items: Sequence[str]) -> dict[str, object]:
+    out: dict[str, object] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise GuarddiagError(f"--guard-option {item!r}: expected KEY=VALUE")
+        out[key.strip()] = int(value) if value.strip().isdigit() else value
+    return out
+
+
+def _run_judge_eval(args: argparse.Namespace) -> int:
+    from guarddiag.sorry.outputs import run_judge_eval
+
+    result = run_judge_eval(records=args.records, judge=args.judge, mapping=args.mapping,
+                            threshold=args.threshold, batch_size=args.batch_size,
+                            guard_options=_guard_options(args.guard_option), out=args.out)
+    kappa = "undefined" if result.kappa is None else f"{result.kappa:.3f}"
+    n_agree = round(result.agreement * result.n)
+    print(f"judge: {result.judge}")
+    n_fulfil = sum(result.confusion["fulfil"].values())
+    print(f"records: {result.n} ({n_fulfil} fulfil, {result.n - n_fulfil} refuse by the humans)")
+    print(f"agreement: {result.agreement:.1%} ({n_agree}/{result.n})")
+    print(f"cohen kappa: {kappa}")
+    print(f"seconds per evaluation pass: {result.seconds:.4f}")
+    if result.n_no_verdict:
+        print(f"no verdict: {result.n_no_verdict} record(s) (counted as disagreements)")
+    print("confusion (human -> judge):")
+    for h, row in result.confusion.items():
+        print(f"  {h:<7} " + "  ".join(f"{j}={n}" for j, n in row.items()))
+    return 0
+
+
+def _run_jaccard(args: argparse.Namespace) -> int:
+    from guarddiag.progress import say
+    from guarddiag.sorry.outputs import run_jaccard
+
+    run = run_jaccard(ids=args.benchmarks, pool=args.pool, pool_required=args.pool is not None,
+                      data_dir=args.data_dir, derived_dir=args.derived_dir, out_dir=args.out,
+                      figure=not args.no_figure)
+    if run.pool_path is None:
+        say("note: no pool (work/pool/pool.parquet absent): the pool columns are empty; "
+            "pass --pool FILE")
+    s = run.profile.summary
+    _print_rows(["benchmark", "n", "mean_pool", "median_pool", "p90_pool", ">=0.5_pool",
+                 "mean_other", "median_other", "p90_other", ">=0.5_other", "=1_other"],
+                [[r["benchmark"], r["n"], r["mean_pool"], r["median_pool"], r["p90_pool"],
+                  r["share_ge_0.5_pool"], r["mean_other"], r["median_other"], r["p90_other"],
+                  r["share_ge_0.5_other"], r["share_eq_1_other"]]
+                 for r in s.iter_rows(named=True)])
+    for u in run.unavailable:
+        say(f"skipped (unavailable): {u}")
+    say(f"wrote {len(run.files)} files to {run.files[0].parent}")
+    return 0
+
+
+def _run_bench_jaccard(args: argparse.Namespace) -> int:
+    import time
+
+    from guarddiag.data import load_benchmarks
+    from guarddiag.files import read_table
+    from guarddiag.sorry.jaccard import max_jaccard
+    from guarddiag.text import word_set
+
+    bset = load_benchmarks(args.benchmarks, data_dir=args.data_dir)
+    names = list(bset.frames)
+    sets, groups = [], []
+    for g, b in enumerate(names):
+        sets += [word_set(t) for t in bset.frames[b]["text"]]
+        groups += [g] * bset.frames[b].height
+    start = time.perf_counter()
+    max_jaccard(sets, sets, query_groups=groups, target_groups=groups)
+    took = time.perf_counter() - start
+    print(f"benchmarks vs other benchmarks: {len(sets):,} prompts x {len(sets):,} targets: "
+          f"{took:.2f} s ({len(sets) / max(took, 1e-9):,.0f} prompts/s)")
+    if args.pool:
+        pool = read_table(args.pool, columns=["text"])
+        start = time.perf_counter()
+        pool_sets = [word_set(t) for t in pool["text"]]
+        prep = time.perf_counter() - start
+        start = time.perf_counter()
+        max_jaccard(sets, pool_sets)
+        took = time.perf_counter() - start
+        print(f"benchmarks vs pool: {len(sets):,} prompts x {len(pool_sets):,} pool rows: "
+              f"{took:.2f} s search + {prep:.2f} s tokenising "
+              f"({len(sets) / max(took, 1e-9):,.0f} prompts/s)")
+    print("(timings on a shared machine are pessimistic)", file=sys.stderr)
+    return 0

@@ -1,0 +1,183 @@
+"""Figures of the SORRY-Bench analyses; one function per figure, each returning a Figure.
+
+Callers save them (``fig.savefig(path.png)``, ``.pdf``); :func:`save_figure` writes both.
+matplotlib is imported inside each function so importing this module stays cheap.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+    from guarddiag.sorry.balance import BalanceResult, CategoryBreakdown
+    from guarddiag.sorry.jaccard import JaccardProfile
+    from guarddiag.sorry.robustness import RobustnessResult
+
+_DOMAIN_COLOURS = {"hate": "#c44e52", "crimes": "#4c72b0", "inappropriate": "#dd8452",
+                   "advice": "#55a868"}
+
+
+def _plt():
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _horizontal() -> dict[str, object]:
+    # matplotlib 3.10 replaced boxplot(vert=False) by orientation="horizontal".
+    import matplotlib
+
+    major, minor = (int(x) for x in matplotlib.__version__.split(".")[:2])
+    return {"orientation": "horizontal"} if (major, minor) >= (3, 10) else {"vert": False}
+
+
+def save_figure(fig: Figure, stem: str | Path) -> list[Path]:
+    """Write ``<stem>.png`` (150 dpi) and ``<stem>.pdf`` atomically; returns both paths."""
+    from guarddiag.files import atomic_path
+
+    out = []
+    for suffix, kwargs in ((".png", {"dpi": 150}), (".pdf", {})):
+        path = Path(str(stem) + suffix)
+        with atomic_path(path) as tmp:
+            fig.savefig(tmp, format=suffix[1:], bbox_inches="tight",
+                        metadata={"CreationDate": None} if suffix == ".pdf" else None,
+                        **kwargs)
+        out.append(path)
+    return out
+
+
+def plot_balance(result: BalanceResult) -> Figure:
+    """Heat map of each benchmark's pillar shares (untested pillars marked ×) and its domain
+    mix as stacked bars."""
+    from guarddiag.sorry.taxonomy import DOMAINS
+
+    plt = _plt()
+    names, pillars, mat = result.pillar_matrix()
+    height = max(3.0, 0.32 * len(names) + 1.8)
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(15, height),
+                                 gridspec_kw={"width_ratios": [4.2, 1.0]})
+    from matplotlib.colors import PowerNorm
+
+    shown = np.ma.masked_invalid(mat)
+    # A square-root scale: one single-pillar benchmark (copyright = 1.0) would otherwise flatten
+    # every other row to the bottom of the colour range.
+    im = ax.imshow(shown, aspect="auto", cmap="viridis", norm=PowerNorm(0.5, vmin=0, vmax=1))
+    for i, b in enumerate(result.benchmarks):
+        for j, p in enumerate(pillars):
+            if not b.assessable:
+                continue
+            if b.pillar_weight[p] <= 1e-12:
+                ax.text(j, i, "×", ha="center", va="center", color="#bbbbbb", fontsize=7)
+        if not b.assessable:
+            why = "no category metadata" if not b.has_map else \
+                "categories outside the harm taxonomy (e.g. benign)"
+            ax.text(len(pillars) / 2, i, why, ha="center", va="center", fontsize=7,
+                    color="#777777")
+    ax.set_xticks(range(len(pillars)), pillars, rotation=60, ha="right", fontsize=7)
+    ax.set_yticks(range(len(names)), [
+        f"{b.benchmark} (r={b.imbalance_ratio:.0f})" if b.imbalance_ratio else b.benchmark
+        for b in result.benchmarks], fontsize=7)
+    ax.set_title("Share of mapped prompts per pillar (× = not tested; r = most/least tested)",
+                 fontsize=9)
+    fig.colorbar(im, ax=ax, fraction=0.025, pad=0.01)
+    left = np.zeros(len(names))
+    for d in DOMAINS:
+        vals = np.array([b.domain_weight[d] / max(sum(b.domain_weight.values()), 1e-12)
+                         for b in result.benchmarks])
+        bx.barh(range(len(names)), vals, left=left, color=_DOMAIN_COLOURS[d], label=d)
+        left += vals
+    bx.set_ylim(len(names) - 0.5, -0.5)
+    bx.set_yticks([])
+    bx.set_xlim(0, 1)
+    bx.set_title("SORRY-Bench domain mix", fontsize=9)
+    bx.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.07), ncol=2,
+              frameon=False)
+    fig.tight_layout()
+    return fig
+
+
+def plot_jaccard(profile: JaccardProfile) -> Figure:
+    """Box plots of each benchmark's max-Jaccard against the pool and the other benchmarks, with
+    SORRY-Bench's reported mean (44.5%) for reference."""
+    from guarddiag.sorry.jaccard import SORRY_BENCH_MEAN_MAX_JACCARD
+
+    plt = _plt()
+    df = profile.per_prompt
+    names = list(dict.fromkeys(df["benchmark"].to_list()))
+    panels = [("max_jaccard_other", "against other benchmarks")]
+    if profile.pool_rows is not None:
+        panels.insert(0, ("max_jaccard_pool", f"against the pool ({profile.pool_rows:,} rows)"))
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels),
+                                                      max(3.0, 0.3 * len(names) + 1.5)),
+                             squeeze=False, sharey=True)
+    for ax, (col, title) in zip(axes[0], panels, strict=True):
+        data = [df.filter(df["benchmark"] == b)[col].drop_nulls().to_numpy() for b in names]
+        ax.boxplot(data, widths=0.6, showmeans=True, flierprops={"markersize": 2},
+                   **_horizontal())
+        ax.axvline(SORRY_BENCH_MEAN_MAX_JACCARD, color="#c44e52", linestyle="--", linewidth=1,
+                   label="SORRY-Bench mean 0.445")
+        ax.set_xlim(0, 1.02)
+        ax.set_title(f"Max word-set Jaccard {title}", fontsize=9)
+        ax.set_yticks(range(1, len(names) + 1), names, fontsize=7)
+        ax.legend(fontsize=7, loc="lower right", frameon=False)
+    axes[0][0].invert_yaxis()
+    fig.tight_layout()
+    return fig
+
+
+def plot_robustness(result: RobustnessResult) -> Figure:
+    """Change in capture per mutation (points) with cluster-bootstrap intervals, one row per
+    mutation, one marker per run."""
+    plt = _plt()
+    rows = result.rows
+    muts = list(dict.fromkeys(rows["mutation"].to_list()))
+    runs = list(dict.fromkeys(rows["run_id"].to_list()))
+    fig, ax = plt.subplots(figsize=(7, max(2.5, 0.35 * len(muts) + 1.5)))
+    offsets = np.linspace(-0.3, 0.3, len(runs)) if len(runs) > 1 else [0.0]
+    for off, run in zip(offsets, runs, strict=True):
+        part = rows.filter(rows["run_id"] == run)
+        y = [muts.index(m) + off for m in part["mutation"]]
+        d = part["delta"].to_numpy() * 100
+        err = np.vstack([d - part["delta_low"].to_numpy() * 100,
+                         part["delta_high"].to_numpy() * 100 - d])
+        ax.errorbar(d, y, xerr=err, fmt="o", markersize=3, capsize=2, linewidth=0.8, label=run)
+    ax.axvline(0, color="#444444", linewidth=0.8)
+    ax.set_yticks(range(len(muts)), muts, fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel(f"Δ capture vs base prompts (pp; {result.n_resamples:,} cluster-bootstrap "
+                  f"resamples, {result.confidence:.0%})", fontsize=8)
+    if len(runs) <= 12:
+        ax.legend(fontsize=6, loc="best", frameon=False)
+    fig.tight_layout()
+    return fig
+
+
+def plot_category_capture(breakdown: CategoryBreakdown, *, benchmark: str = "sorrybench"
+                          ) -> Figure:
+    """Heat map of capture per category (rows) and run (columns) for one benchmark."""
+    plt = _plt()
+    df = breakdown.by_category.filter(breakdown.by_category["benchmark"] == benchmark)
+    cats = list(dict.fromkeys(df.sort("category")["category"].to_list()))
+    if benchmark.split("__")[0] == "sorrybench":
+        cats.sort(key=lambda c: int(str(c).split(".")[0]) if str(c)[:1].isdigit() else 10**6)
+    runs = sorted(set(df["run_id"].to_list()))
+    mat = np.full((len(cats), len(runs)), np.nan)
+    for r in df.iter_rows(named=True):
+        mat[cats.index(r["category"]), runs.index(r["run_id"])] = r["capture"]
+    fig, ax = plt.subplots(figsize=(max(4.0, 0.45 * len(runs) + 4), 0.22 * len(cats) + 1.5))
+    im = ax.imshow(np.ma.masked_invalid(mat), aspect="auto", cmap="magma", vmin=0, vmax=1)
+    ax.set_yticks(range(len(cats)), [str(c)[:48] for c in cats], fontsize=6)
+    ax.set_xticks(range(len(runs)), runs, rotation=60, ha="right", fontsize=6)
+    ax.set_title(f"Capture per category on {benchmark} ({breakdown.mapping} mapping)",
+                 fontsize=9)
+    fig.colorbar(im, ax=ax, fraction=0.03, pad=0.01)
+    fig.tight_layout()
+    return fig
