@@ -148,7 +148,7 @@ def score_heatmap(recipes: RecipeTableResult) -> Figure:
                 if not np.isnan(grid[i, j]):
                     ax.text(j, i, f"{grid[i, j]:.0f}", ha="center", va="center", fontsize=5.5,
                             color="white" if grid[i, j] < 60 else "black")
-        ax.set_xticks(range(len(benches)), [_short(b, 18) for b in benches], rotation=45,
+        ax.set_xticks(range(len(benches)), [_short(b, 26) for b in benches], rotation=45,
                       ha="right")
         ax.set_yticks(range(len(entities)), [_short(e) for e in entities])
         ax.spines[:].set_visible(False)

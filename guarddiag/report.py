@@ -21,7 +21,9 @@ Output folder (``--out``)::
     report.md          the same content as Markdown (figures linked from figures/)
     results.json       every number, with its cohort (schema below)
     tables/<name>.csv  raw values (fractions, not percent), one file per table
-    tables/<name>.tex  the same table for LaTeX (booktabs; best value per column in bold)
+    tables/<name>.tex  the same table for LaTeX (booktabs; best value per column in bold),
+                       except for the long machine-readable tables (scores_long,
+                       mapping_effect_runs), which are CSV only
     figures/<name>.png, figures/<name>.pdf
     meta.json          input digests, versions, git sha (the only file with run-dependent data)
 
@@ -145,6 +147,8 @@ class Table:
     """Raw values; the CSV is this frame as it is."""
     collapsed: bool = False
     """Shown folded (``<details>``) in HTML: long appendix tables."""
+    csv_only: bool = False
+    """Machine-readable long tables: written as CSV only and pointed to from HTML/Markdown."""
 
 
 @dataclass(frozen=True)
@@ -605,7 +609,7 @@ def section_scores(ctx: ReportContext) -> Section:
                          Column("subset", "subset"), Column("mapping_applied", "mapping"),
                          Column("lang", "lang"), Column("metric_alias", "metric"),
                          Column("score", "score", "pct", low="ci_low", high="ci_high")),
-                        long, collapsed=True))
+                        long, csv_only=True))
     return Section("scores", "Benchmark scores (Table 1)", tuple(blocks),
                    {"scores": _score_records(ctx)})
 
@@ -727,7 +731,7 @@ def section_mapping(ctx: ReportContext) -> Section:
                          Column("loose", "loose", "pct", low="loose_low", high="loose_high"),
                          Column("strict", "strict", "pct", low="strict_low",
                                 high="strict_high"),
-                         Column("delta_pp", "Δ (pp)", "num1")), full, collapsed=True))
+                         Column("delta_pp", "Δ (pp)", "num1")), full, csv_only=True))
     return Section("mapping", "Binary-mapping effect: BOUNDARY_SAFE as safe or unsafe",
                    tuple(blocks), {"effects": _records(full),
                                    "by_recipe": _records(by_recipe)})
@@ -1075,6 +1079,9 @@ def render_html(report: Report, figures_png: Mapping[str, bytes]) -> str:
                 parts.append(f"<p>{_esc(b.text)}</p>")
             elif isinstance(b, Bullets):
                 parts.append("<ul>" + "".join(f"<li>{_esc(x)}</li>" for x in b.items) + "</ul>")
+            elif isinstance(b, Table) and b.csv_only:
+                parts.append(f"<p><em>{_esc(b.caption)}</em> See tables/{_esc(b.name)}.csv "
+                             f"({b.frame.height:,} rows).</p>")
             elif isinstance(b, Table):
                 parts.append(_html_table(b))
             elif isinstance(b, FigureBlock):
@@ -1129,7 +1136,7 @@ def render_markdown(report: Report) -> str:
             elif isinstance(b, Bullets):
                 out += [f"- {_md_esc(x)}" for x in b.items]
             elif isinstance(b, Table):
-                if b.collapsed:
+                if b.collapsed or b.csv_only:
                     out.append(f"*{_md_esc(b.caption)}* — see `tables/{b.name}.csv` "
                                f"({b.frame.height} rows).")
                 else:
@@ -1210,8 +1217,9 @@ def write_report(report: Report, out_dir: str | Path, *,
             if isinstance(b, Table):
                 written.append(files.write_text(render_csv(b), out_dir / "tables" /
                                                 f"{b.name}.csv"))
-                written.append(files.write_text(render_latex(b), out_dir / "tables" /
-                                                f"{b.name}.tex"))
+                if not b.csv_only:
+                    written.append(files.write_text(render_latex(b), out_dir / "tables" /
+                                                    f"{b.name}.tex"))
             elif isinstance(b, FigureBlock):
                 png, pdf = plots.save_figure(b.figure, out_dir / "figures" / b.name)
                 pngs[b.name] = png.read_bytes()
