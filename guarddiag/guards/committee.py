@@ -121,8 +121,15 @@ class Committee:
     def n_raters(self) -> int:
         return len(self.members) * self.samples
 
-    def describe(self) -> dict[str, Any]:
-        return {"members": [{"name": m.name, "generator": m.generator} for m in self.members],
+    def describe(self, *, with_urls: bool = True) -> dict[str, Any]:
+        """The settings; without URLs for the resume check, since a server restarted on
+        another port serves the same model."""
+        def where(spec: str) -> str:
+            kind, _, rest = spec.partition(":")
+            return spec if with_urls or kind != "endpoint" else f"endpoint:{rest.split('#')[-1]}"
+
+        return {"members": [{"name": m.name, "generator": where(m.generator)}
+                            for m in self.members],
                 "samples": self.samples, "temperature": self.temperature,
                 "max_new_tokens": self.max_new_tokens, "seed": self.seed,
                 "questions": dict(self.questions)}
@@ -335,7 +342,8 @@ def label_pool(*, policy: str | Path, committee: str | Path | Committee,
     prompts = load_prompts(pool)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    run_fp = hashlib.sha256(json.dumps({"policy": policy_text, "committee": spec.describe()},
+    run_fp = hashlib.sha256(json.dumps({"policy": policy_text,
+                                        "committee": spec.describe(with_urls=False)},
                                        sort_keys=True).encode()).hexdigest()[:16]
     log = _VoteLog(out / "votes.jsonl", run_fp)
     texts = dict(zip(prompts["prompt_id"].to_list(), prompts["text"].to_list(), strict=True))

@@ -90,8 +90,16 @@ class GenerativeGuard(GuardAdapter):
 
     # -- shared --------------------------------------------------------------------------------
     def describe(self) -> dict[str, Any]:
-        return {"adapter": self.kind, "model": self.model_id, "backend": self.generator.spec,
+        # The back end's kind, not its URL: a server restarted on another port is the same
+        # guard, and a resumed run may use it.
+        return {"adapter": self.kind, "model": self.model_id,
+                "backend": self.generator.spec.partition(":")[0],
                 "max_new_tokens": self.max_new_tokens, "template_kwargs": self.template_kwargs()}
+
+    @property
+    def source(self) -> str:
+        """Where the answers come from (the back end spec), for the run's metadata."""
+        return self.generator.spec
 
     def conversations(self, texts: Sequence[str]) -> list[Conversation]:
         return [[{"role": "user", "content": t}] for t in texts]

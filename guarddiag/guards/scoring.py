@@ -10,9 +10,10 @@
   reuses every answered prompt and asks only the rest (and the ones whose request failed);
 * ``<name>.meta.json`` — the guard's settings, the benchmarks' sha256, counts, versions.
 
-``survives_decontam`` comes from the audit's decontaminated lists when ``<audit>/summary.json``
-exists; without an audit it is left empty (null), and a rerun after ``guarddiag audit`` fills
-it without asking the guard again.
+``survives_decontam`` follows the same rule as ``guarddiag predict``: the audit's
+decontaminated lists when the audit folder exists; True for a benchmark the audit did not cover
+and everywhere when there is no audit (a rerun after ``guarddiag audit`` refreshes it without
+asking the guard again).
 """
 
 from __future__ import annotations
@@ -112,7 +113,8 @@ def _verdict_from_record(rec: dict[str, Any]) -> GuardVerdict:
 
 
 def _decontaminated(audit_dir: Path | None) -> dict[str, frozenset[str]] | None:
-    if audit_dir is None or not (Path(audit_dir) / "summary.json").is_file():
+    # The same rule as `guarddiag predict`, so every run agrees on each prompt's flag.
+    if audit_dir is None or not Path(audit_dir).is_dir():
         return None
     from guarddiag.audit import load_decontaminated
 
@@ -222,8 +224,8 @@ def score_guard(adapter: GuardAdapter, *, benchmarks: str | Sequence[str] = "all
     n_failed = int((table["status"] == "failed").sum())
     notes = []
     if decontam is None:
-        notes.append(f"no audit at {audit_dir}: survives_decontam left empty; run "
-                     f"`guarddiag audit`, then score again (answers are reused)")
+        notes.append(f"no audit folder at {audit_dir}: survives_decontam is True everywhere; "
+                     f"run `guarddiag audit`, then score again (answers are reused)")
     n_unanswered = sum(1 for (b, p), r in done.items() if b in ordered and
                        not r.get("answered", True))
     if n_unanswered:
@@ -231,6 +233,7 @@ def score_guard(adapter: GuardAdapter, *, benchmarks: str | Sequence[str] = "all
                      f"asks them again")
     files.write_json({
         "guard": name, "run_id": RUN_PREFIX + name, "adapter": adapter.describe(),
+        "source": getattr(adapter, "source", None),
         "fingerprint": fp, "benchmarks": sorted(ordered), "unavailable": list(unavailable),
         "benchmark_sha256": {b: (benchmark_sha256 or {}).get(b) for b in sorted(ordered)},
         "n_prompts": table.height, "n_failed": n_failed, "decontam_known": decontam is not None,
@@ -260,7 +263,7 @@ def _table(name: str, kind: str, frames: dict[str, pl.DataFrame],
                 cols[col].append(probs[i] if probs is not None else None)
             cols["p_unsafe"].append(v.p_unsafe)
             cols["pred_class"].append(v.pred_class)
-            cols["survives_decontam"].append(pid in kept if kept is not None else None)
+            cols["survives_decontam"].append(pid in kept if kept is not None else True)
             cols["status"].append(v.status)
     n = len(cols["benchmark"])
     return pl.DataFrame({
