@@ -53,7 +53,7 @@ def register(sub, bench) -> None:
                    help="prompt-bootstrap resamples per score")
     p.add_argument("--confidence", type=float, default=0.95,
                    help="coverage of the bootstrap percentile intervals")
-    p.add_argument("--seed", type=int, default=0, help="seed of the bootstrap")
+    p.add_argument("--seed", type=int, default=0, help="seed of the bootstrap (default 0)")
     p.add_argument("--subset", default="decontaminated", choices=("decontaminated", "full"),
                    help="prompt subset of the primary tables and of the policy/capability call")
     p.add_argument("--min-seeds", type=int, default=3,
