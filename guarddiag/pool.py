@@ -750,10 +750,15 @@ def build_pool(*, recipe: str | Path | Recipe | None = None, data_dir: str | Pat
               **{f"data_manifests/{p.relative_to(manifests_dir()).as_posix()}"
                  if p.is_relative_to(manifests_dir()) else str(p): gfiles.sha256_file(p)
                  for p in spec_files}}
+    coverage = {}
+    for name, lab, col in (("A", "label_a", "pillars_a"), ("B", "label_b", "pillars_b")):
+        blocked = pool.filter(pl.col(lab).is_in(list(BLOCKING)))
+        coverage[name] = {"blocked": blocked.height,
+                          "blocked_without_pillar": int((blocked[col].list.len() == 0).sum())}
     meta_path = gfiles.write_meta(
         out_dir, inputs=inputs, seed=seed, recipe=rec.name, n_rows=pool.height,
         pool_sha256=gfiles.sha256_file(pool_path), splits=dict(Counter(pool["split"])),
-        sources=counts, constructions=constructions)
+        sources=counts, constructions=constructions, pillar_coverage=coverage)
     return PoolResult(pool=pool, agreement=overall, agreement_by_split=by_split,
                       source_counts=source_counts, out_dir=out_dir, pool_path=pool_path,
                       agreement_path=agreement_path, meta_path=meta_path, seed=seed)

@@ -495,6 +495,20 @@ def test_checksum_mismatch_names_the_file(tiny, tmp_path):
         build_pool(recipe=recipe, data_dir=data, out_dir=tmp_path / "out")
 
 
+def test_missing_text_column_and_non_utf8_bytes_name_file_row_and_field(tiny, tmp_path):
+    recipe, data = tiny
+    text = recipe.read_text(encoding="utf-8")
+    recipe.write_text(text.replace("    text: text\n    category: category\n  advice:",
+                                   "    text: prompt\n    category: category\n  advice:"),
+                      encoding="utf-8")
+    with pytest.raises(GuarddiagError, match=r'harm.csv row 2 field "prompt": missing field'):
+        build_pool(recipe=recipe, data_dir=data, out_dir=tmp_path / "out")
+    recipe.write_text(text, encoding="utf-8")
+    (data / "pools" / "advice.csv").write_bytes(b"text,category\nbad \xff byte,finance\n")
+    with pytest.raises(GuarddiagError, match=r"advice.csv: not UTF-8 text \(byte 18\)"):
+        build_pool(recipe=recipe, data_dir=data, out_dir=tmp_path / "out")
+
+
 def test_missing_data_dir_is_one_line(tiny, tmp_path):
     recipe, _ = tiny
     with pytest.raises(GuarddiagError) as info:
