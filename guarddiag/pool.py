@@ -19,6 +19,7 @@ import re
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,7 @@ from guarddiag import files as gfiles
 from guarddiag.errors import GuarddiagError
 from guarddiag.labels import CLASS_INDEX, CLASSES, LOOSE, STRICT, BinaryMapping, pillar_ids
 from guarddiag.paths import manifests_dir
-from guarddiag.pool_sources import SourceSpec, read_source, verify_refs
+from guarddiag.pool_sources import SourceSpec, csv_records, read_source, verify_refs
 from guarddiag.pool_spec import (
     BLOCKING,
     SPLITS,
@@ -196,13 +197,17 @@ def _label_row(row: _Row, recipe: Recipe, unmapped: dict[tuple[str, str, str], i
         if rule.label in BLOCKING:
             found = recipe.tagger.tag(row.text) if rule.auto else ()
             tags = rule.pillars + tuple(t for t in found if t not in policy.never_blocks)
-            row.pillars[name] = tuple(sorted(set(tags), key=_PILLAR_ORDER.__getitem__))
+            order = _pillar_order()
+            row.pillars[name] = tuple(sorted(set(tags), key=order.__getitem__))
         else:
             row.pillars[name] = ()
     return ok
 
 
-_PILLAR_ORDER: dict[str, int] = {}
+@cache
+def _pillar_order() -> dict[str, int]:
+    """Pillar id → head position, so tags are always listed in head order."""
+    return {pid: i for i, pid in enumerate(pillar_ids())}
 
 
 def _raise_unmapped(unmapped: Mapping[tuple[str, str, str], int], recipe: Recipe) -> None:
@@ -313,15 +318,13 @@ def _pick(rec: Mapping[str, str], names: tuple[str, ...], where: str) -> str:
 
 
 def _read_titles(recipe: Recipe, data_dir: Path, digests: dict[str, str]) -> list[_Title]:
-    from guarddiag.pool_sources import _csv_records  # the shared CSV reader
-
     out: list[_Title] = []
     for tl in recipe.titles.values():
         paths, got = verify_refs(tl.id, tl.files, data_dir, f"titles.{tl.id}")
         digests.update(got)
         spec = SourceSpec(id=tl.id, files=(), format="csv", delimiter=tl.delimiter)
         for path in paths:
-            for i, rec in _csv_records(path, spec):
+            for i, rec in csv_records(path, spec):
                 where = f"{path} row {i} (title list {tl.id!r})"
                 title = _clean_title(_pick(rec, tl.title, where))
                 if not _LATIN_TITLE.fullmatch(title):
@@ -488,7 +491,7 @@ def _build_jailbreak(recipe: Recipe, natural: Sequence[_Row], wrappers: Sequence
                              f"({len(benign)}) or wrappers ({len(wrappers)})")
     rng = _rng(seed, "jailbreak")
     out = []
-    for k in range(spec.n):
+    for _ in range(spec.n):
         b = benign[int(rng.integers(len(benign)))]
         w_idx = int(rng.integers(len(wrappers)))
         text, _ = _wrap(wrappers[w_idx], b.text, recipe.wrappers.placeholder)
@@ -497,7 +500,6 @@ def _build_jailbreak(recipe: Recipe, natural: Sequence[_Row], wrappers: Sequence
                    keys=b.keys)
         _label_row(row, recipe, unmapped, row.prompt_id)
         out.append(row)
-        del k
     return out, {"rows": len(out), "benign_candidates": len(benign), "wrappers": len(wrappers)}
 
 
@@ -632,7 +634,6 @@ def build_pool(*, recipe: str | Path | Recipe | None = None, data_dir: str | Pat
     rec = recipe if isinstance(recipe, Recipe) else load_recipe(recipe)
     seed = rec.seed if seed is None else seed
     data_dir, out_dir = Path(data_dir), Path(out_dir)
-    _PILLAR_ORDER.update({pid: i for i, pid in enumerate(pillar_ids())})
     digests: dict[str, str] = {}
     unmapped: dict[tuple[str, str, str], int] = Counter()
     counts: dict[str, dict[str, int]] = {}

@@ -246,7 +246,7 @@ def _read_bytes(path: Path) -> str:
         raise GuarddiagError(f"{path}: not UTF-8 text (byte {exc.start})") from None
 
 
-def _csv_records(path: Path, spec: SourceSpec) -> Iterator[tuple[int, Any]]:
+def csv_records(path: Path, spec: SourceSpec) -> Iterator[tuple[int, Any]]:
     # newline="" semantics: the pre-1970 Billboard files use old-Mac CR line endings.
     text = _read_bytes(path)
     reader = csv.reader(io.StringIO(text, newline=""), delimiter=spec.delimiter)
@@ -269,7 +269,7 @@ def _csv_records(path: Path, spec: SourceSpec) -> Iterator[tuple[int, Any]]:
 def read_csv(spec: SourceSpec, paths: Sequence[Path]) -> _Rows:
     rows = _Rows(spec, paths)
     for path in paths:
-        for i, record in _csv_records(path, spec):
+        for i, record in csv_records(path, spec):
             rows.add_record(record, path, i)
     return rows
 
@@ -409,7 +409,7 @@ def read_convabuse(spec: SourceSpec, paths: Sequence[Path]) -> _Rows:
     rows = _Rows(spec, paths)
     seen: set[str] = set()
     for path in paths:
-        for i, record in _csv_records(path, spec):
+        for i, record in csv_records(path, spec):
             text = record.get("user", "").strip()
             if not text or text in seen:
                 continue
@@ -468,7 +468,7 @@ def read_xsafety(spec: SourceSpec, paths: Sequence[Path]) -> _Rows:
             if scenario.endswith(suffix):
                 scenario = scenario[: -len(suffix)]
         scenario = _XSAFETY_FIXES.get(scenario, scenario)
-        for i, cells in _csv_records(path, SourceSpec(id=spec.id, files=(), format="csv",
+        for i, cells in csv_records(path, SourceSpec(id=spec.id, files=(), format="csv",
                                                       header=False)):
             text = next((c for c in cells if c.strip()), "")
             span = None
