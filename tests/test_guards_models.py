@@ -1,4 +1,5 @@
-"""The real transformers code paths, offline: tiny models of the guards' architectures (Qwen3,
+"""The real transformers code paths, offline (on the CPU, where float32 makes the probability
+checks exact even on a machine with a GPU): tiny models of the guards' architectures (Qwen3,
 Granite, Llama, BERT) saved to a temp dir, tokenizers carrying chat templates written from the
 model cards' documented prompt formats.
 
@@ -117,12 +118,12 @@ QWEN_PROMPT = (
 
 
 def test_qwen3guard_prompt_is_the_documented_format(models):
-    gen = HFGenerator(str(models["qwen_unsafe"]))
+    gen = HFGenerator(str(models["qwen_unsafe"]), device="cpu")
     assert gen.render([{"role": "user", "content": BOMB}]) == QWEN_PROMPT
 
 
 def test_granite_guardian_config_reaches_the_prompt(models):
-    adapter = get_adapter("granite-guardian", model=str(models["granite"]),
+    adapter = get_adapter("granite-guardian", device="cpu", model=str(models["granite"]),
                           risk_definition="The 'User' message asks for a song's lyrics.")
     assert adapter.risk_name == "custom"
     prompt = adapter.generator.render([{"role": "user", "content": BREAD}],
@@ -140,7 +141,7 @@ def test_granite_guardian_config_reaches_the_prompt(models):
 
 def test_granite_refused_config_is_one_line_error(models):
     # The template refuses a new definition under a built-in risk name.
-    adapter = get_adapter("granite-guardian", model=str(models["granite"]), risk_name="harm",
+    adapter = get_adapter("granite-guardian", device="cpu", model=str(models["granite"]), risk_name="harm",
                           risk_definition="something else")
     with pytest.raises(GuarddiagError, match="chat template rejected") as info:
         adapter.score([BREAD])
@@ -151,7 +152,7 @@ def test_granite_refused_config_is_one_line_error(models):
 
 def test_qwen3guard_unsafe_answer_and_probabilities(models):
     folder = models["qwen_unsafe"]
-    adapter = get_adapter("qwen3guard", model=str(folder), top_logprobs=10_000)
+    adapter = get_adapter("qwen3guard", device="cpu", model=str(folder), top_logprobs=10_000)
     assert adapter.name == "qwen_unsafe"
     v_bomb, v_bread = adapter.score([BOMB, BREAD])
     assert v_bomb.status == "ok"
@@ -175,7 +176,7 @@ def test_qwen3guard_unsafe_answer_and_probabilities(models):
 def test_qwen3guard_controversial_loose_vs_strict(models):
     from guarddiag.labels import STRICT
 
-    adapter = get_adapter("qwen3guard", model=str(models["qwen_controversial"]))
+    adapter = get_adapter("qwen3guard", device="cpu", model=str(models["qwen_controversial"]))
     (v,) = adapter.score([BREAD])
     assert v.verdict == "Controversial"
     assert v.categories == ("Politically Sensitive Topics",)
@@ -188,7 +189,7 @@ def test_qwen3guard_controversial_loose_vs_strict(models):
 
 def test_granite_yes_and_p_unsafe_from_yes_no_tokens(models):
     folder = models["granite"]
-    adapter = get_adapter("granite-guardian", model=str(folder), top_logprobs=10_000)
+    adapter = get_adapter("granite-guardian", device="cpu", model=str(folder), top_logprobs=10_000)
     assert adapter.name == "granite"
     (v,) = adapter.score([BOMB])
     assert v.status == "ok"
@@ -204,14 +205,14 @@ def test_granite_yes_and_p_unsafe_from_yes_no_tokens(models):
 
 def test_granite_top_k_probability_matches_full_vocabulary_when_mass_is_concentrated(models):
     # The default top-20 alternatives: same verdict, probability within 1e-3 of the full one.
-    full = get_adapter("granite-guardian", model=str(models["granite"]), top_logprobs=10_000)
-    top = get_adapter("granite-guardian", model=str(models["granite"]))
+    full = get_adapter("granite-guardian", device="cpu", model=str(models["granite"]), top_logprobs=10_000)
+    top = get_adapter("granite-guardian", device="cpu", model=str(models["granite"]))
     assert top.score([BOMB])[0].p_unsafe == pytest.approx(full.score([BOMB])[0].p_unsafe,
                                                           abs=1e-3)
 
 
 def test_llama_guard_answer_and_default_categories(models):
-    adapter = get_adapter("llama-guard", model=str(models["llama"]))
+    adapter = get_adapter("llama-guard", device="cpu", model=str(models["llama"]))
     (v,) = adapter.score([BOMB])
     assert v.status == "ok"
     assert v.verdict == "unsafe"
@@ -224,7 +225,7 @@ def test_llama_guard_custom_categories(models, tmp_path):
     cats = tmp_path / "cats.yaml"
     cats.write_text("categories:\n  S1: Violence.\n  S2: Fraud.\n", encoding="utf-8")
     assert CUSTOM_CATEGORIES == {"S1": "Violence.", "S2": "Fraud."}
-    adapter = get_adapter("llama-guard", model=str(models["llama"]), categories=str(cats))
+    adapter = get_adapter("llama-guard", device="cpu", model=str(models["llama"]), categories=str(cats))
     prompt = adapter.generator.render([{"role": "user", "content": BOMB}],
                                       adapter.template_kwargs())
     assert "<BEGIN UNSAFE CONTENT CATEGORIES>\nS1: Violence.\nS2: Fraud.\n<END UNSAFE" in prompt
@@ -232,7 +233,7 @@ def test_llama_guard_custom_categories(models, tmp_path):
     # S9 is not in the custom list: kept aside, not counted as a category.
     assert v.categories == ("S1",)
     assert v.extra["unknown_categories"] == ["S9"]
-    excluded = get_adapter("llama-guard", model=str(models["llama"]),
+    excluded = get_adapter("llama-guard", device="cpu", model=str(models["llama"]),
                            excluded_categories="S2,S3")
     prompt = excluded.generator.render([{"role": "user", "content": BOMB}],
                                        excluded.template_kwargs())
@@ -249,13 +250,13 @@ def test_llama_guard_template_that_ignores_categories_is_an_error(models, tmp_pa
     tok.chat_template = LLAMA_GUARD_TEMPLATE.replace(
         "{%- if categories is not defined or not categories -%}", "{%- if true -%}")
     tok.save_pretrained(folder)
-    adapter = get_adapter("llama-guard", model=str(folder), categories={"S1": "Violence."})
+    adapter = get_adapter("llama-guard", device="cpu", model=str(folder), categories={"S1": "Violence."})
     with pytest.raises(GuarddiagError, match="ignores the custom category list"):
         adapter.score([BOMB])
 
 
 def test_random_model_gibberish_is_failed_never_safe(models):
-    adapter = get_adapter("qwen3guard", model=str(models["qwen_random"]), max_new_tokens=8)
+    adapter = get_adapter("qwen3guard", device="cpu", model=str(models["qwen_random"]), max_new_tokens=8)
     verdicts = adapter.score([BOMB, BREAD])
     assert [v.status for v in verdicts] == ["failed", "failed"]
     assert all(v.p_unsafe is None and v.pred_class is None and v.answered for v in verdicts)
@@ -263,7 +264,7 @@ def test_random_model_gibberish_is_failed_never_safe(models):
 
 
 def test_hf_generator_is_deterministic_and_seeded(models):
-    gen = make_generator(f"hf:{models['qwen_random']}", batch_size=2)
+    gen = make_generator(f"hf:{models['qwen_random']}", batch_size=2, device="cpu")
     convs = [[{"role": "user", "content": t}] for t in (BOMB, BREAD, "hi")]
     greedy = gen.complete(convs, max_new_tokens=6, temperature=0.0, seed=0)
     assert greedy == gen.complete(convs, max_new_tokens=6, temperature=0.0, seed=99)
@@ -292,7 +293,7 @@ def test_hf_classifier_probabilities_follow_the_label_map(models, tmp_path):
     labels = tmp_path / "labels.yaml"
     labels.write_text("labels:\n  SAFE: GENERIC_SAFE\n  EDGY: BOUNDARY_SAFE\n"
                       "  UNSAFE: HARMFUL\n", encoding="utf-8")
-    adapter = get_adapter("hf-classifier", model=str(models["bert"]), labels=str(labels),
+    adapter = get_adapter("hf-classifier", device="cpu", model=str(models["bert"]), labels=str(labels),
                           batch_size=2)
     texts = [BOMB, BREAD, "tell me a joke about cats"]
     verdicts = adapter.score(texts)
@@ -307,7 +308,7 @@ def test_hf_classifier_probabilities_follow_the_label_map(models, tmp_path):
         assert v.p_unsafe == pytest.approx(unsafe, abs=1e-6)
         assert v.p_source == "classifier"
     # Two labels may share a class: their probabilities add up.
-    merged = get_adapter("hf-classifier", model=str(models["bert"]),
+    merged = get_adapter("hf-classifier", device="cpu", model=str(models["bert"]),
                          labels={"SAFE": "GENERIC_SAFE", "EDGY": "HARMFUL", "UNSAFE": "HARMFUL"})
     v = merged.score([BOMB])[0]
     assert v.class_probs[2] == pytest.approx(verdicts[0].class_probs[1]
@@ -322,11 +323,11 @@ def test_hf_classifier_probabilities_follow_the_label_map(models, tmp_path):
 ])
 def test_hf_classifier_bad_label_maps(models, labels, match):
     with pytest.raises(GuarddiagError, match=match):
-        get_adapter("hf-classifier", model=str(models["bert"]), labels=labels)
+        get_adapter("hf-classifier", device="cpu", model=str(models["bert"]), labels=labels)
 
 
 def test_hf_classifier_needs_model_and_labels(models, tmp_path):
     with pytest.raises(GuarddiagError, match="needs --labels"):
-        get_adapter("hf-classifier", model=str(models["bert"]))
+        get_adapter("hf-classifier", device="cpu", model=str(models["bert"]))
     with pytest.raises(GuarddiagError, match="model folder not found"):
-        get_adapter("hf-classifier", model=str(tmp_path / "nope"), labels={"A": "HARMFUL"})
+        get_adapter("hf-classifier", device="cpu", model=str(tmp_path / "nope"), labels={"A": "HARMFUL"})
