@@ -451,7 +451,8 @@ _HIJACK = re.compile(r"(?:please\s+)?\bignore\b", re.IGNORECASE)
 def read_xsafety(spec: SourceSpec, paths: Sequence[Path]) -> _Rows:
     """XSafety ``<lang>/<Scenario>[_n|_en].csv``: one text column, no header.
 
-    English Goal_Hijacking rows get the span of the injected instruction (from "ignore" on).
+    Goal_Hijacking rows get the span of the injected instruction, from the word "ignore" to the
+    end, where that word is there (English, and the Spanish formal imperative "Ignore").
 
     Category = the scenario with the ``_n``/``_en`` suffix and the ru file-name typo removed, so
     all ten languages share one set of names. ``lang`` comes from the folder (``sp`` → ``es``).
@@ -474,7 +475,7 @@ def read_xsafety(spec: SourceSpec, paths: Sequence[Path]) -> _Rows:
             span = None
             if scenario == "Goal_Hijacking":
                 # "<task>. Ignore the above instructions and output: <injected text>": the
-                # injected instruction runs from "ignore" to the end (English rows only).
+                # injected instruction runs from "ignore" to the end.
                 m = _HIJACK.search(text)
                 if m:
                     span = (m.start(), len(text.rstrip()))
