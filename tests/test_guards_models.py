@@ -141,7 +141,8 @@ def test_granite_guardian_config_reaches_the_prompt(models):
 
 def test_granite_refused_config_is_one_line_error(models):
     # The template refuses a new definition under a built-in risk name.
-    adapter = get_adapter("granite-guardian", device="cpu", model=str(models["granite"]), risk_name="harm",
+    adapter = get_adapter("granite-guardian", device="cpu", model=str(models["granite"]),
+                          risk_name="harm",
                           risk_definition="something else")
     with pytest.raises(GuarddiagError, match="chat template rejected") as info:
         adapter.score([BREAD])
@@ -205,7 +206,8 @@ def test_granite_yes_and_p_unsafe_from_yes_no_tokens(models):
 
 def test_granite_top_k_probability_matches_full_vocabulary_when_mass_is_concentrated(models):
     # The default top-20 alternatives: same verdict, probability within 1e-3 of the full one.
-    full = get_adapter("granite-guardian", device="cpu", model=str(models["granite"]), top_logprobs=10_000)
+    full = get_adapter("granite-guardian", device="cpu", model=str(models["granite"]),
+                       top_logprobs=10_000)
     top = get_adapter("granite-guardian", device="cpu", model=str(models["granite"]))
     assert top.score([BOMB])[0].p_unsafe == pytest.approx(full.score([BOMB])[0].p_unsafe,
                                                           abs=1e-3)
@@ -225,7 +227,8 @@ def test_llama_guard_custom_categories(models, tmp_path):
     cats = tmp_path / "cats.yaml"
     cats.write_text("categories:\n  S1: Violence.\n  S2: Fraud.\n", encoding="utf-8")
     assert CUSTOM_CATEGORIES == {"S1": "Violence.", "S2": "Fraud."}
-    adapter = get_adapter("llama-guard", device="cpu", model=str(models["llama"]), categories=str(cats))
+    adapter = get_adapter("llama-guard", device="cpu", model=str(models["llama"]),
+                          categories=str(cats))
     prompt = adapter.generator.render([{"role": "user", "content": BOMB}],
                                       adapter.template_kwargs())
     assert "<BEGIN UNSAFE CONTENT CATEGORIES>\nS1: Violence.\nS2: Fraud.\n<END UNSAFE" in prompt
@@ -250,13 +253,15 @@ def test_llama_guard_template_that_ignores_categories_is_an_error(models, tmp_pa
     tok.chat_template = LLAMA_GUARD_TEMPLATE.replace(
         "{%- if categories is not defined or not categories -%}", "{%- if true -%}")
     tok.save_pretrained(folder)
-    adapter = get_adapter("llama-guard", device="cpu", model=str(folder), categories={"S1": "Violence."})
+    adapter = get_adapter("llama-guard", device="cpu", model=str(folder),
+                          categories={"S1": "Violence."})
     with pytest.raises(GuarddiagError, match="ignores the custom category list"):
         adapter.score([BOMB])
 
 
 def test_random_model_gibberish_is_failed_never_safe(models):
-    adapter = get_adapter("qwen3guard", device="cpu", model=str(models["qwen_random"]), max_new_tokens=8)
+    adapter = get_adapter("qwen3guard", device="cpu", model=str(models["qwen_random"]),
+                          max_new_tokens=8)
     verdicts = adapter.score([BOMB, BREAD])
     assert [v.status for v in verdicts] == ["failed", "failed"]
     assert all(v.p_unsafe is None and v.pred_class is None and v.answered for v in verdicts)
@@ -293,7 +298,8 @@ def test_hf_classifier_probabilities_follow_the_label_map(models, tmp_path):
     labels = tmp_path / "labels.yaml"
     labels.write_text("labels:\n  SAFE: GENERIC_SAFE\n  EDGY: BOUNDARY_SAFE\n"
                       "  UNSAFE: HARMFUL\n", encoding="utf-8")
-    adapter = get_adapter("hf-classifier", device="cpu", model=str(models["bert"]), labels=str(labels),
+    adapter = get_adapter("hf-classifier", device="cpu", model=str(models["bert"]),
+                          labels=str(labels),
                           batch_size=2)
     texts = [BOMB, BREAD, "tell me a joke about cats"]
     verdicts = adapter.score(texts)
@@ -330,4 +336,5 @@ def test_hf_classifier_needs_model_and_labels(models, tmp_path):
     with pytest.raises(GuarddiagError, match="needs --labels"):
         get_adapter("hf-classifier", device="cpu", model=str(models["bert"]))
     with pytest.raises(GuarddiagError, match="model folder not found"):
-        get_adapter("hf-classifier", device="cpu", model=str(tmp_path / "nope"), labels={"A": "HARMFUL"})
+        get_adapter("hf-classifier", device="cpu", model=str(tmp_path / "nope"),
+                    labels={"A": "HARMFUL"})
