@@ -1195,6 +1195,24 @@ class ReportResult:
     files: tuple[Path, ...]
     sections: tuple[tuple[str, str | None], ...]
     """(section id, omitted note or None)."""
+    results: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    """The content of results.json."""
+
+    def headline(self) -> list[str]:
+        """A few lines for the terminal: the load call and the rank test."""
+        res = self.results.get("results", {})
+        lines = []
+        summary = res.get("summary")
+        if summary:
+            lines.append(f"policy-load: {', '.join(summary['policy_load']) or '—'}")
+            lines.append(f"capability-load: {', '.join(summary['capability_load']) or '—'}")
+            if summary["undetermined"]:
+                lines.append(f"undetermined: {', '.join(summary['undetermined'])}")
+        for t in (res.get("rank") or {}).get("tests", []):
+            lines.append(f"rank test {{{', '.join(t['group'])}}} on "
+                         f"{res['rank']['benchmark']} ({t['size']}): p = "
+                         f"{t['p_value']['exact']} ({t['p_value']['value']:.4g}, {t['tail']})")
+        return lines
 
     def to_frame(self) -> pl.DataFrame:
         return pl.DataFrame({"section": [s for s, _ in self.sections],
@@ -1240,7 +1258,8 @@ def write_report(report: Report, out_dir: str | Path, *,
                      stage="report")
     written.append(out_dir / "meta.json")
     return ReportResult(out_dir=out_dir, files=tuple(written),
-                        sections=tuple((s.id, s.omitted) for s in report.sections))
+                        sections=tuple((s.id, s.omitted) for s in report.sections),
+                        results=report.results)
 
 
 def make_report(options: ReportOptions, *,

@@ -296,7 +296,9 @@ def test_absent_inputs_omit_sections_with_a_note(tmp_path, capsys):
     assert res["sections"][-1]["id"] == "disclosure"
     assert any("pool" in n for n in res["notes"])
     assert "Omitted: no pool.parquet." in (out / "report.html").read_text(encoding="utf-8")
-    assert "omitted: no pool.parquet" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "omitted: no pool.parquet" in printed
+    assert "rank test {E1, E7, E8, E10} on harmbench_copyright (micro): p = 1/210" in printed
 
 
 def _bad_run(tmp_path: Path, mutate, capsys, *extra: str) -> str:

@@ -87,4 +87,6 @@ def _run_report(args: argparse.Namespace) -> int:
     print(f"report: {result.out_dir / 'report.html'}")
     for section, note in result.sections:
         print(f"  {section:<14}{'omitted: ' + note if note else 'ok'}")
+    for line in result.headline():
+        print(line)
     return 0
