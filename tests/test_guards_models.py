@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 import shutil
 
+import polars as pl
 import pytest
 from guards_support import LLAMA_GUARD_TEMPLATE, build_bert_classifier, build_causal_lm, teach
 
@@ -338,3 +339,23 @@ def test_hf_classifier_needs_model_and_labels(models, tmp_path):
     with pytest.raises(GuarddiagError, match="model folder not found"):
         get_adapter("hf-classifier", device="cpu", model=str(tmp_path / "nope"),
                     labels={"A": "HARMFUL"})
+
+
+# ── the committee labeller on a local model ──────────────────────────────────────────────────
+
+def test_committee_labeller_runs_on_local_models(models, tmp_path):
+    from guarddiag.guards.committee import label_pool
+
+    # The taught Granite model answers "Yes" to anything: every question, every vote.
+    (tmp_path / "policy.md").write_text("Block weapons.\n", encoding="utf-8")
+    (tmp_path / "c.yaml").write_text(
+        f"models:\n  - {{name: g, generator: 'hf:{models['granite']}'}}\n"
+        "samples: 2\ntemperature: 0.0\nmax_new_tokens: 4\n", encoding="utf-8")
+    pool = pl.DataFrame({"prompt_id": ["1", "2"], "text": [BOMB, BREAD]})
+    result = label_pool(policy=tmp_path / "policy.md", committee=tmp_path / "c.yaml",
+                        pool=pool, out_dir=tmp_path / "out")
+    assert result.labels["label_c"].to_list() == ["COMPOUND", "COMPOUND"]
+    assert result.labels["harmful_yes"].to_list() == [2, 2]
+    rounds = {r.round: r for r in result.rounds}
+    assert rounds["harmful"].fleiss_kappa is None  # all votes alike: κ undefined
+    assert rounds["boundary"].n_prompts == 0

@@ -365,7 +365,7 @@ def test_cli_scores_a_file_on_real_benchmarks(real_data_dir, tmp_path, capsys):
                  "--runs-dir", str(tmp_path / "runs"), "--audit-dir", str(tmp_path / "none")])
     captured = capsys.readouterr()
     assert code == 0, captured.err
-    assert "no rows for benchmark jbb_benign" in captured.err
+    assert "no rows for benchmark(s) jbb_benign; not scored" in captured.err
     table = predictions.read(tmp_path / "runs" / "outside" / "mine.parquet")
     assert table.height == frame.height == 100
     # 100 prompts, every 4th safe → 75 unsafe.

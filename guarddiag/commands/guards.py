@@ -172,8 +172,8 @@ def _run_score(args: argparse.Namespace) -> int:
         say(note)
     col = f"pct_unsafe_{result.mapping}"
     print(f"guard/{result.name}  ({result.table_path})")
-    print(f"{'benchmark':<28} {'kind':<8} {'n':>6} {'failed':>6}  unsafe% ({result.mapping}, "
-          f"p_unsafe >= 0.5)")
+    print(f"{'benchmark':<28} {'kind':<8} {'n':>6} {'failed':>6}  % unsafe ({result.mapping} "
+          f"read-out, P(unsafe) >= 0.5; failed prompts left out)")
     for row in result.summary.iter_rows(named=True):
         pct = "-" if row[col] is None else f"{row[col]:.1f}"
         print(f"{row['benchmark']:<28} {row['kind'] or '-':<8} {row['n']:>6} "

@@ -117,6 +117,12 @@ class GuardAdapter(ABC):
         """Score the rows of a benchmark frame (``benchmark``, ``prompt_id``, ``text``)."""
         return self.score(frame["text"].to_list())
 
+    @property
+    def chunk_size(self) -> int:
+        """Prompts per call of :meth:`score_prompts` while scoring; answers are stored after
+        each call, so this bounds the work a kill can lose."""
+        return 256
+
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release models, threads."""
 

@@ -88,6 +88,10 @@ class HFClassifierAdapter(GuardAdapter):
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
         self.model.to(self.device).eval()
 
+    @property
+    def chunk_size(self) -> int:
+        return 8 * self.batch_size
+
     def describe(self) -> dict[str, Any]:
         return {"adapter": self.kind, "model": self.model_id, "labels": self.label_map,
                 "max_length": self.max_length}

@@ -20,6 +20,10 @@ invalid answer is stored (with its raw text) and left out of the majority.
 Agreement: Fleiss' κ per round, over the prompts whose every vote in that round is valid
 (raters = model × sample), with the counts it used.
 
+Back ends: each member's ``generator`` spec (``hf:<model>`` or ``endpoint:<url>#<model>``); a
+local model is loaded for each round it votes in and released after it, so members need not fit
+in memory together.
+
 Storage (``--out``, default ``work/label/``): ``votes.jsonl`` gets one line per vote as it
 arrives (append-only): a killed run keeps every stored vote, and a rerun asks only for the
 votes it lacks. ``labels.parquet`` (``prompt_id``, ``label_c``, per-round yes/valid counts,

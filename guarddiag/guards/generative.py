@@ -97,6 +97,15 @@ class GenerativeGuard(GuardAdapter):
                 "max_new_tokens": self.max_new_tokens, "template_kwargs": self.template_kwargs()}
 
     @property
+    def chunk_size(self) -> int:
+        # A local model: a few batches (little to redo after a kill). An endpoint: enough to
+        # keep every connection busy (its response cache keeps answers anyway).
+        gen = self.generator
+        if isinstance(gen, HFGenerator):
+            return 4 * gen.batch_size
+        return 16 * getattr(gen, "concurrency", 8)
+
+    @property
     def source(self) -> str:
         """Where the answers come from (the back end spec), for the run's metadata."""
         return self.generator.spec

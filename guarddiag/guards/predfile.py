@@ -167,8 +167,9 @@ class PredictionsFileAdapter(GuardAdapter):
         else:
             self._match_ids(frames, known_ids)
         covered = {b for b, _ in self._lookup}
-        for bench in sorted(set(frames) - covered):
-            say(f"{self.path}: no rows for benchmark {bench}; not scored")
+        absent = sorted(set(frames) - covered)
+        if absent:
+            say(f"{self.path}: no rows for benchmark(s) {', '.join(absent)}; not scored")
         for bench in sorted(covered):
             missing = frames[bench].height - sum(1 for b, _ in self._lookup if b == bench)
             if missing:

@@ -125,12 +125,13 @@ def score_guard(adapter: GuardAdapter, *, benchmarks: str | Sequence[str] = "all
                 runs_dir: str | Path = "work/runs", audit_dir: str | Path | None = "work/audit",
                 data_dir: str | Path | None = None, derived_dir: str | Path | None = None,
                 frames: dict[str, pl.DataFrame] | None = None, name: str | None = None,
-                mapping: str = "loose", chunk_size: int = 64,
+                mapping: str = "loose", chunk_size: int | None = None,
                 benchmark_sha256: dict[str, str] | None = None) -> GuardScoreResult:
     """Score ``adapter`` on the benchmarks and write its predictions table (see module doc).
 
     ``frames`` injects benchmark frames (``benchmark``, ``prompt_id``, ``text``,
-    ``label_kind``) instead of loading ``benchmarks`` from the data directory.
+    ``label_kind``) instead of loading ``benchmarks`` from the data directory. Answers are
+    stored every ``chunk_size`` prompts (default: the adapter's ``chunk_size``).
     """
     read_out = get_mapping(mapping)
     name = check_guard_name(name or adapter.name)
@@ -182,6 +183,7 @@ def score_guard(adapter: GuardAdapter, *, benchmarks: str | Sequence[str] = "all
         if todo.height:
             pending.append(todo.with_columns(pl.lit(bench).alias("benchmark")))
     n_asked = 0
+    chunk_size = max(1, int(chunk_size or adapter.chunk_size))
     total = sum(p.height for p in pending)
     if n_reused:
         say(f"{name}: reusing {n_reused} answer(s) from {raw_path}")
