@@ -56,3 +56,15 @@ def test_json_is_canonical(tmp_path):
     assert json.loads((tmp_path / "o.json").read_text()) == obj
     with pytest.raises(ValueError, match="Out of range float"):
         dumps_json({"x": float("nan")})
+
+
+def test_atomic_writes_get_ordinary_permissions(tmp_path):
+    import os
+    import stat
+
+    umask = os.umask(0o022)
+    try:
+        path = write_json({"a": 1}, tmp_path / "perm.json")
+    finally:
+        os.umask(umask)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o644
