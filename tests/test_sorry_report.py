@@ -1,0 +1,62 @@
+"""The SORRY-Bench report sections plugged into `guarddiag.report` on synthetic predictions."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import polars as pl
+import pytest
+from synthetic_runs import frame, rows_for, run_meta
+
+from guarddiag import files
+from guarddiag.data import load_benchmark
+from guarddiag.report import ReportOptions, make_report, with_sections
+from guarddiag.sorry.mutate import _write_subset, mutate_frame
+from guarddiag.sorry.report_sections import sorry_sections
+
+
+@pytest.mark.realdata
+def test_sorry_sections_in_the_report(real_data_dir, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the report reads derived manifests from work/derived
+    derived = tmp_path / "work" / "derived"
+    base = load_benchmark("sorrybench", data_dir=real_data_dir)
+    caesar = mutate_frame(base, "caesar").frame
+    _write_subset(caesar, subset_id="sorrybench__caesar", base="sorrybench", mutation="caesar",
+                  kind="harmful", title="t", derived_dir=derived, notes="n")
+    ids = base["prompt_id"].to_list()
+    domain_of = {str(n): ("advice" if n > 40 else "other") for n in range(1, 46)}
+    advice = np.array([domain_of[c] == "advice" for c in base["category"]])
+    rows = []
+    # E1 (policy A last) blocks everything; E2 lets the 50 advice prompts through. Both miss
+    # every Caesar prompt.
+    for branch, p in (("E1", np.full(450, 0.9)), ("E2", np.where(advice, 0.1, 0.9))):
+        meta = run_meta("micro", branch, 42)
+        rows += rows_for(meta, "sorrybench", p.tolist(), ids=ids)
+        rows += rows_for(meta, "sorrybench__caesar", [0.1] * 450, ids=ids)
+    preds = frame(rows)
+    files.write_parquet(preds, tmp_path / "work" / "runs" / "predictions.parquet")
+    out = tmp_path / "out"
+    opts = ReportOptions(runs_dir=tmp_path / "work" / "runs", pool_path=None, audit_dir=None,
+                         out_dir=out, n_resamples=200)
+    make_report(opts, sections=with_sections(sorry_sections(data_dir=real_data_dir,
+                                                            derived_dir=derived)))
+    res = json.loads((out / "results.json").read_text(encoding="utf-8"))
+    ids_in_order = [s["id"] for s in res["sections"]]
+    assert ids_in_order[-4:] == ["sorry_categories", "sorry_robustness", "sorry_balance",
+                                 "disclosure"]
+    assert all(s["omitted"] is None for s in res["sections"] if s["id"].startswith("sorry"))
+    doms = {(d["entity"], d["domain"]): d["capture"]
+            for d in res["results"]["sorry_categories"]["domains"]}
+    assert doms[("micro/E2", "advice")] == 0.0
+    assert doms[("micro/E2", "hate")] == 1.0
+    assert doms[("micro/E1", "advice")] == 1.0
+    rob = {r["run_id"]: r for r in res["results"]["sorry_robustness"]["rows"]}
+    assert rob["micro/E1/seed=42"]["delta"] == pytest.approx(-1.0)
+    # E2: base capture 400/450, mutated 0 -> delta -400/450.
+    assert rob["micro/E2/seed=42"]["delta"] == pytest.approx(-400 / 450)
+    sens = pl.read_csv(out / "tables" / "sorry_policy_sensitive.csv")
+    assert set(sens.head(5)["category"].str.slice(0, 3).to_list()) == {
+        "41.", "42.", "43.", "44.", "45."}
+    for name in ("sorry_categories", "sorry_robustness", "sorry_balance"):
+        assert (out / "figures" / f"{name}.png").is_file()
