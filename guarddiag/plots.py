@@ -19,6 +19,7 @@ import numpy as np
 import polars as pl
 from matplotlib import rc_context
 from matplotlib.figure import Figure
+from matplotlib.patches import Patch
 
 from guarddiag.analyses.contamination import ContaminationResult
 from guarddiag.analyses.load import BenchmarkLoadResult
@@ -181,7 +182,8 @@ def span_vs_floor(load: BenchmarkLoadResult, *, subset: str, mapping: str) -> Fi
         ax.set_xlim(0, 118)
         ax.set_xlabel("percentage points")
         ax.set_title(f"Δb vs seed floor — {subset} prompts, {mapping} mapping")
-        ax.legend(loc="lower right", frameon=False)
+        # Below the axes: the load labels sit at the right edge of the plot.
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=3, frameon=False)
     return fig
 
 
@@ -222,7 +224,10 @@ def rank_plot(rank: BranchRankResult) -> Figure:
             ax.set_xticks(x, list(test.branches), rotation=60, ha="right")
             ax.set_ylim(0, 105)
             ax.set_ylabel(f"{rank.metric} on {rank.benchmark} (%)")
-            ax.set_title(f"{size}: p = {float(test.p_value):.4g} ({test.tail})", fontsize=8)
-        axes[0].bar([], [], color=_ORANGE, label="named group")
-        axes[0].legend(loc="upper right", frameon=False)
+            p = test.p_value
+            ax.set_title(f"{size}: p = {p.numerator}/{p.denominator} = {float(p):.2g} "
+                         f"({test.tail} tail)", fontsize=8)
+        axes[0].legend(handles=[Patch(color=_ORANGE, label="named group"),
+                                Patch(color=_BLUE, label="other branches")],
+                       loc="upper right", frameon=False)
     return fig

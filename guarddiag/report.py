@@ -706,24 +706,60 @@ def section_rank(ctx: ReportContext) -> Section:
 def section_mapping(ctx: ReportContext) -> Section:
     o = ctx.options
     by_recipe = analyses.mapping_effect_by_recipe(ctx.effect, subset=o.primary_subset)
-    cols = (Column("entity", "recipe / guard"), Column("benchmark", "benchmark"),
-            Column("metric_alias", "metric"), Column("loose", "loose %", "pct"),
-            Column("strict", "strict %", "pct"), Column("delta_pp", "Δ (pp)", "num1"),
-            Column("strict_applied", "strict read-out"), Column("n_runs", "runs", "int"))
-    blocks: list[Block] = [
-        Paragraph("The same predictions read out twice: loose counts BOUNDARY_SAFE as safe, "
-                  "strict counts it as unsafe. Guards that give no class probabilities cannot "
-                  "be re-read ('native' in the strict read-out column). Mean over seeds, "
-                  f"{o.primary_subset} prompts."),
-        Table(f"mapping_effect_{o.primary_subset}",
-              "Loose vs strict binary mapping (study Table 2).", cols, by_recipe),
-    ]
     benign = sorted(set(by_recipe.filter(pl.col("metric_alias").is_in(["OVER-REF", "OR-H"]))
                         ["benchmark"].to_list()))
+    shown = benign or sorted(set(by_recipe["benchmark"].to_list()))
+    # One row per recipe/guard re-read under both mappings; per benchmark the loose, strict and
+    # Δ columns hold only the prompt set most rows share (a guard that failed on some prompts,
+    # or gives no class probabilities, is in the CSV, not in these columns).
+    mapped = by_recipe.filter((pl.col("strict_applied") == "strict")
+                              & pl.col("benchmark").is_in(shown))
+    entities = list(dict.fromkeys(mapped["entity"].to_list()))
+    wide = {e: {"entity": e} for e in entities}
+    cols: list[Column] = [Column("entity", "recipe / guard")]
+    left_out: set[str] = set(by_recipe.filter(pl.col("strict_applied") != "strict")["entity"]
+                             .to_list())
+    for bench in shown:
+        part = mapped.filter(pl.col("benchmark") == bench)
+        main = part.group_by("prompt_set").len().sort(["len", "prompt_set"],
+                                                      descending=[True, False])["prompt_set"][0]
+        left_out |= set(part.filter(pl.col("prompt_set") != main)["entity"].to_list())
+        alias = part["metric_alias"][0]
+        best = "min" if alias in ("OVER-REF", "OR-H") else "max"
+        for r in part.filter(pl.col("prompt_set") == main).iter_rows(named=True):
+            w = wide[r["entity"]]
+            w[f"{bench}__loose"], w[f"{bench}__strict"] = r["loose"], r["strict"]
+            w[f"{bench}__delta_pp"] = r["delta_pp"]
+        cols += [Column(f"{bench}__loose", f"{bench} loose %", "pct", best=best),
+                 Column(f"{bench}__strict", f"{bench} strict %", "pct", best=best),
+                 Column(f"{bench}__delta_pp", "Δ (pp)", "num1")]
+    schema = {"entity": pl.String, **{c.key: pl.Float64 for c in cols[1:]}}
+    frame = pl.DataFrame([{k: wide[e].get(k) for k in schema} for e in entities], schema=schema)
+    kinds = "benign benchmarks (OVER-REF)" if benign else "benchmarks"
+    blocks: list[Block] = [
+        Paragraph("The same predictions read out twice: loose counts BOUNDARY_SAFE as safe, "
+                  "strict counts it as unsafe (study: the student's OR-H went from 5.7% to "
+                  f"96.0%). Mean over seeds, {o.primary_subset} prompts, threshold "
+                  f"{o.threshold:g}; {kinds} below, every benchmark in the CSV."),
+        Table(f"mapping_effect_{o.primary_subset}",
+              f"Loose vs strict binary mapping on the {kinds} (study Table 2).", tuple(cols),
+              frame),
+    ]
+    if left_out:
+        blocks.append(Paragraph(
+            "Not in the columns above (a guard with only a binary verdict cannot be re-read "
+            "under another mapping, or it was scored on other prompts): "
+            f"{', '.join(sorted(left_out))}; see tables/mapping_effect_all.csv."))
     for bench in benign:
         blocks.append(FigureBlock(f"mapping_effect_{bench}",
-                                  plots.mapping_effect_plot(by_recipe, benchmark=bench),
+                                  plots.mapping_effect_plot(mapped, benchmark=bench),
                                   f"Loose vs strict read-out on {bench}."))
+    blocks.append(Table("mapping_effect_all", "Every recipe/guard and benchmark (seed means).",
+                        (Column("entity", "recipe / guard"), Column("benchmark", "benchmark"),
+                         Column("loose", "loose", "pct"), Column("strict", "strict", "pct"),
+                         Column("delta_pp", "Δ (pp)", "num1"),
+                         Column("strict_applied", "strict read-out")), by_recipe,
+                        csv_only=True))
     full = ctx.effect.table
     blocks.append(Table("mapping_effect_runs", "Per run, both subsets, with intervals.",
                         (Column("run_id", "run"), Column("benchmark", "benchmark"),
@@ -1030,7 +1066,7 @@ figcaption{font-size:.85em;font-style:italic}
 pre{white-space:pre-wrap;word-break:break-word;background:#f6f6f6;padding:.5em;
 font-size:.8em;border-left:3px solid #bbb}
 .omitted{color:#666;font-style:italic}.notes{color:#555;font-size:.9em}
-details summary{cursor:pointer;color:#0645ad}
+details summary{cursor:pointer;color:#0645ad}p.ex{font-size:.85em;margin:.4em 0 0}
 """
 
 # No scripts, no remote anything: images only as data: URIs, styles only inline.
@@ -1093,9 +1129,10 @@ def render_html(report: Report, figures_png: Mapping[str, bytes]) -> str:
                              f'src="data:image/png;base64,{data}"><figcaption>'
                              f"{_esc(b.caption)}</figcaption></figure>")
             elif isinstance(b, Examples):
-                parts.append(f"<details open><summary>{_esc(b.caption)}</summary>" + "".join(
-                    f"<p>{_esc(label)}</p><pre>{_esc(text)}</pre>" for label, text in b.items)
-                    + "</details>")
+                # Folded: real audits hold many long examples; a reader opens the ones wanted.
+                parts.append(f"<details><summary>{_esc(b.caption)}</summary>" + "".join(
+                    f'<p class="ex">{_esc(label)}</p><pre>{_esc(text)}</pre>'
+                    for label, text in b.items) + "</details>")
         parts.append("</section>")
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"
