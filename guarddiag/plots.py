@@ -206,7 +206,7 @@ def mapping_effect_plot(by_recipe: pl.DataFrame, *, benchmark: str) -> Figure:
         ax.set_xlim(-2, 102)
         ax.set_xlabel("% of prompts read unsafe")
         ax.set_title(f"Binary-mapping effect on {benchmark}")
-        ax.legend(loc="lower right", frameon=False)
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=2, frameon=False)
     return fig
 
 
