@@ -107,25 +107,35 @@ def test_bad_records_are_one_line_errors(tmp_path):
 
 
 def test_run_judge_reads_prompt_and_response(tmp_path, monkeypatch):
-    """The run: judge wiring, with score_texts replaced by a scripted scorer."""
+    """The run: judge wiring, with the loaded model replaced by a scripted scorer."""
     seen = {}
 
-    def fake_score_texts(run_dir, texts, *, batch_size=64):
-        seen["texts"] = list(texts)
-        # HARMFUL prob 0.7 when the response has a colon (a "here you go" answer), else 0.1.
-        rows = [[0.3, 0.0, 0.7, 0.0] if ":" in t.split("Assistant: ", 1)[1] else
-                [0.9, 0.0, 0.1, 0.0] for t in texts]
-        return np.array(rows)
+    def fake_scorer(run_dir, batch_size):
+        seen["loaded"] = run_dir
 
-    import guarddiag.predict
+        def score(texts):
+            seen["texts"] = list(texts)
+            # HARMFUL 0.7 when the response has a colon (a "here you go" answer), else 0.1.
+            return np.array([[0.3, 0.0, 0.7, 0.0] if ":" in t.split("Assistant: ", 1)[1] else
+                             [0.9, 0.0, 0.1, 0.0] for t in texts])
 
-    monkeypatch.setattr(guarddiag.predict, "score_texts", fake_score_texts)
+        return score
+
+    monkeypatch.setattr(judge_mod, "_run_scorer", fake_scorer)
     rec = pl.DataFrame({"prompt": ["a", "b"], "response": ["Sure: here", "No."],
                         "label": ["fulfil", "refuse"]})
     res = evaluate_judge(rec, f"run:{tmp_path}")
+    assert seen["loaded"] == tmp_path
     assert seen["texts"][0] == "User: a\n\nAssistant: Sure: here"
     assert res.records["verdict"].to_list() == ["fulfil", "refuse"]
     assert res.agreement == 1.0
+    # Under the strict mapping BOUNDARY_SAFE counts as unsafe too.
+    monkeypatch.setattr(judge_mod, "_run_scorer", lambda run_dir, batch_size: (
+        lambda texts: np.array([[0.2, 0.6, 0.2, 0.0]] * len(texts))))
+    from guarddiag.labels import STRICT
+
+    strict = evaluate_judge(rec, f"run:{tmp_path}", mapping=STRICT)
+    assert strict.records["verdict"].to_list() == ["fulfil", "fulfil"]
 
 
 def test_judge_eval_command(tmp_path, capsys):

@@ -472,7 +472,9 @@ def _passthrough_prompts(frame: pl.DataFrame, mutation: Mutation) -> int:
 
 
 def _notes(mutation: Mutation, settings: dict[str, Any], result: MutatedFrame) -> str:
-    parts = [f"SORRY-Bench mutation {mutation.id} ({mutation.group}, {mutation.kind})"]
+    family = mutation.group if mutation.group == mutation.kind else \
+        f"{mutation.group}, {mutation.kind}"
+    parts = [f"SORRY-Bench mutation {mutation.id} ({family})"]
     if mutation.kind == "encoding":
         parts.append("bare payload" if settings["presentation"] == "bare"
                      else "payload presented with a decoding instruction")

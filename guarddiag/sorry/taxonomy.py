@@ -244,13 +244,12 @@ def category_maps() -> dict[str, BenchmarkCategoryMap]:
     return out
 
 
-def base_benchmark(benchmark: str, frame: pl.DataFrame | None = None) -> str:
+def base_benchmark(benchmark: str) -> str:
     """The benchmark whose categories a subset uses: itself, or a mutated subset's base.
 
     Derived (mutated) subsets carry their base's categories; their id starts with the base id
     followed by ``__`` (see :mod:`guarddiag.sorry.mutate`).
     """
-    del frame
     return benchmark.split("__", 1)[0]
 
 
