@@ -110,6 +110,7 @@ def score_baselines(*, pool: Pool, inputs: list[ScoringInput], runs_dir: Path,
                     specs: list[BaselineSpec] | None = None
                     ) -> Iterator[tuple[str, dict[str, Any], pl.DataFrame, int, float]]:
     """Yield (run_id, run columns, scores, n_scored, seconds) per baseline; cached on disk."""
+    from guarddiag.files import write_meta
     from guarddiag.predict import _cached_scores, _score_frame, _store_scores
 
     for spec in specs or default_baselines(_teacher_rows()):
@@ -123,6 +124,9 @@ def score_baselines(*, pool: Pool, inputs: list[ScoringInput], runs_dir: Path,
             guard = fit_baseline(spec, pool)
             for inp in todo:
                 kept[inp.benchmark] = _score_frame(inp, guard.predict_proba(inp.texts))
+            write_meta(folder, inputs={"pool.parquet": pool.sha256}, seed=spec.seed,
+                       run_id=spec.run_id, kind="baseline", spec=asdict(spec),
+                       n_features=len(guard.vectorizer.vocabulary_))
         scores = _store_scores(folder, key, kept, inputs)
         info = {"branch": spec.name, "size": "tfidf", "seed": spec.seed,
                 "label_policy": spec.policy}

@@ -199,10 +199,14 @@ def predict_runs(*, runs_dir: str | Path, pool_path: str | Path,
                  audit_dir: str | Path | None = None, benchmarks: str | Sequence[str] = "all",
                  data_dir: str | Path | None = None, derived_dir: str | Path | None = None,
                  out_path: str | Path | None = None, batch_size: int = 64,
-                 baseline: bool = True) -> PredictResult:
-    """Score every finished run (and the TF-IDF baseline) into one predictions table."""
+                 baseline: bool = True, threads: int | None = None) -> PredictResult:
+    """Score every finished run (and the TF-IDF baseline) into one predictions table.
+
+    ``threads``: torch intra-op threads (None: 1 when every run is a CPU size, see
+    :func:`guarddiag.model.auto_threads`)."""
     from guarddiag import predictions
-    from guarddiag.files import sha256_file, write_parquet
+    from guarddiag.files import write_parquet
+    from guarddiag.model import auto_threads, torch_threads
     from guarddiag.train import finished_runs
 
     runs_dir = Path(runs_dir)
@@ -218,28 +222,11 @@ def predict_runs(*, runs_dir: str | Path, pool_path: str | Path,
     say(f"scoring {len(run_dirs)} run(s) on {len(inputs)} subset(s), {n_prompts} prompts each"
         + (f"; unavailable: {', '.join(unavailable)}" if unavailable else ""))
 
-    frames: list[pl.DataFrame] = []
-    report: list[RunScoring] = []
-    for run_dir in run_dirs:
-        t0 = time.monotonic()
-        meta = _read_meta(run_dir)
-        key = sha256_file(run_dir / MODEL_FILE)
-        kept, todo = _cached_scores(run_dir, key, inputs)
-        if todo:
-            guard = load_guard(run_dir)
-            bar = progress(total=sum(len(i.texts) for i in todo), desc=meta["run_id"],
-                           unit="ex")
-            for inp in todo:
-                probs = softmax(guard_logits(guard, inp.texts, batch_size=batch_size))
-                kept[inp.benchmark] = _score_frame(inp, probs)
-                bar.update(len(inp.texts))
-            bar.close()
-        scores = _store_scores(run_dir, key, kept, inputs)
-        frames.append(_with_run_columns(
-            scores, run_id=meta["run_id"], guard_kind="branch", branch=meta["branch"],
-            size=meta["size"], seed=meta["seed"], label_policy=meta["label_policy"]))
-        report.append(RunScoring(meta["run_id"], "branch", sum(len(i.texts) for i in todo),
-                                 n_prompts, round(time.monotonic() - t0, 2)))
+    metas = {d: _read_meta(d) for d in run_dirs}
+    if threads is None:
+        threads = auto_threads(m["size"] for m in metas.values())
+    with torch_threads(threads):
+        frames, report = _score_runs(run_dirs, metas, inputs, batch_size=batch_size)
     if baseline:
         from guarddiag.baseline import score_baselines
 
@@ -257,6 +244,37 @@ def predict_runs(*, runs_dir: str | Path, pool_path: str | Path,
     write_parquet(table, out_path)
     return PredictResult(out_path, table.height, tuple(report),
                          tuple(i.benchmark for i in inputs), tuple(unavailable), note)
+
+
+def _score_runs(run_dirs: list[Path], metas: dict[Path, dict[str, Any]],
+                inputs: list[ScoringInput], *, batch_size: int
+                ) -> tuple[list[pl.DataFrame], list[RunScoring]]:
+    from guarddiag.files import sha256_file
+
+    n_prompts = sum(len(i.texts) for i in inputs)
+    frames: list[pl.DataFrame] = []
+    report: list[RunScoring] = []
+    for run_dir in run_dirs:
+        t0 = time.monotonic()
+        meta = metas[run_dir]
+        key = sha256_file(run_dir / MODEL_FILE)
+        kept, todo = _cached_scores(run_dir, key, inputs)
+        if todo:
+            guard = load_guard(run_dir)
+            bar = progress(total=sum(len(i.texts) for i in todo), desc=meta["run_id"],
+                           unit="ex")
+            for inp in todo:
+                probs = softmax(guard_logits(guard, inp.texts, batch_size=batch_size))
+                kept[inp.benchmark] = _score_frame(inp, probs)
+                bar.update(len(inp.texts))
+            bar.close()
+        scores = _store_scores(run_dir, key, kept, inputs)
+        frames.append(_with_run_columns(
+            scores, run_id=meta["run_id"], guard_kind="branch", branch=meta["branch"],
+            size=meta["size"], seed=meta["seed"], label_policy=meta["label_policy"]))
+        report.append(RunScoring(meta["run_id"], "branch", sum(len(i.texts) for i in todo),
+                                 n_prompts, round(time.monotonic() - t0, 2)))
+    return frames, report
 
 
 def _read_meta(run_dir: Path) -> dict[str, Any]:

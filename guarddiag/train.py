@@ -439,6 +439,8 @@ class RunOptions:
     eval_batch_size: int = 128
     pretrained: dict[str, str] = field(default_factory=dict)
     """size → checkpoint folder or hub id for pretrained encoder weights."""
+    threads: int | None = None
+    """torch intra-op threads; None = :func:`guarddiag.model.auto_threads` of the plan."""
 
 
 @dataclass(frozen=True)
@@ -520,13 +522,33 @@ class EvalResult:
     acc_a: float
     acc_b: float
     acc_target: float
+    """Accuracy against the recipe's target (:func:`recipe_target`): what chooses the kept
+    weights."""
+
+
+def recipe_target(classes: np.ndarray, teacher_logits: np.ndarray | None, *,
+                  distill_weight: float) -> np.ndarray:
+    """The class a recipe teaches for each row: argmax of α·p_teacher + (1−α)·one-hot(hard
+    label), i.e. the hard label unless a confident teacher outweighs it.
+
+    The kept checkpoint maximises accuracy against this on the val split. Accuracy, not the
+    val loss: the val split holds languages and sources the training rows lack, where a
+    sharpening model's loss rises while its accuracy still improves."""
+    onehot = np.eye(len(CLASSES))[classes]
+    if teacher_logits is None or distill_weight <= 0:
+        return classes.copy()
+    z = teacher_logits.astype(np.float64)
+    p = np.exp(z - z.max(axis=1, keepdims=True))
+    p /= p.sum(axis=1, keepdims=True)
+    return (distill_weight * p + (1 - distill_weight) * onehot).argmax(axis=1)
 
 
 def _evaluate(model: GuardModel, enc: EncodedRows, rows: LabelledRows, *,
-              labels_a: np.ndarray, labels_b: np.ndarray, teacher: np.ndarray | None,
-              weights: LossWeights, pad_id: int, batch_size: int) -> EvalResult:
-    """The training objective on the val rows (what chooses the kept weights) and 4-class
-    accuracy against policy A, policy B and the run's own label mix."""
+              labels_a: np.ndarray, labels_b: np.ndarray, target: np.ndarray,
+              teacher: np.ndarray | None, weights: LossWeights, pad_id: int,
+              batch_size: int) -> EvalResult:
+    """On the val rows: the training objective (logged), and 4-class accuracy against policy
+    A, policy B and the recipe's target (which chooses the kept weights)."""
     from guarddiag.model import length_sorted_batches
 
     model.eval()
@@ -547,7 +569,7 @@ def _evaluate(model: GuardModel, enc: EncodedRows, rows: LabelledRows, *,
             pred[idx] = out.class_logits.argmax(-1).numpy()
     model.train()
     return EvalResult(total / max(n, 1), float((pred == labels_a).mean()),
-                      float((pred == labels_b).mean()), float((pred == rows.classes).mean()))
+                      float((pred == labels_b).mean()), float((pred == target).mean()))
 
 
 def _policy_labels(frame: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
@@ -602,6 +624,7 @@ def _train_full(spec: BranchSpec, run: PlannedRun, run_dir: Path, pool: Pool,
         teach = teacher_logits(teacher_dir, rows.texts, cache_dir=cache)
         teach_val = teacher_logits(teacher_dir, val_rows.texts, cache_dir=cache)
     weights = LossWeights.of(spec)
+    val_target = recipe_target(val_rows.classes, teach_val, distill_weight=weights.distill_weight)
 
     model = build_guard(size=run.size, tokenizer=tokenizer, seed=run.seed, checkpoint=pretrained)
     decay = [p for n, p in model.named_parameters() if p.ndim >= 2]
@@ -679,10 +702,10 @@ def _train_full(spec: BranchSpec, run: PlannedRun, run_dir: Path, pool: Pool,
                                **{k: round(v, 5) for k, v in parts.items()}})
                 if step in evals:
                     ev = _evaluate(model, val_enc, val_rows, labels_a=labels_a,
-                                   labels_b=labels_b, teacher=teach_val, weights=weights,
-                                   pad_id=tokenizer.pad_id,
+                                   labels_b=labels_b, target=val_target, teacher=teach_val,
+                                   weights=weights, pad_id=tokenizer.pad_id,
                                    batch_size=options.eval_batch_size)
-                    improved = best_info is None or ev.objective < best_info["val_objective"]
+                    improved = best_info is None or ev.acc_target > best_info["val_acc_target"]
                     if improved:
                         best = state_to_cpu(model)
                         best_info = {"step": step, "val_objective": ev.objective,
@@ -798,20 +821,91 @@ def head_loss(heads: torch.nn.Module, feats: CachedStates, classes: torch.Tensor
                       span_mask=span_mask, teacher_logits=None, weights=weights)
 
 
+@dataclass(frozen=True)
+class Whitening:
+    """A fixed affine map z = (x − mean) · proj with decorrelated, unit-variance z.
+
+    Head-only training runs in this basis and folds the result back: a linear head on z is a
+    linear head on x (W = W_z·projᵀ, b = b_z − W·mean), so nothing about the model changes,
+    but the ill-conditioned LayerNorm'd encoder states no longer slow first-order training
+    (measured on micro: 2 epochs reached a loss of 0.28 instead of 0.34, against an optimum
+    of 0.28)."""
+
+    mean: torch.Tensor
+    proj: torch.Tensor
+    inverse: torch.Tensor
+    """proj⁻¹, exact: eigenvalues are floored, never dropped."""
+
+    @classmethod
+    def fit(cls, x: torch.Tensor, *, floor: float = 1e-4) -> Whitening:
+        h = x.shape[1]
+        if x.shape[0] < 2:
+            eye = torch.eye(h)
+            return cls(torch.zeros(h), eye, eye)
+        x = x.double()
+        mean = x.mean(0)
+        cov = torch.cov((x - mean).T).reshape(h, h)
+        eig, vec = torch.linalg.eigh(cov)
+        # LayerNorm'd states span h−1 dimensions at most: floor the null directions instead
+        # of dividing by ~0.
+        eig = eig.clamp_min(float(eig.max()) * floor if float(eig.max()) > 0 else 1.0)
+        proj = vec / eig.sqrt()
+        inverse = eig.sqrt()[:, None] * vec.T
+        return cls(mean.float(), proj.float(), inverse.float())
+
+    def apply(self, x: torch.Tensor) -> torch.Tensor:
+        return (x - self.mean) @ self.proj
+
+    def head_in(self, linear: torch.nn.Linear) -> tuple[torch.Tensor, torch.Tensor]:
+        """(weight, bias) in the whitened basis giving the same outputs as ``linear``."""
+        w, b = linear.weight.detach(), linear.bias.detach()
+        return w @ self.inverse.T, b + w @ self.mean
+
+    def head_out(self, weight: torch.Tensor, bias: torch.Tensor
+                 ) -> tuple[torch.Tensor, torch.Tensor]:
+        """(weight, bias) on raw states of a whitened-basis head."""
+        w = weight.detach() @ self.proj.T
+        return w, bias.detach() - w @ self.mean
+
+
+def _fold(heads: torch.nn.Module, zheads: torch.nn.Module, w_cls: Whitening,
+          w_tok: Whitening) -> None:
+    with torch.no_grad():
+        for name, wt in (("class_head", w_cls), ("pillar_head", w_cls), ("span_head", w_tok)):
+            w, b = wt.head_out(getattr(zheads, name).weight, getattr(zheads, name).bias)
+            getattr(heads, name).weight.copy_(w)
+            getattr(heads, name).bias.copy_(b)
+
+
 def train_heads(model: GuardModel, *, features: Callable[[torch.Tensor], CachedStates],
                 classes: np.ndarray, pillars: np.ndarray, epochs: int, lr: float,
                 batch_size: int, weight_decay: float, seed: int, weights: LossWeights,
+                whitening: tuple[Whitening, Whitening] | None = None,
                 evaluate: Callable[[], float] | None = None, evals_per_epoch: int = 1,
                 on_eval: Callable[[int, float], None] | None = None) -> dict[str, Any]:
-    """Train only ``model.heads``, seeded; keep the heads of the best evaluation.
+    """Train only ``model.heads``, seeded, starting from their current weights; keep the
+    heads whose ``evaluate()`` score (higher is better) is best.
 
     ``features(idx)`` gives the encoder states of rows ``idx``: sliced from a cache (the
     normal path), or recomputed by the encoder (only for the ``bench recalibrate`` contrast).
+    ``whitening`` = (for [CLS] states, for token states): train in that basis (see
+    :class:`Whitening`); the heads are folded back to raw states before every evaluation.
     """
+    from guarddiag.model import GuardHeads
+
     heads = model.heads
     for p in model.encoder.parameters():
         p.requires_grad_(False)
-    opt = torch.optim.AdamW(heads.parameters(), lr=lr, weight_decay=weight_decay,
+    hidden = heads.class_head.in_features
+    eye = Whitening(torch.zeros(hidden), torch.eye(hidden), torch.eye(hidden))
+    w_cls, w_tok = whitening or (eye, eye)
+    zheads = GuardHeads(hidden)
+    with torch.no_grad():
+        for name, wt in (("class_head", w_cls), ("pillar_head", w_cls), ("span_head", w_tok)):
+            w, b = wt.head_in(getattr(heads, name))
+            getattr(zheads, name).weight.copy_(w)
+            getattr(zheads, name).bias.copy_(b)
+    opt = torch.optim.AdamW(zheads.parameters(), lr=lr, weight_decay=weight_decay,
                             foreach=False)
     y = torch.from_numpy(classes)
     z = torch.from_numpy(pillars)
@@ -820,28 +914,39 @@ def train_heads(model: GuardModel, *, features: Callable[[torch.Tensor], CachedS
     total = steps_per_epoch * epochs
     evals = _eval_steps(steps_per_epoch, epochs, evals_per_epoch)
     gen = torch.Generator().manual_seed(seed)
-    best_state, best_obj, best_step, step = None, math.inf, total, 0
+    best_state, best_score, best_step, step = None, -math.inf, total, 0
     for _ in range(epochs):
         perm = torch.randperm(n_rows, generator=gen)
         for start in range(0, n_rows, batch_size):
             idx = perm[start:start + batch_size]
             for g in opt.param_groups:
                 g["lr"] = _lr_at(step, total=total, peak=lr, warmup=0)
-            loss, _ = head_loss(heads, features(idx), y[idx], z[idx], weights)
+            raw = features(idx)
+            feats = CachedStates(w_cls.apply(raw.cls), w_tok.apply(raw.token_states),
+                                 raw.token_row, raw.token_targets)
+            loss, _ = head_loss(zheads, feats, y[idx], z[idx], weights)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
             step += 1
             if step in evals and evaluate is not None:
-                obj = evaluate()
+                _fold(heads, zheads, w_cls, w_tok)
+                score = evaluate()
                 if on_eval is not None:
-                    on_eval(step, obj)
-                if obj < best_obj:
-                    best_obj, best_step = obj, step
+                    on_eval(step, score)
+                if score > best_score:
+                    best_score, best_step = score, step
                     best_state = {k: v.detach().clone() for k, v in heads.state_dict().items()}
     if best_state is not None:
         heads.load_state_dict(best_state)
-    return {"steps": total, "best_step": best_step, "best_objective": best_obj}
+    else:
+        _fold(heads, zheads, w_cls, w_tok)
+    return {"steps": total, "best_step": best_step, "best_score": best_score}
+
+
+def fit_whitening(states: CachedStates) -> tuple[Whitening, Whitening]:
+    """Whitening of the [CLS] states and of the span-token states of a calibration set."""
+    return Whitening.fit(states.cls), Whitening.fit(states.token_states)
 
 
 def recomputing_features(model: GuardModel, enc: EncodedRows, rows: LabelledRows, *,
@@ -892,21 +997,21 @@ def _train_head_only(spec: BranchSpec, run: PlannedRun, run_dir: Path, pool: Poo
         last_eval.update(objective=float(loss), acc_a=float((pred == labels_a).mean()),
                          acc_b=float((pred == labels_b).mean()),
                          acc_target=float((pred == val_rows.classes).mean()))
-        return float(loss)
+        return last_eval["acc_target"]
 
     evals: list[dict[str, float]] = []
 
-    def on_eval(step: int, obj: float) -> None:
+    def on_eval(step: int, score: float) -> None:
         evals.append({"step": step, **last_eval})
-        log.write({"event": "eval", "step": step, "val_objective": obj,
+        log.write({"event": "eval", "step": step, "val_objective": last_eval["objective"],
                    "val_acc_a": last_eval["acc_a"], "val_acc_b": last_eval["acc_b"],
                    "val_acc_target": last_eval["acc_target"]})
 
     info = train_heads(model, features=feats.rows, classes=rows.classes, pillars=rows.pillars,
                        epochs=spec.epochs, lr=spec.lr, batch_size=spec.batch_size,
                        weight_decay=spec.weight_decay, seed=run.seed, weights=weights,
-                       evaluate=evaluate, evals_per_epoch=spec.evals_per_epoch,
-                       on_eval=on_eval)
+                       whitening=fit_whitening(feats), evaluate=evaluate,
+                       evals_per_epoch=spec.evals_per_epoch, on_eval=on_eval)
     # The route's defining promise: the encoder leaves exactly as it came.
     for k, v in model.encoder_state_dict().items():
         if not torch.equal(v, parent_encoder[k]):
@@ -996,15 +1101,22 @@ def train_branches(*, branches: BranchSet, names: str | Sequence[str] = "all",
                    runs_dir: str | Path, pool_path: str | Path,
                    options: RunOptions | None = None) -> TrainResult:
     """Train every run of the plan in dependency order; finished runs are skipped."""
+    from guarddiag.model import auto_threads, torch_threads
+
     runs_dir = Path(runs_dir)
     plan = plan_runs(branches, names=names, sizes=sizes, seeds=seeds)
     pool = read_pool(pool_path)
-    say(f"training {len(plan)} run(s) into {runs_dir}: "
+    options = options or RunOptions()
+    threads = options.threads if options.threads is not None else \
+        auto_threads(r.size for r in plan)
+    say(f"training {len(plan)} run(s) into {runs_dir}"
+        + (f" ({threads} torch thread(s))" if threads else "") + ": "
         + ", ".join(r.run_id for r in plan))
     out = []
-    for run in plan:
-        out.append(train_run(branches[run.branch], run, pool=pool, runs_dir=runs_dir,
-                             options=options))
+    with torch_threads(threads):
+        for run in plan:
+            out.append(train_run(branches[run.branch], run, pool=pool, runs_dir=runs_dir,
+                                 options=options))
     return TrainResult(tuple(out), runs_dir)
 
 
@@ -1053,7 +1165,7 @@ class BenchRecalibrateResult:
 
 
 def bench_recalibrate(guard: LoadedGuard, rows: LabelledRows, *, epochs: int = 10,
-                      batch_size: int = 64, lr: float = 5e-3, seed: int = 0
+                      batch_size: int = 64, lr: float = 0.1, seed: int = 0
                       ) -> BenchRecalibrateResult:
     """Head-only training with cached encoder states vs re-running the encoder per batch.
 
@@ -1070,12 +1182,15 @@ def bench_recalibrate(guard: LoadedGuard, rows: LabelledRows, *, epochs: int = 1
     t0 = time.perf_counter()
     feats = encoder_states(cached_model, enc, rows, pad_id=guard.tokenizer.pad_id)
     t1 = time.perf_counter()
-    train_heads(cached_model, features=feats.rows, **kwargs)
+    train_heads(cached_model, features=feats.rows, whitening=fit_whitening(feats), **kwargs)
     t2 = time.perf_counter()
     slow_model = copy.deepcopy(guard.model)
+    # The recomputing route needs the same whitening statistics, i.e. one full pass of its
+    # own (counted in its time), then re-runs the encoder for every batch.
+    stats = encoder_states(slow_model, enc, rows, pad_id=guard.tokenizer.pad_id)
     train_heads(slow_model, features=recomputing_features(slow_model, enc, rows,
                                                           pad_id=guard.tokenizer.pad_id),
-                **kwargs)
+                whitening=fit_whitening(stats), **kwargs)
     t3 = time.perf_counter()
     with torch.no_grad():
         diff = max(float((a - b).abs().max()) for a, b in

@@ -102,6 +102,18 @@ def test_guard_loss_combines_the_terms_as_documented():
     assert float(loss) == pytest.approx(ce + bce(zp, pillars), rel=1e-10)
 
 
+def test_recipe_target_is_the_hard_label_unless_the_teacher_outweighs_it():
+    from guarddiag.train import recipe_target
+
+    teacher = np.log(np.array([[0.7, 0.1, 0.1, 0.1], [0.4, 0.1, 0.3, 0.2]]))
+    hard = np.array([2, 2])
+    # α = 0.8: row 1 blends to (0.56, 0.08, 0.28, 0.08) → 0; row 2 to (0.32, 0.08, 0.44,
+    # 0.16) → 2
+    assert recipe_target(hard, teacher, distill_weight=0.8).tolist() == [0, 2]
+    assert recipe_target(hard, None, distill_weight=0.8).tolist() == [2, 2]
+    assert recipe_target(hard, teacher, distill_weight=0.0).tolist() == [2, 2]
+
+
 # ----------------------------------------------------------------------------- labels
 
 @pytest.fixture(scope="module")
@@ -217,7 +229,8 @@ def test_kept_checkpoint_is_the_best_val_evaluation(trained):
         log = [json.loads(x) for x in (runs / rid / "train_log.jsonl").read_text().splitlines()]
         evals = [x for x in log if x["event"] == "eval"]
         assert len(evals) >= 2
-        best = min(evals, key=lambda x: x["val_objective"])
+        # highest accuracy against the recipe's target; the earliest such evaluation on ties
+        best = max(evals, key=lambda x: (x["val_acc_target"], -x["step"]))
         meta = json.loads((runs / rid / "meta.json").read_text())
         assert meta["train"]["best"]["step"] == best["step"]
 
@@ -282,6 +295,28 @@ def test_interrupted_run_resumes_to_identical_weights(tmp_path, pool_path):
     assert [x["event"] for x in log].count("resume") == 1
     steps = [x["step"] for x in log if x["event"] == "eval"]
     assert steps == sorted(set(steps))  # no evaluation logged twice after the resume
+
+
+def test_whitening_is_an_exact_reparametrisation_of_a_linear_head():
+    from guarddiag.train import Whitening
+
+    gen = torch.Generator().manual_seed(0)
+    mix = torch.randn(8, 8, generator=gen)
+    x = torch.randn(500, 8, generator=gen) @ mix + 3.0  # correlated, off-centre
+    x[:, 7] = -x[:, :7].sum(1)  # a null direction, as after LayerNorm without bias
+    w = Whitening.fit(x)
+    z = w.apply(x)
+    cov = torch.cov(z.T)
+    # unit variance except the floored null direction, which stays ~0
+    eig = torch.linalg.eigvalsh(cov)
+    assert torch.allclose(eig[1:], torch.ones(7), atol=1e-3)
+    assert float(eig[0]) < 1e-3
+    head = torch.nn.Linear(8, 4)
+    wz, bz = w.head_in(head)
+    assert torch.allclose(z @ wz.T + bz, head(x), atol=1e-3)  # same outputs in either basis
+    w2, b2 = w.head_out(wz, bz)
+    assert torch.allclose(w2, head.weight, atol=1e-4)
+    assert torch.allclose(b2, head.bias, atol=1e-3)
 
 
 def test_cached_states_train_the_same_heads_as_recomputing(trained, pool_path):

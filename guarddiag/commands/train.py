@@ -120,6 +120,9 @@ def _register_train(sub: argparse._SubParsersAction) -> None:
                         "tokenizer trained on the pool")
     p.add_argument("--checkpoint-every", type=float, default=60.0, metavar="SECONDS",
                    help="wall-clock seconds between resume checkpoints")
+    p.add_argument("--threads", type=int, default=None, metavar="N",
+                   help="torch threads (default: 1 for micro/tiny, which gain nothing from more "
+                        "and slow down badly on shared cores; torch's default otherwise)")
     p.set_defaults(handler=_run_train)
 
 
@@ -150,7 +153,8 @@ def _run_train(args: argparse.Namespace) -> int:
     result = train_branches(
         branches=branches, names=args.branches, sizes=sizes, seeds=seeds,
         runs_dir=args.runs_dir or paths["runs"], pool_path=args.pool or paths["pool"],
-        options=RunOptions(checkpoint_every_s=args.checkpoint_every, pretrained=pretrained))
+        options=RunOptions(checkpoint_every_s=args.checkpoint_every, pretrained=pretrained,
+                           threads=args.threads))
     rows = [(r.run_id, r.status, f"{r.wall_s:.1f}", str(r.n_rows), str(r.steps),
              f"{r.val_acc_a:.3f}", f"{r.val_acc_b:.3f}") for r in result.runs]
     _print_table(("run", "status", "wall_s", "rows", "steps", "val_acc_A", "val_acc_B"), rows)
@@ -186,6 +190,9 @@ def _register_predict(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--batch-size", type=int, default=64, help="prompts per scoring batch")
     p.add_argument("--no-baseline", action="store_true",
                    help="leave the TF-IDF baseline out")
+    p.add_argument("--threads", type=int, default=None, metavar="N",
+                   help="torch threads (default: 1 for micro/tiny, which gain nothing from more "
+                        "and slow down badly on shared cores; torch's default otherwise)")
     p.set_defaults(handler=_run_predict)
 
 
@@ -199,7 +206,7 @@ def _run_predict(args: argparse.Namespace) -> int:
         audit_dir=args.audit_dir or paths["audit"], benchmarks=args.benchmarks,
         data_dir=resolve_data_dir(args.data_dir),
         derived_dir=args.derived_dir or paths["derived"], batch_size=args.batch_size,
-        baseline=not args.no_baseline)
+        baseline=not args.no_baseline, threads=args.threads)
     rows = [(r.run_id, r.guard_kind, str(r.n_scored), str(r.n_total), f"{r.seconds:.1f}")
             for r in result.runs]
     _print_table(("run", "kind", "scored_now", "prompts", "seconds"), rows)
@@ -230,6 +237,9 @@ def _register_bench(bench: argparse._SubParsersAction) -> None:
     p.add_argument("--batch-size", type=int, default=64, help="prompts per batch")
     p.add_argument("--pool", default=None, metavar="FILE",
                    help="labelled pool (default work/pool/pool.parquet)")
+    p.add_argument("--threads", type=int, default=None, metavar="N",
+                   help="torch threads (default: 1 for micro/tiny, which gain nothing from more "
+                        "and slow down badly on shared cores; torch's default otherwise)")
     p.set_defaults(handler=_run_bench_predict)
 
     r = add_parser(
@@ -249,6 +259,9 @@ def _register_bench(bench: argparse._SubParsersAction) -> None:
     r.add_argument("--batch-size", type=int, default=64, help="rows per step")
     r.add_argument("--pool", default=None, metavar="FILE",
                    help="labelled pool (default work/pool/pool.parquet)")
+    r.add_argument("--threads", type=int, default=None, metavar="N",
+                   help="torch threads (default: 1 for micro/tiny, which gain nothing from more "
+                        "and slow down badly on shared cores; torch's default otherwise)")
     r.set_defaults(handler=_run_bench_recalibrate)
 
 
@@ -300,10 +313,14 @@ def _run_bench_predict(args: argparse.Namespace) -> int:
     texts, source = _bench_texts(args, pool)
     import torch
 
-    res = bench_predict(guard, texts, batch_size=args.batch_size)
+    from guarddiag.model import auto_threads, torch_threads
+
+    threads = args.threads or auto_threads([guard.meta.get("model", {}).get("size", args.size)])
+    with torch_threads(threads):
+        res = bench_predict(guard, texts, batch_size=args.batch_size)
     print(f"{res.n_texts} prompts from {source}, batch {res.batch_size}, max length "
           f"{res.max_length} tokens (mean {res.mean_tokens:.1f}), torch threads "
-          f"{torch.get_num_threads()}")
+          f"{threads or torch.get_num_threads()}")
     print(f"length-bucketed, padded per batch : {res.bucketed_ex_per_s:9.1f} examples/s")
     print(f"input order, padded to max length : {res.padded_ex_per_s:9.1f} examples/s")
     print(f"speed-up: {res.speedup:.2f}x (aim >= 3x); max |Δp| between the two: "
@@ -319,7 +336,11 @@ def _run_bench_recalibrate(args: argparse.Namespace) -> int:
     guard = _bench_guard(args, pool)
     frame = sample_split(pool, "train", args.rows)
     rows = label_rows(frame, fraction=1.0, anchors=False, where=str(pool.path))
-    res = bench_recalibrate(guard, rows, epochs=args.epochs, batch_size=args.batch_size)
+    from guarddiag.model import auto_threads, torch_threads
+
+    threads = args.threads or auto_threads([guard.meta.get("model", {}).get("size", args.size)])
+    with torch_threads(threads):
+        res = bench_recalibrate(guard, rows, epochs=args.epochs, batch_size=args.batch_size)
     print(f"{res.n_rows} calibration rows, {res.epochs} epochs, batch {args.batch_size}")
     print(f"cached states : {res.cache_s:7.2f}s encoder pass + {res.cached_train_s:7.2f}s "
           f"head training = {res.cache_s + res.cached_train_s:7.2f}s")
