@@ -208,6 +208,11 @@ class ReportOptions:
     rank_explicit: bool = False
     """The user named the rank group/benchmark: an unknown name is an error, not a note."""
     title: str = "guarddiag report"
+    data_dir: Path | None = None
+    """Public data directory (benchmark categories for the SORRY-Bench sections);
+    None = ``$GUARDDIAG_DATA``."""
+    derived_dir: Path | None = None
+    """Folder of derived (mutated) subsets; None = ``work/derived``."""
 
 
 @dataclass(frozen=True)
@@ -289,7 +294,7 @@ def load_inputs(options: ReportOptions) -> ReportInputs:
                      "is omitted and benchmark digests come from the manifests")
     from guarddiag.data import load_manifests
 
-    manifests = load_manifests()
+    manifests = load_manifests(derived_dir=options.derived_dir)
     kinds = {k: m.kind for k, m in manifests.items()}
     titles = {k: m.title for k, m in manifests.items()}
     manifest_sha = {}
@@ -1299,9 +1304,23 @@ def write_report(report: Report, out_dir: str | Path, *,
                         results=report.results)
 
 
+def default_sections(options: ReportOptions) -> tuple[SectionBuilder, ...]:
+    """:data:`DEFAULT_SECTIONS` plus the SORRY-Bench breakdowns (categories, mutation
+    robustness, benchmark balance), which omit themselves when their inputs are absent."""
+    from guarddiag.sorry.report_sections import sorry_sections
+
+    return with_sections(sorry_sections(data_dir=options.data_dir,
+                                        derived_dir=options.derived_dir))
+
+
 def make_report(options: ReportOptions, *,
-                sections: Sequence[SectionBuilder] = DEFAULT_SECTIONS) -> ReportResult:
-    """The ``guarddiag report`` verb: load the saved tables, analyse, render, write."""
+                sections: Sequence[SectionBuilder] | None = None) -> ReportResult:
+    """The ``guarddiag report`` verb: load the saved tables, analyse, render, write.
+
+    ``sections`` defaults to :func:`default_sections`.
+    """
+    if sections is None:
+        sections = default_sections(options)
     say(f"report: reading {options.runs_dir}")
     inputs = load_inputs(options)
     say(f"report: {inputs.predictions.height:,} predictions; analysing "

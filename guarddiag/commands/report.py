@@ -66,6 +66,9 @@ def register(sub, bench) -> None:
     p.add_argument("--rank-tail", default="top", choices=("top", "bottom", "either"),
                    help="declared direction of the rank test: the group scores highest (top), "
                         "lowest (bottom) or either")
+    p.add_argument("--derived-dir", type=Path, default=None, metavar="DIR",
+                   help="folder of mutated subsets written by `guarddiag mutate` "
+                        "(default work/derived)")
     p.add_argument("--title", default="guarddiag report", help="report title")
     p.set_defaults(handler=_run_report)
 
@@ -82,7 +85,7 @@ def _run_report(args: argparse.Namespace) -> int:
         rank_group=args.rank_group or DEFAULT_GROUP,
         rank_benchmark=args.rank_benchmark or DEFAULT_BENCHMARK, rank_tail=args.rank_tail,
         rank_explicit=args.rank_group is not None or args.rank_benchmark is not None,
-        title=args.title)
+        title=args.title, data_dir=args.data_dir, derived_dir=args.derived_dir)
     result = make_report(options)
     print(f"report: {result.out_dir / 'report.html'}")
     for section, note in result.sections:
