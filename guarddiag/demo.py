@@ -1,0 +1,171 @@
+"""``guarddiag demo``: the whole study at CPU size, in order, resumable.
+
+Stages (each a library verb; a re-run skips or reuses what is finished):
+
+1. data check  - every benchmark subset's status; with no data at all, ``data pull`` first;
+2. pool build  - the dual-policy pool (deterministic, seconds) → ``<work>/pool/``;
+3. audit       - exact and near-duplicate overlap with every benchmark → ``<work>/audit/``
+                 (a finished audit with the same inputs is reused);
+4. train       - teachers, reference and E1–E10 at the demo size, seed 42; then seeds 43 and 44
+                 of the seed-floor recipes (default: reference, E1, E10), so the report has a
+                 seed floor Φb beside the span Δb (finished runs are skipped, an interrupted
+                 run resumes from its last checkpoint);
+5. predict     - every run and the TF-IDF baseline on every available benchmark subset and on
+                 the pool's val split → ``<work>/runs/predictions.parquet`` (runs already scored
+                 are not scored again);
+6. report      - ``reports/demo/`` from the saved tables only.
+
+Example (about 15-25 minutes on 2 CPU cores)::
+
+    GUARDDIAG_DATA=../shared/data guarddiag demo
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from guarddiag import paths
+from guarddiag.errors import GuarddiagError
+from guarddiag.files import write_json
+from guarddiag.progress import say
+
+DEMO_SIZE = "micro"
+DEMO_SEED = 42
+FLOOR_SEEDS: tuple[int, ...] = (43, 44)
+FLOOR_BRANCHES: tuple[str, ...] = ("reference", "E1", "E10")
+
+
+@dataclass(frozen=True)
+class DemoOptions:
+    data_dir: Path | None = None
+    """Public data directory; None = ``$GUARDDIAG_DATA`` (else the user cache)."""
+    work_dir: Path = Path("work/demo")
+    """Pool, audit, runs and predictions of the demo."""
+    out_dir: Path = Path("reports/demo")
+    """Where the report is written."""
+    size: str = DEMO_SIZE
+    seed: int = DEMO_SEED
+    floor_seeds: tuple[int, ...] = FLOOR_SEEDS
+    """Extra seeds of the floor recipes, completing a seed triplet with ``seed``."""
+    floor_branches: tuple[str, ...] = FLOOR_BRANCHES
+    mirror: str | None = None
+    """Base URL of a served copy of the data directory, for ``data pull``."""
+    n_resamples: int = 2000
+    """Prompt-bootstrap resamples per score in the report."""
+
+
+@dataclass(frozen=True)
+class DemoResult:
+    out_dir: Path
+    work_dir: Path
+    stage_seconds: dict[str, float] = field(default_factory=dict)
+    headline: tuple[str, ...] = ()
+
+
+def _check_data(data_dir: Path, mirror: str | None) -> None:
+    from guarddiag.data import pull, subset_status
+
+    status = subset_status(data_dir=data_dir, ids="study")
+    available = [s for s in status if s.status == "available"]
+    invalid = [s for s in status if s.status == "invalid"]
+    if invalid:
+        s = invalid[0]
+        raise GuarddiagError(f"benchmark subset {s.id} in {data_dir} is present but wrong: "
+                             f"{s.message}")
+    if not available:
+        say(f"demo: no benchmark data in {data_dir}; trying `guarddiag data pull`")
+        try:
+            result = pull(ids="all", data_dir=data_dir, mirror=mirror)
+        except GuarddiagError as exc:
+            raise GuarddiagError(_no_data_advice(data_dir, str(exc))) from None
+        if not [s for s in subset_status(data_dir=data_dir, ids="study")
+                if s.status == "available"]:
+            failed = "; ".join(f"{f.path}: {f.message}" for f in result.failed[:3])
+            raise GuarddiagError(_no_data_advice(data_dir, failed or "nothing downloaded"))
+        status = subset_status(data_dir=data_dir, ids="study")
+        available = [s for s in status if s.status == "available"]
+    if not (data_dir / "pools").is_dir():
+        raise GuarddiagError(
+            f"{data_dir / 'pools'}: the public prompt pools are missing; the pool is built from "
+            f"them. Point GUARDDIAG_DATA (or --data-dir) at a data directory holding "
+            f"benchmarks/ and pools/ (each pinned in its SOURCES.md)")
+    unavailable = [s.id for s in status if s.status == "unavailable"]
+    say(f"demo: {len(available)} of {len(status)} study subsets available"
+        + (f" (unavailable, skipped: {', '.join(unavailable)})" if unavailable else ""))
+
+
+def _no_data_advice(data_dir: Path, why: str) -> str:
+    return (f"no benchmark data in {data_dir} and `guarddiag data pull` failed ({why}). "
+            f"Either set GUARDDIAG_DATA (or --data-dir) to a directory holding benchmarks/ and "
+            f"pools/, or run `guarddiag data pull --mirror URL` against a served copy of one")
+
+
+def run_demo(options: DemoOptions = DemoOptions()) -> DemoResult:
+    """Run every stage of the study at demo size; see the module docstring."""
+    from guarddiag.audit import audit_pool
+    from guarddiag.branches import load_branches, select_branches
+    from guarddiag.pool import build_pool
+    from guarddiag.predict import predict_runs
+    from guarddiag.report import ReportOptions, make_report
+    from guarddiag.train import train_branches
+
+    data_dir = paths.resolve_data_dir(options.data_dir)
+    work = paths.work_paths(options.work_dir)
+    pool_dir = work["pool"].parent
+    times: dict[str, float] = {}
+    branches = load_branches()
+    # Unknown floor branches fail here, before twenty minutes of training.
+    select_branches(branches, list(options.floor_branches))
+
+    def stage(name: str, step: int) -> float:
+        say(f"demo [{step}/6] {name}")
+        return time.perf_counter()
+
+    t = stage("data check", 1)
+    _check_data(data_dir, options.mirror)
+    times["data"] = time.perf_counter() - t
+
+    t = stage("pool build", 2)
+    pool = build_pool(data_dir=data_dir, out_dir=pool_dir)
+    times["pool"] = time.perf_counter() - t
+    say(f"demo: pool {pool.pool.height:,} prompts")
+
+    t = stage("contamination audit", 3)
+    audit_pool(work["pool"], data_dir=data_dir, near_dup=True, out_dir=work["audit"])
+    times["audit"] = time.perf_counter() - t
+
+    t = stage(f"train all branches ({options.size}, seed {options.seed}) and the seed floor "
+              f"({', '.join(options.floor_branches)} × seeds "
+              f"{', '.join(map(str, options.floor_seeds))})", 4)
+    trained = train_branches(branches=branches, names="all", sizes=(options.size,),
+                             seeds=(options.seed,), runs_dir=work["runs"],
+                             pool_path=work["pool"])
+    runs = list(trained.runs)
+    if options.floor_seeds:
+        floor = train_branches(branches=branches, names=list(options.floor_branches),
+                               sizes=(options.size,), seeds=options.floor_seeds,
+                               runs_dir=work["runs"], pool_path=work["pool"])
+        runs += [r for r in floor.runs if r.run_id not in {x.run_id for x in runs}]
+    times["train"] = time.perf_counter() - t
+
+    t = stage("predict", 5)
+    predict_runs(runs_dir=work["runs"], pool_path=work["pool"], audit_dir=work["audit"],
+                 data_dir=data_dir)
+    times["predict"] = time.perf_counter() - t
+
+    t = stage("report", 6)
+    report = make_report(ReportOptions(
+        runs_dir=work["runs"], pool_path=work["pool"], audit_dir=work["audit"],
+        out_dir=options.out_dir, n_resamples=options.n_resamples, data_dir=data_dir,
+        derived_dir=work["derived"], title="guarddiag demo report"))
+    times["report"] = time.perf_counter() - t
+
+    write_json({"stage_seconds": {k: round(v, 1) for k, v in times.items()},
+                "runs": [{"run_id": r.run_id, "status": r.status, "wall_s": round(r.wall_s, 1),
+                          "val_acc_a": r.val_acc_a} for r in runs]},
+               Path(options.work_dir) / "demo_timings.json")
+    return DemoResult(out_dir=options.out_dir, work_dir=Path(options.work_dir),
+                      stage_seconds=times, headline=tuple(report.headline()))
+

@@ -1,0 +1,40 @@
+"""The demo's own logic: what it does before any long stage (the stages have their own tests)."""
+
+import socket
+
+import pytest
+
+from guarddiag.cli import main
+from guarddiag.demo import DemoOptions, run_demo
+from guarddiag.errors import GuarddiagError
+
+
+def _refused_url() -> str:
+    # A port nobody listens on: bind, read the number, close.
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    return f"http://127.0.0.1:{port}"
+
+
+def test_no_data_and_failed_pull_says_what_to_do(tmp_path):
+    opts = DemoOptions(data_dir=tmp_path / "empty", work_dir=tmp_path / "work",
+                       out_dir=tmp_path / "report", mirror=_refused_url())
+    with pytest.raises(GuarddiagError) as info:
+        run_demo(opts)
+    message = str(info.value)
+    assert "\n" not in message
+    assert "`guarddiag data pull` failed" in message
+    assert "GUARDDIAG_DATA" in message
+    assert "--mirror" in message
+    assert not (tmp_path / "work" / "runs").exists()
+
+
+def test_unknown_floor_branch_fails_before_any_work(tmp_path, capsys):
+    code = main(["--data-dir", str(tmp_path), "demo", "--work-dir", str(tmp_path / "w"),
+                 "--floor-branches", "reference,E99"])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "E99" in err
+    assert "Traceback" not in err
+    assert not (tmp_path / "w").exists()
