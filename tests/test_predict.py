@@ -176,3 +176,27 @@ def test_predict_without_runs_is_a_one_line_error(tmp_path):
     with pytest.raises(GuarddiagError, match="no finished runs") as exc:
         predict_runs(runs_dir=tmp_path, pool_path=tmp_path / "pool.parquet")
     assert "\n" not in str(exc.value)
+
+
+def test_cli_train_then_predict_end_to_end(tmp_path, capsys):
+    from guarddiag.cli import main
+
+    pool = make_pool(tmp_path / "pool.parquet", n=300)
+    folder = write_tiny_branches(tmp_path / "branches")
+    for name in ("T_A", "T_B"):
+        p = folder / f"{name}.yaml"
+        p.write_text(p.read_text().replace("size: one_up", "size: micro"))
+    runs = tmp_path / "runs"
+    common = ["--runs-dir", str(runs), "--pool", str(pool)]
+    assert main(["train", "--branches", "E8", "--branches-dir", str(folder), *common]) == 0
+    out = capsys.readouterr().out
+    assert "micro/T_A/seed=42" in out
+    assert "micro/E8/seed=42" in out
+    assert main(["predict", "--benchmarks", "none", "--audit-dir", str(tmp_path / "none"),
+                 *common]) == 0
+    out = capsys.readouterr().out
+    assert f"wrote {runs / 'predictions.parquet'}" in out
+    table = predictions.read(runs / "predictions.parquet")
+    assert set(table["benchmark"]) == {"pool_val"}
+    assert main(["train", "--sizes", "mini", *common]) == 2
+    assert "unknown model size 'mini'" in capsys.readouterr().err

@@ -305,18 +305,19 @@ def test_whitening_is_an_exact_reparametrisation_of_a_linear_head():
     x = torch.randn(500, 8, generator=gen) @ mix + 3.0  # correlated, off-centre
     x[:, 7] = -x[:, :7].sum(1)  # a null direction, as after LayerNorm without bias
     w = Whitening.fit(x)
+    assert w.dims == 7  # the null direction is left out
     z = w.apply(x)
-    cov = torch.cov(z.T)
-    # unit variance except the floored null direction, which stays ~0
-    eig = torch.linalg.eigvalsh(cov)
-    assert torch.allclose(eig[1:], torch.ones(7), atol=1e-3)
-    assert float(eig[0]) < 1e-3
+    assert torch.allclose(torch.cov(z.T), torch.eye(7), atol=1e-3)
     head = torch.nn.Linear(8, 4)
-    wz, bz = w.head_in(head)
+    wz, bz, fixed = w.head_in(head)
     assert torch.allclose(z @ wz.T + bz, head(x), atol=1e-3)  # same outputs in either basis
-    w2, b2 = w.head_out(wz, bz)
-    assert torch.allclose(w2, head.weight, atol=1e-4)
-    assert torch.allclose(b2, head.bias, atol=1e-3)
+    w2, b2 = w.head_out(wz, bz, fixed)
+    assert torch.allclose(w2, head.weight, atol=1e-5)
+    assert torch.allclose(b2, head.bias, atol=1e-4)
+    # a step in the whitened basis never touches the weight along the left-out direction
+    moved, _ = w.head_out(wz + 1.0, bz, fixed)
+    null = w.null[:, 0]
+    assert torch.allclose(moved @ null, head.weight.detach() @ null, atol=1e-5)
 
 
 def test_cached_states_train_the_same_heads_as_recomputing(trained, pool_path):
@@ -327,5 +328,5 @@ def test_cached_states_train_the_same_heads_as_recomputing(trained, pool_path):
     pool = read_pool(pool_path)
     rows = label_rows(sample_split(pool, "train", 120), fraction=1.0, anchors=False)
     res = bench_recalibrate(guard, rows, epochs=2, batch_size=32)
-    assert res.max_abs_diff < 1e-4
+    assert res.max_abs_diff < 1e-3
     assert res.n_rows == 120
