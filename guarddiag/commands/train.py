@@ -183,8 +183,8 @@ def _register_predict(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--audit-dir", default=None, metavar="DIR",
                    help="contamination audit folder (default work/audit)")
     p.add_argument("--benchmarks", default="all", metavar="IDS",
-                   help="benchmark ids or selectors (all, study, a,b,…); 'none' scores only "
-                        "the pool's val split")
+                   help="benchmark ids or selectors (all, study, extra, derived, a,b,…); "
+                        "'none' scores only the pool's val split")
     p.add_argument("--derived-dir", default=None, metavar="DIR",
                    help="folder of derived (mutated) subsets (default work/derived)")
     p.add_argument("--batch-size", type=int, default=64, help="prompts per scoring batch")
