@@ -42,9 +42,11 @@ def register(sub, bench) -> None:
                    help="pool, audit, runs and predictions of the demo")
     p.add_argument("--out", type=Path, default=Path("reports/demo"), metavar="DIR",
                    help="report folder")
-    p.add_argument("--floor-branches", type=_names, default=",".join(FLOOR_BRANCHES), metavar="NAMES",
+    p.add_argument("--floor-branches", type=_names, default=",".join(FLOOR_BRANCHES),
+                   metavar="NAMES",
                    help="recipes trained at the extra seeds to measure the seed floor")
-    p.add_argument("--floor-seeds", type=_seeds, default=",".join(map(str, FLOOR_SEEDS)), metavar="SEEDS",
+    p.add_argument("--floor-seeds", type=_seeds, default=",".join(map(str, FLOOR_SEEDS)),
+                   metavar="SEEDS",
                    help="extra seeds of the floor recipes (with 42 they form a triplet); "
                         "an empty string skips the floor")
     p.add_argument("--mirror", default=None, metavar="URL",
