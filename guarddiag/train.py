@@ -546,6 +546,21 @@ def recipe_target(classes: np.ndarray, teacher_logits: np.ndarray | None, *,
     return (distill_weight * p + (1 - distill_weight) * onehot).argmax(axis=1)
 
 
+def batch_loss(model: GuardModel, idx: np.ndarray, enc: EncodedRows, rows: LabelledRows, *,
+               pad_id: int, teacher: np.ndarray | None, weights: LossWeights
+               ) -> tuple[torch.Tensor, dict[str, float], torch.Tensor]:
+    """One batch through the full model and the guard loss: (loss, its parts, class logits).
+    ``teacher`` holds the teacher's class logits for every row (route 2), else None."""
+    batch = collate(idx, enc, rows, pad_id=pad_id)
+    out = model(batch["input_ids"], batch["attention_mask"], with_span=True)
+    t = torch.from_numpy(teacher[idx]) if teacher is not None else None
+    loss, parts = guard_loss(out.class_logits, out.pillar_logits, out.span_logits,
+                             classes=batch["classes"], pillars=batch["pillars"],
+                             span_targets=batch["span_targets"], span_mask=batch["span_mask"],
+                             teacher_logits=t, weights=weights)
+    return loss, parts, out.class_logits
+
+
 def _evaluate(model: GuardModel, enc: EncodedRows, rows: LabelledRows, *,
               labels_a: np.ndarray, labels_b: np.ndarray, target: np.ndarray,
               teacher: np.ndarray | None, weights: LossWeights, pad_id: int,
@@ -559,17 +574,11 @@ def _evaluate(model: GuardModel, enc: EncodedRows, rows: LabelledRows, *,
     pred = np.empty(len(rows), dtype=np.int64)
     with torch.inference_mode():
         for idx in length_sorted_batches(enc.lengths, batch_size):
-            batch = collate(idx, enc, rows, pad_id=pad_id)
-            out = model(batch["input_ids"], batch["attention_mask"], with_span=True)
-            t = torch.from_numpy(teacher[idx]) if teacher is not None else None
-            loss, _ = guard_loss(out.class_logits, out.pillar_logits, out.span_logits,
-                                 classes=batch["classes"], pillars=batch["pillars"],
-                                 span_targets=batch["span_targets"],
-                                 span_mask=batch["span_mask"], teacher_logits=t,
-                                 weights=weights)
+            loss, _, class_logits = batch_loss(model, idx, enc, rows, pad_id=pad_id,
+                                               teacher=teacher, weights=weights)
             total += float(loss) * len(idx)
             n += len(idx)
-            pred[idx] = out.class_logits.argmax(-1).numpy()
+            pred[idx] = class_logits.argmax(-1).numpy()
     model.train()
     return EvalResult(total / max(n, 1), float((pred == labels_a).mean()),
                       float((pred == labels_b).mean()), float((pred == target).mean()))
@@ -681,14 +690,8 @@ def _train_full(spec: BranchSpec, run: PlannedRun, run_dir: Path, pool: Pool,
             for idx in batches[pos:]:
                 for g in opt.param_groups:
                     g["lr"] = _lr_at(step, total=total, peak=spec.lr, warmup=warmup)
-                batch = collate(idx, enc, rows, pad_id=tokenizer.pad_id)
-                out = model(batch["input_ids"], batch["attention_mask"], with_span=True)
-                t = torch.from_numpy(teach[idx]) if teach is not None else None
-                loss, parts = guard_loss(out.class_logits, out.pillar_logits, out.span_logits,
-                                         classes=batch["classes"], pillars=batch["pillars"],
-                                         span_targets=batch["span_targets"],
-                                         span_mask=batch["span_mask"], teacher_logits=t,
-                                         weights=weights)
+                loss, parts, _ = batch_loss(model, idx, enc, rows, pad_id=tokenizer.pad_id,
+                                            teacher=teach, weights=weights)
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -1089,6 +1092,7 @@ def train_run(spec: BranchSpec, run: PlannedRun, *, pool: Pool, runs_dir: Path,
     if done is not None:
         if done.get("train", {}).get("fingerprint") == fingerprint:
             (run_dir / CHECKPOINT_FILE).unlink(missing_ok=True)
+            say(f"{run.run_id}: already finished with this spec and these inputs; skipped")
             return _summary(run, done, status="skipped", wall_s=0.0)
         say(f"{run.run_id}: spec or inputs changed since it was trained; retraining")
         (run_dir / META_FILE).unlink()
@@ -1139,7 +1143,7 @@ def train_branches(*, branches: BranchSet, names: str | Sequence[str] = "all",
     options = options or RunOptions()
     threads = options.threads if options.threads is not None else \
         auto_threads(r.size for r in plan)
-    say(f"training {len(plan)} run(s) into {runs_dir}"
+    say(f"training plan, {len(plan)} run(s) into {runs_dir}"
         + (f" ({threads} torch thread(s))" if threads else "") + ": "
         + ", ".join(r.run_id for r in plan))
     out = []
