@@ -38,6 +38,22 @@ def load_yaml_mapping(path: str | Path) -> dict[str, Any]:
     return doc
 
 
+def mapping_section(source: str | Path | Mapping[str, Any], key: str, *, what: str,
+                    entries: str) -> tuple[dict[Any, Any], str]:
+    """A non-empty mapping given directly, or the ``key:`` mapping of a YAML file holding
+    only that key; returned with the place to name in errors (``entries`` says what the
+    mapping holds, e.g. "label → class")."""
+    if isinstance(source, Mapping):
+        doc, where = dict(source), what
+    else:
+        raw = load_yaml_mapping(source)
+        require_keys(raw, required={key}, where=str(source))
+        doc, where = raw[key], f'{source} field "{key}"'
+    if not isinstance(doc, dict) or not doc:
+        raise GuarddiagError(f"{where}: expected a non-empty mapping of {entries}")
+    return doc, where
+
+
 @dataclass
 class Problems:
     """Collects spec problems so a validator can report all of them at once."""

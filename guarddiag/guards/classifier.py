@@ -26,16 +26,9 @@ from guarddiag.labels import CLASSES
 def load_label_map(source: str | Path | Mapping[str, str], *, what: str = "labels"
                    ) -> dict[str, str]:
     """``{label: class}`` from a mapping or a YAML file with a ``labels:`` mapping."""
-    if isinstance(source, Mapping):
-        doc, where = dict(source), what
-    else:
-        from guarddiag.spec import load_yaml_mapping, require_keys
+    from guarddiag.spec import mapping_section
 
-        raw = load_yaml_mapping(source)
-        require_keys(raw, required={"labels"}, where=str(source))
-        doc, where = raw["labels"], f"{source} field \"labels\""
-    if not isinstance(doc, dict) or not doc:
-        raise GuarddiagError(f"{where}: expected a non-empty mapping of label → class")
+    doc, where = mapping_section(source, "labels", what=what, entries="label → class")
     out: dict[str, str] = {}
     for label, cls in doc.items():
         if cls not in CLASSES:

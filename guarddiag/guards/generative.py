@@ -255,16 +255,10 @@ class LlamaGuardAdapter(GenerativeGuard):
 def load_categories(source: str | Path | dict[str, str]) -> dict[str, str]:
     """A Llama Guard category list: ``{"S1": "Violent Crimes.", …}`` or a YAML file holding a
     ``categories:`` mapping of code → description."""
-    if isinstance(source, dict):
-        doc, where = source, "categories"
-    else:
-        from guarddiag.spec import load_yaml_mapping, require_keys
+    from guarddiag.spec import mapping_section
 
-        raw = load_yaml_mapping(source)
-        require_keys(raw, required={"categories"}, where=str(source))
-        doc, where = raw["categories"], f"{source} field \"categories\""
-    if not isinstance(doc, dict) or not doc:
-        raise GuarddiagError(f"{where}: expected a non-empty mapping of code → description")
+    doc, where = mapping_section(source, "categories", what="categories",
+                                 entries="code → description")
     out: dict[str, str] = {}
     for code, text in doc.items():
         if not isinstance(code, str) or not code.strip() or not isinstance(text, str) \
