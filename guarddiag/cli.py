@@ -72,6 +72,13 @@ def add_parser(sub: argparse._SubParsersAction, name: str, *, help: str,
                           formatter_class=_Formatter, parents=[_common_options()])
 
 
+def add_derived_dir(p: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """The ``--derived-dir`` option of every command that reads benchmark subsets."""
+    p.add_argument("--derived-dir", default=None, metavar="DIR",
+                   help="folder of derived (mutated) subsets written by `guarddiag mutate` "
+                        "(default work/derived)")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)

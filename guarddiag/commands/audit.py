@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from guarddiag.cli import add_parser
+from guarddiag.cli import add_derived_dir, add_parser
 from guarddiag.paths import work_paths
 
 _AUDIT_DESCRIPTION = """\
@@ -62,9 +62,7 @@ def register(sub: argparse._SubParsersAction, bench: argparse._SubParsersAction)
                              "of any benchmark (a release gate)")
     parser.add_argument("--out", default=str(paths["audit"]), metavar="DIR",
                         help="output folder")
-    parser.add_argument("--derived-dir", default=None, metavar="DIR",
-                        help="folder of derived (mutated) benchmark subsets "
-                             "(default work/derived)")
+    add_derived_dir(parser)
     parser.add_argument("--force", action="store_true",
                         help="recompute even when --out already holds this exact audit")
     parser.set_defaults(handler=_run_audit)

@@ -14,7 +14,7 @@ import argparse
 import json
 import sys
 
-from guarddiag.cli import add_parser
+from guarddiag.cli import add_derived_dir, add_parser
 
 _IDS_HELP = ("subset ids and/or selectors, comma-separated: all (every mirrored subset), study "
              "(the 15 of SPEC §5), extra, derived")
@@ -33,8 +33,7 @@ def register(sub: argparse._SubParsersAction, bench: argparse._SubParsersAction)
                     "and found prompt counts; unavailable subsets show where to get them.\n"
                     "Exit status 1 when a subset is invalid (present but wrong), 0 otherwise.")
     listing.add_argument("--ids", default="all,derived", help=_IDS_HELP)
-    listing.add_argument("--derived-dir", default=None, metavar="DIR",
-                         help="folder of derived (mutated) subsets (default work/derived)")
+    add_derived_dir(listing)
     listing.add_argument("--json", action="store_true",
                          help="print a JSON list of subset records instead of the table")
     listing.set_defaults(handler=_run_list)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import argparse
 
-from guarddiag.cli import add_parser
+from guarddiag.cli import add_derived_dir, add_parser
 
 
 def register(sub: argparse._SubParsersAction, bench: argparse._SubParsersAction) -> None:
@@ -76,8 +76,7 @@ def register(sub: argparse._SubParsersAction, bench: argparse._SubParsersAction)
                        help="runs folder; the guard is written to DIR/outside/")
     where.add_argument("--audit-dir", default="work/audit", metavar="DIR",
                        help="contamination audit (for survives_decontam)")
-    where.add_argument("--derived-dir", default=None, metavar="DIR",
-                       help="folder of derived (mutated) subsets (default work/derived)")
+    add_derived_dir(where)
     where.add_argument("--mapping", default="loose", choices=("loose", "strict"),
                        help="binary read-out of the printed summary (both are stored)")
     run = score.add_argument_group("running")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from guarddiag.cli import add_parser
+from guarddiag.cli import add_derived_dir, add_parser
 from guarddiag.paths import work_paths
 
 _DESCRIPTION = """\
@@ -66,9 +66,7 @@ def register(sub, bench) -> None:
     p.add_argument("--rank-tail", default="top", choices=("top", "bottom", "either"),
                    help="declared direction of the rank test: the group scores highest (top), "
                         "lowest (bottom) or either")
-    p.add_argument("--derived-dir", type=Path, default=None, metavar="DIR",
-                   help="folder of mutated subsets written by `guarddiag mutate` "
-                        "(default work/derived)")
+    add_derived_dir(p)
     p.add_argument("--title", default="guarddiag report", help="report title")
     p.set_defaults(handler=_run_report)
 
@@ -85,7 +83,8 @@ def _run_report(args: argparse.Namespace) -> int:
         rank_group=args.rank_group or DEFAULT_GROUP,
         rank_benchmark=args.rank_benchmark or DEFAULT_BENCHMARK, rank_tail=args.rank_tail,
         rank_explicit=args.rank_group is not None or args.rank_benchmark is not None,
-        title=args.title, data_dir=args.data_dir, derived_dir=args.derived_dir)
+        title=args.title, data_dir=args.data_dir,
+        derived_dir=Path(args.derived_dir) if args.derived_dir else None)
     result = make_report(options)
     print(f"report: {result.out_dir / 'report.html'}")
     for section, note in result.sections:

@@ -7,7 +7,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from guarddiag.cli import add_parser
+from guarddiag.cli import add_derived_dir, add_parser
 from guarddiag.errors import GuarddiagError
 
 _BALANCE = """\
@@ -76,8 +76,7 @@ def register(sub: argparse._SubParsersAction, bench: argparse._SubParsersAction)
                    description=_BALANCE)
     p.add_argument("--benchmarks", default="all", metavar="IDS",
                    help="'all', 'study', 'extra', 'derived' or comma-separated subset ids")
-    p.add_argument("--derived-dir", default=None, metavar="DIR",
-                   help="folder of derived (mutated) subsets (default work/derived)")
+    add_derived_dir(p)
     p.add_argument("--out", default=None, metavar="DIR",
                    help="output folder (default work/sorry/balance)")
     p.add_argument("--no-figure", action="store_true", help="skip the PNG/PDF figure")
@@ -132,8 +131,7 @@ def register(sub: argparse._SubParsersAction, bench: argparse._SubParsersAction)
                         "skipped with a note when that default is absent)")
     c.add_argument("--benchmarks", default="all", metavar="IDS",
                    help="'all', 'study', 'extra', 'derived' or comma-separated subset ids")
-    c.add_argument("--derived-dir", default=None, metavar="DIR",
-                   help="folder of derived (mutated) subsets (default work/derived)")
+    add_derived_dir(c)
     c.add_argument("--out", default=None, metavar="DIR",
                    help="output folder (default work/sorry/jaccard)")
     c.add_argument("--no-figure", action="store_true", help="skip the PNG/PDF figure")

@@ -18,7 +18,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from guarddiag.cli import add_parser
+from guarddiag.cli import add_derived_dir, add_parser
 
 _SIZES_HELP = ("model sizes, comma-separated: micro, tiny (random init, CPU), small, base, "
                "large (ModernBERT-base/-large shapes)")
@@ -29,6 +29,12 @@ def register(sub: argparse._SubParsersAction, bench: argparse._SubParsersAction)
     _register_train(sub)
     _register_predict(sub)
     _register_bench(bench)
+
+
+def _add_threads(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--threads", type=int, default=None, metavar="N",
+                   help="torch threads (default: 1 for micro/tiny, which gain nothing from more "
+                        "and slow down badly on shared cores; torch's default otherwise)")
 
 
 # ----------------------------------------------------------------------------- branches
@@ -120,9 +126,7 @@ def _register_train(sub: argparse._SubParsersAction) -> None:
                         "tokenizer trained on the pool")
     p.add_argument("--checkpoint-every", type=float, default=60.0, metavar="SECONDS",
                    help="wall-clock seconds between resume checkpoints")
-    p.add_argument("--threads", type=int, default=None, metavar="N",
-                   help="torch threads (default: 1 for micro/tiny, which gain nothing from more "
-                        "and slow down badly on shared cores; torch's default otherwise)")
+    _add_threads(p)
     p.set_defaults(handler=_run_train)
 
 
@@ -185,14 +189,11 @@ def _register_predict(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--benchmarks", default="all", metavar="IDS",
                    help="benchmark ids or selectors (all, study, extra, derived, a,b,…); "
                         "'none' scores only the pool's val split")
-    p.add_argument("--derived-dir", default=None, metavar="DIR",
-                   help="folder of derived (mutated) subsets (default work/derived)")
+    add_derived_dir(p)
     p.add_argument("--batch-size", type=int, default=64, help="prompts per scoring batch")
     p.add_argument("--no-baseline", action="store_true",
                    help="leave the TF-IDF baseline out")
-    p.add_argument("--threads", type=int, default=None, metavar="N",
-                   help="torch threads (default: 1 for micro/tiny, which gain nothing from more "
-                        "and slow down badly on shared cores; torch's default otherwise)")
+    _add_threads(p)
     p.set_defaults(handler=_run_predict)
 
 
@@ -237,9 +238,7 @@ def _register_bench(bench: argparse._SubParsersAction) -> None:
     p.add_argument("--batch-size", type=int, default=64, help="prompts per batch")
     p.add_argument("--pool", default=None, metavar="FILE",
                    help="labelled pool (default work/pool/pool.parquet)")
-    p.add_argument("--threads", type=int, default=None, metavar="N",
-                   help="torch threads (default: 1 for micro/tiny, which gain nothing from more "
-                        "and slow down badly on shared cores; torch's default otherwise)")
+    _add_threads(p)
     p.set_defaults(handler=_run_bench_predict)
 
     r = add_parser(
@@ -259,9 +258,7 @@ def _register_bench(bench: argparse._SubParsersAction) -> None:
     r.add_argument("--batch-size", type=int, default=64, help="rows per step")
     r.add_argument("--pool", default=None, metavar="FILE",
                    help="labelled pool (default work/pool/pool.parquet)")
-    r.add_argument("--threads", type=int, default=None, metavar="N",
-                   help="torch threads (default: 1 for micro/tiny, which gain nothing from more "
-                        "and slow down badly on shared cores; torch's default otherwise)")
+    _add_threads(r)
     r.set_defaults(handler=_run_bench_recalibrate)
 
 
