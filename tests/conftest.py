@@ -22,3 +22,13 @@ def real_data_dir() -> Path:
     if os.environ.get("CI") == "true":
         pytest.fail("CI=true but GUARDDIAG_DATA does not point at a data directory")
     pytest.skip("set GUARDDIAG_DATA to the public data directory to run this test")
+
+
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """Tiny models gain nothing from intra-op threads, and on a shared 2-core machine two
+    spinning OpenMP threads per process slow training ~10x (see guarddiag.model.auto_threads)."""
+    from guarddiag.model import torch_threads
+
+    with torch_threads(1):
+        yield
