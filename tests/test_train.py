@@ -287,6 +287,52 @@ def test_interrupted_run_resumes_to_identical_weights(tmp_path, pool_path):
     assert steps == sorted(set(steps))  # no evaluation logged twice after the resume
 
 
+@pytest.mark.slow
+def test_killed_train_process_resumes_to_identical_weights(tmp_path, pool_path):
+    """`guarddiag train` in a child process, SIGKILLed once it has written a checkpoint
+    (no handler runs, no clean-up): the rerun resumes from that checkpoint and ends on the
+    same bits as an uninterrupted run."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    folder = write_tiny_branches(tmp_path / "branches")
+    (folder / "T_A.yaml").write_text((folder / "T_A.yaml").read_text()
+                                     .replace("size: one_up", "size: micro")
+                                     .replace("epochs: 2", "epochs: 12"))  # 180 steps
+    argv = [sys.executable, "-m", "guarddiag", "train", "--branches", "T_A", "--sizes",
+            "micro", "--seeds", "42", "--pool", str(pool_path), "--branches-dir", str(folder),
+            "--threads", "1", "--checkpoint-every", "0.2"]
+    env = {**os.environ, "GUARDDIAG_PROGRESS": "0"}
+    rd = tmp_path / "killed/micro/T_A/seed=42"
+    child = subprocess.Popen([*argv, "--runs-dir", str(tmp_path / "killed")], env=env,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 120
+    while not (rd / "checkpoint.safetensors").is_file():
+        assert child.poll() is None, child.stderr.read().decode()[-2000:]
+        assert time.monotonic() < deadline, "no checkpoint within 120 s"
+        time.sleep(0.05)
+    child.send_signal(signal.SIGKILL)
+    child.wait(timeout=30)
+    child.stderr.close()
+    assert child.returncode == -signal.SIGKILL
+    assert not (rd / "meta.json").exists()  # killed mid-run, not after it finished
+
+    resumed = subprocess.run([*argv, "--runs-dir", str(tmp_path / "killed")], env=env,
+                             capture_output=True, text=True, timeout=300, check=False)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert "resuming at step" in resumed.stdout + resumed.stderr
+    straight = subprocess.run([*argv, "--runs-dir", str(tmp_path / "straight")], env=env,
+                              capture_output=True, text=True, timeout=300, check=False)
+    assert straight.returncode == 0, straight.stderr[-2000:]
+    a = load_weights(tmp_path / "straight/micro/T_A/seed=42" / MODEL_FILE)
+    b = load_weights(rd / MODEL_FILE)
+    assert a.keys() == b.keys()
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
 def test_whitening_is_an_exact_reparametrisation_of_a_linear_head():
     from guarddiag.train import Whitening
 
