@@ -111,7 +111,7 @@ def score_baselines(*, pool: Pool, inputs: list[ScoringInput], runs_dir: Path,
                     ) -> Iterator[tuple[str, dict[str, Any], pl.DataFrame, int, float]]:
     """Yield (run_id, run columns, scores, n_scored, seconds) per baseline; cached on disk."""
     from guarddiag.files import write_meta
-    from guarddiag.predict import _cached_scores, _score_frame, _store_scores
+    from guarddiag.predict import ScoreCache, _score_frame
 
     for spec in specs or default_baselines(_teacher_rows()):
         t0 = time.monotonic()
@@ -119,15 +119,16 @@ def score_baselines(*, pool: Pool, inputs: list[ScoringInput], runs_dir: Path,
         folder.mkdir(parents=True, exist_ok=True)
         key = hashlib.sha256(json.dumps({"spec": asdict(spec), "pool": pool.sha256},
                                         sort_keys=True).encode()).hexdigest()
-        kept, todo = _cached_scores(folder, key, inputs)
+        cache = ScoreCache.open(folder, key)
+        todo = cache.missing(inputs)
         if todo:
             guard = fit_baseline(spec, pool)
             for inp in todo:
-                kept[inp.benchmark] = _score_frame(inp, guard.predict_proba(inp.texts))
+                cache.put(inp, _score_frame(inp, guard.predict_proba(inp.texts)))
             write_meta(folder, inputs={"pool.parquet": pool.sha256}, seed=spec.seed,
                        run_id=spec.run_id, kind="baseline", spec=asdict(spec),
                        n_features=len(guard.vectorizer.vocabulary_))
-        scores = _store_scores(folder, key, kept, inputs)
+        scores = cache.save()
         info = {"branch": spec.name, "size": "tfidf", "seed": spec.seed,
                 "label_policy": spec.policy}
         yield (spec.run_id, info, scores, sum(len(i.texts) for i in todo),

@@ -5,7 +5,8 @@
 run and the TF-IDF baseline, on every available benchmark subset and on the pool's val split
 (benchmark ``pool_val``). Batches are sorted by length and padded per batch, under
 ``torch.inference_mode``. Scoring is incremental: a run's scores are kept beside it
-(``scores.parquet`` + ``scores.json``) and only benchmarks whose inputs changed are re-scored.
+(``scores.parquet`` + ``scores.json``) and only benchmarks whose inputs changed are re-scored;
+benchmarks scored earlier but outside this call's selection are kept, not dropped.
 
 Example::
 
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -124,35 +125,55 @@ def _inputs(*, pool_path: Path, benchmarks: str | Sequence[str], data_dir: Path 
 
 # ============================================================================ per-run cache
 
-def _cached_scores(folder: Path, key: str, inputs: list[ScoringInput]
-                   ) -> tuple[dict[str, pl.DataFrame], list[ScoringInput]]:
-    """Scores already on disk for unchanged inputs, and the inputs still to score."""
-    from guarddiag.files import read_json
+@dataclass
+class ScoreCache:
+    """One scorer's scores on disk (``scores.parquet`` + ``scores.json`` in its run folder),
+    valid for one scorer ``key`` (the model's sha256, or the baseline's spec and pool) and,
+    per subset, for the subset's sha256.
 
-    kept: dict[str, pl.DataFrame] = {}
-    meta_path, scores_path = folder / SCORES_META, folder / SCORES_FILE
-    if meta_path.is_file() and scores_path.is_file():
-        meta = read_json(meta_path)
-        if meta.get("key") == key:
-            frame = pl.read_parquet(scores_path)
-            for inp in inputs:
-                if meta.get("inputs", {}).get(inp.benchmark) == inp.sha256:
-                    part = frame.filter(pl.col("benchmark") == inp.benchmark)
-                    if part.height == len(inp.prompt_ids):
-                        kept[inp.benchmark] = part
-    todo = [inp for inp in inputs if inp.benchmark not in kept]
-    return kept, todo
+    Subsets outside the current selection stay in the cache, and so in predictions.parquet:
+    ``predict --benchmarks X`` adds X without dropping what was scored before."""
 
+    folder: Path
+    key: str
+    frames: dict[str, pl.DataFrame] = field(default_factory=dict)
+    shas: dict[str, str] = field(default_factory=dict)
 
-def _store_scores(folder: Path, key: str, parts: dict[str, pl.DataFrame],
-                  inputs: list[ScoringInput]) -> pl.DataFrame:
-    from guarddiag.files import write_json, write_parquet
+    @classmethod
+    def open(cls, folder: Path, key: str) -> ScoreCache:
+        from guarddiag.files import read_json
 
-    frame = pl.concat([parts[i.benchmark] for i in inputs]) if inputs else _empty_scores()
-    write_parquet(frame, folder / SCORES_FILE)
-    write_json({"key": key, "inputs": {i.benchmark: i.sha256 for i in inputs}},
-               folder / SCORES_META)
-    return frame
+        cache = cls(folder, key)
+        meta_path, scores_path = folder / SCORES_META, folder / SCORES_FILE
+        if meta_path.is_file() and scores_path.is_file():
+            meta = read_json(meta_path)
+            if meta.get("key") == key:
+                frame = pl.read_parquet(scores_path)
+                for bench, sha in meta.get("inputs", {}).items():
+                    cache.frames[bench] = frame.filter(pl.col("benchmark") == bench)
+                    cache.shas[bench] = sha
+        return cache
+
+    def missing(self, inputs: list[ScoringInput]) -> list[ScoringInput]:
+        """The inputs not yet scored, or scored on other prompts than they hold now."""
+        return [inp for inp in inputs
+                if self.shas.get(inp.benchmark) != inp.sha256
+                or self.frames[inp.benchmark].height != len(inp.prompt_ids)]
+
+    def put(self, inp: ScoringInput, frame: pl.DataFrame) -> None:
+        self.frames[inp.benchmark] = frame
+        self.shas[inp.benchmark] = inp.sha256
+
+    def save(self) -> pl.DataFrame:
+        """Write the cache; returns every subset's scores (sorted by subset)."""
+        from guarddiag.files import write_json, write_parquet
+
+        order = sorted(self.frames)
+        frame = pl.concat([self.frames[b] for b in order]) if order else _empty_scores()
+        write_parquet(frame, self.folder / SCORES_FILE)
+        write_json({"key": self.key, "inputs": {b: self.shas[b] for b in order}},
+                   self.folder / SCORES_META)
+        return frame
 
 
 def _empty_scores() -> pl.DataFrame:
@@ -257,18 +278,18 @@ def _score_runs(run_dirs: list[Path], metas: dict[Path, dict[str, Any]],
     for run_dir in run_dirs:
         t0 = time.monotonic()
         meta = metas[run_dir]
-        key = sha256_file(run_dir / MODEL_FILE)
-        kept, todo = _cached_scores(run_dir, key, inputs)
+        cache = ScoreCache.open(run_dir, sha256_file(run_dir / MODEL_FILE))
+        todo = cache.missing(inputs)
         if todo:
             guard = load_guard(run_dir)
             bar = progress(total=sum(len(i.texts) for i in todo), desc=meta["run_id"],
                            unit="ex")
             for inp in todo:
                 probs = softmax(guard_logits(guard, inp.texts, batch_size=batch_size))
-                kept[inp.benchmark] = _score_frame(inp, probs)
+                cache.put(inp, _score_frame(inp, probs))
                 bar.update(len(inp.texts))
             bar.close()
-        scores = _store_scores(run_dir, key, kept, inputs)
+        scores = cache.save()
         frames.append(_with_run_columns(
             scores, run_id=meta["run_id"], guard_kind="branch", branch=meta["branch"],
             size=meta["size"], seed=meta["seed"], label_policy=meta["label_policy"]))

@@ -37,16 +37,20 @@ class _FakeSet:
 
 
 def _fake_benchmarks(texts: dict[str, list[str]]):
+    """A stand-in for guarddiag.data.load_benchmarks that honours the id selection."""
+    import hashlib
+
     def load(ids="all", *, data_dir=None, derived_dir=None):
+        wanted = set(texts) if ids == "all" else \
+            set(ids.split(",") if isinstance(ids, str) else ids)
+        chosen = {b: t for b, t in texts.items() if b in wanted}
         frames = {b: pl.DataFrame({"benchmark": [b] * len(t),
                                    "prompt_id": [str(i + 1) for i in range(len(t))],
                                    "text": t, "label_kind": ["harmful"] * len(t),
                                    "category": [None] * len(t)},
                                   schema_overrides={"category": pl.String})
-                  for b, t in texts.items()}
-        import hashlib
-
-        sha = {b: hashlib.sha256("\n".join(t).encode()).hexdigest() for b, t in texts.items()}
+                  for b, t in chosen.items()}
+        sha = {b: hashlib.sha256("\n".join(t).encode()).hexdigest() for b, t in chosen.items()}
         return _FakeSet(frames, [], sha)
     return load
 
@@ -128,6 +132,33 @@ def test_scoring_is_incremental(setup, monkeypatch):
     monkeypatch.setattr(guarddiag.data, "load_benchmarks", _fake_benchmarks(changed))
     third = predict_runs(runs_dir=runs, pool_path=pool)
     assert {r.n_scored for r in third.runs} == {5}  # only the changed subset, in every run
+
+
+def test_a_narrower_selection_keeps_what_was_scored_before(setup, monkeypatch, tmp_path):
+    import shutil
+
+    import guarddiag.data
+
+    pool, runs_src, _ = setup
+    runs = tmp_path / "runs"
+    shutil.copytree(runs_src, runs)
+    monkeypatch.setattr(guarddiag.data, "load_benchmarks", _fake_benchmarks(BENCH))
+    full = predict_runs(runs_dir=runs, pool_path=pool)
+    before = pl.read_parquet(full.path)
+    narrow = predict_runs(runs_dir=runs, pool_path=pool, benchmarks="xstest_safe")
+    assert narrow.benchmarks == ("xstest_safe", "pool_val")
+    assert all(r.n_scored == 0 for r in narrow.runs)  # nothing re-scored
+    after = pl.read_parquet(narrow.path)
+    assert after.equals(before)  # harmbench_copyright is still there, bit for bit
+    # a new subset joins the others
+    more = dict(BENCH, jbb_benign=["how do i make a paper plane"])
+    monkeypatch.setattr(guarddiag.data, "load_benchmarks", _fake_benchmarks(more))
+    added = predict_runs(runs_dir=runs, pool_path=pool, benchmarks="jbb_benign")
+    assert {r.n_scored for r in added.runs} == {1}
+    table = pl.read_parquet(added.path)
+    assert table.height == before.height + table["run_id"].n_unique()
+    assert set(table["benchmark"].unique()) == {"harmbench_copyright", "xstest_safe",
+                                                "jbb_benign", "pool_val"}
 
 
 def test_survives_decontam_comes_from_the_audit(setup, fake_data, monkeypatch, tmp_path):

@@ -176,8 +176,9 @@ def _register_predict(sub: argparse._SubParsersAction) -> None:
         description="Score every finished run under --runs-dir, and the TF-IDF baseline, on\n"
                     "every available benchmark subset and on the pool's val split (benchmark\n"
                     "pool_val), into <runs-dir>/predictions.parquet. Runs already scored with\n"
-                    "unchanged inputs are not re-scored. survives_decontam comes from the\n"
-                    "audit folder when it exists.\n\n"
+                    "unchanged inputs are not re-scored, and subsets scored earlier stay in\n"
+                    "the table when --benchmarks selects others. survives_decontam comes from\n"
+                    "the audit folder when it exists.\n\n"
                     "  guarddiag predict\n"
                     "  guarddiag predict --benchmarks harmbench_copyright,orbench_hard")
     p.add_argument("--runs-dir", default=None, metavar="DIR",
