@@ -87,8 +87,9 @@ def _run_report(args: argparse.Namespace) -> int:
         derived_dir=Path(args.derived_dir) if args.derived_dir else None)
     result = make_report(options)
     print(f"report: {result.out_dir / 'report.html'}")
+    width = max((len(section) for section, _ in result.sections), default=0) + 2
     for section, note in result.sections:
-        print(f"  {section:<14}{'omitted: ' + note if note else 'ok'}")
+        print(f"  {section:<{width}}{'omitted: ' + note if note else 'ok'}")
     for line in result.headline():
         print(line)
     return 0
