@@ -12,6 +12,10 @@ from pathlib import Path
 import pytest
 
 os.environ.setdefault("GUARDDIAG_PROGRESS", "0")
+# A relative data directory (the README's GUARDDIAG_DATA=../shared/data) is relative to where
+# pytest started; tests that chdir into a temporary folder must still find it.
+if os.environ.get("GUARDDIAG_DATA"):
+    os.environ["GUARDDIAG_DATA"] = str(Path(os.environ["GUARDDIAG_DATA"]).expanduser().resolve())
 
 
 @pytest.fixture(scope="session")
