@@ -6,14 +6,17 @@ Stages (each a library verb; a re-run skips or reuses what is finished):
 2. pool build  - the dual-policy pool (deterministic, seconds) → ``<work>/pool/``;
 3. audit       - exact and near-duplicate overlap with every benchmark → ``<work>/audit/``
                  (a finished audit with the same inputs is reused);
-4. train       - teachers, reference and E1–E10 at the demo size, seed 42; then seeds 43 and 44
+4. mutate      - SORRY-Bench's deterministic linguistic mutations (ASCII, Caesar, Morse,
+                 Atbash, seeded misspellings) of the sorrybench subset → ``<work>/derived/``,
+                 scored and reported like any subset (robustness table);
+5. train       - teachers, reference and E1–E10 at the demo size, seed 42; then seeds 43 and 44
                  of the seed-floor recipes (default: reference, E1, E10), so the report has a
                  seed floor Φb beside the span Δb (finished runs are skipped, an interrupted
                  run resumes from its last checkpoint);
-5. predict     - every run and the TF-IDF baseline on every available benchmark subset and on
+6. predict     - every run and the TF-IDF baseline on every available benchmark subset and on
                  the pool's val split → ``<work>/runs/predictions.parquet`` (runs already scored
                  are not scored again);
-6. report      - ``reports/demo/`` from the saved tables only.
+7. report      - ``reports/demo/`` from the saved tables only.
 
 Example (about 15-25 minutes on 2 CPU cores)::
 
@@ -35,6 +38,8 @@ DEMO_SIZE = "micro"
 DEMO_SEED = 42
 FLOOR_SEEDS: tuple[int, ...] = (43, 44)
 FLOOR_BRANCHES: tuple[str, ...] = ("reference", "E1", "E10")
+MUTATED_BENCHMARK = "sorrybench"
+MUTATIONS: tuple[str, ...] = ("deterministic",)
 
 
 @dataclass(frozen=True)
@@ -50,6 +55,8 @@ class DemoOptions:
     floor_seeds: tuple[int, ...] = FLOOR_SEEDS
     """Extra seeds of the floor recipes, completing a seed triplet with ``seed``."""
     floor_branches: tuple[str, ...] = FLOOR_BRANCHES
+    mutations: tuple[str, ...] = MUTATIONS
+    """Mutations (names or groups) of the sorrybench subset; empty skips the stage."""
     mirror: str | None = None
     """Base URL of a served copy of the data directory, for ``data pull``."""
     n_resamples: int = 2000
@@ -102,6 +109,23 @@ def _no_data_advice(data_dir: Path, why: str) -> str:
             f"pools/, or run `guarddiag data pull --mirror URL` against a served copy of one")
 
 
+def _mutate(mutations: tuple[str, ...], *, data_dir: Path, derived_dir: Path) -> None:
+    """Deterministic mutations of the SORRY-Bench subset, when it is available."""
+    from guarddiag.data import subset_status
+    from guarddiag.sorry.mutate import mutate_benchmark
+
+    if not mutations:
+        return
+    status = subset_status(data_dir=data_dir, ids=MUTATED_BENCHMARK)[0]
+    if status.status != "available":
+        say(f"demo: {MUTATED_BENCHMARK} is {status.status}; no mutations")
+        return
+    result = mutate_benchmark(MUTATED_BENCHMARK, mutations=list(mutations), seed=0,
+                              data_dir=data_dir, derived_dir=derived_dir)
+    say(f"demo: {len(result.subsets)} mutated subset(s): "
+        + ", ".join(m.subset_id for m in result.subsets))
+
+
 def run_demo(options: DemoOptions = DemoOptions()) -> DemoResult:
     """Run every stage of the study at demo size; see the module docstring."""
     from guarddiag.audit import audit_pool
@@ -109,6 +133,7 @@ def run_demo(options: DemoOptions = DemoOptions()) -> DemoResult:
     from guarddiag.pool import build_pool
     from guarddiag.predict import predict_runs
     from guarddiag.report import ReportOptions, make_report
+    from guarddiag.sorry.mutate import resolve_mutations
     from guarddiag.train import train_branches
 
     data_dir = paths.resolve_data_dir(options.data_dir)
@@ -118,9 +143,11 @@ def run_demo(options: DemoOptions = DemoOptions()) -> DemoResult:
     branches = load_branches()
     # Unknown floor branches fail here, before twenty minutes of training.
     select_branches(branches, list(options.floor_branches))
+    if options.mutations:
+        resolve_mutations(list(options.mutations))
 
     def stage(name: str, step: int) -> float:
-        say(f"demo [{step}/6] {name}")
+        say(f"demo [{step}/7] {name}")
         return time.perf_counter()
 
     t = stage("data check", 1)
@@ -136,9 +163,13 @@ def run_demo(options: DemoOptions = DemoOptions()) -> DemoResult:
     audit_pool(work["pool"], data_dir=data_dir, near_dup=True, out_dir=work["audit"])
     times["audit"] = time.perf_counter() - t
 
+    t = stage(f"{MUTATED_BENCHMARK} mutations ({', '.join(options.mutations) or 'none'})", 4)
+    _mutate(options.mutations, data_dir=data_dir, derived_dir=work["derived"])
+    times["mutate"] = time.perf_counter() - t
+
     t = stage(f"train all branches ({options.size}, seed {options.seed}) and the seed floor "
               f"({', '.join(options.floor_branches)} × seeds "
-              f"{', '.join(map(str, options.floor_seeds))})", 4)
+              f"{', '.join(map(str, options.floor_seeds))})", 5)
     trained = train_branches(branches=branches, names="all", sizes=(options.size,),
                              seeds=(options.seed,), runs_dir=work["runs"],
                              pool_path=work["pool"])
@@ -150,12 +181,12 @@ def run_demo(options: DemoOptions = DemoOptions()) -> DemoResult:
         runs += [r for r in floor.runs if r.run_id not in {x.run_id for x in runs}]
     times["train"] = time.perf_counter() - t
 
-    t = stage("predict", 5)
+    t = stage("predict", 6)
     predict_runs(runs_dir=work["runs"], pool_path=work["pool"], audit_dir=work["audit"],
-                 data_dir=data_dir)
+                 benchmarks="all,derived", data_dir=data_dir, derived_dir=work["derived"])
     times["predict"] = time.perf_counter() - t
 
-    t = stage("report", 6)
+    t = stage("report", 7)
     report = make_report(ReportOptions(
         runs_dir=work["runs"], pool_path=work["pool"], audit_dir=work["audit"],
         out_dir=options.out_dir, n_resamples=options.n_resamples, data_dir=data_dir,

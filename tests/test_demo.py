@@ -38,3 +38,13 @@ def test_unknown_floor_branch_fails_before_any_work(tmp_path, capsys):
     assert "E99" in err
     assert "Traceback" not in err
     assert not (tmp_path / "w").exists()
+
+
+def test_unknown_mutation_fails_before_any_work(tmp_path, capsys):
+    code = main(["--data-dir", str(tmp_path), "demo", "--work-dir", str(tmp_path / "w"),
+                 "--mutations", "ascii,rot13"])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "unknown mutation 'rot13'" in err
+    assert "Traceback" not in err
+    assert not (tmp_path / "w").exists()

@@ -10,7 +10,8 @@ from guarddiag.cli import add_parser
 _DESCRIPTION = """\
 Run the whole study at CPU size, in order: data check (pulling data when there is none), pool
 build, contamination audit, training of the teachers, the reference and E1-E10 (seed 42) plus
-seeds 43/44 of the seed-floor recipes, prediction on every available benchmark, and the report.
+seeds 43/44 of the seed-floor recipes, SORRY-Bench's deterministic mutations of sorrybench,
+prediction on every available benchmark and mutated subset, and the report.
 
 Resumable: a re-run reuses the finished audit, skips finished training runs, resumes an
 interrupted one from its last checkpoint and scores only runs not yet scored. About 15-25
@@ -34,7 +35,7 @@ def _seeds(text: str) -> tuple[int, ...]:
 
 
 def register(sub, bench) -> None:
-    from guarddiag.demo import FLOOR_BRANCHES, FLOOR_SEEDS
+    from guarddiag.demo import FLOOR_BRANCHES, FLOOR_SEEDS, MUTATIONS
 
     p = add_parser(sub, "demo", help="run the whole study at CPU size, end to end (resumable)",
                    description=_DESCRIPTION)
@@ -49,6 +50,9 @@ def register(sub, bench) -> None:
                    metavar="SEEDS",
                    help="extra seeds of the floor recipes (with 42 they form a triplet); "
                         "an empty string skips the floor")
+    p.add_argument("--mutations", type=_names, default=",".join(MUTATIONS), metavar="NAMES",
+                   help="mutations of sorrybench (names or groups, see `guarddiag mutate "
+                        "--help`); an empty string skips them")
     p.add_argument("--mirror", default=None, metavar="URL",
                    help="served copy of a data directory, used when no data is present")
     p.add_argument("--bootstrap", type=int, default=2000, metavar="B",
@@ -61,7 +65,8 @@ def _run_demo(args: argparse.Namespace) -> int:
 
     result = run_demo(DemoOptions(
         data_dir=args.data_dir, work_dir=args.work_dir, out_dir=args.out,
-        floor_branches=args.floor_branches, floor_seeds=args.floor_seeds, mirror=args.mirror,
+        floor_branches=args.floor_branches, floor_seeds=args.floor_seeds,
+        mutations=args.mutations, mirror=args.mirror,
         n_resamples=args.bootstrap))
     print(f"demo report: {result.out_dir / 'report.html'}")
     print("stage times: " + ", ".join(f"{k} {v:.0f} s" for k, v in result.stage_seconds.items()))
