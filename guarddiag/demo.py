@@ -18,7 +18,7 @@ Stages (each a library verb; a re-run skips or reuses what is finished):
                  are not scored again);
 7. report      - ``reports/demo/`` from the saved tables only.
 
-Example (about 15-25 minutes on 2 CPU cores)::
+Example (about 10-25 minutes on 2 CPU cores)::
 
     GUARDDIAG_DATA=../shared/data guarddiag demo
 """

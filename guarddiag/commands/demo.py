@@ -14,7 +14,7 @@ seeds 43/44 of the seed-floor recipes, SORRY-Bench's deterministic mutations of 
 prediction on every available benchmark and mutated subset, and the report.
 
 Resumable: a re-run reuses the finished audit, skips finished training runs, resumes an
-interrupted one from its last checkpoint and scores only runs not yet scored. About 15-25
+interrupted one from its last checkpoint and scores only runs not yet scored. About 10-25
 minutes on 2 CPU cores.
 
 Example:
