@@ -129,12 +129,12 @@ def _mutate(mutations: tuple[str, ...], *, data_dir: Path, derived_dir: Path) ->
 def run_demo(options: DemoOptions = DemoOptions()) -> DemoResult:
     """Run every stage of the study at demo size; see the module docstring."""
     from guarddiag.audit import audit_pool
-    from guarddiag.branches import load_branches, select_branches
     from guarddiag.pool import build_pool
     from guarddiag.predict import predict_runs
     from guarddiag.report import ReportOptions, make_report
     from guarddiag.sorry.mutate import resolve_mutations
     from guarddiag.train import train_branches
+    from guarddiag.train.branches import load_branches, select_branches
 
     data_dir = paths.resolve_data_dir(options.data_dir)
     work = paths.work_paths(options.work_dir)

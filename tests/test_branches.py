@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from guarddiag.branches import load_branches, parse_seeds, parse_sizes, plan_runs
 from guarddiag.errors import GuarddiagError
 from guarddiag.paths import branches_dir
 from guarddiag.spec import SpecError
+from guarddiag.train.branches import load_branches, parse_seeds, parse_sizes, plan_runs
 
 
 def test_bundled_specs_are_the_study_branches():

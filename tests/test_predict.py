@@ -11,11 +11,11 @@ import pytest
 from model_fixtures import make_pool, write_tiny_branches
 
 from guarddiag import predictions
-from guarddiag.branches import load_branches
 from guarddiag.errors import GuarddiagError
 from guarddiag.labels import PROB_COLUMNS
 from guarddiag.predict import predict_runs, score_texts
 from guarddiag.train import train_branches
+from guarddiag.train.branches import load_branches
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

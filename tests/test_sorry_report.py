@@ -12,8 +12,8 @@ from synthetic_runs import frame, rows_for, run_meta
 from guarddiag import files
 from guarddiag.data import load_benchmark
 from guarddiag.report import ReportOptions, make_report, with_sections
+from guarddiag.report.sorry_sections import sorry_sections
 from guarddiag.sorry.mutate import _write_subset, mutate_frame
-from guarddiag.sorry.report_sections import sorry_sections
 
 
 @pytest.mark.realdata

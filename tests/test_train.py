@@ -12,7 +12,6 @@ import torch
 from model_fixtures import make_pool, write_tiny_branches
 from scipy.special import log_softmax as np_log_softmax
 
-from guarddiag.branches import load_branches, plan_runs
 from guarddiag.errors import GuarddiagError
 from guarddiag.model import MODEL_FILE, load_weights, train_tokenizer
 from guarddiag.train import (
@@ -31,6 +30,7 @@ from guarddiag.train import (
     train_branches,
     train_run,
 )
+from guarddiag.train.branches import load_branches, plan_runs
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

@@ -13,9 +13,9 @@ intersection) the targets on the rarest tokens' short posting lists, giving a lo
 A target sharing none of the first ``i`` tokens shares at most ``L - i`` tokens with the query,
 so its Jaccard is at most ``(L - i) / |query|``: every target that can reach ``b`` lies on the
 posting lists of the first ``p`` tokens, ``p`` being the first position where that bound drops
-below ``b`` (the prefix-filtering argument of ``guarddiag.neardup``, used for a maximum instead
-of a threshold) - typically every token but the handful of most common words. Stage 2 counts,
-for those targets, the tokens they share among the first ``p`` (``shared``); the ``L - p``
+below ``b`` (the prefix-filtering argument of ``guarddiag.audit.neardup``, used for a maximum
+instead of a threshold) - typically every token but the handful of most common words. Stage 2
+counts, for those targets, the tokens they share among the first ``p`` (``shared``); the ``L - p``
 skipped tokens can add at most ``L - p``, which bounds each target's Jaccard from below and
 above. Targets whose upper bound is below the best lower bound are dropped; the rest are
 verified exactly. Ties go to the lowest target index.

@@ -31,7 +31,7 @@ from typing import Any
 from guarddiag.errors import GuarddiagError
 from guarddiag.labels import CLASS_INDEX, CLASSES, pillar_ids
 from guarddiag.paths import manifests_dir
-from guarddiag.pool_sources import READERS, FileRef, SourceSpec
+from guarddiag.pool.sources import READERS, FileRef, SourceSpec
 from guarddiag.spec import Problems, check_keys, load_yaml_mapping
 
 SPLITS: tuple[str, ...] = ("train", "val", "cal")

@@ -1,6 +1,6 @@
 """The dual-policy training pool: public prompts labelled under policy A and policy B.
 
-``build_pool`` reads the sources a recipe names (see :mod:`guarddiag.pool_spec`), applies both
+``build_pool`` reads the sources a recipe names (see :mod:`guarddiag.pool.spec`), applies both
 policies as data, adds the synthetic rows the recipe asks for (copyright-reproduction requests
 from title lists, COMPOUND rows that join a benign instruction to a blocked request and record
 its character span, jailbreak wrappers around benign requests), removes duplicates (equal
@@ -30,8 +30,8 @@ from guarddiag import files as gfiles
 from guarddiag.errors import GuarddiagError
 from guarddiag.labels import CLASS_INDEX, CLASSES, LOOSE, STRICT, BinaryMapping, pillar_ids
 from guarddiag.paths import manifests_dir
-from guarddiag.pool_sources import SourceSpec, csv_records, read_source, verify_refs
-from guarddiag.pool_spec import (
+from guarddiag.pool.sources import SourceSpec, csv_records, read_source, verify_refs
+from guarddiag.pool.spec import (
     BLOCKING,
     SPLITS,
     SYNTHETIC_COMPOUND,

@@ -1,6 +1,6 @@
 """The ``guarddiag`` command: one thin sub-command per stage, each calling one library verb.
 
-Sub-commands live in :mod:`guarddiag.commands`, one module per area; each module's
+Sub-commands live in :mod:`guarddiag.cli`, one module per area; each module's
 ``register(sub, bench)`` adds its parsers to the top-level sub-parsers and to ``bench``'s.
 Heavy libraries (torch, transformers, matplotlib) are imported inside handlers, so
 ``guarddiag --help`` stays fast.
@@ -61,7 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=_Formatter)
     bench = bench_parser.add_subparsers(dest="bench_command", metavar="BENCH", required=True)
     for name in COMMAND_MODULES:
-        import_module(f"guarddiag.commands.{name}").register(sub, bench)
+        import_module(f"guarddiag.cli.{name}").register(sub, bench)
     return parser
 
 

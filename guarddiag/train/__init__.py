@@ -37,7 +37,6 @@ import polars as pl
 import torch
 import torch.nn.functional as F  # noqa: N812 (the usual alias)
 
-from guarddiag.branches import BranchSet, BranchSpec, PlannedRun, plan_runs
 from guarddiag.errors import GuarddiagError
 from guarddiag.labels import CLASS_INDEX, CLASSES, LOOSE, pillar_ids
 from guarddiag.model import (
@@ -58,6 +57,7 @@ from guarddiag.model import (
     train_tokenizer,
 )
 from guarddiag.progress import progress, say
+from guarddiag.train.branches import BranchSet, BranchSpec, PlannedRun, plan_runs
 
 POOL_COLUMNS = ("prompt_id", "text", "label_a", "label_b", "pillars_a", "pillars_b",
                 "span_start", "span_end", "split")

@@ -92,8 +92,8 @@ def fit_baseline(spec: BaselineSpec, pool: Pool) -> TfidfGuard:
 
 def _teacher_rows() -> dict[str, int | None]:
     """train_rows of the bundled teachers, so the baseline sees the teachers' sample."""
-    from guarddiag.branches import load_branches
     from guarddiag.errors import GuarddiagError
+    from guarddiag.train.branches import load_branches
 
     try:
         branches = load_branches()

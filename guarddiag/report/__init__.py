@@ -1307,7 +1307,7 @@ def write_report(report: Report, out_dir: str | Path, *,
 def default_sections(options: ReportOptions) -> tuple[SectionBuilder, ...]:
     """:data:`DEFAULT_SECTIONS` plus the SORRY-Bench breakdowns (categories, mutation
     robustness, benchmark balance), which omit themselves when their inputs are absent."""
-    from guarddiag.sorry.report_sections import sorry_sections
+    from guarddiag.report.sorry_sections import sorry_sections
 
     return with_sections(sorry_sections(data_dir=options.data_dir,
                                         derived_dir=options.derived_dir))

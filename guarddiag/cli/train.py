@@ -62,7 +62,7 @@ def _register_branches(sub: argparse._SubParsersAction) -> None:
 
 
 def _run_validate(args: argparse.Namespace) -> int:
-    from guarddiag.branches import load_branches
+    from guarddiag.train.branches import load_branches
 
     branches = load_branches(args.branches_dir)
     print(f"{len(branches.branches)} branch specs OK in {branches.folder}: "
@@ -71,7 +71,7 @@ def _run_validate(args: argparse.Namespace) -> int:
 
 
 def _run_list(args: argparse.Namespace) -> int:
-    from guarddiag.branches import load_branches
+    from guarddiag.train.branches import load_branches
 
     branches = load_branches(args.branches_dir)
     header = ("branch", "routes", "labels", "teacher", "parent", "size", "rows", "epochs",
@@ -145,9 +145,9 @@ def _parse_checkpoints(items: list[str]) -> dict[str, str]:
 
 
 def _run_train(args: argparse.Namespace) -> int:
-    from guarddiag.branches import load_branches, parse_seeds, parse_sizes
     from guarddiag.paths import work_paths
     from guarddiag.train import RunOptions, train_branches
+    from guarddiag.train.branches import load_branches, parse_seeds, parse_sizes
 
     paths = work_paths()
     sizes = parse_sizes(args.sizes)

@@ -8,8 +8,9 @@ For every benchmark subset the audit counts
 * **near** duplicates (``near_dup=True``), a separate column: a pool row whose word set
   (:func:`guarddiag.text.word_set`) has Jaccard similarity ≥ ``threshold`` (default 0.8) with the
   prompt's, and that is not an exact overlap. Found by prefix filtering
-  (:mod:`guarddiag.neardup`), which reports exactly the pairs a brute-force scan would. A benchmark
-  prompt counts as near only when it has no exact overlap, so exact + near never double-count.
+  (:mod:`guarddiag.audit.neardup`), which reports exactly the pairs a brute-force scan would.
+  A benchmark prompt counts as near only when it has no exact overlap, so exact + near never
+  double-count.
 
 It then writes, to ``out_dir`` (default ``work/audit/``)::
 
@@ -39,8 +40,8 @@ from typing import Any
 import polars as pl
 
 from guarddiag import files
+from guarddiag.audit.neardup import check_threshold, similar_pairs
 from guarddiag.errors import GuarddiagError, at
-from guarddiag.neardup import check_threshold, similar_pairs
 from guarddiag.progress import say
 from guarddiag.text import normalise, words_of_normal_form
 

@@ -118,7 +118,7 @@ def _run_audit(args: argparse.Namespace) -> int:
 
 
 def _run_bench(args: argparse.Namespace) -> int:
-    from guarddiag.audit_bench import bench_audit
+    from guarddiag.audit.bench import bench_audit
     from guarddiag.paths import resolve_data_dir
 
     report = bench_audit(rows=args.rows, near_rows=args.near_rows, threshold=args.threshold,

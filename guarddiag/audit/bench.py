@@ -343,7 +343,7 @@ def recall_check(pool_texts: Sequence[str], bench_texts: Sequence[str], *,
                  ) -> RecallResult:
     """Recall and precision of the prefix-filter join against brute force on a seeded sample of
     ``rows`` pool rows (all rows when None)."""
-    from guarddiag.neardup import similar_pairs
+    from guarddiag.audit.neardup import similar_pairs
 
     rng = np.random.default_rng(seed)
     if rows is not None and rows < len(pool_texts):

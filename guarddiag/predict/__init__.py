@@ -249,7 +249,7 @@ def predict_runs(*, runs_dir: str | Path, pool_path: str | Path,
     with torch_threads(threads):
         frames, report = _score_runs(run_dirs, metas, inputs, batch_size=batch_size)
     if baseline:
-        from guarddiag.baseline import score_baselines
+        from guarddiag.predict.baseline import score_baselines
 
         for run_id, info, scores, n_scored, secs in score_baselines(
                 pool=pool, inputs=inputs, runs_dir=runs_dir):

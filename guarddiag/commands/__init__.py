@@ -1,1 +1,0 @@
-"""Sub-command parsers, one module per area (see :mod:`guarddiag.cli`)."""
