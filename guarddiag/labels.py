@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from functools import cache
 
 from guarddiag.errors import GuarddiagError, unknown_name
+from guarddiag.paths import manifests_dir
+from guarddiag.spec import load_yaml_mapping, require_keys
 
 CLASSES: tuple[str, ...] = ("GENERIC_SAFE", "BOUNDARY_SAFE", "HARMFUL", "COMPOUND")
 """The four coarse classes, in the order of every probability vector and model head."""
@@ -88,9 +90,6 @@ class Pillar:
 @cache
 def pillars() -> tuple[Pillar, ...]:
     """The pillar taxonomy from ``data_manifests/policies/pillars.yaml``, in head order."""
-    from guarddiag.paths import manifests_dir
-    from guarddiag.spec import load_yaml_mapping, require_keys
-
     path = manifests_dir() / "policies" / "pillars.yaml"
     doc = load_yaml_mapping(path)
     rows = doc.get("pillars")

@@ -2,22 +2,14 @@
 
 Figures are built with the object-oriented API (``matplotlib.figure.Figure``), never pyplot, so
 nothing touches global state or the user's backend, and a figure needs no closing. Numbers come
-from the analyses' result objects; these functions only draw them.
-
-:func:`save_figure` writes PNG and PDF without dates or other run-dependent metadata, so the same
-results give the same bytes; :func:`png_bytes` gives the PNG for embedding in HTML.
+from the analyses' result objects; these functions only draw them, in the paper style of
+:mod:`guarddiag.figures`, whose :func:`~guarddiag.figures.save_figure` writes them.
 """
 
 from __future__ import annotations
 
-import io
-from collections.abc import Iterator
-from contextlib import contextmanager
-from pathlib import Path
-
 import numpy as np
 import polars as pl
-from matplotlib import rc_context
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
@@ -25,39 +17,10 @@ from guarddiag.analyses.contamination import ContaminationResult
 from guarddiag.analyses.load import BenchmarkLoadResult
 from guarddiag.analyses.rank import BranchRankResult
 from guarddiag.analyses.tables import RecipeTableResult
-from guarddiag.files import atomic_path
+from guarddiag.figures import paper_style
 
-_STYLE = {
-    "font.family": "DejaVu Sans",
-    "font.size": 8,
-    "axes.titlesize": 9,
-    "axes.labelsize": 8,
-    "xtick.labelsize": 7,
-    "ytick.labelsize": 7,
-    "legend.fontsize": 7,
-    "axes.spines.top": False,
-    "axes.spines.right": False,
-    "axes.linewidth": 0.6,
-    "xtick.major.width": 0.6,
-    "ytick.major.width": 0.6,
-    "lines.linewidth": 1.0,
-    "savefig.bbox": "tight",
-    "savefig.pad_inches": 0.05,
-    "svg.hashsalt": "guarddiag",
-    "pdf.fonttype": 42,
-}
 # Colour-blind-safe pair (Okabe–Ito) for the two series every figure compares.
 _BLUE, _ORANGE, _GREY, _GREEN = "#0072B2", "#E69F00", "#999999", "#009E73"
-PNG_DPI = 150
-# No creation dates: same results, same bytes.
-_PNG_META = {"Software": None}
-_PDF_META = {"Creator": None, "Producer": None, "CreationDate": None, "ModDate": None}
-
-
-@contextmanager
-def _style() -> Iterator[None]:
-    with rc_context(_STYLE):
-        yield
 
 
 def _new(width: float, height: float) -> Figure:
@@ -66,42 +29,6 @@ def _new(width: float, height: float) -> Figure:
 
 def _short(name: str, limit: int = 24) -> str:
     return name if len(name) <= limit else name[:limit - 1] + "…"
-
-
-# ─── saving ────────────────────────────────────────────────────────────────────────────────────
-
-def _settle(fig: Figure) -> None:
-    # Constrained layout (and colorbars) move a little between the first and second draw; one
-    # draw before saving makes every save of a figure give the same bytes, PNG or PDF first.
-    fig.draw_without_rendering()
-
-
-def png_bytes(fig: Figure) -> bytes:
-    with _style():
-        _settle(fig)
-        buf = io.BytesIO()
-        fig.savefig(buf, format="png", dpi=PNG_DPI, metadata=_PNG_META)
-    return buf.getvalue()
-
-
-def pdf_bytes(fig: Figure) -> bytes:
-    with _style():
-        _settle(fig)
-        buf = io.BytesIO()
-        fig.savefig(buf, format="pdf", metadata=_PDF_META)
-    return buf.getvalue()
-
-
-def save_figure(fig: Figure, stem: str | Path) -> tuple[Path, Path]:
-    """Write ``<stem>.png`` and ``<stem>.pdf`` atomically; returns both paths."""
-    stem = Path(stem)
-    out = []
-    for suffix, data in ((".png", png_bytes(fig)), (".pdf", pdf_bytes(fig))):
-        path = stem.with_suffix(suffix)
-        with atomic_path(path) as tmp:
-            tmp.write_bytes(data)
-        out.append(path)
-    return out[0], out[1]
 
 
 # ─── figures ───────────────────────────────────────────────────────────────────────────────────
@@ -113,7 +40,7 @@ def overlap_bars(contamination: ContaminationResult) -> Figure:
     names = t["benchmark"].to_list()
     exact = np.array(t["share_exact"].fill_null(0).to_list()) * 100
     near = np.array(t["share_near"].fill_null(0).to_list()) * 100
-    with _style():
+    with paper_style():
         fig = _new(5.0, 0.28 * len(names) + 1.0)
         ax = fig.add_subplot()
         y = np.arange(len(names))
@@ -139,7 +66,7 @@ def score_heatmap(recipes: RecipeTableResult) -> Figure:
     grid = np.full((len(entities), len(benches)), np.nan)
     for r in t.iter_rows(named=True):
         grid[entities.index(r["entity"]), benches.index(r["benchmark"])] = r["score"] * 100
-    with _style():
+    with paper_style():
         fig = _new(0.55 * len(benches) + 2.2, 0.22 * len(entities) + 1.6)
         ax = fig.add_subplot()
         im = ax.imshow(np.ma.masked_invalid(grid), cmap="viridis", vmin=0, vmax=100,
@@ -166,7 +93,7 @@ def span_vs_floor(load: BenchmarkLoadResult, *, subset: str, mapping: str) -> Fi
     delta = np.array(t["delta"].fill_null(np.nan).to_list(), dtype=float) * 100
     widest = np.array(t["floor_widest"].fill_null(np.nan).to_list(), dtype=float) * 100
     median = np.array(t["floor_median"].fill_null(np.nan).to_list(), dtype=float) * 100
-    with _style():
+    with paper_style():
         fig = _new(5.0, 0.3 * max(len(names), 1) + 1.2)
         ax = fig.add_subplot()
         y = np.arange(len(names))
@@ -194,7 +121,7 @@ def mapping_effect_plot(by_recipe: pl.DataFrame, *, benchmark: str) -> Figure:
     names = t["entity"].to_list()
     loose = np.array(t["loose"].to_list(), dtype=float) * 100
     strict = np.array(t["strict"].to_list(), dtype=float) * 100
-    with _style():
+    with paper_style():
         fig = _new(4.6, 0.24 * max(len(names), 1) + 1.2)
         ax = fig.add_subplot()
         y = np.arange(len(names))[::-1]
@@ -214,7 +141,7 @@ def rank_plot(rank: BranchRankResult) -> Figure:
     """Branches in rank order on the rank-test benchmark, the named group highlighted, with the
     exact p-value per model size."""
     sizes = rank.tests
-    with _style():
+    with paper_style():
         fig = _new(2.6 * len(sizes) + 1.0, 2.6)
         axes = fig.subplots(1, len(sizes), squeeze=False)[0]
         for ax, (size, test) in zip(axes, sizes, strict=True):

@@ -34,7 +34,8 @@ from pathlib import Path
 import polars as pl
 
 from guarddiag.errors import GuarddiagError
-from guarddiag.labels import CLASSES, PROB_COLUMNS
+from guarddiag.files import read_table
+from guarddiag.labels import CLASSES, PROB_COLUMNS, BinaryMapping
 
 KEY: tuple[str, ...] = ("run_id", "benchmark", "prompt_id")
 
@@ -146,8 +147,6 @@ def check_same_prompt_sets(df: pl.DataFrame, *, source: str = "predictions") -> 
 
 
 def read(path: str | Path, *, same_prompt_sets: bool = False) -> pl.DataFrame:
-    from guarddiag.files import read_table
-
     return validate(read_table(path), source=str(path), same_prompt_sets=same_prompt_sets)
 
 
@@ -169,7 +168,33 @@ def load_runs(runs_dir: str | Path, *, same_prompt_sets: bool = False) -> pl.Dat
             f"{runs_dir}: no predictions.parquet or outside/*.parquet; run `guarddiag predict` "
             f"or `guarddiag guards score` first"
         )
-    from guarddiag.files import read_table
-
     parts = [validate(read_table(f), source=str(f)) for f in files]
     return validate(pl.concat(parts), source=str(runs_dir), same_prompt_sets=same_prompt_sets)
+
+
+# ─── binary read-out ───────────────────────────────────────────────────────────────────────────
+
+def with_unsafe_probability(df: pl.DataFrame, mapping: BinaryMapping, *,
+                            column: str = "p_unsafe_mapped") -> pl.DataFrame:
+    """Add P(unsafe) under ``mapping`` (``column``) and the read-out used (``readout``).
+
+    P(unsafe) is the sum of the class probabilities of the mapping's unsafe classes where the row
+    has class probabilities (``readout = "class_probs"``), and the guard's own ``p_unsafe``
+    otherwise (``readout = "p_unsafe"``).
+    """
+    has_probs = pl.all_horizontal([pl.col(c).is_not_null() for c in PROB_COLUMNS])
+    unsafe_cols = [f"p_{c}" for c in CLASSES if c in mapping.unsafe]
+    mapped = pl.sum_horizontal([pl.col(c) for c in unsafe_cols]) if unsafe_cols else pl.lit(0.0)
+    return df.with_columns(
+        pl.when(has_probs).then(mapped).otherwise(pl.col("p_unsafe")).alias(column),
+        pl.when(has_probs).then(pl.lit("class_probs")).otherwise(pl.lit("p_unsafe"))
+        .alias("readout"),
+    )
+
+
+def check_threshold(threshold: float) -> float:
+    """``threshold`` as a float, or a one-line error unless it is a number in [0, 1]."""
+    if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) \
+            or not 0.0 <= float(threshold) <= 1.0:
+        raise GuarddiagError(f"threshold: expected a number in [0, 1], got {threshold!r}")
+    return float(threshold)

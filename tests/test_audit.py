@@ -27,6 +27,7 @@ from guarddiag.audit import (
     read_pool,
     write_audit,
 )
+from guarddiag.audit import run as audit_run
 from guarddiag.audit.neardup import similar_pairs
 from guarddiag.cli import main
 from guarddiag.errors import GuarddiagError
@@ -318,7 +319,7 @@ def test_audit_pool_reuses_a_finished_audit_and_redoes_a_changed_one(tmp_path,
     audit_pool(pool, out_dir=out)
     calls = []
     real = audit_mod.audit_frames
-    monkeypatch.setattr(audit_mod, "audit_frames", lambda *a, **k: calls.append(1) or real(*a, **k))
+    monkeypatch.setattr(audit_run, "audit_frames", lambda *a, **k: calls.append(1) or real(*a, **k))
     again = audit_pool(pool, out_dir=out)
     assert calls == []
     assert again.benchmarks[1].n_exact == 3
@@ -465,13 +466,13 @@ def test_real_benchmarks_planted_copies_are_found(tmp_path, real_data_dir, capsy
 # ─── bench helpers ─────────────────────────────────────────────────────────────────────────────
 
 def test_recall_check_oracle_matches_pairwise_jaccard():
-    from guarddiag.audit.bench import _brute_force_pairs, recall_check
+    from guarddiag.audit.bench import brute_force_pairs, recall_check
 
     bench, pool = _constructed_near_set(seed=5, n_bench=150, n_pool=900)
     bs, ps = [word_set(t) for t in bench], [word_set(t) for t in pool]
     pairwise = {(i, j) for i, a in enumerate(bs) for j, b in enumerate(ps)
                 if jaccard(a, b) >= 0.8}
-    assert _brute_force_pairs(bs, ps, 0.8, chunk=128) == pairwise
+    assert brute_force_pairs(bs, ps, 0.8, chunk=128) == pairwise
     res = recall_check(pool, bench, threshold=0.8, rows=None)
     assert (res.oracle_pairs, res.found_pairs, res.recall, res.precision) == (
         len(pairwise), len(pairwise), 1.0, 1.0)

@@ -24,7 +24,7 @@ from guarddiag.files import read_json
 from guarddiag.labels import CLASSES
 from guarddiag.paths import manifests_dir
 from guarddiag.pool import POOL_SCHEMA, agreement, build_pool, cohen_kappa, load_pool
-from guarddiag.pool.spec import load_recipe
+from guarddiag.pool.recipe import load_recipe
 from guarddiag.text import normalise
 
 G, BS, H, C = CLASSES

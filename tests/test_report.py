@@ -17,7 +17,8 @@ from synthetic_runs import COPY, study_like
 
 from guarddiag import files
 from guarddiag.cli import main
-from guarddiag.report import Column, Table, _pivot, render_latex
+from guarddiag.report import Column, Table, pivot_by_cohort, render_latex
+from guarddiag.report.schema import validate_json
 
 SCRIPT = "<script>document.body.setAttribute('data-xss','script')</script>"
 IMG = "<img src=x onerror=\"document.body.setAttribute('data-xss','img')\">"
@@ -161,7 +162,7 @@ def test_pivot_splits_columns_by_prompt_set():
         "subset": ["full"] * 3, "mapping_applied": ["loose"] * 3, "threshold": [0.5] * 3,
         "prompt_set": ["p1", "p1", "p2"], "n_scored": [10, 10, 9], "score": [0.1, 0.2, 0.3],
         "low": [0.0] * 3, "high": [1.0] * 3})
-    frame_, cols = _pivot(rows, entity_cols=["entity"])
+    frame_, cols = pivot_by_cohort(rows, entity_cols=["entity"])
     assert [c.key for c in cols] == ["x", "x~1"]
     assert frame_["x"].to_list() == [0.1, 0.2, None]
     assert frame_["x~1"].to_list() == [None, None, 0.3]
@@ -271,8 +272,7 @@ def test_html_runs_no_script_in_headless_chromium(built, tmp_path):
     # The DOM after the page ran: had any payload executed it would have set data-xss on
     # <body>; had one been parsed as markup it would be an element here, not text.
     _assert_inert(dom.stdout)
-    shot = REPO / "reports" / "xss_check.png"
-    shot.parent.mkdir(exist_ok=True)
+    shot = tmp_path / "xss_check.png"  # never into the repository (tests write only to tmp)
     cap = subprocess.run([*flags, "--window-size=1280,2400", "--hide-scrollbars",
                           f"--screenshot={shot}", page], capture_output=True, text=True,
                          timeout=120, check=False)
@@ -294,6 +294,7 @@ def test_absent_inputs_omit_sections_with_a_note(tmp_path, capsys):
     assert omitted["correlation"].startswith("no VAL scores")
     assert omitted["scores"] is None
     assert res["sections"][-1]["id"] == "disclosure"
+    assert validate_json(res) == []
     assert any("pool" in n for n in res["notes"])
     assert "Omitted: no pool.parquet." in (out / "report.html").read_text(encoding="utf-8")
     printed = capsys.readouterr().out
@@ -372,3 +373,14 @@ def test_failed_guard_rows_are_counted_not_read_as_safe(built):
     scored = df.filter((pl.col("benchmark") == COPY) & (pl.col("status") == "ok"))
     assert rec["value"] == pytest.approx(float(np.mean(scored["p_unsafe"].to_numpy() >= 0.5)))
     assert "3 of 30 prompts failed" in (out / "report.md").read_text(encoding="utf-8")
+
+
+def test_results_json_follows_the_schema(built):
+    """Every section present (outside guard with failed rows, pool, audit): results.json
+    conforms to the JSON Schema generated from guarddiag.report.schema."""
+    _, out = built
+    res = _results(out)
+    assert {s["id"] for s in res["sections"] if s["omitted"] is None} >= {
+        "summary", "contamination", "scores", "load", "rank", "mapping", "outside",
+        "correlation", "val", "pool", "study", "disclosure"}
+    assert validate_json(res) == []

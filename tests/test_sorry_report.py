@@ -11,8 +11,7 @@ from synthetic_runs import frame, rows_for, run_meta
 
 from guarddiag import files
 from guarddiag.data import load_benchmark
-from guarddiag.report import ReportOptions, make_report, with_sections
-from guarddiag.report.sorry_sections import sorry_sections
+from guarddiag.report import SORRY_SECTIONS, ReportOptions, make_report, with_sections
 from guarddiag.sorry.mutate import _write_subset, mutate_frame
 
 
@@ -38,9 +37,9 @@ def test_sorry_sections_in_the_report(real_data_dir, tmp_path, monkeypatch):
     files.write_parquet(preds, tmp_path / "work" / "runs" / "predictions.parquet")
     out = tmp_path / "out"
     opts = ReportOptions(runs_dir=tmp_path / "work" / "runs", pool_path=None, audit_dir=None,
-                         out_dir=out, n_resamples=200)
-    make_report(opts, sections=with_sections(sorry_sections(data_dir=real_data_dir,
-                                                            derived_dir=derived)))
+                         out_dir=out, n_resamples=200, data_dir=real_data_dir,
+                         derived_dir=derived)
+    make_report(opts, sections=with_sections(SORRY_SECTIONS))
     res = json.loads((out / "results.json").read_text(encoding="utf-8"))
     ids_in_order = [s["id"] for s in res["sections"]]
     assert ids_in_order[-4:] == ["sorry_categories", "sorry_robustness", "sorry_balance",

@@ -14,6 +14,7 @@ from scipy.special import log_softmax as np_log_softmax
 
 from guarddiag.errors import GuarddiagError
 from guarddiag.model import MODEL_FILE, load_weights, train_tokenizer
+from guarddiag.pool.table import hash_unit, read_pool, sample_split
 from guarddiag.train import (
     LossWeights,
     RunOptions,
@@ -22,11 +23,8 @@ from guarddiag.train import (
     distill_loss,
     encode_rows,
     guard_loss,
-    hash_unit,
     label_rows,
     policy_a_mask,
-    read_pool,
-    sample_split,
     train_branches,
     train_run,
 )

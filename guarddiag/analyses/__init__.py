@@ -1,5 +1,13 @@
 """Pure analyses over the saved tables; each returns a frozen result object with ``to_frame()``.
 
+Modules: :mod:`~.scores` (CAP / OVER-REF / VAL with bootstrap intervals), :mod:`~.load` (span
+vs seed floor), :mod:`~.rank` (exact rank test), :mod:`~.mapping` and :mod:`~.tables` (mapping
+effect, recipe tables), :mod:`~.outside`, :mod:`~.correlation`, :mod:`~.pool`,
+:mod:`~.contamination`, :mod:`~.disclosure`, :mod:`~.study` (beside the study's numbers),
+:mod:`~.sorry` (the SORRY-Bench analyses of the report), and the analysis step:
+:mod:`~.inputs` (load every saved input once) and :mod:`~.step` (run every analysis once,
+:func:`run_analyses` → :class:`AnalysisResults`).
+
 The report renders these results and computes nothing itself.
 """
 
@@ -8,6 +16,7 @@ from __future__ import annotations
 from guarddiag.analyses.contamination import ContaminationResult, contamination_table
 from guarddiag.analyses.correlation import CorrelationResult, val_correlation
 from guarddiag.analyses.disclosure import DisclosureResult, disclosure_card
+from guarddiag.analyses.inputs import ReportInputs, load_inputs
 from guarddiag.analyses.load import BenchmarkLoadResult, benchmark_load
 from guarddiag.analyses.mapping import MappingEffectResult, mapping_effect
 from guarddiag.analyses.outside import OutsideComparisonResult, outside_comparison
@@ -19,10 +28,14 @@ from guarddiag.analyses.pool import (
 )
 from guarddiag.analyses.rank import BranchRankResult, branch_rank_test
 from guarddiag.analyses.scores import ScoresResult, check_prompt_sets, compute_scores
+from guarddiag.analyses.sorry import SorryCategoriesResult, SorryResults, sorry_results
+from guarddiag.analyses.step import AnalysisOptions, AnalysisResults, analyse, run_analyses
 from guarddiag.analyses.study import StudyComparisonResult, study_comparison
 from guarddiag.analyses.tables import RecipeTableResult, mapping_effect_by_recipe, recipe_table
 
 __all__ = [
+    "AnalysisOptions",
+    "AnalysisResults",
     "BenchmarkLoadResult",
     "BranchRankResult",
     "ContaminationResult",
@@ -32,20 +45,27 @@ __all__ = [
     "OutsideComparisonResult",
     "PoolStatsResult",
     "RecipeTableResult",
+    "ReportInputs",
     "ScoresResult",
+    "SorryCategoriesResult",
+    "SorryResults",
     "StudyComparisonResult",
     "ValOverlapResult",
+    "analyse",
     "benchmark_load",
     "branch_rank_test",
     "check_prompt_sets",
     "compute_scores",
     "contamination_table",
     "disclosure_card",
+    "load_inputs",
     "mapping_effect",
     "mapping_effect_by_recipe",
     "outside_comparison",
     "pool_statistics",
     "recipe_table",
+    "run_analyses",
+    "sorry_results",
     "study_comparison",
     "val_correlation",
     "validation_overlap",

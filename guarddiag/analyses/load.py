@@ -23,6 +23,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import cast
 
 import polars as pl
 
@@ -101,10 +102,11 @@ def benchmark_load(scores: ScoresResult, *, min_seeds: int = DEFAULT_MIN_SEEDS,
         seeds = sorted(s for s in part["seed"].to_list() if s is not None)
         if len(seeds) < min_seeds:
             continue
-        lo, hi = float(part["score"].min()), float(part["score"].max())
+        low = float(cast(float, part["score"].min()))
+        high = float(cast(float, part["score"].max()))
         groups.append({**dict(zip([*_COHORT, "size", "branch"], key, strict=True)),
                        "seeds": ",".join(str(s) for s in seeds), "n_seeds": len(seeds),
-                       "low": lo, "high": hi, "range": hi - lo})
+                       "low": low, "high": high, "range": high - low})
     group_schema = {**{c: pl.String() for c in [*_COHORT, "size", "branch", "seeds"]},
                     "n_seeds": pl.Int64(), "low": pl.Float64(), "high": pl.Float64(),
                     "range": pl.Float64()}
@@ -116,7 +118,7 @@ def benchmark_load(scores: ScoresResult, *, min_seeds: int = DEFAULT_MIN_SEEDS,
         match = pl.all_horizontal([pl.col(c) == v for c, v in cohort.items()])
         spans = by_size_df.filter(match)
         floors = groups_df.filter(match).sort(["range", "size", "branch"])
-        delta = float(spans["range"].mean()) if spans.height else None
+        delta = float(cast(float, spans["range"].mean())) if spans.height else None
         ranges = floors["range"].to_list()
         widest = max(ranges) if ranges else None
         widest_row = floors.row(-1, named=True) if floors.height else None
@@ -125,7 +127,7 @@ def benchmark_load(scores: ScoresResult, *, min_seeds: int = DEFAULT_MIN_SEEDS,
         else:
             load = "policy" if delta > widest else "capability"
         out.append({**cohort, "delta": delta, "n_sizes": spans.height,
-                    "n_branches": int(spans["n_branches"].max()) if spans.height else 0,
+                    "n_branches": int(cast(int, spans["n_branches"].max())) if spans.height else 0,
                     "floor_median": statistics.median(ranges) if ranges else None,
                     "floor_widest": widest,
                     "widest_group": (f"{widest_row['size']}/{widest_row['branch']}"

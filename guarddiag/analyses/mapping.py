@@ -42,7 +42,7 @@ def mapping_effect(scores: ScoresResult, *, loose: str = "loose",
                 f"mapping effect: scores were computed under {', '.join(scores.mappings)}; "
                 f"mapping {name!r} is missing")
 
-    def side(mapping: str, prefix: str, extra: tuple = ()) -> pl.DataFrame:
+    def side(mapping: str, prefix: str, extra: tuple[str | pl.Expr, ...] = ()) -> pl.DataFrame:
         return scores.binary(mapping=mapping).select(
             *_KEY, *extra, pl.col("score").alias(prefix),
             pl.col("ci_low").alias(f"{prefix}_low"), pl.col("ci_high").alias(f"{prefix}_high"))

@@ -10,13 +10,19 @@ its own column.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
+
+if TYPE_CHECKING:
+    from polars._typing import PolarsDataType
 
 from guarddiag.analyses.load import student_runs
 from guarddiag.analyses.scores import ScoresResult
 
-SCHEMA = {"entity": pl.String, "kind": pl.String, "size": pl.String, "benchmark": pl.String,
+# Keys typed Any: DataFrame.cast takes a mapping keyed by names or selectors.
+SCHEMA: dict[Any, PolarsDataType] = {
+          "entity": pl.String, "kind": pl.String, "size": pl.String, "benchmark": pl.String,
           "metric_alias": pl.String, "mapping": pl.String, "mapping_applied": pl.String,
           "readout": pl.String,
           "prompt_set": pl.String, "n_scored": pl.Int64, "n_failed": pl.Int64,

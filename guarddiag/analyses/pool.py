@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import polars as pl
 
@@ -72,7 +72,9 @@ def pool_statistics(pool: pl.DataFrame, *,
             "coarse_agreement": sum(x == y for x, y in zip(a, b, strict=True)) / part.height,
             "binary_agreement": sum(x == y for x, y in zip(ua, ub, strict=True)) / part.height,
             "kappa_coarse": _finite(stats.cohen_kappa(a, b)),
-            "kappa_binary": _finite(stats.cohen_kappa(ua, ub)),
+            # Binary labels are booleans; cohen_kappa only compares labels for equality.
+            "kappa_binary": _finite(stats.cohen_kappa(cast(list[str], ua),
+                                                      cast(list[str], ub))),
         })
     agreement = pl.DataFrame(rows, schema={
         "split": pl.String, "n": pl.Int64, "coarse_agreement": pl.Float64,

@@ -15,8 +15,8 @@ Binary read-out. P(unsafe) under a named :class:`~guarddiag.labels.BinaryMapping
 the class probabilities of the mapping's unsafe classes where the row has class probabilities
 (``readout = "class_probs"``), and the guard's own ``p_unsafe`` otherwise (``readout =
 "p_unsafe"``: such a guard gives no class split, so the loose/strict mapping cannot change its
-read-out — ``mapping_applied = "native"`` says so rather than hiding it). A prompt reads as
-unsafe when
+read-out — ``mapping_applied = "native"`` says so rather than hiding it;
+:func:`guarddiag.predictions.with_unsafe_probability`). A prompt reads as unsafe when
 P(unsafe) ≥ ``threshold`` (default 0.5, recorded in every row).
 
 Failed rows (``status = "failed"``: an outside guard's output that could not be parsed) are
@@ -44,6 +44,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -51,7 +52,8 @@ import polars as pl
 from guarddiag import predictions as preds_mod
 from guarddiag import stats
 from guarddiag.errors import GuarddiagError
-from guarddiag.labels import CLASSES, LOOSE, PROB_COLUMNS, STRICT, BinaryMapping
+from guarddiag.labels import LOOSE, STRICT, BinaryMapping
+from guarddiag.predictions import check_threshold, with_unsafe_probability
 
 VAL_BENCHMARK = "pool_val"
 """Benchmark id of the pool's validation split in the predictions table."""
@@ -112,28 +114,6 @@ class ScoresResult:
 
     def val(self, *, lang: str = "all") -> pl.DataFrame:
         return self.table.filter((pl.col("metric") == "VAL") & (pl.col("lang") == lang))
-
-
-# ─── read-out ──────────────────────────────────────────────────────────────────────────────────
-
-def with_unsafe_probability(df: pl.DataFrame, mapping: BinaryMapping, *,
-                            column: str = "p_unsafe_mapped") -> pl.DataFrame:
-    """Add P(unsafe) under ``mapping`` (``column``) and the read-out used (``readout``)."""
-    has_probs = pl.all_horizontal([pl.col(c).is_not_null() for c in PROB_COLUMNS])
-    unsafe_cols = [f"p_{c}" for c in CLASSES if c in mapping.unsafe]
-    mapped = pl.sum_horizontal([pl.col(c) for c in unsafe_cols]) if unsafe_cols else pl.lit(0.0)
-    return df.with_columns(
-        pl.when(has_probs).then(mapped).otherwise(pl.col("p_unsafe")).alias(column),
-        pl.when(has_probs).then(pl.lit("class_probs")).otherwise(pl.lit("p_unsafe"))
-        .alias("readout"),
-    )
-
-
-def _check_threshold(threshold: float) -> float:
-    if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) \
-            or not 0.0 <= float(threshold) <= 1.0:
-        raise GuarddiagError(f"threshold: expected a number in [0, 1], got {threshold!r}")
-    return float(threshold)
 
 
 # ─── validation of the cohorts ─────────────────────────────────────────────────────────────────
@@ -206,7 +186,7 @@ def compute_scores(predictions: pl.DataFrame, *, kinds: Mapping[str, str],
     manifests); ``pool`` (pool.parquet) supplies the VAL gold labels and languages — without it
     VAL is not computed. ``benchmark_sha256`` maps benchmark ids to their file digest.
     """
-    threshold = _check_threshold(threshold)
+    threshold = check_threshold(threshold)
     if not mappings:
         raise GuarddiagError("mappings: need at least one binary mapping")
     names = [m.name for m in mappings]
@@ -228,7 +208,7 @@ def compute_scores(predictions: pl.DataFrame, *, kinds: Mapping[str, str],
                 f"the {len(kinds)} benchmark manifests given"
                 + ("" if kind is None else f" (got kind {kind!r})"))
 
-    rows: list[dict] = []
+    rows: list[dict[str, Any]] = []
     binary = df.filter(pl.col("benchmark") != VAL_BENCHMARK)
     if binary.height:
         for m in mappings:
@@ -260,7 +240,7 @@ def compute_scores(predictions: pl.DataFrame, *, kinds: Mapping[str, str],
 
 def _binary_rows(sub: pl.DataFrame, *, bench: str, subset: str, kind: str,
                  mappings: Sequence[BinaryMapping], threshold: float, n_resamples: int,
-                 seed: int, confidence: float, sha: str | None) -> list[dict]:
+                 seed: int, confidence: float, sha: str | None) -> list[dict[str, Any]]:
     if sub.height == 0:
         return []
     metric = METRIC_OF_KIND[kind]
@@ -307,7 +287,7 @@ def _binary_rows(sub: pl.DataFrame, *, bench: str, subset: str, kind: str,
 
 
 def _val_rows(val: pl.DataFrame, pool: pl.DataFrame, *, n_resamples: int, seed: int,
-              confidence: float, source: str) -> list[dict]:
+              confidence: float, source: str) -> list[dict[str, Any]]:
     need = ("prompt_id", "label_a", "split", "lang")
     missing = [c for c in need if c not in pool.columns]
     if missing:

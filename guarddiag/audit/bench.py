@@ -22,7 +22,10 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from guarddiag import files
+from guarddiag import data, files
+from guarddiag.audit.neardup import similar_pairs
+from guarddiag.audit.outputs import save_audit_figure
+from guarddiag.audit.run import audit_pool
 from guarddiag.errors import GuarddiagError
 from guarddiag.progress import say
 from guarddiag.text import jaccard, normalise, word_set
@@ -183,9 +186,6 @@ def bench_audit(*, rows: int = 1_000_000, near_rows: int = 270_000, threshold: f
     """Time ``audit_pool`` on synthetic pools of ``rows`` (exact) and ``near_rows`` (near-dup),
     then check near-dup recall against brute force on ``recall_rows`` rows of ``recall_pool``
     (default: the synthetic pool); ``recall_figure`` saves the recall plot (PNG and PDF)."""
-    from guarddiag import data
-    from guarddiag.audit import audit_pool
-
     if min(rows, near_rows, recall_rows) < 0 or rows + near_rows + recall_rows == 0:
         raise GuarddiagError("bench audit: --rows, --near-rows and --recall-rows must be >= 0, "
                              "not all 0")
@@ -213,44 +213,14 @@ def bench_audit(*, rows: int = 1_000_000, near_rows: int = 270_000, threshold: f
     phases = []
     with tempfile.TemporaryDirectory(prefix="guarddiag-bench-") as tmp:
         for name, n, near in (("exact", rows, False), ("near-dup", near_rows, True)):
-            if n == 0:
-                continue
-            path = files.write_parquet(pool.frame.head(n), Path(tmp) / f"pool-{name}.parquet")
-            say(f"bench audit: {name} audit of {n:,} rows")
-            t0 = time.perf_counter()
-            result = audit_pool(path, benchmarks=benchmarks, data_dir=data_dir, near_dup=near,
-                                threshold=threshold, out_dir=Path(tmp) / f"audit-{name}",
-                                force=True)
-            wall = time.perf_counter() - t0
-            overlap = result.overlap
-            exact_ids = set(overlap.filter(pl.col("kind") == "exact")
-                            .get_column("pool_id").to_list())
-            any_ids = set(overlap.get_column("pool_id").to_list())
-            ids = pool.frame.get_column("prompt_id")
-            planted_exact = [ids[i] for i in pool.planted_exact if i < n]
-            planted_near = [ids[i] for i in pool.planted_near if i < n]
-            phases.append(BenchPhase(
-                name=name, rows=n, wall_s=wall,
-                target_s=NEAR_TARGET_S if near else EXACT_TARGET_S,
-                planted_exact=len(planted_exact),
-                found_exact=sum(i in exact_ids for i in planted_exact),
-                planted_near=len(planted_near) if near else None,
-                found_near=sum(i in any_ids for i in planted_near) if near else None,
-                pairs=overlap.height))
+            if n:
+                phases.append(_time_phase(pool, name, n, near=near, tmp=Path(tmp),
+                                          benchmarks=benchmarks, data_dir=data_dir,
+                                          threshold=threshold))
     recall = None
     if recall_rows:
-        if recall_pool is not None:
-            sample = files.read_table(recall_pool, columns=["text"]).get_column("text")
-            sample_texts = [t for t in sample.to_list() if t]
-        else:
-            sample_texts = pool.frame.get_column("text").to_list()
-        say(f"bench audit: near-dup recall vs brute force on {recall_rows:,} rows")
-        recall = recall_check(sample_texts, bench_texts, threshold=threshold, rows=recall_rows,
-                              seed=seed)
-        if recall_figure is not None:
-            from guarddiag.audit import _save_figure
-
-            _save_figure(plot_recall(recall), Path(recall_figure).with_suffix(""))
+        recall = _recall(pool, bench_texts, recall_pool=recall_pool, rows=recall_rows,
+                         threshold=threshold, seed=seed, figure=recall_figure)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return AuditBenchResult(
         phases=tuple(phases), n_benchmarks=len(bench_set.frames), n_prompts=len(bench_texts),
@@ -258,6 +228,46 @@ def bench_audit(*, rows: int = 1_000_000, near_rows: int = 270_000, threshold: f
         synthetic_rows=n_synthetic,
         median_words=median_words, seed=seed, cpus=os.cpu_count() or 1,
         load_start=load_start, load_end=os.getloadavg()[0], peak_rss_mib=peak, recall=recall)
+
+
+def _time_phase(pool: SyntheticPool, name: str, n: int, *, near: bool, tmp: Path,
+                benchmarks: str | Sequence[str], data_dir: str | Path | None,
+                threshold: float) -> BenchPhase:
+    """One timed ``audit_pool`` run on the first ``n`` synthetic rows, with what it recovered."""
+    path = files.write_parquet(pool.frame.head(n), tmp / f"pool-{name}.parquet")
+    say(f"bench audit: {name} audit of {n:,} rows")
+    t0 = time.perf_counter()
+    result = audit_pool(path, benchmarks=benchmarks, data_dir=data_dir, near_dup=near,
+                        threshold=threshold, out_dir=tmp / f"audit-{name}", force=True)
+    wall = time.perf_counter() - t0
+    overlap = result.overlap
+    exact_ids = set(overlap.filter(pl.col("kind") == "exact").get_column("pool_id").to_list())
+    any_ids = set(overlap.get_column("pool_id").to_list())
+    ids = pool.frame.get_column("prompt_id")
+    planted_exact = [ids[i] for i in pool.planted_exact if i < n]
+    planted_near = [ids[i] for i in pool.planted_near if i < n]
+    return BenchPhase(
+        name=name, rows=n, wall_s=wall, target_s=NEAR_TARGET_S if near else EXACT_TARGET_S,
+        planted_exact=len(planted_exact),
+        found_exact=sum(i in exact_ids for i in planted_exact),
+        planted_near=len(planted_near) if near else None,
+        found_near=sum(i in any_ids for i in planted_near) if near else None,
+        pairs=overlap.height)
+
+
+def _recall(pool: SyntheticPool, bench_texts: list[str], *, recall_pool: str | Path | None,
+            rows: int, threshold: float, seed: int,
+            figure: str | Path | None) -> RecallResult:
+    if recall_pool is not None:
+        sample = files.read_table(recall_pool, columns=["text"]).get_column("text")
+        sample_texts = [t for t in sample.to_list() if t]
+    else:
+        sample_texts = pool.frame.get_column("text").to_list()
+    say(f"bench audit: near-dup recall vs brute force on {rows:,} rows")
+    recall = recall_check(sample_texts, bench_texts, threshold=threshold, rows=rows, seed=seed)
+    if figure is not None:
+        save_audit_figure(plot_recall(recall), Path(figure).with_suffix(""))
+    return recall
 
 
 # ─── near-dup recall against brute force ───────────────────────────────────────────────────────
@@ -302,13 +312,13 @@ class RecallResult:
         return "\n".join(lines)
 
 
-def _brute_force_pairs(bench_sets: list[frozenset[str]], pool_sets: list[frozenset[str]],
+def brute_force_pairs(bench_sets: list[frozenset[str]], pool_sets: list[frozenset[str]],
                        threshold: float, *, chunk: int = 1000) -> set[tuple[int, int]]:
     """Every pair with Jaccard ≥ threshold, from exact intersection counts of all pairs.
 
     Independent of the prefix index: |a ∩ b| for every pair is one sparse 0/1 matrix product.
     """
-    import scipy.sparse as sp
+    import scipy.sparse as sp  # heavy, and only this oracle needs it
 
     vocab: dict[str, int] = {}
     for s in bench_sets:
@@ -343,8 +353,6 @@ def recall_check(pool_texts: Sequence[str], bench_texts: Sequence[str], *,
                  ) -> RecallResult:
     """Recall and precision of the prefix-filter join against brute force on a seeded sample of
     ``rows`` pool rows (all rows when None)."""
-    from guarddiag.audit.neardup import similar_pairs
-
     rng = np.random.default_rng(seed)
     if rows is not None and rows < len(pool_texts):
         pick = np.sort(rng.choice(len(pool_texts), size=rows, replace=False))
@@ -352,7 +360,7 @@ def recall_check(pool_texts: Sequence[str], bench_texts: Sequence[str], *,
     bench_sets = [word_set(t) for t in bench_texts]
     pool_sets = [word_set(t) for t in pool_texts]
     t0 = time.perf_counter()
-    oracle = _brute_force_pairs(bench_sets, pool_sets, threshold)
+    oracle = brute_force_pairs(bench_sets, pool_sets, threshold)
     oracle_s = time.perf_counter() - t0
     t0 = time.perf_counter()
     found = similar_pairs(bench_sets, pool_sets, threshold=threshold)

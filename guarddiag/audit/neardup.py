@@ -14,6 +14,8 @@ verification), so the near-duplicate column is the same set a brute-force scan w
 The global order puts tokens absent from the indexed side first, then indexed tokens by ascending
 document frequency: probe prefixes then consist of tokens with short (or no) posting lists, which
 keeps the candidate set small without changing the result.
+
+:func:`near_matches` is the audit's use of the join: benchmark normal forms against pool rows.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from collections import Counter, defaultdict
 from collections.abc import Collection, Sequence
 
 from guarddiag.errors import GuarddiagError
+from guarddiag.progress import say
+from guarddiag.text import words_of_normal_form
 
 _EPS = 1e-9
 """Slack on ⌈t·n⌉ so float rounding can only lengthen a prefix (more candidates, never a miss)."""
@@ -96,3 +100,25 @@ def similar_pairs(indexed: Sequence[Collection[str]], probes: Sequence[Collectio
                 pairs.append((i, j, similarity))
     pairs.sort()
     return pairs
+
+
+def near_matches(forms: Sequence[str], pool_forms: Sequence[str], *, threshold: float
+                 ) -> list[tuple[int, int, str, float]]:
+    """``(key, pool row, "near", J)`` for every pool row whose word set has Jaccard ``J`` ≥
+    ``threshold`` with benchmark normal form ``forms[key]``; equal forms are exact overlaps and
+    left out. Pool rows with the same normal form are joined once and share their matches."""
+    unique_forms = list(dict.fromkeys(f for f in pool_forms if f))
+    say(f"audit: near-duplicate join of {len(unique_forms):,} distinct pool texts × "
+        f"{len(forms):,} benchmark texts (word-set Jaccard ≥ {threshold:g})")
+    pairs = similar_pairs([frozenset(words_of_normal_form(f)) for f in forms],
+                          [frozenset(words_of_normal_form(f)) for f in unique_forms],
+                          threshold=threshold)
+    near_of: dict[str, list[tuple[int, float]]] = {}
+    for key, u, similarity in pairs:
+        if unique_forms[u] != forms[key]:   # equal forms are exact overlaps
+            near_of.setdefault(unique_forms[u], []).append((key, similarity))
+    matches: list[tuple[int, int, str, float]] = []
+    for p, form in enumerate(pool_forms):
+        for key, similarity in near_of.get(form, ()):
+            matches.append((key, p, "near", similarity))
+    return matches

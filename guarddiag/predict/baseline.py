@@ -14,16 +14,18 @@ import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import polars as pl
 
+from guarddiag.errors import GuarddiagError
+from guarddiag.files import write_meta
 from guarddiag.labels import CLASS_INDEX, CLASSES
-
-if TYPE_CHECKING:
-    from guarddiag.predict import ScoringInput
-    from guarddiag.train import Pool
+from guarddiag.pool.table import Pool, sample_split
+from guarddiag.predict.score import ScoringInput, score_frame
+from guarddiag.runs import ScoreCache, run_id
+from guarddiag.train.branches import load_branches
 
 
 @dataclass(frozen=True)
@@ -44,7 +46,7 @@ class BaselineSpec:
 
     @property
     def run_id(self) -> str:
-        return f"baseline/{self.name}/seed={self.seed}"
+        return run_id("baseline", self.name, self.seed)
 
 
 def default_baselines(train_rows: dict[str, int | None] | None = None) -> list[BaselineSpec]:
@@ -82,8 +84,6 @@ class TfidfGuard:
 
 
 def fit_baseline(spec: BaselineSpec, pool: Pool) -> TfidfGuard:
-    from guarddiag.train import sample_split
-
     rows = sample_split(pool, "train", spec.train_rows)
     col = "label_a" if spec.policy == "A" else "label_b"
     y = np.array([CLASS_INDEX[c] for c in rows[col].to_list()], dtype=np.int64)
@@ -92,9 +92,6 @@ def fit_baseline(spec: BaselineSpec, pool: Pool) -> TfidfGuard:
 
 def _teacher_rows() -> dict[str, int | None]:
     """train_rows of the bundled teachers, so the baseline sees the teachers' sample."""
-    from guarddiag.errors import GuarddiagError
-    from guarddiag.train.branches import load_branches
-
     try:
         branches = load_branches()
     except GuarddiagError:
@@ -110,9 +107,6 @@ def score_baselines(*, pool: Pool, inputs: list[ScoringInput], runs_dir: Path,
                     specs: list[BaselineSpec] | None = None
                     ) -> Iterator[tuple[str, dict[str, Any], pl.DataFrame, int, float]]:
     """Yield (run_id, run columns, scores, n_scored, seconds) per baseline; cached on disk."""
-    from guarddiag.files import write_meta
-    from guarddiag.predict import ScoreCache, _score_frame
-
     for spec in specs or default_baselines(_teacher_rows()):
         t0 = time.monotonic()
         folder = runs_dir / spec.run_id
@@ -124,7 +118,7 @@ def score_baselines(*, pool: Pool, inputs: list[ScoringInput], runs_dir: Path,
         if todo:
             guard = fit_baseline(spec, pool)
             for inp in todo:
-                cache.put(inp, _score_frame(inp, guard.predict_proba(inp.texts)))
+                cache.put(inp, score_frame(inp, guard.predict_proba(inp.texts)))
             write_meta(folder, inputs={"pool.parquet": pool.sha256}, seed=spec.seed,
                        run_id=spec.run_id, kind="baseline", spec=asdict(spec),
                        n_features=len(guard.vectorizer.vocabulary_))

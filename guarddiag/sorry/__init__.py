@@ -2,10 +2,16 @@
 balance, linguistic mutations as derived subsets, robustness to them, refusal-judge
 meta-evaluation, and the word-set Jaccard profile.
 
-Pure analyses (frozen results with ``to_frame()``) for the report:
-:func:`measure_balance`, :func:`capture_by_category`, :func:`policy_sensitive_categories`,
-:func:`measure_robustness`, :func:`jaccard_profile`, :func:`evaluate_judge`; figures in
-:mod:`guarddiag.sorry.plots`.
+Modules: :mod:`~.taxonomy` (categories → pillars and domains), :mod:`~.ciphers` and
+:mod:`~.mutate` (deterministic mutations written as derived subsets), :mod:`~.balance` (pillar
+balance, capture by category), :mod:`~.robustness` (capture on mutated vs base prompts),
+:mod:`~.jaccard` (word-set Jaccard profile), :mod:`~.judge` (refusal-judge meta-evaluation),
+:mod:`~.plots` (their figures) and :mod:`~.outputs` (the ``guarddiag sorry`` commands' verbs).
+
+Pure analyses (frozen results with ``to_frame()``): :func:`measure_balance`,
+:func:`capture_by_category`, :func:`policy_sensitive_categories`, :func:`measure_robustness`,
+:func:`jaccard_profile`, :func:`evaluate_judge`; the report reaches them through
+:mod:`guarddiag.analyses.sorry`. Submodules import each other directly, never this face.
 """
 
 from guarddiag.sorry.balance import (

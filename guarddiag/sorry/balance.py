@@ -25,7 +25,7 @@ category — and ``flip_share``, the share of the category's prompts on which th
 majority decisions are not unanimous.
 
 The unsafe decision of a prediction row is the report's: P(unsafe) under the binary mapping
-(``loose`` by default; ``guarddiag.analyses.scores.with_unsafe_probability``) at or above the
+(``loose`` by default; ``guarddiag.predictions.with_unsafe_probability``) at or above the
 threshold (default 0.5); failed rows are left out.
 """
 
@@ -39,6 +39,7 @@ import polars as pl
 
 from guarddiag.errors import GuarddiagError
 from guarddiag.labels import LOOSE, BinaryMapping, pillar_ids
+from guarddiag.predictions import check_threshold, with_unsafe_probability
 from guarddiag.sorry.taxonomy import (
     DOMAINS,
     category_domain,
@@ -191,13 +192,11 @@ def unsafe_decisions(predictions: pl.DataFrame, *, mapping: BinaryMapping = LOOS
                      threshold: float = 0.5) -> pl.DataFrame:
     """``predictions`` (status ok rows only) with a boolean ``unsafe`` column: P(unsafe) under
     ``mapping`` >= ``threshold``, the read-out the report's scores use."""
-    from guarddiag.analyses.scores import _check_threshold, with_unsafe_probability
-
     needed = ("run_id", "benchmark", "prompt_id", "p_unsafe", "status")
     missing = [c for c in needed if c not in predictions.columns]
     if missing:
         raise GuarddiagError(f"predictions: missing column(s) {', '.join(missing)}")
-    threshold = _check_threshold(threshold)
+    threshold = check_threshold(threshold)
     ok = predictions.filter(pl.col("status") == "ok")
     return with_unsafe_probability(ok, mapping, column="_p").with_columns(
         (pl.col("_p") >= threshold).alias("unsafe")).drop("_p", "readout")

@@ -40,7 +40,10 @@ import numpy as np
 import polars as pl
 
 from guarddiag.errors import GuarddiagError
+from guarddiag.files import read_table
+from guarddiag.guards import get_adapter
 from guarddiag.labels import CLASSES, LOOSE, BinaryMapping
+from guarddiag.stats import cohen_kappa
 
 LABELS: tuple[str, ...] = ("fulfil", "refuse")
 
@@ -70,9 +73,7 @@ project in the style of the stock refusal lists used by jailbreak papers)."""
 def load_records(path: str | os.PathLike[str]) -> pl.DataFrame:
     """Read and check a records file: one-line errors for missing columns, empty text and labels
     other than fulfil/refuse (naming the row)."""
-    from guarddiag.files import read_table
-
-    df = read_table(path, columns=["prompt", "response", "label"])
+    df = read_table(Path(path), columns=["prompt", "response", "label"])
     return check_records(df, source=str(path))
 
 
@@ -133,8 +134,8 @@ def _run_scorer(run_dir: Path, batch_size: int) -> Callable[[list[str]], np.ndar
     This is ``guarddiag.predict.score_texts`` split in two, so that loading the model is not
     part of the timed evaluation pass.
     """
-    from guarddiag.model import load_guard
-    from guarddiag.predict import guard_logits, softmax
+    # Imported here: guarddiag.model loads torch, which only a run-backed judge needs.
+    from guarddiag.model import guard_logits, load_guard, softmax
 
     guard = load_guard(run_dir)
     return lambda texts: softmax(guard_logits(guard, texts, batch_size=batch_size))
@@ -173,8 +174,6 @@ def _verdict_unsafe(verdict: object, mapping: BinaryMapping, threshold: float) -
 def guard_judge(adapter: str, *, mapping: BinaryMapping = LOOSE, threshold: float = 0.5,
                 **options: object) -> JudgeFn:
     """A judge backed by an outside guard adapter (built now, so loading is not timed)."""
-    from guarddiag.guards import get_adapter
-
     guard = get_adapter(adapter, **options)
 
     def judge(prompts: Sequence[str], responses: Sequence[str]) -> list[str | None]:
@@ -241,8 +240,6 @@ class JudgeEvalResult:
 def score_judge(records: pl.DataFrame, verdicts: Sequence[str | None], *, judge: str,
                 seconds: float) -> JudgeEvalResult:
     """Agreement and κ of ``verdicts`` against the records' human labels."""
-    from guarddiag.stats import cohen_kappa
-
     human = records["label"].to_list()
     if len(verdicts) != len(human):
         raise GuarddiagError(f"judge {judge}: {len(verdicts)} verdicts for {len(human)} records")
@@ -278,8 +275,8 @@ def evaluate_judge(records: pl.DataFrame | str | os.PathLike[str], judge: str | 
         records = check_records(records)
     fn = make_judge(judge, mapping=mapping, threshold=threshold, batch_size=batch_size,
                     guard_options=guard_options) if isinstance(judge, str) else judge
-    name = judge_name or (judge if isinstance(judge, str) else getattr(judge, "__name__",
-                                                                       "judge"))
+    name = judge_name or (judge if isinstance(judge, str)
+                          else str(getattr(judge, "__name__", "judge")))
     prompts, responses = records["prompt"].to_list(), records["response"].to_list()
     start = time.perf_counter()
     verdicts = fn(prompts, responses)

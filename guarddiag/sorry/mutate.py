@@ -30,9 +30,24 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
+from guarddiag.data import SUBSET_SEPARATOR, load_benchmark, load_manifests, write_derived_subset
 from guarddiag.errors import GuarddiagError, unknown_name
-from guarddiag.sorry import ciphers
-from guarddiag.spec import Problems, check_keys, load_yaml_mapping
+from guarddiag.files import write_json
+from guarddiag.paths import manifests_dir, work_paths
+from guarddiag.progress import progress
+from guarddiag.sorry.ciphers import (
+    decode_ascii,
+    decode_atbash,
+    decode_caesar,
+    decode_morse,
+    encode_ascii,
+    encode_atbash,
+    encode_caesar,
+    encode_morse,
+    misspell,
+    morse_unencodable,
+)
+from guarddiag.spec import Field, Problems, check_keys, load_yaml_mapping, read_fields
 
 if TYPE_CHECKING:
     from guarddiag.guards.backends import TextGenerator
@@ -41,14 +56,12 @@ KINDS = ("encoding", "misspell", "generative")
 GROUPS = ("writing_style", "persuasion", "encoding", "translation")
 PAYLOAD = "{payload}"
 PROMPT = "{prompt}"
-SUBSET_SEPARATOR = "__"
-"""``<base>__<mutation>``: the derived subset id of a mutation."""
 
 ENCODINGS: dict[str, tuple[Callable[[str], str], Callable[[str], str]]] = {
-    "ascii": (ciphers.encode_ascii, ciphers.decode_ascii),
-    "caesar": (ciphers.encode_caesar, ciphers.decode_caesar),
-    "morse": (ciphers.encode_morse, ciphers.decode_morse),
-    "atbash": (ciphers.encode_atbash, ciphers.decode_atbash),
+    "ascii": (encode_ascii, decode_ascii),
+    "caesar": (encode_caesar, decode_caesar),
+    "morse": (encode_morse, decode_morse),
+    "atbash": (encode_atbash, decode_atbash),
 }
 
 
@@ -73,9 +86,17 @@ class Mutation:
 
 
 def mutations_manifest_path() -> Path:
-    from guarddiag.paths import manifests_dir
-
     return manifests_dir() / "mutations" / "sorrybench_mutations.yaml"
+
+
+MUTATION_FIELDS = (
+    Field("kind", required=True, allowed=KINDS),
+    Field("group", required=True, allowed=GROUPS),
+    Field("instruction"),
+    Field("presentation"),
+    Field("description"),
+)
+"""Keys of one entry under ``mutations:`` in the mutations manifest."""
 
 
 @cache
@@ -87,41 +108,38 @@ def mutation_specs() -> dict[str, Mutation]:
     check_keys(doc, required={"mutations"}, where=str(path), problems=problems)
     out: dict[str, Mutation] = {}
     for name, spec in (doc.get("mutations") or {}).items():
-        where = f"{path} mutations.{name}"
-        check_keys(spec, required={"kind", "group"},
-                   optional={"instruction", "presentation", "description"}, where=where,
-                   problems=problems)
-        if not isinstance(spec, dict):
-            continue
-        kind, group = spec.get("kind"), spec.get("group")
-        if kind not in KINDS:
-            problems.add(where, f"kind {kind!r} is not one of {', '.join(KINDS)}")
-            continue
-        if group not in GROUPS:
-            problems.add(where, f"group {group!r} is not one of {', '.join(GROUPS)}")
-        instruction, presentation = spec.get("instruction"), spec.get("presentation")
-        if kind == "generative" and (not isinstance(instruction, str)
-                                     or instruction.count(PROMPT) != 1):
-            problems.add(where, f"a generative mutation needs an instruction containing "
-                                f"{PROMPT} exactly once")
-        if kind == "encoding":
-            if name not in ENCODINGS:
-                problems.add(where, f"no encoder implements {name!r} (implemented: "
-                                    f"{', '.join(ENCODINGS)})")
-            # The payload must close the prompt so the decoder can cut it off unambiguously.
-            if not isinstance(presentation, str) or presentation.count(PAYLOAD) != 1 \
-                    or not presentation.endswith(PAYLOAD):
-                problems.add(where, f"an encoding needs a presentation ending in {PAYLOAD} "
-                                    f"(and containing it once)")
-        if kind != "generative" and instruction is not None:
-            problems.add(where, "only generative mutations take an instruction")
-        if kind != "encoding" and presentation is not None:
-            problems.add(where, "only encodings take a presentation")
-        out[str(name)] = Mutation(id=str(name), kind=kind, group=str(group),
-                                  instruction=instruction, presentation=presentation,
-                                  description=spec.get("description"))
+        mutation = _parse_mutation(str(name), spec, f"{path} mutations.{name}", problems)
+        if mutation is not None:
+            out[str(name)] = mutation
     problems.raise_if_any(str(path))
     return out
+
+
+def _parse_mutation(name: str, spec: Any, where: str, problems: Problems) -> Mutation | None:
+    values = read_fields(spec, MUTATION_FIELDS, where=where, problems=problems)
+    kind, group = values.get("kind"), values.get("group")
+    if kind is None or not isinstance(spec, dict):
+        return None
+    instruction, presentation = values.get("instruction"), values.get("presentation")
+    if kind == "generative" and (not isinstance(instruction, str)
+                                 or instruction.count(PROMPT) != 1):
+        problems.add(where, f"a generative mutation needs an instruction containing "
+                            f"{PROMPT} exactly once")
+    if kind == "encoding":
+        if name not in ENCODINGS:
+            problems.add(where, f"no encoder implements {name!r} (implemented: "
+                                f"{', '.join(ENCODINGS)})")
+        # The payload must close the prompt so the decoder can cut it off unambiguously.
+        if not isinstance(presentation, str) or presentation.count(PAYLOAD) != 1 \
+                or not presentation.endswith(PAYLOAD):
+            problems.add(where, f"an encoding needs a presentation ending in {PAYLOAD} "
+                                f"(and containing it once)")
+    if kind != "generative" and instruction is not None:
+        problems.add(where, "only generative mutations take an instruction")
+    if kind != "encoding" and presentation is not None:
+        problems.add(where, "only encodings take a presentation")
+    return Mutation(id=name, kind=kind, group=str(group), instruction=instruction,
+                    presentation=presentation, description=values.get("description"))
 
 
 def resolve_mutations(names: str | Sequence[str]) -> list[Mutation]:
@@ -252,11 +270,11 @@ def mutate_frame(frame: pl.DataFrame, mutation: Mutation | str, *, seed: int = 0
         for pid, text in zip(ids, texts, strict=True):
             out[pid] = encode_prompt(mutation, text, bare=bare)
             if mutation.id == "morse":
-                for char in ciphers.morse_unencodable(text):
+                for char in morse_unencodable(text):
                     passthrough[char] = passthrough.get(char, 0) + 1
     elif mutation.kind == "misspell":
         for pid, text in zip(ids, texts, strict=True):
-            out[pid] = ciphers.misspell(text, seed=seed, key=pid, rate=misspell_rate)
+            out[pid] = misspell(text, seed=seed, key=pid, rate=misspell_rate)
     else:
         if generator is None:
             raise GuarddiagError(f"mutation {mutation.id!r} rewrites prompts with a chat model: "
@@ -282,8 +300,6 @@ def _generate(ids: list[str], texts: list[str], mutation: Mutation, *,
               generator: TextGenerator, seed: int, max_new_tokens: int, temperature: float,
               batch_size: int, cache_path: str | os.PathLike[str] | None
               ) -> tuple[dict[str, str], dict[str, str]]:
-    from guarddiag.progress import progress
-
     if batch_size < 1:
         raise GuarddiagError(f"--batch-size: expected a positive integer, got {batch_size}")
     done: dict[str, str] = _read_cache(cache_path) if cache_path else {}
@@ -403,10 +419,6 @@ def mutate_benchmark(benchmark: str, *, mutations: str | Sequence[str], seed: in
     work starts. Rewrites that come back empty are left out (listed in ``<id>.mutation.json``),
     never written as empty prompts.
     """
-    from guarddiag import data
-    from guarddiag.files import write_json
-    from guarddiag.paths import work_paths
-
     chosen = resolve_mutations(mutations)
     if generator is None:
         needing = [m.id for m in chosen if not m.deterministic]
@@ -418,7 +430,7 @@ def mutate_benchmark(benchmark: str, *, mutations: str | Sequence[str], seed: in
         raise GuarddiagError(f"--suffix {suffix!r}: expected letters, digits, _ or -")
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise GuarddiagError(f"--seed: expected a non-negative integer, got {seed!r}")
-    manifests = data.load_manifests(derived_dir=derived_dir)
+    manifests = load_manifests(derived_dir=derived_dir)
     if benchmark not in manifests:
         raise unknown_name("benchmark", benchmark, [k for k, m in manifests.items()
                                                    if not m.derived])
@@ -426,8 +438,8 @@ def mutate_benchmark(benchmark: str, *, mutations: str | Sequence[str], seed: in
     if base.derived:
         raise GuarddiagError(f"benchmark {benchmark!r} is itself a mutation of "
                              f"{base.derived_from!r}; mutate the base subset instead")
-    frame = data.load_benchmark(benchmark, data_dir=data_dir, derived_dir=derived_dir)
-    root = Path(derived_dir) if derived_dir is not None else work_paths()["derived"]
+    frame = load_benchmark(benchmark, data_dir=data_dir, derived_dir=derived_dir)
+    root = Path(derived_dir) if derived_dir is not None else work_paths().derived
     written = []
     for mutation in chosen:
         sid = subset_id_for(benchmark, mutation.id, suffix=suffix)
@@ -468,7 +480,7 @@ def mutate_benchmark(benchmark: str, *, mutations: str | Sequence[str], seed: in
 def _passthrough_prompts(frame: pl.DataFrame, mutation: Mutation) -> int:
     if mutation.id != "morse":
         return 0
-    return sum(bool(ciphers.morse_unencodable(str(t))) for t in frame["text"])
+    return sum(bool(morse_unencodable(str(t))) for t in frame["text"])
 
 
 def _notes(mutation: Mutation, settings: dict[str, Any], result: MutatedFrame) -> str:
@@ -491,8 +503,6 @@ def _notes(mutation: Mutation, settings: dict[str, Any], result: MutatedFrame) -
 def _write_subset(frame: pl.DataFrame, *, subset_id: str, base: str, mutation: str, kind: str,
                   title: str, derived_dir: Path, notes: str) -> Path:
     """The one place that writes a derived subset (the format belongs to guarddiag.data)."""
-    from guarddiag.data import write_derived_subset
-
     return write_derived_subset(frame, subset_id=subset_id, derived_from=base,
                                 mutation=mutation, kind=kind, title=title,
                                 derived_dir=derived_dir, notes=notes)

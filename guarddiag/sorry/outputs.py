@@ -12,17 +12,26 @@ from pathlib import Path
 
 import polars as pl
 
+from guarddiag.data import load_benchmarks, load_manifests
 from guarddiag.errors import GuarddiagError
-from guarddiag.files import sha256_file, write_json, write_meta, write_text
+from guarddiag.files import (
+    read_table,
+    sha256_file,
+    write_json,
+    write_meta,
+    write_parquet,
+    write_text,
+)
+from guarddiag.labels import get_mapping
+from guarddiag.paths import work_paths
 from guarddiag.sorry.balance import BalanceResult, measure_balance
 from guarddiag.sorry.jaccard import JaccardProfile, family_of, jaccard_profile
 from guarddiag.sorry.judge import JudgeEvalResult, evaluate_judge
+from guarddiag.sorry.plots import plot_balance, plot_jaccard, save_sorry_figure
 
 
 def default_out(name: str) -> Path:
-    from guarddiag.paths import work_paths
-
-    return work_paths()["root"] / "sorry" / name
+    return work_paths().sorry / name
 
 
 @dataclass(frozen=True)
@@ -38,8 +47,6 @@ def run_balance(*, ids: str = "all", data_dir: str | os.PathLike[str] | None = N
                 out_dir: str | os.PathLike[str] | None = None, figure: bool = True
                 ) -> BalanceRun:
     """Balance of the selected subsets; writes balance_*.csv, balance.json, balance.png/.pdf."""
-    from guarddiag.data import load_benchmarks
-
     bset = load_benchmarks(ids, data_dir=data_dir, derived_dir=derived_dir)
     if not bset.frames:
         raise GuarddiagError(f"balance: none of the selected subsets ({ids}) is available; "
@@ -56,9 +63,7 @@ def run_balance(*, ids: str = "all", data_dir: str | os.PathLike[str] | None = N
                    out / "balance.json"),
     ]
     if figure:
-        from guarddiag.sorry.plots import plot_balance, save_figure
-
-        files += save_figure(plot_balance(result), out / "balance")
+        files += save_sorry_figure(plot_balance(result), out / "balance")
     files.append(write_meta(out, inputs=dict(bset.sha256), analysis="balance"))
     return BalanceRun(result, tuple(f"{s.id}: {s.status}" for s in bset.unavailable),
                       tuple(files))
@@ -80,11 +85,7 @@ def run_jaccard(*, ids: str = "all", pool: str | os.PathLike[str] | None = None,
     """Max word-set Jaccard profile; writes jaccard_per_prompt.parquet, jaccard_summary.csv,
     jaccard.png/.pdf. A missing pool is an error only when ``pool_required``; otherwise the
     pool column is left empty (and said so)."""
-    from guarddiag.data import load_benchmarks, load_manifests
-    from guarddiag.files import read_table
-    from guarddiag.paths import work_paths
-
-    pool_path = Path(pool) if pool is not None else work_paths()["pool"]
+    pool_path = Path(pool) if pool is not None else work_paths().pool
     pool_df = None
     if pool_path.is_file():
         pool_df = read_table(pool_path, columns=["prompt_id", "text"])
@@ -104,14 +105,10 @@ def run_jaccard(*, ids: str = "all", pool: str | os.PathLike[str] | None = None,
         families[b] = family_of(manifests[fam]) if m.derived and fam in manifests else fam
     profile = jaccard_profile(bset.frames, pool=pool_df, families=families)
     out = Path(out_dir) if out_dir is not None else default_out("jaccard")
-    from guarddiag.files import write_parquet
-
     files = [write_parquet(profile.per_prompt, out / "jaccard_per_prompt.parquet"),
              _csv(profile.summary, out / "jaccard_summary.csv")]
     if figure:
-        from guarddiag.sorry.plots import plot_jaccard, save_figure
-
-        files += save_figure(plot_jaccard(profile), out / "jaccard")
+        files += save_sorry_figure(plot_jaccard(profile), out / "jaccard")
     inputs = dict(bset.sha256)
     if pool_path is not None:
         inputs["pool"] = sha256_file(pool_path)
@@ -126,14 +123,12 @@ def run_judge_eval(*, records: str | os.PathLike[str], judge: str, mapping: str 
                    out: str | os.PathLike[str] | None = None) -> JudgeEvalResult:
     """Score a judge on a records file; with ``out``, write the summary JSON and, beside it,
     the per-record verdicts as CSV."""
-    from guarddiag.labels import get_mapping
-
     result = evaluate_judge(records, judge, mapping=get_mapping(mapping), threshold=threshold,
                             batch_size=batch_size, guard_options=guard_options)
     if out is not None:
         out = Path(out)
         write_json({**result.summary(), "records": str(records),
-                    "records_sha256": sha256_file(records)}, out)
+                    "records_sha256": sha256_file(Path(records))}, out)
         _csv(result.records, out.with_suffix(".records.csv"))
     return result
 

@@ -1,7 +1,7 @@
 """Figures of the SORRY-Bench analyses; one function per figure, each returning a Figure.
 
-Callers save them (``fig.savefig(path.png)``, ``.pdf``); :func:`save_figure` writes both.
-matplotlib is imported inside each function so importing this module stays cheap.
+Callers save them with :func:`save_sorry_figure` (PNG and PDF). matplotlib is imported inside
+each function so importing this module stays cheap.
 """
 
 from __future__ import annotations
@@ -10,6 +10,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
+
+from guarddiag.figures import save_figure
+from guarddiag.sorry.jaccard import SORRY_BENCH_MEAN_MAX_JACCARD
+from guarddiag.sorry.taxonomy import DOMAINS
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -39,26 +43,20 @@ def _horizontal() -> dict[str, object]:
     return {"orientation": "horizontal"} if (major, minor) >= (3, 10) else {"vert": False}
 
 
-def save_figure(fig: Figure, stem: str | Path) -> list[Path]:
-    """Write ``<stem>.png`` (150 dpi) and ``<stem>.pdf`` atomically; returns both paths."""
-    from guarddiag.files import atomic_path
+def save_sorry_figure(fig: Figure, stem: str | Path) -> tuple[Path, Path]:
+    """Write ``<stem>.png`` (150 dpi) and ``<stem>.pdf`` atomically; returns both paths.
 
-    out = []
-    for suffix, kwargs in ((".png", {"dpi": 150}), (".pdf", {})):
-        path = Path(str(stem) + suffix)
-        with atomic_path(path) as tmp:
-            fig.savefig(tmp, format=suffix[1:], bbox_inches="tight",
-                        metadata={"CreationDate": None} if suffix == ".pdf" else None,
-                        **kwargs)
-        out.append(path)
-    return out
+    :func:`guarddiag.figures.save_figure` with the settings these figures were first written
+    with (matplotlib's rc defaults, a tight box with the default padding, no settling draw,
+    matplotlib's own PNG metadata, no PDF creation date), so their files keep their bytes.
+    """
+    return save_figure(fig, stem, style=None, bbox_inches="tight", settle=False,
+                       png_metadata=None, pdf_metadata={"CreationDate": None})
 
 
 def plot_balance(result: BalanceResult) -> Figure:
     """Heat map of each benchmark's pillar shares (untested pillars marked ×) and its domain
     mix as stacked bars."""
-    from guarddiag.sorry.taxonomy import DOMAINS
-
     plt = _plt()
     names, pillars, mat = result.pillar_matrix()
     height = max(3.0, 0.32 * len(names) + 1.8)
@@ -107,8 +105,6 @@ def plot_balance(result: BalanceResult) -> Figure:
 def plot_jaccard(profile: JaccardProfile) -> Figure:
     """Box plots of each benchmark's max-Jaccard against the pool and the other benchmarks, with
     SORRY-Bench's reported mean (44.5%) for reference."""
-    from guarddiag.sorry.jaccard import SORRY_BENCH_MEAN_MAX_JACCARD
-
     plt = _plt()
     df = profile.per_prompt
     names = list(dict.fromkeys(df["benchmark"].to_list()))

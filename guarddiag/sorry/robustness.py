@@ -23,10 +23,11 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
+from guarddiag.data import SUBSET_SEPARATOR
 from guarddiag.errors import GuarddiagError
 from guarddiag.labels import LOOSE, BinaryMapping
 from guarddiag.sorry.balance import unsafe_decisions
-from guarddiag.sorry.mutate import SUBSET_SEPARATOR
+from guarddiag.stats import bootstrap_means, derive_rng
 
 _SCHEMA = {
     "run_id": pl.String, "guard_kind": pl.String, "branch": pl.String, "size": pl.String,
@@ -77,8 +78,6 @@ def measure_robustness(predictions: pl.DataFrame, derived: Mapping[str, pl.DataF
     its base subset id (from its manifest's ``derived_from``); by default the part of the id
     before ``__``. Runs without predictions on both sides of a pair are skipped.
     """
-    from guarddiag.stats import bootstrap_means, derive_rng
-
     decided = unsafe_decisions(predictions, mapping=mapping, threshold=threshold).with_columns(
         pl.col("unsafe").cast(pl.Float64))
     run_cols = [c for c in ("guard_kind", "branch", "size", "seed") if c in decided.columns]

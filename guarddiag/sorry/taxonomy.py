@@ -21,15 +21,26 @@ from pathlib import Path
 
 import polars as pl
 
+from guarddiag.data import SUBSET_SEPARATOR
 from guarddiag.errors import GuarddiagError, unknown_name
 from guarddiag.labels import pillar_ids
-from guarddiag.spec import Problems, check_keys, load_yaml_mapping
+from guarddiag.paths import manifests_dir
+from guarddiag.spec import Field, Problems, check_keys, load_yaml_mapping, read_fields
 from guarddiag.text import normalise
 
 DOMAINS: tuple[str, ...] = ("hate", "crimes", "inappropriate", "advice")
 """SORRY-Bench's four domains, in the paper's order."""
 
 SORRY_BENCHMARK = "sorrybench"
+
+CATEGORY_FIELDS = (
+    Field("number", "int", required=True),
+    Field("name", "str", required=True),
+    Field("domain", required=True),
+    Field("pillars", required=True),
+    Field("in_44_category_version", "bool", default=True),
+)
+"""Keys of one category of ``sorrybench.yaml`` (domain and pillars are checked by hand)."""
 
 
 @dataclass(frozen=True)
@@ -141,8 +152,6 @@ class BenchmarkCategoryMap:
 
 
 def _taxonomy_dir() -> Path:
-    from guarddiag.paths import manifests_dir
-
     return manifests_dir() / "taxonomy"
 
 
@@ -168,24 +177,24 @@ def sorry_taxonomy() -> SorryTaxonomy:
     cats = []
     for i, row in enumerate(doc.get("categories") or [], start=1):
         where = f"{path} categories[{i}]"
-        check_keys(row, required={"number", "name", "domain", "pillars"},
-                   optional={"in_44_category_version"}, where=where, problems=problems)
-        if not isinstance(row, Mapping) or not {"number", "name", "domain", "pillars"} <= set(row):
+        values = read_fields(row, CATEGORY_FIELDS, where=where, problems=problems)
+        if not {"number", "name", "domain", "pillars"} <= set(values):
             continue
-        if row["number"] != i:
-            problems.add(where, f"number {row['number']!r}: expected {i} (categories in order)")
-        if row["domain"] not in DOMAINS:
-            problems.add(where, f"domain {row['domain']!r} is not one of {', '.join(DOMAINS)}")
-        pillars = row["pillars"] if isinstance(row["pillars"], list) else []
+        if values["number"] != i:
+            problems.add(where, f"number {values['number']!r}: expected {i} (categories in "
+                                "order)")
+        if values["domain"] not in DOMAINS:
+            problems.add(where, f"domain {values['domain']!r} is not one of "
+                                f"{', '.join(DOMAINS)}")
+        pillars = values["pillars"] if isinstance(values["pillars"], list) else []
         if not pillars:
             problems.add(where, "pillars: expected a non-empty list of pillar ids")
         for p in pillars:
             if p not in known_pillars:
                 problems.add(where, f"unknown pillar {p!r}")
-        cats.append(SorryCategory(number=int(row["number"]), name=str(row["name"]),
-                                  domain=str(row["domain"]), pillars=tuple(map(str, pillars)),
-                                  in_44_category_version=bool(
-                                      row.get("in_44_category_version", True))))
+        cats.append(SorryCategory(number=values["number"], name=values["name"],
+                                  domain=str(values["domain"]), pillars=tuple(map(str, pillars)),
+                                  in_44_category_version=values["in_44_category_version"]))
     problems.raise_if_any(str(path))
     return SorryTaxonomy(release=str(doc["release"]), domain_titles=titles,
                          categories=tuple(cats))
@@ -248,9 +257,9 @@ def base_benchmark(benchmark: str) -> str:
     """The benchmark whose categories a subset uses: itself, or a mutated subset's base.
 
     Derived (mutated) subsets carry their base's categories; their id starts with the base id
-    followed by ``__`` (see :mod:`guarddiag.sorry.mutate`).
+    followed by ``__`` (:data:`guarddiag.data.SUBSET_SEPARATOR`).
     """
-    return benchmark.split("__", 1)[0]
+    return benchmark.split(SUBSET_SEPARATOR, 1)[0]
 
 
 def prompt_weights(benchmark: str, categories: Sequence[str | None]) -> list[PromptWeights]:

@@ -12,7 +12,6 @@ order (teachers → reference → branches), adding the runs a requested branch 
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field, fields
@@ -20,7 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from guarddiag.errors import GuarddiagError, did_you_mean, unknown_name
-from guarddiag.spec import Problems, load_yaml_mapping
+from guarddiag.model.sizes import SIZE_ORDER, get_size, size_up
+from guarddiag.paths import branches_dir
+from guarddiag.runs import run_id
+from guarddiag.spec import Field, Problems, load_yaml_mapping, read_fields
 
 ROUTES = ("hard_labels", "distill", "head_only")
 ROUTE_SETS = ({"hard_labels"}, {"hard_labels", "distill"}, {"head_only"})
@@ -118,12 +120,50 @@ _ROUTE_KEYS = {
     "head_only": {"parent", "calibration_split", "calibration_fraction", "calibration_source",
                   "generic_anchor_fraction"},
 }
-_REQUIRED = {"name", "routes", "policy_a_fraction", "epochs", "lr", "batch_size"}
 _ROUTE_REQUIRED = {"hard_labels": {"max_length", "train_rows"}, "distill": {"teacher"},
                    "head_only": {"parent", "calibration_fraction"}}
-_ALL_KEYS = _COMMON.union(*_ROUTE_KEYS.values())
-_FIELD_NAMES = {f.name for f in fields(BranchSpec)}
-assert _ALL_KEYS <= _FIELD_NAMES
+
+
+def _fraction(name: str, **bounds: bool) -> Field:
+    return Field(name, "number", minimum=0.0, maximum=1.0, **bounds)
+
+
+BRANCH_FIELDS: tuple[Field, ...] = (
+    Field("name", required=True),
+    Field("routes", required=True),
+    _fraction("policy_a_fraction", required=True),
+    Field("epochs", "int", required=True, minimum=1),
+    Field("lr", "number", required=True, minimum=0.0, open_minimum=True),
+    Field("batch_size", "int", required=True, minimum=1),
+    Field("description", "text"),
+    Field("train_rows", "int", minimum=1, nullable=True),
+    Field("val_rows", "int", minimum=1, nullable=True),
+    Field("size"),
+    Field("fixed_seed", "int", minimum=0, nullable=True),
+    Field("pillar_weight", "number", minimum=0.0),
+    Field("span_weight", "number", minimum=0.0),
+    Field("weight_decay", "number", minimum=0.0),
+    Field("evals_per_epoch", "int", minimum=1),
+    # hard_labels
+    Field("max_length", "int", minimum=8),
+    Field("anchors", "bool"),
+    _fraction("warmup_fraction", open_maximum=True),
+    # distill
+    Field("teacher", "str"),
+    _fraction("distill_weight"),
+    Field("temperature", "number", minimum=0.0, open_minimum=True),
+    # head_only
+    Field("parent", "str"),
+    Field("calibration_split", allowed=CALIBRATION_SPLITS),
+    _fraction("calibration_fraction", open_minimum=True),
+    Field("calibration_source", allowed=CALIBRATION_SOURCES),
+    _fraction("generic_anchor_fraction", open_maximum=True),
+)
+"""Every key of a branch spec, with its type and range (defaults live on :class:`BranchSpec`);
+``routes``, ``size`` and ``name`` get their own checks in :func:`_parse`."""
+_ALL_KEYS = {f.name for f in BRANCH_FIELDS}
+assert _COMMON.union(*_ROUTE_KEYS.values()) == _ALL_KEYS
+assert {f.name for f in fields(BranchSpec)} >= _ALL_KEYS
 
 
 @dataclass(frozen=True)
@@ -159,8 +199,6 @@ def branch_sort_key(name: str) -> tuple[int, int, str]:
 
 def load_branches(folder: str | Path | None = None) -> BranchSet:
     """Load and validate every ``*.yaml`` under ``folder`` (default: the bundled branches/)."""
-    from guarddiag.paths import branches_dir
-
     folder = Path(folder) if folder is not None else branches_dir()
     if not folder.is_dir():
         raise GuarddiagError(f"{folder}: branches folder not found")
@@ -195,73 +233,48 @@ def _where(path: Path, key: str) -> str:
 
 def _parse(path: Path, doc: dict[str, Any], problems: Problems) -> BranchSpec | None:
     n_before = len(problems.items)
-    for key in doc:
-        if key not in _ALL_KEYS:
-            problems.add(_where(path, str(key)),
-                         f"unknown key ({did_you_mean(str(key), sorted(_ALL_KEYS))})")
-    for key in sorted(_REQUIRED - set(doc)):
-        problems.add(_where(path, key), "missing required key")
-
+    values = read_fields(doc, BRANCH_FIELDS, where=str(path), problems=problems)
     routes = _routes(path, doc.get("routes"), problems)
     if routes is not None:
-        allowed = _COMMON.union(*(_ROUTE_KEYS[r] for r in routes))
-        for key in doc:
-            if key in _ALL_KEYS and key not in allowed:
-                owners = [r for r, keys in _ROUTE_KEYS.items() if key in keys]
-                problems.add(_where(path, key),
-                             f"applies only to route {' or '.join(owners)}, not to "
-                             f"[{', '.join(routes)}]")
-        for route in routes:
-            for key in sorted(_ROUTE_REQUIRED[route] - set(doc)):
-                problems.add(_where(path, key), f"required by route {route}")
-
+        _check_route_keys(path, doc, routes, problems)
     name = doc.get("name")
     if "name" in doc and name != path.stem:
         problems.add(_where(path, "name"), f"{name!r} must equal the file stem {path.stem!r}")
-
-    values: dict[str, Any] = {}
-    check = _Checker(path, doc, problems, values)
-    check.text("description")
-    check.fraction("policy_a_fraction")
-    check.integer("epochs", minimum=1)
-    check.number("lr", positive=True)
-    check.integer("batch_size", minimum=1)
-    check.integer("train_rows", minimum=1, nullable=True)
-    check.integer("val_rows", minimum=1, nullable=True)
-    check.integer("fixed_seed", minimum=0, nullable=True)
-    check.number("pillar_weight")
-    check.number("span_weight")
-    check.number("weight_decay")
-    check.integer("evals_per_epoch", minimum=1)
-    check.integer("max_length", minimum=8)
-    check.boolean("anchors")
-    check.fraction("warmup_fraction", below_one=True)
-    check.text("teacher")
-    check.fraction("distill_weight")
-    check.number("temperature", positive=True)
-    check.text("parent")
-    check.choice("calibration_split", CALIBRATION_SPLITS)
-    check.fraction("calibration_fraction", positive=True)
-    check.choice("calibration_source", CALIBRATION_SOURCES)
-    check.fraction("generic_anchor_fraction", below_one=True)
+    if "description" in values:
+        values["description"] = values["description"].strip()
     if "size" in doc:
-        from guarddiag.model import SIZE_ORDER
-
-        size = doc["size"]
-        if not isinstance(size, str) or size not in (*SIZE_MODES, *SIZE_ORDER):
-            problems.add(_where(path, "size"),
-                         f"unknown model size {size!r}: expected one of "
-                         f"{', '.join((*SIZE_MODES, *SIZE_ORDER))}")
-        else:
-            values["size"] = size
-    if (routes is not None and "head_only" in routes and "size" in doc
-            and doc["size"] != "same"):
-        problems.add(_where(path, "size"), "a head-only branch always has its parent's size")
+        _check_size(path, doc, routes, problems)
     if len(problems.items) > n_before or routes is None:
         return None
     values["routes"] = tuple(routes)
     values["name"] = path.stem
     return BranchSpec(**values, path=str(path))
+
+
+def _check_route_keys(path: Path, doc: dict[str, Any], routes: list[str],
+                      problems: Problems) -> None:
+    """Keys of routes the branch does not take are errors; each route's own keys are needed."""
+    allowed = _COMMON.union(*(_ROUTE_KEYS[r] for r in routes))
+    for key in doc:
+        if key in _ALL_KEYS and key not in allowed:
+            owners = [r for r, keys in _ROUTE_KEYS.items() if key in keys]
+            problems.add(_where(path, key),
+                         f"applies only to route {' or '.join(owners)}, not to "
+                         f"[{', '.join(routes)}]")
+    for route in routes:
+        for key in sorted(_ROUTE_REQUIRED[route] - set(doc)):
+            problems.add(_where(path, key), f"required by route {route}")
+
+
+def _check_size(path: Path, doc: dict[str, Any], routes: list[str] | None,
+                problems: Problems) -> None:
+    size = doc["size"]
+    if not isinstance(size, str) or size not in (*SIZE_MODES, *SIZE_ORDER):
+        problems.add(_where(path, "size"),
+                     f"unknown model size {size!r}: expected one of "
+                     f"{', '.join((*SIZE_MODES, *SIZE_ORDER))}")
+    if routes is not None and "head_only" in routes and size != "same":
+        problems.add(_where(path, "size"), "a head-only branch always has its parent's size")
 
 
 def _routes(path: Path, value: Any, problems: Problems) -> list[str] | None:
@@ -283,85 +296,6 @@ def _routes(path: Path, value: Any, problems: Problems) -> list[str] | None:
                      f"[hard_labels, distill] or [head_only]")
         return None
     return [r for r in ROUTES if r in value]
-
-
-@dataclass
-class _Checker:
-    path: Path
-    doc: dict[str, Any]
-    problems: Problems
-    values: dict[str, Any]
-
-    def _get(self, key: str) -> tuple[bool, Any]:
-        return (key in self.doc, self.doc.get(key))
-
-    def _bad(self, key: str, message: str) -> None:
-        self.problems.add(_where(self.path, key), message)
-
-    def text(self, key: str) -> None:
-        present, v = self._get(key)
-        if not present:
-            return
-        if not isinstance(v, str) or (key != "description" and not v.strip()):
-            self._bad(key, f"expected a non-empty string, got {v!r}")
-        else:
-            self.values[key] = v.strip() if key == "description" else v
-
-    def boolean(self, key: str) -> None:
-        present, v = self._get(key)
-        if present:
-            if isinstance(v, bool):
-                self.values[key] = v
-            else:
-                self._bad(key, f"expected true or false, got {v!r}")
-
-    def integer(self, key: str, *, minimum: int, nullable: bool = False) -> None:
-        present, v = self._get(key)
-        if not present:
-            return
-        if v is None and nullable:
-            self.values[key] = None
-        elif isinstance(v, bool) or not isinstance(v, int):
-            self._bad(key, f"expected an integer{' or null' if nullable else ''}, got {v!r}")
-        elif v < minimum:
-            self._bad(key, f"{v} is below the minimum {minimum}")
-        else:
-            self.values[key] = v
-
-    def number(self, key: str, *, positive: bool = False) -> None:
-        present, v = self._get(key)
-        if not present:
-            return
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-            self._bad(key, f"expected a number, got {v!r}")
-        elif (v <= 0) if positive else (v < 0):
-            self._bad(key, f"{v} must be {'> 0' if positive else '>= 0'}")
-        else:
-            self.values[key] = float(v)
-
-    def fraction(self, key: str, *, below_one: bool = False, positive: bool = False) -> None:
-        present, v = self._get(key)
-        if not present:
-            return
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-            self._bad(key, f"expected a fraction in [0, 1], got {v!r}")
-        elif not 0.0 <= v <= 1.0:
-            self._bad(key, f"{v} is outside [0, 1]")
-        elif below_one and v >= 1.0:
-            self._bad(key, f"{v} must be below 1")
-        elif positive and v <= 0.0:
-            self._bad(key, f"{v} must be above 0")
-        else:
-            self.values[key] = float(v)
-
-    def choice(self, key: str, choices: Sequence[str]) -> None:
-        present, v = self._get(key)
-        if not present:
-            return
-        if v not in choices:
-            self._bad(key, f"{v!r} is not one of {', '.join(choices)}")
-        else:
-            self.values[key] = v
 
 
 def _check_links(specs: dict[str, BranchSpec], names: set[str], problems: Problems) -> None:
@@ -428,14 +362,8 @@ class PlannedRun:
         return [d for d in (self.teacher, self.parent) if d]
 
 
-def run_id(size: str, branch: str, seed: int) -> str:
-    return f"{size}/{branch}/seed={seed}"
-
-
 def resolve_size(spec: BranchSpec, requested: str, branches: BranchSet) -> str:
     """The model size a branch trains at when ``requested`` is asked for."""
-    from guarddiag.model import get_size, size_up
-
     if spec.head_only and spec.parent:
         return resolve_size(branches[spec.parent], requested, branches)
     if spec.size == "same":
@@ -448,8 +376,6 @@ def resolve_size(spec: BranchSpec, requested: str, branches: BranchSet) -> str:
 def plan_runs(branches: BranchSet, *, names: str | Sequence[str] = "all",
               sizes: Sequence[str], seeds: Sequence[int]) -> list[PlannedRun]:
     """Every run needed for ``names`` × ``sizes`` × ``seeds``, dependencies first."""
-    from guarddiag.model import get_size
-
     wanted = select_branches(branches, names)
     for size in sizes:
         get_size(size, where="--sizes")
@@ -486,8 +412,6 @@ def select_branches(branches: BranchSet, names: str | Sequence[str]) -> list[str
 
 
 def _topological(runs: dict[str, PlannedRun]) -> list[PlannedRun]:
-    from guarddiag.model import SIZE_ORDER
-
     depth: dict[str, int] = {}
 
     def level(rid: str) -> int:
@@ -519,8 +443,6 @@ def parse_seeds(text: str | Iterable[int]) -> list[int]:
 
 
 def parse_sizes(text: str | Sequence[str]) -> list[str]:
-    from guarddiag.model import get_size
-
     parts = [p.strip() for p in text.split(",")] if isinstance(text, str) else list(text)
     parts = [p for p in parts if p]
     if not parts:

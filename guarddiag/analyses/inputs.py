@@ -1,0 +1,160 @@
+"""Reading the saved hand-off files the analysis step needs, once.
+
+:func:`load_inputs` reads the predictions (``runs/predictions.parquet`` and
+``runs/outside/*.parquet``), ``pool.parquet`` with its ``agreement.json``, the audit's
+``summary.json``, the benchmark manifests, and the benchmark frames the SORRY-Bench analyses
+need (categories, base prompt ids). Absent optional inputs become notes, never errors.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import polars as pl
+
+from guarddiag import files
+from guarddiag import predictions as preds_mod
+from guarddiag.data import BenchmarkManifest, load_benchmarks, load_manifests
+from guarddiag.errors import GuarddiagError
+from guarddiag.sorry.taxonomy import SORRY_BENCHMARK, base_benchmark
+
+FileRef = tuple[str, str]
+"""(path, sha256) of one input file."""
+
+
+@dataclass(frozen=True)
+class ReportInputs:
+    """Every saved input of the analysis step, read once."""
+
+    predictions: pl.DataFrame = field(repr=False)
+    prediction_files: tuple[FileRef, ...]
+    pool: pl.DataFrame | None = field(repr=False)
+    pool_file: FileRef | None
+    agreement: Mapping[str, Any] | None
+    agreement_file: FileRef | None
+    audit_summary: Mapping[str, Any] | None = field(repr=False)
+    audit_file: FileRef | None
+    kinds: Mapping[str, str]
+    titles: Mapping[str, str]
+    manifest_sha256: Mapping[str, str | None]
+    notes: tuple[str, ...] = ()
+    derived_from: Mapping[str, str] = field(default_factory=dict)
+    """Each derived (mutated) subset's base subset, from its manifest."""
+    benchmark_frames: Mapping[str, pl.DataFrame] = field(default_factory=dict, repr=False)
+    """Frames (categories, base prompt ids) of the scored benchmarks the SORRY-Bench analyses
+    read, in manifest order; only those available."""
+    unavailable_benchmarks: tuple[str, ...] = ()
+    """Benchmarks of those whose files are not there."""
+
+    @property
+    def scored(self) -> list[str]:
+        """Benchmarks with predictions (not the pool's val split), in name order."""
+        return sorted(set(self.predictions["benchmark"].to_list()) - {"pool_val"})
+
+    def mutated_subsets(self) -> list[str]:
+        """Scored derived subsets whose base subset is scored too, in name order."""
+        scored = self.scored
+        return [b for b in scored if b in self.derived_from and self.derived_from[b] in scored]
+
+
+class InputOptions(Protocol):
+    """Where the inputs are (an :class:`~guarddiag.analyses.step.AnalysisOptions`)."""
+
+    @property
+    def runs_dir(self) -> Path: ...
+    @property
+    def pool_path(self) -> Path | None: ...
+    @property
+    def audit_dir(self) -> Path | None: ...
+    @property
+    def data_dir(self) -> Path | None: ...
+    @property
+    def derived_dir(self) -> Path | None: ...
+
+
+def file_ref(path: Path) -> FileRef:
+    return (str(path), files.sha256_file(path))
+
+
+def _read_pool(pool_path: Path | None, notes: list[str]
+               ) -> tuple[pl.DataFrame | None, FileRef | None, Any, FileRef | None]:
+    if pool_path is None or not Path(pool_path).is_file():
+        notes.append(f"pool {pool_path}: not found, so VAL, the pool statistics and the "
+                     "validation-split overlap are omitted")
+        return None, None, None, None
+    pool_path = Path(pool_path)
+    pool = files.read_table(pool_path)
+    agreement = agreement_file = None
+    agreement_path = pool_path.parent / "agreement.json"
+    if agreement_path.is_file():
+        agreement = files.read_json(agreement_path)
+        agreement_file = file_ref(agreement_path)
+    return pool, file_ref(pool_path), agreement, agreement_file
+
+
+def _read_audit(audit_dir: Path | None, notes: list[str]
+                ) -> tuple[Mapping[str, Any] | None, FileRef | None]:
+    if audit_dir is None or not (Path(audit_dir) / "summary.json").is_file():
+        notes.append(f"audit {audit_dir}: no summary.json, so the contamination table "
+                     "is omitted and benchmark digests come from the manifests")
+        return None, None
+    summary_path = Path(audit_dir) / "summary.json"
+    summary = files.read_json(summary_path)
+    if not isinstance(summary, dict):
+        raise GuarddiagError(f"{summary_path}: expected a JSON object")
+    return summary, file_ref(summary_path)
+
+
+def _manifest_digest(m: BenchmarkManifest) -> str | None:
+    digests = [f.sha256 for f in m.files if f.sha256]
+    return ",".join(digests) if digests and len(digests) == len(m.files) else None
+
+
+def _sorry_benchmark_ids(scored: list[str], derived_from: Mapping[str, str]) -> list[str]:
+    """The benchmarks whose frames the SORRY-Bench analyses read: SORRY-Bench itself, the base
+    benchmark of every scored subset (balance) and the scored mutated subsets (robustness)."""
+    ids = {base_benchmark(b) for b in scored}
+    if SORRY_BENCHMARK in scored:
+        ids.add(SORRY_BENCHMARK)
+    ids |= {b for b in scored if b in derived_from and derived_from[b] in scored}
+    return sorted(ids)
+
+
+def _read_benchmark_frames(ids: list[str], manifests: Mapping[str, BenchmarkManifest], *,
+                           data_dir: str | os.PathLike[str] | None,
+                           derived_dir: str | os.PathLike[str] | None
+                           ) -> tuple[dict[str, pl.DataFrame], tuple[str, ...]]:
+    wanted = [i for i in ids if i in manifests]
+    if not wanted:
+        return {}, ()
+    bset = load_benchmarks(wanted, data_dir=data_dir, derived_dir=derived_dir)
+    return dict(bset.frames), tuple(s.id for s in bset.unavailable)
+
+
+def load_inputs(options: InputOptions) -> ReportInputs:
+    """Read every saved input of the analysis step; absent optional inputs become notes."""
+    notes: list[str] = []
+    run_files = preds_mod.run_files(options.runs_dir)
+    predictions = preds_mod.load_runs(options.runs_dir)
+    pool, pool_file, agreement, agreement_file = _read_pool(options.pool_path, notes)
+    summary, audit_file = _read_audit(options.audit_dir, notes)
+    manifests = load_manifests(derived_dir=options.derived_dir)
+    derived_from = {k: m.derived_from for k, m in manifests.items()
+                    if m.derived and m.derived_from}
+    scored = sorted(set(predictions["benchmark"].to_list()) - {"pool_val"})
+    frames, unavailable = _read_benchmark_frames(
+        _sorry_benchmark_ids(scored, derived_from), manifests, data_dir=options.data_dir,
+        derived_dir=options.derived_dir)
+    return ReportInputs(
+        predictions=predictions, prediction_files=tuple(file_ref(p) for p in run_files),
+        pool=pool, pool_file=pool_file, agreement=agreement, agreement_file=agreement_file,
+        audit_summary=summary, audit_file=audit_file,
+        kinds={k: m.kind for k, m in manifests.items()},
+        titles={k: m.title for k, m in manifests.items()},
+        manifest_sha256={k: _manifest_digest(m) for k, m in manifests.items()},
+        notes=tuple(notes), derived_from=derived_from, benchmark_frames=frames,
+        unavailable_benchmarks=unavailable)

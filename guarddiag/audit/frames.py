@@ -1,0 +1,129 @@
+"""``audit_frames``: exact and near overlaps of pool rows with benchmark frames, in memory."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import polars as pl
+
+from guarddiag.audit.exact import Match, exact_matches, index_forms
+from guarddiag.audit.neardup import check_threshold, near_matches
+from guarddiag.audit.result import (
+    DEFAULT_THRESHOLD,
+    N_EXAMPLES,
+    OVERLAP_SCHEMA,
+    AuditResult,
+    BenchmarkOverlap,
+    UnavailableBenchmark,
+)
+from guarddiag.errors import GuarddiagError
+from guarddiag.progress import say
+from guarddiag.text import normalise
+
+__all__ = ["audit_frames"]
+
+_EXAMPLE_CHARS = 300
+Expanded = tuple[int, int, bool, int, float]
+"""(benchmark index, row, is near, pool row, similarity)."""
+
+
+def audit_frames(pool_ids: Sequence[str], pool_texts: Sequence[str],
+                 benchmarks: Mapping[str, pl.DataFrame], *, near_dup: bool = False,
+                 threshold: float = DEFAULT_THRESHOLD, drop_near: bool = False,
+                 sha256: Mapping[str, str] | None = None,
+                 unavailable: Sequence[UnavailableBenchmark] = ()) -> AuditResult:
+    """Audit pool rows against benchmark frames (columns ``prompt_id``, ``text``); writes nothing.
+
+    Pool ids must be unique and texts non-empty (:func:`guarddiag.audit.read_pool` checks both).
+    """
+    threshold = check_threshold(threshold)
+    if drop_near and not near_dup:
+        raise GuarddiagError("drop_near needs near_dup: near duplicates are only found with "
+                             "near_dup=True")
+    if len(pool_ids) != len(pool_texts):
+        raise GuarddiagError(f"{len(pool_ids)} pool ids for {len(pool_texts)} texts")
+    names = list(benchmarks)
+    bench_ids, bench_texts = _benchmark_columns(benchmarks)
+    index = index_forms(bench_texts)
+
+    say(f"audit: normalising {len(pool_texts):,} pool rows")
+    pool_forms = [normalise(t) for t in pool_texts]
+    matches: list[Match] = exact_matches(index, pool_forms)
+    if near_dup:
+        matches += near_matches(index.forms, pool_forms, threshold=threshold)
+
+    # Expand to (benchmark, prompt) pairs, ordered by benchmark, prompt, kind, pool row.
+    expanded: list[Expanded] = sorted(
+        (b, row, kind != "exact", p, similarity)
+        for key, p, kind, similarity in matches for b, row in index.members[key])
+    by_bench: dict[int, list[tuple[int, bool, int, float]]] = {}
+    for b, row, is_near, p, similarity in expanded:
+        by_bench.setdefault(b, []).append((row, is_near, p, similarity))
+
+    results: list[BenchmarkOverlap] = []
+    decontaminated: dict[str, tuple[str, ...]] = {}
+    for b, name in enumerate(names):
+        part = by_bench.get(b, [])
+        exact_rows = {row for row, is_near, _, _ in part if not is_near}
+        near_rows = {row for row, is_near, _, _ in part if is_near} - exact_rows
+        dropped = exact_rows | near_rows if drop_near else exact_rows
+        ids = bench_ids[b]
+        decontaminated[name] = tuple(pid for row, pid in enumerate(ids) if row not in dropped)
+        results.append(BenchmarkOverlap(
+            benchmark=name, n=len(ids), n_exact=len(exact_rows),
+            n_near=len(near_rows) if near_dup else None, n_kept=len(decontaminated[name]),
+            sha256=(sha256 or {}).get(name),
+            examples=_examples(part, ids, bench_texts[b], pool_ids, pool_texts)))
+    return AuditResult(benchmarks=tuple(results), unavailable=tuple(unavailable),
+                       overlap=_overlap_frame(expanded, names, bench_ids, pool_ids),
+                       decontaminated=decontaminated, pool_rows=len(pool_texts),
+                       near_dup=near_dup, threshold=threshold, drop_near=drop_near)
+
+
+def _benchmark_columns(benchmarks: Mapping[str, pl.DataFrame]
+                       ) -> tuple[list[list[str]], list[list[str]]]:
+    """Per benchmark (in order), its prompt ids and texts."""
+    bench_ids: list[list[str]] = []
+    bench_texts: list[list[str]] = []
+    for name, frame in benchmarks.items():
+        missing = [c for c in ("prompt_id", "text") if c not in frame.columns]
+        if missing:
+            raise GuarddiagError(f"benchmark {name}: missing column(s) {', '.join(missing)}")
+        bench_ids.append(frame.get_column("prompt_id").cast(pl.String).to_list())
+        bench_texts.append(frame.get_column("text").to_list())
+    return bench_ids, bench_texts
+
+
+def _overlap_frame(expanded: list[Expanded], names: list[str], bench_ids: list[list[str]],
+                   pool_ids: Sequence[str]) -> pl.DataFrame:
+    return pl.DataFrame(
+        {"benchmark": [names[b] for b, *_ in expanded],
+         "prompt_id": [bench_ids[b][row] for b, row, *_ in expanded],
+         "pool_id": [pool_ids[p] for _, _, _, p, _ in expanded],
+         "kind": ["near" if is_near else "exact" for _, _, is_near, _, _ in expanded],
+         "similarity": [similarity for *_, similarity in expanded]},
+        schema=OVERLAP_SCHEMA)
+
+
+def _examples(part: list[tuple[int, bool, int, float]], ids: list[str], texts: list[str],
+              pool_ids: Sequence[str], pool_texts: Sequence[str]) -> tuple[dict[str, Any], ...]:
+    out = []
+    for want_near in (False, True):
+        # One example per benchmark prompt, first prompts first: the reader sees distinct items.
+        seen: set[int] = set()
+        for row, is_near, p, similarity in part:
+            if is_near != want_near or row in seen:
+                continue
+            seen.add(row)
+            out.append({"kind": "near" if is_near else "exact", "prompt_id": ids[row],
+                        "pool_id": pool_ids[p], "similarity": round(similarity, 4),
+                        "benchmark_text": _clip(texts[row]), "pool_text": _clip(pool_texts[p])})
+            if len(seen) == N_EXAMPLES:
+                break
+    return tuple(out)
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= _EXAMPLE_CHARS else text[:_EXAMPLE_CHARS - 1] + "…"
+

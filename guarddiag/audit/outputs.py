@@ -1,0 +1,216 @@
+"""The audit folder: writing overlap.parquet, decontaminated lists, the chart, summary.json and
+meta.json, and reading a finished folder back."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from guarddiag import files
+from guarddiag.audit.result import (
+    FORMAT_VERSION,
+    OVERLAP_SCHEMA,
+    AuditResult,
+    BenchmarkOverlap,
+    UnavailableBenchmark,
+)
+from guarddiag.errors import GuarddiagError
+from guarddiag.figures import save_figure
+
+__all__ = ["AUDIT_FIGURE_SAVE", "load_audit", "load_decontaminated", "load_if_current",
+           "plot_overlap", "save_audit_figure", "write_audit"]
+
+AUDIT_FIGURE_SAVE: Mapping[str, Any] = {
+    "dpi": 200, "style": None, "settle": False, "bbox_inches": None,
+    "png_metadata": {"Software": None},
+    "pdf_metadata": {"CreationDate": None, "Creator": None, "Producer": None},
+}
+"""How the audit's figures are saved (the settings they were first written with, so their
+bytes stay the same): PNG at 200 dpi, matplotlib's default rc settings, no extra draw, no
+bounding-box crop, no dates or versions in the metadata."""
+
+
+def save_audit_figure(fig: Any, stem: Path) -> None:
+    """Save ``fig`` as ``<stem>.png`` and ``<stem>.pdf`` with :data:`AUDIT_FIGURE_SAVE`, then
+    close it."""
+    import matplotlib.pyplot as plt  # only when a figure is saved: keeps the import light
+
+    save_figure(fig, stem, **AUDIT_FIGURE_SAVE)
+    plt.close(fig)
+
+
+def write_audit(result: AuditResult, out_dir: str | Path, *, figure: bool = True,
+                meta: Mapping[str, Any] | None = None) -> Path:
+    """Write overlap.parquet, decontaminated/, the figure, then summary.json and meta.json."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    # A previous summary must not vouch for half-rewritten files if this run is killed.
+    for name in ("meta.json", "summary.json"):
+        (out_dir / name).unlink(missing_ok=True)
+    files.write_parquet(result.overlap, out_dir / "overlap.parquet")
+    deco = out_dir / "decontaminated"
+    if deco.exists():
+        shutil.rmtree(deco)
+    deco.mkdir()
+    for name, kept in result.decontaminated.items():
+        files.write_text("".join(f"{pid}\n" for pid in kept), deco / f"{name}.txt")
+    if figure:
+        save_audit_figure(plot_overlap(result), out_dir / "overlap")
+    files.write_json(_summary_doc(result), out_dir / "summary.json")
+    meta = dict(meta or {})
+    inputs = meta.pop("inputs", None)
+    files.write_meta(out_dir, inputs=inputs, seed=None, stage="audit", **meta)
+    return out_dir
+
+
+def _summary_doc(result: AuditResult) -> dict[str, Any]:
+    return {
+        "format": FORMAT_VERSION,
+        "pool_rows": result.pool_rows,
+        "near_dup": result.near_dup,
+        "threshold": result.threshold,
+        "decontamination_drops": "exact+near" if result.drop_near else "exact",
+        "normalisation": "Unicode NFKC, casefold, punctuation/symbols to space, whitespace "
+                         "collapsed (guarddiag.text.normalise)",
+        "near_definition": f"word-set Jaccard >= {result.threshold:g} between normal forms, "
+                           "no exact overlap; prefix-filter join, no pair lost",
+        "benchmarks": {b.benchmark: {
+            "n": b.n, "n_exact": b.n_exact, "pct_exact": round(b.pct_exact, 4),
+            "n_near": b.n_near, "pct_near": None if b.pct_near is None else round(b.pct_near, 4),
+            "n_kept": b.n_kept, "pct_removed": round(b.pct_removed, 4), "sha256": b.sha256,
+            "examples": list(b.examples)} for b in result.benchmarks},
+        "benchmark_order": [b.benchmark for b in result.benchmarks],
+        "unavailable": {u.benchmark: u.reason for u in result.unavailable},
+        "titles": {k: v for k, v in result.titles.items()
+                   if k in {b.benchmark for b in result.benchmarks}
+                   or k in {u.benchmark for u in result.unavailable}},
+    }
+
+
+def load_if_current(out_dir: Path, key: str) -> AuditResult | None:
+    meta_path = out_dir / "meta.json"
+    if not meta_path.is_file():
+        return None
+    try:
+        meta = files.read_json(meta_path)
+        if meta.get("cache_key") != key:
+            return None
+        return load_audit(out_dir)
+    except GuarddiagError:
+        return None
+
+
+def load_audit(audit_dir: str | Path) -> AuditResult:
+    """Read a finished audit folder back into an :class:`AuditResult`."""
+    audit_dir = Path(audit_dir)
+    summary_path = audit_dir / "summary.json"
+    if not summary_path.is_file():
+        raise GuarddiagError(f"{summary_path}: no finished audit here (run `guarddiag audit`)")
+    doc = files.read_json(summary_path)
+    if doc.get("format") != FORMAT_VERSION:
+        raise GuarddiagError(f"{summary_path}: audit format {doc.get('format')!r}, expected "
+                             f"{FORMAT_VERSION}; rerun `guarddiag audit`")
+    kept = load_decontaminated(audit_dir, _doc=doc)
+    benches = []
+    for name in doc["benchmark_order"]:
+        entry = doc["benchmarks"][name]
+        benches.append(BenchmarkOverlap(
+            benchmark=name, n=entry["n"], n_exact=entry["n_exact"], n_near=entry["n_near"],
+            n_kept=entry["n_kept"], sha256=entry["sha256"], examples=tuple(entry["examples"])))
+    overlap = files.read_table(audit_dir / "overlap.parquet")
+    deco = {name: tuple(_read_ids(audit_dir / "decontaminated" / f"{name}.txt"))
+            for name in kept}
+    return AuditResult(
+        benchmarks=tuple(benches),
+        unavailable=tuple(UnavailableBenchmark(k, v) for k, v in doc["unavailable"].items()),
+        overlap=overlap.cast(OVERLAP_SCHEMA), decontaminated=deco,
+        pool_rows=doc["pool_rows"], near_dup=doc["near_dup"], threshold=doc["threshold"],
+        drop_near=doc["decontamination_drops"] == "exact+near", out_dir=audit_dir,
+        titles=doc.get("titles", {}))
+
+
+def _read_ids(path: Path) -> list[str]:
+    if not path.is_file():
+        raise GuarddiagError(f"{path}: decontaminated id list missing; rerun `guarddiag audit`")
+    return path.read_text(encoding="utf-8").splitlines()
+
+
+def load_decontaminated(audit_dir: str | Path, *,
+                        _doc: Mapping[str, Any] | None = None) -> dict[str, frozenset[str]]:
+    """Prompt ids that survive decontamination, per audited benchmark.
+
+    Benchmarks that were unavailable at audit time are absent from the mapping. Each list is
+    checked against the count in summary.json, so a truncated file is an error, not a silently
+    smaller benchmark.
+    """
+    audit_dir = Path(audit_dir)
+    summary_path = audit_dir / "summary.json"
+    doc = _doc if _doc is not None else files.read_json(summary_path)
+    out: dict[str, frozenset[str]] = {}
+    for name in doc.get("benchmark_order", []):
+        path = audit_dir / "decontaminated" / f"{name}.txt"
+        ids = _read_ids(path)
+        expected = doc["benchmarks"][name]["n_kept"]
+        if len(ids) != expected or len(set(ids)) != len(ids):
+            raise GuarddiagError(f"{path}: {len(ids)} ids, summary.json says {expected} "
+                                 "unique ids; rerun `guarddiag audit`")
+        out[name] = frozenset(ids)
+    return out
+
+
+# ─── figure ────────────────────────────────────────────────────────────────────────────────────
+
+def plot_overlap(result: AuditResult) -> Any:
+    """Horizontal bars: % of each benchmark's prompts with an exact overlap and (separately) a
+    near duplicate in the pool. Returns a matplotlib Figure."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    benches = list(result.benchmarks)
+    title = result.titles.get
+    labels = [f"{title(b.benchmark, b.benchmark)}  (n={b.n:,})" for b in benches]
+    labels += [f"{title(u.benchmark, u.benchmark)}  (not available)" for u in result.unavailable]
+    count = len(labels)
+    style = {"font.size": 8, "axes.titlesize": 9, "axes.labelsize": 8, "xtick.labelsize": 7.5,
+             "ytick.labelsize": 7.5, "legend.fontsize": 7.5, "font.family": "DejaVu Sans",
+             "axes.spines.top": False, "axes.spines.right": False, "svg.hashsalt": "guarddiag"}
+    with plt.rc_context(style):
+        fig, ax = plt.subplots(figsize=(6.3, 0.8 + 0.28 * max(count, 1)), layout="constrained")
+        ys = list(range(count))
+        height = 0.38 if result.near_dup else 0.6
+        exact = [b.pct_exact for b in benches]
+        off = height / 2 if result.near_dup else 0.0
+        bars = ax.barh([y - off for y in ys[:len(benches)]], exact, height=height,
+                       color="#2b5d8a", label="exact (after normalisation)")
+        _annotate(ax, bars, [b.n_exact for b in benches])
+        if result.near_dup:
+            near = [b.pct_near or 0.0 for b in benches]
+            bars = ax.barh([y + off for y in ys[:len(benches)]], near, height=height,
+                           color="#e39a3b",
+                           label=f"near duplicate (word-set Jaccard ≥ {result.threshold:g})")
+            _annotate(ax, bars, [b.n_near or 0 for b in benches])
+        ax.set_yticks(ys, labels)
+        ax.set_ylim(count - 0.5, -0.5)
+        for tick in ax.get_yticklabels()[len(benches):]:
+            tick.set_color("#888888")
+        top = max([*exact, *([b.pct_near or 0.0 for b in benches]), 1.0])
+        ax.set_xlim(0, min(100.0, top * 1.18 + 2))
+        ax.set_xlabel(f"benchmark prompts found in the {result.pool_rows:,}-row training pool "
+                      "(%)")
+        ax.grid(axis="x", color="#dddddd", linewidth=0.6)
+        ax.set_axisbelow(True)
+        fig.legend(loc="outside upper center", ncols=2, frameon=False)
+    return fig
+
+
+def _annotate(ax: Any, bars: Any, counts: list[int]) -> None:
+    for bar, n in zip(bars, counts, strict=True):
+        if n:
+            ax.annotate(f"{bar.get_width():.1f}% ({n:,})",
+                        (bar.get_width(), bar.get_y() + bar.get_height() / 2),
+                        xytext=(2, 0), textcoords="offset points", va="center", fontsize=6.5)
+

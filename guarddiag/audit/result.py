@@ -1,0 +1,121 @@
+"""The audit's result objects: per-benchmark overlap counts and the whole audit."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+__all__ = ["DEFAULT_THRESHOLD", "FORMAT_VERSION", "N_EXAMPLES", "OVERLAP_SCHEMA", "AuditResult",
+           "BenchmarkOverlap", "UnavailableBenchmark"]
+
+DEFAULT_THRESHOLD = 0.8
+"""Word-set Jaccard at or above which a pool row is a near duplicate of a benchmark prompt.
+
+0.8 keeps paraphrases that change a word or two of a 10–20-word prompt and rejects prompts that
+only share a template ("Generate the lyrics of <title>") with another title."""
+
+N_EXAMPLES = 3
+"""Example pairs kept per benchmark and kind in summary.json."""
+
+OVERLAP_SCHEMA = {"benchmark": pl.String, "prompt_id": pl.String, "pool_id": pl.String,
+                  "kind": pl.String, "similarity": pl.Float64}
+"""Columns of ``overlap.parquet``: one row per matched (benchmark prompt, pool row) pair."""
+FORMAT_VERSION = 1
+"""Version of the audit folder's layout; a folder of another version is recomputed."""
+
+
+@dataclass(frozen=True)
+class BenchmarkOverlap:
+    """Overlap counts of one benchmark subset with the pool."""
+
+    benchmark: str
+    n: int
+    """Prompts in the subset."""
+    n_exact: int
+    """Prompts with at least one exact overlap."""
+    n_near: int | None
+    """Prompts with a near duplicate but no exact overlap; None when near-dup was not run."""
+    n_kept: int
+    """Prompts left after decontamination."""
+    sha256: str | None = None
+    """Digest of the subset's source files (from the benchmark loader)."""
+    examples: tuple[dict[str, Any], ...] = ()
+    """A few matched pairs with both texts, for a reader to eyeball."""
+
+    @property
+    def pct_exact(self) -> float:
+        return _pct(self.n_exact, self.n)
+
+    @property
+    def pct_near(self) -> float | None:
+        return None if self.n_near is None else _pct(self.n_near, self.n)
+
+    @property
+    def pct_removed(self) -> float:
+        """Share of the subset decontamination drops: the figure ``--fail-above`` gates on."""
+        return _pct(self.n - self.n_kept, self.n)
+
+
+@dataclass(frozen=True)
+class UnavailableBenchmark:
+    """A subset the audit could not read (files absent), with where to get it."""
+
+    benchmark: str
+    reason: str
+
+
+@dataclass(frozen=True, eq=False)
+class AuditResult:
+    """Everything one audit found; :meth:`to_frame` gives the per-benchmark table."""
+
+    benchmarks: tuple[BenchmarkOverlap, ...]
+    unavailable: tuple[UnavailableBenchmark, ...]
+    overlap: pl.DataFrame = field(repr=False)
+    """One row per matched pair (schema in the module docstring)."""
+    decontaminated: Mapping[str, tuple[str, ...]] = field(repr=False)
+    """Surviving prompt ids per benchmark, in benchmark order."""
+    pool_rows: int
+    near_dup: bool
+    threshold: float
+    drop_near: bool
+    out_dir: Path | None = None
+    titles: Mapping[str, str] = field(default_factory=dict)
+    """Readable subset names (manifest titles) for figures; ids when absent."""
+
+    def to_frame(self) -> pl.DataFrame:
+        return pl.DataFrame(
+            [{"benchmark": b.benchmark, "n": b.n, "n_exact": b.n_exact,
+              "pct_exact": b.pct_exact, "n_near": b.n_near, "pct_near": b.pct_near,
+              "n_kept": b.n_kept, "pct_removed": b.pct_removed} for b in self.benchmarks],
+            schema={"benchmark": pl.String, "n": pl.Int64, "n_exact": pl.Int64,
+                    "pct_exact": pl.Float64, "n_near": pl.Int64, "pct_near": pl.Float64,
+                    "n_kept": pl.Int64, "pct_removed": pl.Float64})
+
+    def above(self, pct: float) -> list[BenchmarkOverlap]:
+        """Benchmarks whose decontamination removes more than ``pct`` percent of prompts."""
+        return [b for b in self.benchmarks if b.pct_removed > pct]
+
+    def render(self) -> str:
+        """The per-benchmark table as fixed-width text (what ``guarddiag audit`` prints)."""
+        near = (f"near = word-set Jaccard ≥ {self.threshold:g}" if self.near_dup
+                else "near-dup off")
+        lines = [f"pool: {self.pool_rows:,} rows; exact = equal after normalisation; {near}; "
+                 f"decontamination drops {'exact + near' if self.drop_near else 'exact'}",
+                 f"{'benchmark':<28}{'n':>7}{'exact':>8}{'%':>7}{'near':>7}{'%':>7}{'kept':>7}"]
+        for b in self.benchmarks:
+            near_n = "—" if b.n_near is None else f"{b.n_near:,}"
+            near_p = "—" if b.pct_near is None else f"{b.pct_near:.1f}"
+            lines.append(f"{b.benchmark:<28}{b.n:>7,}{b.n_exact:>8,}{b.pct_exact:>7.1f}"
+                         f"{near_n:>7}{near_p:>7}{b.n_kept:>7,}")
+        for u in self.unavailable:
+            lines.append(f"{u.benchmark:<28} unavailable ({u.reason})")
+        return "\n".join(lines)
+
+
+def _pct(part: int, whole: int) -> float:
+    return 100.0 * part / whole if whole else 0.0
+

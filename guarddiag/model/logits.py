@@ -1,0 +1,50 @@
+"""A guard's class logits for a list of texts, in length-sorted batches, and their softmax."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+
+from guarddiag.errors import GuarddiagError
+from guarddiag.labels import CLASSES
+from guarddiag.model.guard import length_sorted_batches, pad_batch
+from guarddiag.model.store import LoadedGuard
+
+
+def guard_logits(guard: LoadedGuard, texts: Sequence[str], *, batch_size: int = 64,
+                 bucketed: bool = True, max_length: int | None = None) -> np.ndarray:
+    """Class logits [n, 4] in input order.
+
+    ``bucketed`` sorts prompts by token length and pads each batch to its longest prompt;
+    ``bucketed=False`` keeps input order and pads every batch to ``max_length`` (only for the
+    ``bench predict`` contrast).
+    """
+    if batch_size < 1:
+        raise GuarddiagError(f"batch size must be at least 1, got {batch_size}")
+    max_length = max_length or guard.max_length
+    ids = guard.tokenizer.encode_ids(list(texts), max_length=max_length)
+    out = np.zeros((len(ids), len(CLASSES)), dtype=np.float32)
+    if bucketed:
+        batches = length_sorted_batches([len(x) for x in ids], batch_size)
+    else:
+        batches = [list(range(i, min(i + batch_size, len(ids))))
+                   for i in range(0, len(ids), batch_size)]
+    model = guard.model
+    model.eval()
+    with torch.inference_mode():
+        for idx in batches:
+            x, mask = pad_batch([ids[i] for i in idx], pad_id=guard.tokenizer.pad_id,
+                                length=None if bucketed else max_length)
+            logits = model(x, mask, with_span=False).class_logits
+            out[idx] = logits.float().numpy()
+    return out
+
+
+def softmax(logits: np.ndarray) -> np.ndarray:
+    """Row-wise softmax in float64 (rows of class logits → class probabilities)."""
+    z = logits.astype(np.float64)
+    z = z - z.max(axis=1, keepdims=True)
+    e = np.exp(z)
+    return e / e.sum(axis=1, keepdims=True)

@@ -1,0 +1,125 @@
+"""The guard's tokenizer: a `tokenizers` BPE trained offline on the pool, or a checkpoint's."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from tokenizers import Tokenizer
+
+from guarddiag.errors import GuarddiagError
+from guarddiag.files import write_text
+from guarddiag.runs import TOKENIZER_FILE
+
+SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+
+
+class GuardTokenizer:
+    """A `tokenizers` tokenizer that adds [CLS] … [SEP] and knows its special ids."""
+
+    def __init__(self, tokenizer: Tokenizer, *, cls_token: str = "[CLS]",
+                 sep_token: str = "[SEP]", pad_token: str = "[PAD]"):
+        ids = {}
+        for role, token in (("cls", cls_token), ("sep", sep_token), ("pad", pad_token)):
+            tid = tokenizer.token_to_id(token)
+            if tid is None:
+                raise GuarddiagError(f"tokenizer: special token {token!r} ({role}) is missing")
+            ids[role] = tid
+        self.tokenizer = tokenizer
+        self.cls_id: int = ids["cls"]
+        self.sep_id: int = ids["sep"]
+        self.pad_id: int = ids["pad"]
+        self.tokens = {"cls": cls_token, "sep": sep_token, "pad": pad_token}
+
+    @property
+    def vocab_size(self) -> int:
+        return self.tokenizer.get_vocab_size(with_added_tokens=True)
+
+    def special_ids(self) -> dict[str, int]:
+        # ModernBERT uses [CLS] as BOS and [SEP] as EOS.
+        return {"pad_token_id": self.pad_id, "cls_token_id": self.cls_id,
+                "sep_token_id": self.sep_id, "bos_token_id": self.cls_id,
+                "eos_token_id": self.sep_id}
+
+    def encode(self, texts: Sequence[str], *, max_length: int) -> list[Any]:
+        """`tokenizers` encodings, truncated to ``max_length`` tokens including [CLS]/[SEP]."""
+        tok = self.tokenizer
+        tok.enable_truncation(max_length=max_length)
+        tok.no_padding()
+        encodings = tok.encode_batch(list(texts))
+        for enc in encodings[:1]:
+            if not enc.ids or enc.ids[0] != self.cls_id:
+                raise GuarddiagError("tokenizer: encodings must start with the [CLS] token "
+                                     "(its post-processor does not add it)")
+        return encodings
+
+    def encode_ids(self, texts: Sequence[str], *, max_length: int) -> list[list[int]]:
+        return [enc.ids for enc in self.encode(texts, max_length=max_length)]
+
+    def save(self, folder: str | Path) -> Path:
+        path = Path(folder) / TOKENIZER_FILE
+        write_text(self.tokenizer.to_str(), path)
+        return path
+
+    def describe(self) -> dict[str, Any]:
+        return {"tokens": dict(self.tokens), "vocab_size": self.vocab_size}
+
+    @classmethod
+    def load(cls, folder: str | Path, *, tokens: dict[str, str] | None = None
+             ) -> GuardTokenizer:
+        path = Path(folder) / TOKENIZER_FILE
+        if not path.is_file():
+            raise GuarddiagError(f"{path}: tokenizer file not found")
+        try:
+            tok = Tokenizer.from_file(str(path))
+        except Exception as exc:  # the Rust library raises plain Exceptions
+            raise GuarddiagError(f"{path}: cannot read tokenizer ({exc})") from None
+        tokens = tokens or {}
+        return cls(tok, cls_token=tokens.get("cls", "[CLS]"),
+                   sep_token=tokens.get("sep", "[SEP]"), pad_token=tokens.get("pad", "[PAD]"))
+
+
+def train_tokenizer(texts: Iterable[str], *, vocab_size: int) -> GuardTokenizer:
+    """Train a lower-cased BPE tokenizer offline on ``texts`` (the pool's training split).
+
+    NFKC + lower-casing keeps the vocabulary small; the normalisers keep character offsets
+    aligned with the original text, which the span head's token targets need.
+    """
+    from tokenizers import models, normalizers, pre_tokenizers, processors, trainers
+
+    tok = Tokenizer(models.BPE(unk_token="[UNK]"))
+    # BertNormalizer spaces out CJK characters, so Chinese/Japanese prompts split per
+    # character instead of becoming one unknown "word".
+    tok.normalizer = normalizers.Sequence([
+        normalizers.NFKC(),
+        normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=True,
+                                   strip_accents=False, lowercase=True)])
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, min_frequency=2,
+                                  special_tokens=list(SPECIAL_TOKENS), limit_alphabet=1000,
+                                  show_progress=False)
+    tok.train_from_iterator(list(texts), trainer=trainer)
+    cls_id, sep_id = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
+    tok.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", special_tokens=[("[CLS]", cls_id), ("[SEP]", sep_id)])
+    return GuardTokenizer(tok)
+
+
+def pretrained_tokenizer(checkpoint: str) -> GuardTokenizer:
+    """The checkpoint's own (fast) tokenizer, via transformers."""
+    from transformers import AutoTokenizer
+
+    try:
+        hf = AutoTokenizer.from_pretrained(checkpoint)
+    except (OSError, ValueError) as exc:
+        raise GuarddiagError(f"checkpoint {checkpoint}: cannot load its tokenizer "
+                             f"({str(exc).splitlines()[0]})") from None
+    backend = getattr(hf, "backend_tokenizer", None)
+    if backend is None:
+        raise GuarddiagError(f"checkpoint {checkpoint}: needs a fast (tokenizer.json) tokenizer")
+    # Round-trip through JSON so truncation settings never leak into the checkpoint's object.
+    tok = Tokenizer.from_str(backend.to_str())
+    return GuardTokenizer(tok, cls_token=hf.cls_token or "[CLS]",
+                          sep_token=hf.sep_token or "[SEP]", pad_token=hf.pad_token or "[PAD]")
+

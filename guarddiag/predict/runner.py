@@ -1,0 +1,193 @@
+"""``guarddiag predict``: every finished run and the TF-IDF baselines on every subset, into one
+predictions table (schema: :mod:`guarddiag.predictions`)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from guarddiag import audit, data, predictions
+from guarddiag.errors import GuarddiagError
+from guarddiag.files import sha256_file, write_parquet
+from guarddiag.labels import CLASSES, LOOSE, PROB_COLUMNS
+from guarddiag.model.logits import guard_logits, softmax
+from guarddiag.model.store import load_guard
+from guarddiag.model.threads import auto_threads, torch_threads
+from guarddiag.pool.table import Pool, read_pool
+from guarddiag.predict.baseline import score_baselines
+from guarddiag.predict.score import POOL_VAL, ScoringInput, score_frame
+from guarddiag.progress import progress, say
+from guarddiag.runs import (
+    MODEL_FILE,
+    PREDICTIONS_FILE,
+    ScoreCache,
+    finished_runs,
+    read_run_meta,
+)
+
+
+def _inputs(*, pool_path: Path, benchmarks: str | Sequence[str], data_dir: Path | None,
+            derived_dir: Path | None) -> tuple[list[ScoringInput], list[str], Pool]:
+    """The selected benchmark subsets that are available, the ids of those that are not, and
+    the pool (its val split is scored as benchmark ``pool_val``)."""
+    out: list[ScoringInput] = []
+    unavailable: list[str] = []
+    ids = benchmarks if isinstance(benchmarks, str) else list(benchmarks)
+    if ids != "none" and ids != []:
+        bset = data.load_benchmarks(ids, data_dir=data_dir, derived_dir=derived_dir)
+        for name, frame in bset.frames.items():
+            out.append(ScoringInput(name, [str(x) for x in frame["prompt_id"].to_list()],
+                                    frame["text"].to_list(), bset.sha256[name]))
+        unavailable = [s.id for s in bset.unavailable]
+    pool = read_pool(pool_path)
+    val = pool.split("val")
+    out.append(ScoringInput(POOL_VAL, val["prompt_id"].to_list(), val["text"].to_list(),
+                            pool.sha256))
+    return out, unavailable, pool
+
+
+@dataclass(frozen=True)
+class RunScoring:
+    run_id: str
+    guard_kind: str
+    n_scored: int
+    """Prompts scored in this call (0 when every benchmark came from the cache)."""
+    n_total: int
+    seconds: float
+
+
+@dataclass(frozen=True)
+class PredictResult:
+    path: Path
+    n_rows: int
+    runs: tuple[RunScoring, ...]
+    benchmarks: tuple[str, ...]
+    unavailable: tuple[str, ...]
+    decontam_note: str
+
+    def to_frame(self) -> pl.DataFrame:
+        return pl.DataFrame([asdict(r) for r in self.runs])
+
+
+def predict_runs(*, runs_dir: str | Path, pool_path: str | Path,
+                 audit_dir: str | Path | None = None, benchmarks: str | Sequence[str] = "all",
+                 data_dir: str | Path | None = None, derived_dir: str | Path | None = None,
+                 out_path: str | Path | None = None, batch_size: int = 64,
+                 baseline: bool = True, threads: int | None = None) -> PredictResult:
+    """Score every finished run (and the TF-IDF baseline) into one predictions table.
+
+    ``threads``: torch intra-op threads (None: 1 when every run is a CPU size, see
+    :func:`guarddiag.model.auto_threads`)."""
+    runs_dir = Path(runs_dir)
+    out_path = Path(out_path) if out_path is not None else runs_dir / PREDICTIONS_FILE
+    run_dirs = finished_runs(runs_dir)
+    if not run_dirs:
+        raise GuarddiagError(f"{runs_dir}: no finished runs; run `guarddiag train` first")
+    inputs, unavailable, pool = _inputs(
+        pool_path=Path(pool_path), benchmarks=benchmarks,
+        data_dir=Path(data_dir) if data_dir else None,
+        derived_dir=Path(derived_dir) if derived_dir else None)
+    n_prompts = sum(len(i.texts) for i in inputs)
+    say(f"scoring {len(run_dirs)} run(s) on {len(inputs)} subset(s), {n_prompts} prompts each"
+        + (f"; unavailable: {', '.join(unavailable)}" if unavailable else ""))
+
+    metas = {d: read_run_meta(d) for d in run_dirs}
+    if threads is None:
+        threads = auto_threads(m["size"] for m in metas.values())
+    with torch_threads(threads):
+        frames, report = _score_runs(run_dirs, metas, inputs, batch_size=batch_size)
+    if baseline:
+        for run_id, info, scores, n_scored, secs in score_baselines(
+                pool=pool, inputs=inputs, runs_dir=runs_dir):
+            frames.append(_with_run_columns(scores, run_id=run_id, guard_kind="baseline",
+                                            **info))
+            report.append(RunScoring(run_id, "baseline", n_scored, n_prompts, secs))
+
+    table = pl.concat(frames)
+    decontam, note = _decontam(audit_dir)
+    table = _add_decontam(table, decontam)
+    table = predictions.validate(table, source=str(out_path))
+    table = table.sort(["run_id", "benchmark", "prompt_id"])
+    write_parquet(table, out_path)
+    return PredictResult(out_path, table.height, tuple(report),
+                         tuple(i.benchmark for i in inputs), tuple(unavailable), note)
+
+
+def _score_runs(run_dirs: list[Path], metas: dict[Path, dict[str, Any]],
+                inputs: list[ScoringInput], *, batch_size: int
+                ) -> tuple[list[pl.DataFrame], list[RunScoring]]:
+    n_prompts = sum(len(i.texts) for i in inputs)
+    frames: list[pl.DataFrame] = []
+    report: list[RunScoring] = []
+    for run_dir in run_dirs:
+        t0 = time.monotonic()
+        meta = metas[run_dir]
+        cache = ScoreCache.open(run_dir, sha256_file(run_dir / MODEL_FILE))
+        todo = cache.missing(inputs)
+        if todo:
+            guard = load_guard(run_dir)
+            bar = progress(total=sum(len(i.texts) for i in todo), desc=meta["run_id"],
+                           unit="ex")
+            for inp in todo:
+                probs = softmax(guard_logits(guard, inp.texts, batch_size=batch_size))
+                cache.put(inp, score_frame(inp, probs))
+                bar.update(len(inp.texts))
+            bar.close()
+        scores = cache.save()
+        frames.append(_with_run_columns(
+            scores, run_id=meta["run_id"], guard_kind="branch", branch=meta["branch"],
+            size=meta["size"], seed=meta["seed"], label_policy=meta["label_policy"]))
+        report.append(RunScoring(meta["run_id"], "branch", sum(len(i.texts) for i in todo),
+                                 n_prompts, round(time.monotonic() - t0, 2)))
+    return frames, report
+
+
+def _with_run_columns(scores: pl.DataFrame, *, run_id: str, guard_kind: str, branch: str,
+                      size: str, seed: int | None, label_policy: str) -> pl.DataFrame:
+    probs = scores.select(PROB_COLUMNS).to_numpy()
+    unsafe_cols = [c for c, name in zip(PROB_COLUMNS, CLASSES, strict=True)
+                   if LOOSE.is_unsafe(name)]
+    pred = np.array(CLASSES, dtype=object)[probs.argmax(axis=1)] if len(probs) else []
+    return scores.with_columns(
+        pl.lit(run_id).alias("run_id"), pl.lit(guard_kind).alias("guard_kind"),
+        pl.lit(branch).alias("branch"), pl.lit(size).alias("size"),
+        pl.lit(seed, dtype=pl.Int64).alias("seed"),
+        pl.lit(label_policy).alias("label_policy"),
+        pl.sum_horizontal([pl.col(c) for c in unsafe_cols]).clip(0.0, 1.0).alias("p_unsafe"),
+        pl.Series("pred_class", list(pred), dtype=pl.String),
+        pl.lit("ok").alias("status"))
+
+
+def _decontam(audit_dir: str | Path | None) -> tuple[dict[str, frozenset[str]] | None, str]:
+    if audit_dir is None or not Path(audit_dir).is_dir():
+        note = (f"no audit folder at {audit_dir}; survives_decontam is True everywhere "
+                f"(run `guarddiag audit` for decontaminated scores)")
+        say(note)
+        return None, note
+    found = audit.load_decontaminated(audit_dir)
+    return found, f"survives_decontam from {audit_dir} ({len(found)} benchmark lists)"
+
+
+def _add_decontam(table: pl.DataFrame, decontam: dict[str, frozenset[str]] | None
+                  ) -> pl.DataFrame:
+    if decontam is None:
+        return table.with_columns(pl.lit(True).alias("survives_decontam"))
+    keep = pl.DataFrame(
+        [(b, pid) for b, ids in decontam.items() for pid in ids],
+        schema={"benchmark": pl.String, "prompt_id": pl.String}, orient="row",
+    ).with_columns(pl.lit(True).alias("_kept"))
+    audited = list(decontam)
+    # A subset the audit did not cover (the pool's own val split, derived subsets) is not
+    # contaminated by definition of the audit: it counts as surviving.
+    return (table.join(keep, on=["benchmark", "prompt_id"], how="left")
+            .with_columns(pl.when(pl.col("benchmark").is_in(audited))
+                          .then(pl.col("_kept").fill_null(False))
+                          .otherwise(pl.lit(True)).alias("survives_decontam"))
+            .drop("_kept"))
+

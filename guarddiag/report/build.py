@@ -1,0 +1,49 @@
+"""Building the report: run the section builders over the analysis results and assemble the
+content of results.json (:mod:`guarddiag.report.schema` describes it)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from guarddiag.errors import GuarddiagError
+from guarddiag.report.context import ReportContext, SectionBuilder
+from guarddiag.report.document import Report
+from guarddiag.report.jsonable import jsonable
+from guarddiag.report.schema import SCHEMA_VERSION
+from guarddiag.report.sections.order import DEFAULT_SECTIONS
+
+
+def build_report(ctx: ReportContext, *,
+                 sections: Sequence[SectionBuilder] = DEFAULT_SECTIONS) -> Report:
+    """Run each builder once, in order, and assemble results.json's content
+    (:class:`~guarddiag.report.schema.ResultsJson`); two sections may not share an id."""
+    built = []
+    seen: set[str] = set()
+    for builder in sections:
+        section = builder(ctx)
+        if section.id in seen:
+            raise GuarddiagError(f"report: two sections share the id {section.id!r}")
+        seen.add(section.id)
+        built.append(section)
+    o, i = ctx.options, ctx.results.inputs
+
+    def ref(x: tuple[str, str] | None) -> dict[str, str] | None:
+        return {"path": x[0], "sha256": x[1]} if x else None
+
+    results = {
+        "schema_version": SCHEMA_VERSION,
+        "title": o.title,
+        "options": {"mapping": o.mapping, "threshold": o.threshold,
+                    "n_resamples": o.n_resamples, "confidence": o.confidence, "seed": o.seed,
+                    "primary_subset": o.primary_subset, "min_seeds": o.min_seeds,
+                    "rank_group": list(o.rank_group), "rank_benchmark": o.rank_benchmark,
+                    "rank_tail": o.rank_tail},
+        "inputs": {"predictions": [ref(x) for x in i.prediction_files],
+                   "pool": ref(i.pool_file), "agreement": ref(i.agreement_file),
+                   "audit_summary": ref(i.audit_file)},
+        "notes": list(ctx.notes),
+        "sections": [{"id": s.id, "title": s.title, "omitted": s.omitted} for s in built],
+        "results": {s.id: s.results for s in built if s.omitted is None},
+    }
+    return Report(title=o.title, sections=tuple(built), results=jsonable(results),
+                  notes=ctx.notes)

@@ -1,0 +1,91 @@
+"""The report's document model: blocks (paragraphs, bullets, tables, figures, verbatim examples),
+sections, and the finished report. Renderers turn these into HTML, Markdown, LaTeX and CSV."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import polars as pl
+
+
+@dataclass(frozen=True)
+class Paragraph:
+    text: str
+
+
+@dataclass(frozen=True)
+class Bullets:
+    items: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Column:
+    """One displayed column: ``key`` in the table's frame, how to format it, and optionally the
+    frame columns holding its interval and which value counts as best (bold)."""
+
+    key: str
+    header: str
+    fmt: str = "text"
+    """text | int | pct (fraction shown as %) | pp (fraction shown as points) | num1 | num3 |
+    p | rho"""
+    low: str | None = None
+    high: str | None = None
+    best: str | None = None
+    """``max`` or ``min``: bold the best value of the column (ties all bold)."""
+
+
+@dataclass(frozen=True)
+class Table:
+    name: str
+    """File stem under tables/ (and the anchor in HTML)."""
+    caption: str
+    columns: tuple[Column, ...]
+    frame: pl.DataFrame = field(repr=False)
+    """Raw values; the CSV is this frame as it is."""
+    collapsed: bool = False
+    """Shown folded (``<details>``) in HTML: long appendix tables."""
+    csv_only: bool = False
+    """Machine-readable long tables: written as CSV only and pointed to from HTML/Markdown."""
+
+
+@dataclass(frozen=True)
+class FigureBlock:
+    name: str
+    figure: Any = field(repr=False)
+    caption: str
+
+
+@dataclass(frozen=True)
+class Examples:
+    """Verbatim texts (benchmark prompts, pool rows): always escaped, shown as preformatted."""
+
+    caption: str
+    items: tuple[tuple[str, str], ...]
+    """(label, text) pairs."""
+
+
+Block = Paragraph | Bullets | Table | FigureBlock | Examples
+
+
+@dataclass(frozen=True)
+class Section:
+    id: str
+    title: str
+    blocks: tuple[Block, ...] = ()
+    results: Any = None
+    """JSON-able payload stored under results.json ``results[id]``."""
+    omitted: str | None = None
+
+    @classmethod
+    def omit(cls, id: str, title: str, note: str) -> Section:
+        return cls(id=id, title=title, omitted=note)
+
+
+@dataclass(frozen=True)
+class Report:
+    title: str
+    sections: tuple[Section, ...]
+    results: Mapping[str, Any] = field(repr=False)
+    notes: tuple[str, ...] = ()

@@ -1,0 +1,116 @@
+"""Sections on the data: training-pool overlap (contamination), the validation split, and the
+dual-policy pool."""
+
+from __future__ import annotations
+
+import polars as pl
+
+from guarddiag import plots
+from guarddiag.report.context import ReportContext
+from guarddiag.report.document import (
+    Block,
+    Bullets,
+    Column,
+    Examples,
+    FigureBlock,
+    Paragraph,
+    Section,
+    Table,
+)
+from guarddiag.report.jsonable import jsonable, records
+from guarddiag.report.sections.common import pivot_by_cohort
+
+
+def section_contamination(ctx: ReportContext) -> Section:
+    title = "Training-pool overlap (contamination audit)"
+    c = ctx.results.contamination
+    if c is None:
+        return Section.omit("contamination", title, "no audit summary.json was found")
+    t = c.table
+    near = (f"near duplicates (word-set Jaccard ≥ {c.near_threshold:g}, no exact overlap) "
+            "are a separate column" if c.near_dup else "near-duplicate search was not run")
+    columns = (Column("benchmark", "benchmark"), Column("n", "n", "int"),
+               Column("n_exact", "exact", "int"), Column("share_exact", "exact %", "pct"),
+               Column("n_near", "near", "int"), Column("share_near", "near %", "pct"),
+               Column("n_kept", "kept", "int"))
+    blocks: list[Block] = [
+        Paragraph(f"Exact overlap = equal after normalisation ({c.normalisation or 'see audit'}"
+                  f"); {near}. Pool: {c.pool_rows or 0:,} rows."),
+        Table("overlap", "Benchmark prompts found in the training pool", columns, t),
+        FigureBlock("overlap", plots.overlap_bars(c),
+                    "Share of each benchmark's prompts found in the training pool "
+                    "(study Fig. 2a)."),
+    ]
+    if c.unavailable:
+        blocks.append(Bullets(tuple(f"{k}: unavailable ({v})"
+                                    for k, v in sorted(c.unavailable.items()))))
+    for bench in t["benchmark"].to_list():
+        ex = c.examples.get(bench) or ()
+        items = []
+        for e in ex:
+            items.append((f"{bench} {e.get('kind', '')} · prompt {e.get('prompt_id', '')}",
+                          str(e.get("benchmark_text", ""))))
+            items.append((f"pool row {e.get('pool_id', '')} (similarity "
+                          f"{e.get('similarity', '')})", str(e.get("pool_text", ""))))
+        if items:
+            blocks.append(Examples(f"Example overlaps: {bench}", tuple(items)))
+    payload = {"benchmarks": records(t), "pool_rows": c.pool_rows,
+               "near_threshold": c.near_threshold, "near_dup": c.near_dup,
+               "unavailable": dict(c.unavailable)}
+    return Section("contamination", title, tuple(blocks), payload)
+
+
+def section_val(ctx: ReportContext) -> Section:
+    title = "Validation split: accuracy and overlap with training"
+    if ctx.results.val_overlap is None:
+        return Section.omit("val", title, "no pool.parquet")
+    blocks: list[Block] = []
+    val = ctx.results.scores.table.filter(pl.col("metric") == "VAL").with_columns(
+        pl.col("ci_low").alias("low"), pl.col("ci_high").alias("high"),
+        pl.concat_str([pl.lit("VAL lang="), pl.col("lang")]).alias("benchmark"))
+    if val.height:
+        frame, cols = pivot_by_cohort(val, entity_cols=["run_id", "label_policy"],
+                             cohort=("subset", "prompt_set"))
+        blocks.append(Table("val_accuracy", "4-class accuracy under policy A on the pool's val "
+                            "split, per language, with bootstrap intervals.",
+                            (Column("run_id", "run"), Column("label_policy", "labels"), *cols),
+                            frame))
+    overlap = ctx.results.val_overlap.table
+    overlap_cols = (Column("lang", "lang"), Column("source", "training source"),
+            Column("n_val", "val rows", "int"), Column("n_overlap", "in train", "int"),
+            Column("share", "share", "pct"))
+    blocks.append(Table("val_overlap", "Val rows whose normalised text is also a train row "
+                        "('any' source, and each source with any overlap; study: multilingual "
+                        "val 69.3% in policy-A training files, monolingual 0.2%).", overlap_cols,
+                        overlap.filter((pl.col("source") == "any") | (pl.col("n_overlap") > 0))))
+    blocks.append(Table("val_overlap_all", "Val overlap with every training source.",
+                        overlap_cols,
+                        overlap, csv_only=True))
+    return Section("val", title, tuple(blocks), {"overlap": records(ctx.results.val_overlap.table)})
+
+
+def section_pool(ctx: ReportContext) -> Section:
+    title = "The dual-policy pool"
+    p = ctx.results.pool_stats
+    if p is None:
+        return Section.omit("pool", title, "no pool.parquet")
+    counts = p.class_counts.pivot(on="class", index=["policy", "split"], values="n",
+                                  sort_columns=False)
+    blocks: list[Block] = [
+        Table("pool_agreement", f"Policy A vs B agreement ({p.n_rows:,} rows).",
+              (Column("split", "split"), Column("n", "rows", "int"),
+               Column("coarse_agreement", "4-class agreement", "pct"),
+               Column("binary_agreement", "binary agreement", "pct"),
+               Column("kappa_coarse", "κ 4-class", "num3"),
+               Column("kappa_binary", "κ binary", "num3")), p.agreement),
+        Table("pool_classes", "Class counts per policy and split.",
+              tuple(Column(c, c, "text" if c in ("policy", "split") else "int")
+                    for c in counts.columns), counts),
+        Table("pool_confusion", "A × B confusion (rows: policy A, columns: policy B).",
+              tuple(Column(c, c, "text" if c == "label_a" else "int")
+                    for c in p.confusion.columns), p.confusion),
+    ]
+    payload = {"agreement": records(p.agreement), "class_counts": records(p.class_counts),
+               "confusion": records(p.confusion), "n_rows": p.n_rows,
+               "recorded": jsonable(p.recorded) if p.recorded is not None else None}
+    return Section("pool", title, tuple(blocks), payload)

@@ -1,0 +1,150 @@
+"""Study-level sections: the plain-language summary, the study's numbers beside this run's, and
+the disclosure card."""
+
+from __future__ import annotations
+
+import polars as pl
+
+from guarddiag.report.context import ReportContext
+from guarddiag.report.document import (
+    Block,
+    Bullets,
+    Column,
+    Paragraph,
+    Section,
+    Table,
+)
+from guarddiag.report.jsonable import records
+from guarddiag.report.sections.common import cohort_words, pct
+
+
+def section_summary(ctx: ReportContext) -> Section:
+    o = ctx.options
+    loads = ctx.results.load.loads(subset=o.primary_subset, mapping=o.mapping)
+    policy = sorted(b for b, v in loads.items() if v == "policy")
+    capability = sorted(b for b, v in loads.items() if v == "capability")
+    undetermined = sorted(b for b in ctx.benchmarks if loads.get(b, "undetermined")
+                          == "undetermined")
+    runs = ctx.results.scores.table.select("run_id", "guard_kind", "size").unique()
+    n_branch = runs.filter(pl.col("guard_kind") == "branch").height
+    n_outside = runs.filter(pl.col("guard_kind") == "outside").height
+    n_base = runs.filter(pl.col("guard_kind") == "baseline").height
+    sizes = sorted(set(runs.filter(pl.col("guard_kind") == "branch")["size"].to_list()))
+    paras = [
+        f"This report reads {runs.height} scored runs ({n_branch} branch runs"
+        + (f" at size(s) {', '.join(sizes)}" if sizes else "")
+        + f", {n_base} baseline, {n_outside} outside guard(s)) on {len(ctx.benchmarks)} "
+        f"benchmark subsets. A score is the share of a benchmark's prompts read as unsafe "
+        f"({cohort_words(ctx)}); intervals are {int(o.confidence * 100)}% prompt-bootstrap "
+        f"intervals with B = {o.n_resamples:,} resamples (seed {o.seed}) unless a table says "
+        "they are seed ranges.",
+    ]
+    items = []
+    if policy:
+        items.append(f"Policy-load here: {', '.join(policy)}. On these, branches that differ "
+                     "only in how a labelling policy reached them differ by more than seed "
+                     "noise (Δb above the widest seed floor): the score measures which "
+                     "moderation policy the guard's labels encoded, not how well it detects "
+                     "harm. A higher number is not a better guard.")
+    if capability:
+        items.append(f"Capability-load here: {', '.join(capability)}. Label policy moves "
+                     "these by no more than retraining with another seed does, so differences "
+                     "between guards larger than the seed floor can be read as detection "
+                     "capability.")
+    if undetermined:
+        items.append(f"Undetermined: {', '.join(undetermined)} — no seed group of at least "
+                     f"{o.min_seeds} seeds (or fewer than two branches), so noise cannot be "
+                     "told from policy; do not read these as either.")
+    if ctx.results.contamination is not None:
+        t = ctx.results.contamination.table.filter(pl.col("n_exact") > 0).sort(
+            ["share_exact", "benchmark"], descending=[True, False])
+        if t.height:
+            worst = ", ".join(f"{r['benchmark']} {pct(r['share_exact'])} "
+                              f"({r['n_exact']:,}/{r['n']:,})"
+                              for r in t.head(5).iter_rows(named=True))
+            items.append(f"Contamination: {t.height} of {ctx.results.contamination.table.height} "
+                         f"audited benchmarks share prompts with the training pool (exact "
+                         f"overlap after normalisation): {worst}. The primary tables use the "
+                         "decontaminated prompts.")
+        else:
+            items.append("Contamination: the audit found no exact overlap between the training "
+                         "pool and any audited benchmark.")
+    else:
+        items.append("Contamination: no audit was found, so no overlap is known; scores on "
+                     "the full benchmarks may include memorised prompts.")
+    items.append("Compare: scores in the same column of a table (same benchmark, prompt subset, "
+                 "binary mapping, threshold and prompt set), and differences larger than that "
+                 "benchmark's seed floor.")
+    items.append("Do not compare: scores across columns or subsets (full vs decontaminated), a "
+                 "loose-mapping score with a strict one, an outside guard's native verdict with "
+                 "a mapped read-out, or any difference inside the seed floor; and do not read a "
+                 "policy-load score as capability.")
+    payload = {"policy_load": policy, "capability_load": capability,
+               "undetermined": undetermined, "subset": o.primary_subset,
+               "mapping": o.mapping, "threshold": o.threshold}
+    return Section("summary", "At a glance",
+                   (*(Paragraph(p) for p in paras), Bullets(tuple(items))), payload)
+
+
+def section_study(ctx: ReportContext) -> Section:
+    t = ctx.results.study.table
+    frame = t.with_columns(
+        pl.struct("unit", "study").map_elements(lambda s: format_unit(s["unit"], s["study"]),
+                                                return_dtype=pl.String).alias("study_shown"),
+        pl.struct("unit", "here").map_elements(lambda s: format_unit(s["unit"], s["here"]),
+                                               return_dtype=pl.String).alias("here_shown"))
+    cols = (Column("quantity", "quantity"), Column("study_shown", "study"),
+            Column("study_note", ""), Column("here_shown", "here"), Column("here_note", ""))
+    return Section("study", "Beside the study's numbers", (
+        Paragraph("Reference numbers from the study (SPEC §6) beside this run's; '—' where this "
+                  f"run has no such measurement. Here: {cohort_words(ctx)}. Models, pools and "
+                  "sizes differ from the study's, so agreement in direction matters more than "
+                  "agreement in value."),
+        Table("study_comparison", "This run beside the study.", cols, frame),
+    ), {"rows": records(t)})
+
+
+def format_unit(unit: str, v: float | None) -> str:
+    if v is None:
+        return "—"
+    if unit == "share":
+        return f"{100 * v:.1f}%"
+    if unit == "pp":
+        return f"{100 * v:.1f} pp"
+    if unit == "rho":
+        return f"{v:+.2f}"
+    return f"{v:.3g}"
+
+
+def section_disclosure(ctx: ReportContext) -> Section:
+    d = ctx.results.disclosure
+    cols = (Column("benchmark", "benchmark"), Column("n", "n", "int"),
+            Column("share_exact", "prior overlap, exact", "pct"),
+            Column("share_near", "near", "pct"),
+            Column("floor_median", "seed floor median (pp)", "pp"),
+            Column("floor_widest", "seed floor widest (pp)", "pp"),
+            Column("n_groups", "seed groups", "int"), Column("delta", "Δb (pp)", "pp"),
+            Column("load", "load"))
+    defs = tuple(f"{name} mapping: unsafe = {' ∪ '.join(classes)}; every other class is safe"
+                 + (" (used for the primary tables)" if name == d.mapping else "")
+                 for name, classes in d.definitions)
+    pols = tuple(f"Policy {p}: {text}" for p, text in d.policies)
+    blocks: list[Block] = [
+        Paragraph("What every guard paper should publish beside its scores: how much of each "
+                  "benchmark the training data already held, how far scores move between seeds "
+                  "of the same recipe, and what exactly 'unsafe' means."),
+        Table("disclosure", f"Disclosure card ({d.subset} prompts, {d.mapping} mapping).",
+              cols, d.table),
+        Paragraph(f"Operational definition. A prompt is flagged unsafe when P(unsafe) ≥ "
+                  f"{d.threshold:g}, where P(unsafe) is the summed probability of the unsafe "
+                  "classes (a guard without class probabilities uses its own P(unsafe))."),
+        Bullets(defs),
+        Paragraph("The classes themselves depend on the labelling policy a run was trained on "
+                  "(its 'labels' column):"),
+        Bullets(pols),
+    ]
+    payload = {"benchmarks": records(d.table), "threshold": d.threshold,
+               "mapping": d.mapping, "subset": d.subset,
+               "definitions": {n: list(c) for n, c in d.definitions},
+               "policies": dict(d.policies)}
+    return Section("disclosure", "Disclosure card", tuple(blocks), payload)

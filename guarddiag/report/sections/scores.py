@@ -1,0 +1,159 @@
+"""Score sections: benchmark scores (Table 1), span vs seed floor (Table 4), and outside guards
+beside the branches."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import polars as pl
+
+from guarddiag import plots
+from guarddiag.analyses.scores import SUBSETS
+from guarddiag.report.context import ReportContext
+from guarddiag.report.document import (
+    Block,
+    Bullets,
+    Column,
+    FigureBlock,
+    Paragraph,
+    Section,
+    Table,
+)
+from guarddiag.report.jsonable import jsonable, records
+from guarddiag.report.sections.common import cohort_words, pivot_by_cohort
+
+
+def _score_records(ctx: ReportContext) -> list[dict[str, Any]]:
+    floors = {(r["benchmark"], r["subset"], r["mapping"]): r
+              for r in ctx.results.load.table.iter_rows(named=True)}
+    out = []
+    for r in ctx.results.scores.table.iter_rows(named=True):
+        f = floors.get((r["benchmark"], r["subset"], r["mapping"]))
+        floor = ({"median": f["floor_median"], "widest": f["floor_widest"],
+                  "n_groups": f["n_groups"]} if f and f["n_groups"] else None)
+        out.append(jsonable({
+            "run": {k: r[k] for k in ("run_id", "guard_kind", "branch", "size", "seed",
+                                      "label_policy")},
+            "cohort": {"benchmark": r["benchmark"], "benchmark_sha256": r["benchmark_sha256"],
+                       "subset": r["subset"], "mapping": r["mapping"],
+                       "mapping_applied": r["mapping_applied"], "threshold": r["threshold"],
+                       "readout": r["readout"], "prompt_set": r["prompt_set"],
+                       "label_policy": r["label_policy"], "lang": r["lang"],
+                       "seed_floor": floor},
+            "metric": r["metric"], "metric_alias": r["metric_alias"], "value": r["score"],
+            "ci_low": r["ci_low"], "ci_high": r["ci_high"], "confidence": r["confidence"],
+            "n_resamples": r["n_resamples"], "n": r["n"], "n_failed": r["n_failed"],
+            "n_scored": r["n_scored"], "n_positive": r["n_positive"]}))
+    return out
+
+
+def section_scores(ctx: ReportContext) -> Section:
+    o = ctx.options
+    blocks: list[Block] = []
+    for subset in (o.primary_subset, *(s for s in SUBSETS
+                                       if s != o.primary_subset)):
+        recipes = ctx.results.recipes[subset]
+        frame, cols = pivot_by_cohort(recipes.table,
+                                      entity_cols=["entity", "label_policy", "interval"])
+        name = f"scores_{subset}_{o.mapping}"
+        blocks.append(Table(
+            name, f"Share read unsafe (%) per recipe and benchmark — {cohort_words(ctx, subset)}."
+            " Branch recipes: mean over seeds [seed range]; single runs and outside guards: "
+            f"score [{int(o.confidence * 100)}% bootstrap interval]. Bold: highest CAP / lowest "
+            "OVER-REF per column.",
+            (Column("entity", "recipe / guard"), Column("label_policy", "labels"),
+             Column("interval", "interval"), *cols), frame))
+        if subset == o.primary_subset:
+            blocks.append(FigureBlock(f"heatmap_{subset}_{o.mapping}",
+                                      plots.score_heatmap(recipes),
+                                      f"Share read unsafe per recipe and benchmark "
+                                      f"({cohort_words(ctx, subset)}); study Table 1."))
+    runs = ctx.results.scores.binary(subset=o.primary_subset, mapping=o.mapping).with_columns(
+        pl.col("ci_low").alias("low"), pl.col("ci_high").alias("high"))
+    frame, cols = pivot_by_cohort(runs, entity_cols=["run_id", "label_policy"])
+    blocks.append(Table(
+        f"scores_runs_{o.primary_subset}_{o.mapping}",
+        f"Every run with its {int(o.confidence * 100)}% prompt-bootstrap interval "
+        f"(B = {o.n_resamples:,}) — {cohort_words(ctx)}.",
+        (Column("run_id", "run"), Column("label_policy", "labels"), *cols), frame,
+        collapsed=True))
+    failed = ctx.results.scores.table.filter(pl.col("n_failed") > 0)
+    if failed.height:
+        blocks.append(Bullets(tuple(
+            f"{r['run_id']} on {r['benchmark']} ({r['subset']}): {r['n_failed']} of {r['n']} "
+            "prompts failed (output not parsed); the score covers the others and sits in its "
+            "own column" for r in failed.filter(pl.col("mapping") == o.mapping)
+            .iter_rows(named=True))))
+    long = ctx.results.scores.table
+    blocks.append(Table("scores_long", "All scores in long form, one row per cohort (CSV).",
+                        (Column("run_id", "run"), Column("benchmark", "benchmark"),
+                         Column("subset", "subset"), Column("mapping_applied", "mapping"),
+                         Column("lang", "lang"), Column("metric_alias", "metric"),
+                         Column("score", "score", "pct", low="ci_low", high="ci_high")),
+                        long, csv_only=True))
+    return Section("scores", "Benchmark scores (Table 1)", tuple(blocks),
+                   {"scores": _score_records(ctx)})
+
+
+def section_load(ctx: ReportContext) -> Section:
+    o, load = ctx.options, ctx.results.load
+    t = load.table.filter((pl.col("subset") == o.primary_subset)
+                              & (pl.col("mapping") == o.mapping)).sort("benchmark")
+    cols = (Column("benchmark", "benchmark"), Column("metric_alias", "metric"),
+            Column("delta", "Δb (pp)", "pp"), Column("floor_median", "median Φb (pp)", "pp"),
+            Column("floor_widest", "widest Φb (pp)", "pp"),
+            Column("widest_group", "widest group"), Column("n_groups", "seed groups", "int"),
+            Column("n_sizes", "sizes", "int"), Column("load", "load"))
+    blocks: list[Block] = [
+        Paragraph("Δb, the label-supervision span, is the mean over model sizes of the range of "
+                  "branch scores (each branch averaged over its seeds; teachers excluded). Φb, "
+                  f"the seed floor, is the range over the seeds of one recipe (≥ {o.min_seeds} "
+                  "seeds); its median and widest value over all recipes are shown. A benchmark "
+                  "is policy-load where Δb exceeds its widest floor, capability-load where it "
+                  "does not, undetermined where no floor exists."),
+        Table(f"span_floor_{o.primary_subset}_{o.mapping}",
+              f"Δb beside Φb per benchmark — {cohort_words(ctx)} (study Table 4).", cols, t),
+        FigureBlock(f"span_floor_{o.primary_subset}_{o.mapping}",
+                    plots.span_vs_floor(load, subset=o.primary_subset, mapping=o.mapping),
+                    "Label-supervision span Δb against the seed floor Φb per benchmark."),
+        Table("span_by_size", "Span per model size: the highest and lowest branch (all "
+              "cohorts).", (Column("benchmark", "benchmark"), Column("subset", "subset"),
+                            Column("mapping", "mapping"), Column("size", "size"),
+                            Column("max_branch", "max"), Column("max_score", "", "pct"),
+                            Column("min_branch", "min"), Column("min_score", "", "pct"),
+                            Column("range", "range (pp)", "pp")),
+              load.by_size, collapsed=True),
+        Table("seed_groups", "Seed groups behind the floor (all cohorts).",
+              (Column("benchmark", "benchmark"), Column("subset", "subset"),
+               Column("mapping", "mapping"), Column("size", "size"),
+               Column("branch", "branch"), Column("seeds", "seeds"),
+               Column("low", "low", "pct"), Column("high", "high", "pct"),
+               Column("range", "range (pp)", "pp")), load.groups, collapsed=True),
+    ]
+    payload = {"benchmarks": records(load.table), "by_size": records(load.by_size),
+               "seed_groups": records(load.groups), "min_seeds": load.min_seeds,
+               "subset": o.primary_subset, "mapping": o.mapping}
+    return Section("load", "Policy or capability? Span Δb vs seed floor Φb", tuple(blocks),
+                   payload)
+
+
+def section_outside(ctx: ReportContext) -> Section:
+    title = "Outside guards beside the branches (decontaminated prompts)"
+    if not ctx.results.outside.has_guards:
+        return Section.omit("outside", title, "no outside-guard predictions (runs/outside/)")
+    t = ctx.results.outside.table.with_columns(
+        pl.when(pl.col("kind") == "outside").then(pl.col("entity"))
+        .otherwise(pl.concat_str([pl.col("size"), pl.col("entity")], separator="/"))
+        .alias("who"))
+    blocks: list[Block] = [Paragraph(
+        "Guards: score [bootstrap interval]; branch recipes: mean over seeds [seed range]. "
+        "One table per binary mapping; a guard whose read-out could not follow the mapping "
+        "(binary verdict only) or whose prompt set differs gets its own column.")]
+    for m in sorted(set(t["mapping"].to_list())):
+        frame, cols = pivot_by_cohort(t.filter(pl.col("mapping") == m), entity_cols=["who", "kind"],
+                             cohort=("mapping_applied", "prompt_set"))
+        blocks.append(Table(f"outside_{m}", f"Outside guards vs branches — decontaminated "
+                            f"prompts, {m} mapping, threshold {ctx.options.threshold:g}.",
+                            (Column("who", "guard / recipe"), Column("kind", "kind"), *cols),
+                            frame))
+    return Section("outside", title, tuple(blocks), {"rows": records(ctx.results.outside.table)})

@@ -1,0 +1,91 @@
+"""Writing a built report: every output file, and the result the CLI prints."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from guarddiag import files
+from guarddiag.errors import GuarddiagError
+from guarddiag.figures import save_figure
+from guarddiag.report.document import FigureBlock, Report, Table
+from guarddiag.report.render.html import render_html
+from guarddiag.report.render.markdown import render_markdown
+from guarddiag.report.render.tables import render_csv, render_latex
+
+
+@dataclass(frozen=True)
+class ReportResult:
+    out_dir: Path
+    files: tuple[Path, ...]
+    sections: tuple[tuple[str, str | None], ...]
+    """(section id, omitted note or None)."""
+    results: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    """The content of results.json."""
+
+    def headline(self) -> list[str]:
+        """A few lines for the terminal: the load call and the rank test."""
+        res = self.results.get("results", {})
+        lines = []
+        summary = res.get("summary")
+        if summary:
+            lines.append(f"policy-load: {', '.join(summary['policy_load']) or '—'}")
+            lines.append(f"capability-load: {', '.join(summary['capability_load']) or '—'}")
+            if summary["undetermined"]:
+                lines.append(f"undetermined: {', '.join(summary['undetermined'])}")
+        for t in (res.get("rank") or {}).get("tests", []):
+            lines.append(f"rank test {{{', '.join(t['group'])}}} on "
+                         f"{res['rank']['benchmark']} ({t['size']}): p = "
+                         f"{t['p_value']['exact']} ({t['p_value']['value']:.4g}, {t['tail']})")
+        return lines
+
+    def to_frame(self) -> pl.DataFrame:
+        return pl.DataFrame({"section": [s for s, _ in self.sections],
+                             "omitted": [n for _, n in self.sections]},
+                            schema={"section": pl.String, "omitted": pl.String})
+
+
+def write_report(report: Report, out_dir: str | Path, *,
+                 inputs: Mapping[str, str] | None = None) -> ReportResult:
+    """Write every output file (see the module docstring); stale tables/figures of an earlier
+    report in the same folder are removed so the folder always matches results.json."""
+    out_dir = Path(out_dir)
+    written: list[Path] = []
+    pngs: dict[str, bytes] = {}
+    names: set[tuple[str, str]] = set()
+    for s in report.sections:
+        for b in s.blocks:
+            if isinstance(b, (Table, FigureBlock)):
+                kind = "table" if isinstance(b, Table) else "figure"
+                if (kind, b.name) in names:
+                    raise GuarddiagError(f"report: two {kind}s are named {b.name!r}")
+                names.add((kind, b.name))
+            if isinstance(b, Table):
+                written.append(files.write_text(render_csv(b), out_dir / "tables" /
+                                                f"{b.name}.csv"))
+                if not b.csv_only:
+                    written.append(files.write_text(render_latex(b), out_dir / "tables" /
+                                                    f"{b.name}.tex"))
+            elif isinstance(b, FigureBlock):
+                png, pdf = save_figure(b.figure, out_dir / "figures" / b.name)
+                pngs[b.name] = png.read_bytes()
+                written += [png, pdf]
+    for sub, suffixes in (("tables", (".csv", ".tex")), ("figures", (".png", ".pdf"))):
+        folder = out_dir / sub
+        if folder.is_dir():
+            for f in sorted(folder.iterdir()):
+                if f.suffix in suffixes and f not in written:
+                    f.unlink()
+    written.append(files.write_json(report.results, out_dir / "results.json"))
+    written.append(files.write_text(render_markdown(report), out_dir / "report.md"))
+    written.append(files.write_text(render_html(report, pngs), out_dir / "report.html"))
+    files.write_meta(out_dir, inputs=dict(inputs or {}), seed=report.results["options"]["seed"],
+                     stage="report")
+    written.append(out_dir / "meta.json")
+    return ReportResult(out_dir=out_dir, files=tuple(written),
+                        sections=tuple((s.id, s.omitted) for s in report.sections),
+                        results=report.results)

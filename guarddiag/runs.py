@@ -1,0 +1,151 @@
+"""The run-folder layout: run ids and their folders, finished runs, and the per-run score cache.
+
+A runs folder holds one folder per run, named by its run id ``<size>/<branch>/seed=<s>`` (the
+TF-IDF baselines use ``baseline/<name>/seed=<s>``). A run folder holds:
+
+* ``model.safetensors``, ``tokenizer.json`` — the guard (:mod:`guarddiag.model`);
+* ``meta.json`` — written last, so a folder whose meta says ``status: finished`` is a finished
+  run; ``train_log.jsonl`` and, while training, ``checkpoint.safetensors``;
+* ``scores.parquet`` + ``scores.json`` — its cached class probabilities (:class:`ScoreCache`).
+
+``_cache/`` (tokenizers, teacher logits) and ``predictions.parquet`` sit beside the runs.
+This module knows file names and folders only; it does not load models (no torch here).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, TypeVar
+
+import polars as pl
+
+from guarddiag.errors import GuarddiagError
+from guarddiag.files import read_json, write_json, write_parquet
+from guarddiag.labels import PROB_COLUMNS
+
+MODEL_FILE = "model.safetensors"
+TOKENIZER_FILE = "tokenizer.json"
+META_FILE = "meta.json"
+LOG_FILE = "train_log.jsonl"
+CHECKPOINT_FILE = "checkpoint.safetensors"
+SCORES_FILE = "scores.parquet"
+SCORES_META = "scores.json"
+PREDICTIONS_FILE = "predictions.parquet"
+CACHE_DIR = "_cache"
+"""Folder under the runs folder for tokenizers and teacher logits shared between runs."""
+STATUS_FINISHED = "finished"
+
+SCORES_SCHEMA = {"benchmark": pl.String, "prompt_id": pl.String,
+                 **dict.fromkeys(PROB_COLUMNS, pl.Float64)}
+"""Columns of a run's ``scores.parquet``: one row per (subset, prompt)."""
+
+
+# ----------------------------------------------------------------------------- run ids
+
+def run_id(size: str, branch: str, seed: int) -> str:
+    """The id of a run, which is also its folder under the runs folder."""
+    return f"{size}/{branch}/seed={seed}"
+
+
+def finished_meta(run_dir: Path) -> dict[str, Any] | None:
+    """The meta.json of a finished run (weights and a meta saying ``finished``), else None."""
+    meta_path = run_dir / META_FILE
+    if not (meta_path.is_file() and (run_dir / MODEL_FILE).is_file()):
+        return None
+    try:
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return None
+    return meta if meta.get("status") == STATUS_FINISHED else None
+
+
+def finished_runs(runs_dir: str | Path) -> list[Path]:
+    """Folders of finished runs under ``runs_dir`` (``<size>/<branch>/seed=<s>``)."""
+    runs_dir = Path(runs_dir)
+    out = []
+    for meta in sorted(runs_dir.glob(f"*/*/seed=*/{META_FILE}")):
+        if finished_meta(meta.parent) is not None:
+            out.append(meta.parent)
+    return out
+
+
+def remove_run(run_dir: Path) -> None:
+    """Delete a run folder and everything in it (missing folders are fine)."""
+    shutil.rmtree(run_dir, ignore_errors=True)
+
+
+def read_run_meta(run_dir: Path) -> dict[str, Any]:
+    """A finished run's meta.json, checked for the keys that name it in the predictions."""
+    meta = read_json(run_dir / META_FILE)
+    for key in ("run_id", "branch", "size", "seed", "label_policy"):
+        if key not in meta:
+            raise GuarddiagError(f'{run_dir / META_FILE} field "{key}": missing')
+    return meta
+
+
+# ----------------------------------------------------------------------------- score cache
+
+class ScoredSubset(Protocol):
+    """What the cache needs to know of a subset to score (see predict's ``ScoringInput``)."""
+
+    benchmark: str
+    prompt_ids: list[str]
+    sha256: str
+
+
+S = TypeVar("S", bound=ScoredSubset)
+
+
+def empty_scores() -> pl.DataFrame:
+    return pl.DataFrame(schema=SCORES_SCHEMA)
+
+
+@dataclass
+class ScoreCache:
+    """One scorer's scores on disk (``scores.parquet`` + ``scores.json`` in its run folder),
+    valid for one scorer ``key`` (the model's sha256, or the baseline's spec and pool) and,
+    per subset, for the subset's sha256.
+
+    Subsets outside the current selection stay in the cache, and so in predictions.parquet:
+    ``predict --benchmarks X`` adds X without dropping what was scored before."""
+
+    folder: Path
+    key: str
+    frames: dict[str, pl.DataFrame] = field(default_factory=dict)
+    shas: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def open(cls, folder: Path, key: str) -> ScoreCache:
+        cache = cls(folder, key)
+        meta_path, scores_path = folder / SCORES_META, folder / SCORES_FILE
+        if meta_path.is_file() and scores_path.is_file():
+            meta = read_json(meta_path)
+            if meta.get("key") == key:
+                frame = pl.read_parquet(scores_path)
+                for bench, sha in meta.get("inputs", {}).items():
+                    cache.frames[bench] = frame.filter(pl.col("benchmark") == bench)
+                    cache.shas[bench] = sha
+        return cache
+
+    def missing(self, inputs: Sequence[S]) -> list[S]:
+        """The inputs not yet scored, or scored on other prompts than they hold now."""
+        return [inp for inp in inputs
+                if self.shas.get(inp.benchmark) != inp.sha256
+                or self.frames[inp.benchmark].height != len(inp.prompt_ids)]
+
+    def put(self, inp: ScoredSubset, frame: pl.DataFrame) -> None:
+        self.frames[inp.benchmark] = frame
+        self.shas[inp.benchmark] = inp.sha256
+
+    def save(self) -> pl.DataFrame:
+        """Write the cache; returns every subset's scores (sorted by subset)."""
+        order = sorted(self.frames)
+        frame = pl.concat([self.frames[b] for b in order]) if order else empty_scores()
+        write_parquet(frame, self.folder / SCORES_FILE)
+        write_json({"key": self.key, "inputs": {b: self.shas[b] for b in order}},
+                   self.folder / SCORES_META)
+        return frame

@@ -1,0 +1,124 @@
+"""The rows a branch trains on: the policy-A/B label mix, pillar targets and calibration sets.
+
+A row carries policy A's labels (class and pillars) when a hash of its prompt id falls below
+the branch's ``policy_a_fraction`` (and, with anchors, whenever policy A blocks what B allows),
+so a smaller mix is a subset of a larger one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from guarddiag.errors import GuarddiagError
+from guarddiag.labels import CLASS_INDEX, CLASSES, LOOSE, pillar_ids
+from guarddiag.model.sizes import N_PILLARS
+from guarddiag.pool.table import Pool, hash_order, hash_unit, sample_split
+from guarddiag.train.branches import BranchSpec
+
+
+@dataclass(frozen=True)
+class LabelledRows:
+    """Rows with the labels one branch trains on."""
+
+    prompt_ids: list[str]
+    texts: list[str]
+    classes: np.ndarray
+    """[n] class index (labels.CLASSES order)."""
+    pillars: np.ndarray
+    """[n, 24] multi-hot pillar targets."""
+    spans: list[tuple[int, int] | None]
+    """Character span of the harmful request, where known."""
+    policy: np.ndarray
+    """[n] bool: the row carries its policy-A labels."""
+
+    def __len__(self) -> int:
+        return len(self.texts)
+
+
+def _pillar_matrix(lists: list[list[str] | None], where: str) -> np.ndarray:
+    index = {p: i for i, p in enumerate(pillar_ids())}
+    if len(index) != N_PILLARS:
+        raise GuarddiagError(f"pillar taxonomy has {len(index)} pillars; the model's pillar "
+                             f"heads have {N_PILLARS}")
+    out = np.zeros((len(lists), N_PILLARS), dtype=np.float32)
+    for r, tags in enumerate(lists):
+        for tag in tags or ():
+            if tag not in index:
+                raise GuarddiagError(f"{where} row {r + 1}: unknown pillar {tag!r}")
+            out[r, index[tag]] = 1.0
+    return out
+
+
+def policy_a_mask(frame: pl.DataFrame, *, fraction: float, anchors: bool) -> np.ndarray:
+    """Which rows carry policy-A labels: a hash-chosen ``fraction``, plus (with anchors) every
+    row policy A blocks and policy B allows."""
+    use_a = hash_unit(frame["prompt_id"].to_list(), "policy-mix") < fraction
+    if anchors:
+        pairs = zip(frame["label_a"].to_list(), frame["label_b"].to_list(), strict=True)
+        a_only = np.array([LOOSE.is_unsafe(a) and not LOOSE.is_unsafe(b) for a, b in pairs],
+                          dtype=bool)
+        use_a |= a_only
+    return use_a
+
+
+def label_rows(frame: pl.DataFrame, *, fraction: float, anchors: bool,
+               where: str = "pool") -> LabelledRows:
+    """The rows of ``frame`` with the labels of the mix :func:`policy_a_mask` chooses;
+    ``where`` names the file in errors."""
+    use_a = policy_a_mask(frame, fraction=fraction, anchors=anchors)
+    label = [a if ua else b for a, b, ua in
+             zip(frame["label_a"].to_list(), frame["label_b"].to_list(), use_a, strict=True)]
+    pills = [a if ua else b for a, b, ua in
+             zip(frame["pillars_a"].to_list(), frame["pillars_b"].to_list(), use_a, strict=True)]
+    spans: list[tuple[int, int] | None] = []
+    for s, e in zip(frame["span_start"].to_list(), frame["span_end"].to_list(), strict=True):
+        spans.append((int(s), int(e)) if s is not None and e is not None and e > s else None)
+    return LabelledRows(
+        prompt_ids=[str(x) for x in frame["prompt_id"].to_list()],
+        texts=frame["text"].to_list(),
+        classes=np.array([CLASS_INDEX[c] for c in label], dtype=np.int64),
+        pillars=_pillar_matrix(pills, where),
+        spans=spans, policy=use_a)
+
+
+def calibration_frame(pool: Pool, spec: BranchSpec) -> tuple[pl.DataFrame, dict[str, int]]:
+    """The calibration rows of a head-only branch, and how many of each kind were drawn."""
+    if spec.calibration_split == "train":
+        universe = sample_split(pool, "train", spec.train_rows)
+    else:
+        universe = sample_split(pool, spec.calibration_split, None)
+    if universe.height == 0:
+        raise GuarddiagError(f'{spec.path} field "calibration_split": the pool has no '
+                             f'{spec.calibration_split!r} rows')
+    universe = hash_order(universe, "calibration")
+    n = max(1, round((spec.calibration_fraction or 0.0) * universe.height))
+    n_anchor = round(spec.generic_anchor_fraction * n)
+    generic = (pl.col("label_a") == "GENERIC_SAFE") & (pl.col("label_b") == "GENERIC_SAFE")
+    anchors = universe.filter(generic).head(n_anchor)
+    rest = universe.filter(~pl.col("prompt_id").is_in(anchors["prompt_id"].to_list()))
+    if spec.calibration_source == "disagreement":
+        rest = rest.filter(pl.col("label_a") != pl.col("label_b"))
+    rest = rest.head(n - anchors.height)
+    counts = {"n_calibration": anchors.height + rest.height, "n_generic_anchors": anchors.height,
+              "n_requested": n,
+              "n_disagreement": int((rest["label_a"] != rest["label_b"]).sum())}
+    return pl.concat([rest, anchors]), counts
+
+
+def policy_labels(frame: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Class indices under policy A and under policy B (for the val accuracies)."""
+    return (np.array([CLASS_INDEX[c] for c in frame["label_a"].to_list()], dtype=np.int64),
+            np.array([CLASS_INDEX[c] for c in frame["label_b"].to_list()], dtype=np.int64))
+
+
+def label_counts(rows: LabelledRows) -> dict[str, Any]:
+    """Class counts, policy-A rows and rows with a known span (for the run's meta)."""
+    counts = np.bincount(rows.classes, minlength=len(CLASSES))
+    return {"classes": {c: int(n) for c, n in zip(CLASSES, counts, strict=True)},
+            "n_policy_a": int(rows.policy.sum()),
+            "n_with_span": int(sum(s is not None for s in rows.spans))}
+

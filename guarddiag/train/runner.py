@@ -1,0 +1,156 @@
+"""The runner: trains a plan (teachers → reference → branches) run by run.
+
+A finished run whose fingerprint (resolved spec, pool and dependency weights, pretrained
+checkpoint, :data:`TRAINING_VERSION`) did not change is skipped; a changed one is retrained;
+an interrupted one resumes from its checkpoint (:mod:`guarddiag.train.full`). meta.json is
+written last, so a folder with a finished meta is a finished run (:mod:`guarddiag.runs`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from guarddiag.errors import GuarddiagError
+from guarddiag.files import sha256_file, write_meta
+from guarddiag.model.threads import auto_threads, torch_threads
+from guarddiag.pool.table import Pool, read_pool
+from guarddiag.progress import say
+from guarddiag.runs import (
+    CHECKPOINT_FILE,
+    META_FILE,
+    MODEL_FILE,
+    STATUS_FINISHED,
+    finished_meta,
+)
+from guarddiag.train.branches import BranchSet, BranchSpec, PlannedRun, plan_runs
+from guarddiag.train.full import train_full
+from guarddiag.train.head_only import train_head_only
+from guarddiag.train.options import RunOptions
+
+TRAINING_VERSION = 2
+"""Bumped whenever a change to this package changes what a run learns; it is part of every
+run's fingerprint, so finished runs of an older version are retrained, not silently reused."""
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    run_id: str
+    branch: str
+    size: str
+    seed: int
+    status: str
+    """``trained``, ``resumed`` or ``skipped`` (already finished with the same inputs)."""
+    wall_s: float
+    n_rows: int
+    steps: int
+    val_objective: float
+    val_acc_a: float
+    val_acc_b: float
+
+
+@dataclass(frozen=True)
+class TrainResult:
+    runs: tuple[RunSummary, ...]
+    runs_dir: Path
+
+    def to_frame(self) -> pl.DataFrame:
+        return pl.DataFrame([asdict(r) for r in self.runs])
+
+
+def _fingerprint(payload: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+
+
+def _run_fingerprint(spec: BranchSpec, run: PlannedRun, pool: Pool, runs_dir: Path,
+                     options: RunOptions) -> tuple[str, dict[str, str]]:
+    inputs = {"pool.parquet": pool.sha256}
+    for role, dep in (("teacher", run.teacher), ("parent", run.parent)):
+        if dep:
+            inputs[f"{role}:{dep}"] = sha256_file(runs_dir / dep / MODEL_FILE)
+    payload = {"spec": spec.resolved(), "run_id": run.run_id, "inputs": inputs,
+               "pretrained": options.pretrained.get(run.size),
+               "training_version": TRAINING_VERSION}
+    return _fingerprint(payload), inputs
+
+
+def train_run(spec: BranchSpec, run: PlannedRun, *, pool: Pool, runs_dir: Path,
+              options: RunOptions | None = None) -> RunSummary:
+    """Train one planned run (its dependencies must be finished), or skip it if done."""
+    options = options or RunOptions()
+    run_dir = runs_dir / run.run_id
+    for dep in run.deps():
+        if finished_meta(runs_dir / dep) is None:
+            raise GuarddiagError(f"{run.run_id}: needs the finished run {dep} first")
+    fingerprint, inputs = _run_fingerprint(spec, run, pool, runs_dir, options)
+    done = finished_meta(run_dir)
+    if done is not None:
+        if done.get("train", {}).get("fingerprint") == fingerprint:
+            (run_dir / CHECKPOINT_FILE).unlink(missing_ok=True)
+            say(f"{run.run_id}: already finished with this spec and these inputs; skipped")
+            return _summary(run, done, status="skipped", wall_s=0.0)
+        say(f"{run.run_id}: spec or inputs changed since it was trained; retraining")
+        (run_dir / META_FILE).unlink()
+    run_dir.mkdir(parents=True, exist_ok=True)
+    t0 = time.monotonic()
+    if spec.head_only:
+        info = train_head_only(spec, run, run_dir, pool, runs_dir, options)
+    else:
+        info = train_full(spec, run, run_dir, pool, runs_dir, options, fingerprint)
+    wall = time.monotonic() - t0
+    model_section = info.pop("model")
+    resumed = info.pop("resumed")
+    write_meta(run_dir, inputs=inputs, seed=run.seed, status=STATUS_FINISHED,
+               run_id=run.run_id, branch=run.branch, size=run.size,
+               label_policy=spec.label_policy(), teacher=run.teacher, parent=run.parent,
+               spec=spec.resolved(), model=model_section,
+               train={"fingerprint": fingerprint, "training_version": TRAINING_VERSION,
+                      "wall_s": round(wall, 2), **info})
+    (run_dir / CHECKPOINT_FILE).unlink(missing_ok=True)
+    meta = finished_meta(run_dir) or {}
+    summary = _summary(run, meta, status="resumed" if resumed else "trained", wall_s=wall)
+    say(f"{run.run_id}: {summary.status} in {wall:.1f}s — val acc A {summary.val_acc_a:.3f}, "
+        f"B {summary.val_acc_b:.3f} (kept step {meta['train']['best']['step']})")
+    return summary
+
+
+def _summary(run: PlannedRun, meta: dict[str, Any], *, status: str,
+             wall_s: float) -> RunSummary:
+    train = meta.get("train", {})
+    best = train.get("best", {})
+    return RunSummary(run.run_id, run.branch, run.size, run.seed, status, round(wall_s, 2),
+                      int(train.get("n_rows", 0)), int(train.get("steps", 0)),
+                      float(best.get("val_objective", math.nan)),
+                      float(best.get("val_acc_a", math.nan)),
+                      float(best.get("val_acc_b", math.nan)))
+
+
+def train_branches(*, branches: BranchSet, names: str | Sequence[str] = "all",
+                   sizes: Sequence[str] = ("micro",), seeds: Sequence[int] = (42,),
+                   runs_dir: str | Path, pool_path: str | Path,
+                   options: RunOptions | None = None) -> TrainResult:
+    """Train every run of the plan in dependency order; finished runs are skipped."""
+    runs_dir = Path(runs_dir)
+    plan = plan_runs(branches, names=names, sizes=sizes, seeds=seeds)
+    pool = read_pool(pool_path)
+    options = options or RunOptions()
+    threads = options.threads if options.threads is not None else \
+        auto_threads(r.size for r in plan)
+    say(f"training plan, {len(plan)} run(s) into {runs_dir}"
+        + (f" ({threads} torch thread(s))" if threads else "") + ": "
+        + ", ".join(r.run_id for r in plan))
+    out = []
+    with torch_threads(threads):
+        for run in plan:
+            out.append(train_run(branches[run.branch], run, pool=pool, runs_dir=runs_dir,
+                                 options=options))
+    return TrainResult(tuple(out), runs_dir)
+
