@@ -138,7 +138,7 @@ def run_demo(options: DemoOptions = DemoOptions()) -> DemoResult:
 
     data_dir = paths.resolve_data_dir(options.data_dir)
     work = paths.work_paths(options.work_dir)
-    pool_dir = work["pool"].parent
+    pool_dir = work.pool.parent
     times: dict[str, float] = {}
     branches = load_branches()
     # Unknown floor branches fail here, before twenty minutes of training.
@@ -160,37 +160,37 @@ def run_demo(options: DemoOptions = DemoOptions()) -> DemoResult:
     say(f"demo: pool {pool.pool.height:,} prompts")
 
     t = stage("contamination audit", 3)
-    audit_pool(work["pool"], data_dir=data_dir, near_dup=True, out_dir=work["audit"])
+    audit_pool(work.pool, data_dir=data_dir, near_dup=True, out_dir=work.audit)
     times["audit"] = time.perf_counter() - t
 
     t = stage(f"{MUTATED_BENCHMARK} mutations ({', '.join(options.mutations) or 'none'})", 4)
-    _mutate(options.mutations, data_dir=data_dir, derived_dir=work["derived"])
+    _mutate(options.mutations, data_dir=data_dir, derived_dir=work.derived)
     times["mutate"] = time.perf_counter() - t
 
     t = stage(f"train all branches ({options.size}, seed {options.seed}) and the seed floor "
               f"({', '.join(options.floor_branches)} × seeds "
               f"{', '.join(map(str, options.floor_seeds))})", 5)
     trained = train_branches(branches=branches, names="all", sizes=(options.size,),
-                             seeds=(options.seed,), runs_dir=work["runs"],
-                             pool_path=work["pool"])
+                             seeds=(options.seed,), runs_dir=work.runs,
+                             pool_path=work.pool)
     runs = list(trained.runs)
     if options.floor_seeds:
         floor = train_branches(branches=branches, names=list(options.floor_branches),
                                sizes=(options.size,), seeds=options.floor_seeds,
-                               runs_dir=work["runs"], pool_path=work["pool"])
+                               runs_dir=work.runs, pool_path=work.pool)
         runs += [r for r in floor.runs if r.run_id not in {x.run_id for x in runs}]
     times["train"] = time.perf_counter() - t
 
     t = stage("predict", 6)
-    predict_runs(runs_dir=work["runs"], pool_path=work["pool"], audit_dir=work["audit"],
-                 benchmarks="all,derived", data_dir=data_dir, derived_dir=work["derived"])
+    predict_runs(runs_dir=work.runs, pool_path=work.pool, audit_dir=work.audit,
+                 benchmarks="all,derived", data_dir=data_dir, derived_dir=work.derived)
     times["predict"] = time.perf_counter() - t
 
     t = stage("report", 7)
     report = make_report(ReportOptions(
-        runs_dir=work["runs"], pool_path=work["pool"], audit_dir=work["audit"],
+        runs_dir=work.runs, pool_path=work.pool, audit_dir=work.audit,
         out_dir=options.out_dir, n_resamples=options.n_resamples, data_dir=data_dir,
-        derived_dir=work["derived"], title="guarddiag demo report"))
+        derived_dir=work.derived, title="guarddiag demo report"))
     times["report"] = time.perf_counter() - t
 
     write_json({"stage_seconds": {k: round(v, 1) for k, v in times.items()},

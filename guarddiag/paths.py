@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 from guarddiag.errors import GuarddiagError
@@ -57,14 +58,45 @@ def branches_dir() -> Path:
     return Path(override) if override else _spec_root("branches")
 
 
-def work_paths(work_dir: str | os.PathLike[str] | None = None) -> dict[str, Path]:
-    """Default locations of every stage's hand-off under one work folder."""
-    root = Path(work_dir) if work_dir is not None else DEFAULT_WORK_DIR
-    return {
-        "root": root,
-        "pool": root / "pool" / "pool.parquet",
-        "audit": root / "audit",
-        "runs": root / "runs",
-        "predictions": root / "runs" / "predictions.parquet",
-        "derived": root / "derived",
-    }
+@dataclass(frozen=True)
+class WorkPaths:
+    """Where every stage's hand-off lives. ``WorkPaths.under(root)`` gives the default layout
+    under one work folder; a command's ``--pool``/``--runs-dir``/… options replace single fields
+    (``dataclasses.replace``)."""
+
+    root: Path
+    """The work folder (default ``work/``)."""
+    pool: Path
+    """The labelled pool table, ``<root>/pool/pool.parquet``."""
+    audit: Path
+    """The contamination audit folder, ``<root>/audit``."""
+    runs: Path
+    """Training runs, their scores and ``predictions.parquet``, ``<root>/runs``."""
+    derived: Path
+    """Derived (mutated) benchmark subsets, ``<root>/derived``."""
+
+    @classmethod
+    def under(cls, root: str | os.PathLike[str] | None = None) -> WorkPaths:
+        base = Path(root) if root is not None else DEFAULT_WORK_DIR
+        return cls(root=base, pool=base / "pool" / "pool.parquet", audit=base / "audit",
+                   runs=base / "runs", derived=base / "derived")
+
+    @property
+    def predictions(self) -> Path:
+        """The predictions table every analysis reads."""
+        return self.runs / "predictions.parquet"
+
+    @property
+    def sorry(self) -> Path:
+        """Outputs of the SORRY-Bench commands (``balance/``, ``jaccard/``)."""
+        return self.root / "sorry"
+
+    @property
+    def outside(self) -> Path:
+        """Outside guards' predictions, one parquet file per guard."""
+        return self.runs / "outside"
+
+
+def work_paths(work_dir: str | os.PathLike[str] | None = None) -> WorkPaths:
+    """The default layout of every stage's hand-off under one work folder."""
+    return WorkPaths.under(work_dir)

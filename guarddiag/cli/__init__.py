@@ -11,10 +11,13 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from importlib import import_module
+from pathlib import Path
 
 from guarddiag.errors import GuarddiagError
+from guarddiag.paths import WorkPaths
 
 COMMAND_MODULES = ("data", "pool", "audit", "train", "guards", "report", "sorry", "demo")
 
@@ -72,11 +75,40 @@ def add_parser(sub: argparse._SubParsersAction, name: str, *, help: str,
                           formatter_class=_Formatter, parents=[_common_options()])
 
 
-def add_derived_dir(p: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
-    """The ``--derived-dir`` option of every command that reads benchmark subsets."""
-    p.add_argument("--derived-dir", default=None, metavar="DIR",
-                   help="folder of derived (mutated) subsets written by `guarddiag mutate` "
-                        "(default work/derived)")
+# The work-folder options, defined once: flag, metavar, WorkPaths field, what it holds.
+_PATH_OPTIONS: dict[str, tuple[str, str, str]] = {
+    "pool": ("--pool", "FILE", "labelled pool table"),
+    "audit": ("--audit-dir", "DIR", "contamination audit folder (overlap.parquet, summary.json)"),
+    "runs": ("--runs-dir", "DIR", "runs folder (runs, predictions.parquet, outside/)"),
+    "derived": ("--derived-dir", "DIR", "folder of derived (mutated) subsets written by "
+                                        "`guarddiag mutate`"),
+}
+_DEFAULT_UNDER_WORK = {"pool": "pool/pool.parquet", "audit": "audit", "runs": "runs",
+                       "derived": "derived"}
+
+
+def add_work_paths(p: argparse.ArgumentParser | argparse._ArgumentGroup, *fields: str,
+                   help: Mapping[str, str] | None = None) -> None:
+    """``--work-dir`` and the named work-folder options (``pool``, ``audit``, ``runs``,
+    ``derived``), each defaulting to its place under ``--work-dir`` (``work/``); resolve them
+    with :func:`work_paths_from`. ``help`` replaces an option's description for one command."""
+    if not any(a.dest == "work_dir" for a in getattr(p, "_actions", [])):
+        p.add_argument("--work-dir", type=Path, default=None, metavar="DIR",
+                       help="work folder the options below default into (default work/)")
+    for name in fields:
+        flag, metavar, text = _PATH_OPTIONS[name]
+        text = (help or {}).get(name, text)
+        p.add_argument(flag, dest=f"{name}_path", type=Path, default=None, metavar=metavar,
+                       help=f"{text} (default <work-dir>/{_DEFAULT_UNDER_WORK[name]})")
+
+
+def work_paths_from(args: argparse.Namespace) -> WorkPaths:
+    """The :class:`WorkPaths` a command was given: ``--work-dir``'s layout with every
+    work-folder option the user set put in its place."""
+    base = WorkPaths.under(getattr(args, "work_dir", None))
+    given = {name: getattr(args, f"{name}_path") for name in _PATH_OPTIONS
+             if getattr(args, f"{name}_path", None) is not None}
+    return replace(base, **given)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

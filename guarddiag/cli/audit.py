@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
-from guarddiag.cli import add_derived_dir, add_parser
-from guarddiag.paths import work_paths
+from guarddiag.cli import add_parser, add_work_paths, work_paths_from
+from guarddiag.paths import resolve_data_dir
+
+# Handlers import their stage package (polars) and guarddiag.progress (tqdm) when they run:
+# every sub-command module is imported to build the parser, and `guarddiag --help` stays fast.
 
 _AUDIT_DESCRIPTION = """\
 Contamination audit of a training pool against public benchmark subsets.
@@ -38,11 +42,8 @@ Example (the acceptance sizes, ~1 min on 2 cores):
 
 
 def register(sub: argparse._SubParsersAction, bench: argparse._SubParsersAction) -> None:
-    paths = work_paths()
     parser = add_parser(sub, "audit", help="contamination audit of a pool against benchmarks",
                         description=_AUDIT_DESCRIPTION)
-    parser.add_argument("--pool", default=str(paths["pool"]), metavar="FILE",
-                        help="pool table: parquet, CSV/TSV or JSON lines")
     parser.add_argument("--text-column", default="text", metavar="C",
                         help="column holding the prompt text")
     parser.add_argument("--id-column", default="prompt_id", metavar="C",
@@ -60,9 +61,10 @@ def register(sub: argparse._SubParsersAction, bench: argparse._SubParsersAction)
     parser.add_argument("--fail-above", type=float, default=None, metavar="PCT",
                         help="exit with status 1 when decontamination removes more than PCT%% "
                              "of any benchmark (a release gate)")
-    parser.add_argument("--out", default=str(paths["audit"]), metavar="DIR",
-                        help="output folder")
-    add_derived_dir(parser)
+    parser.add_argument("--out", type=Path, default=None, metavar="DIR",
+                        help="output folder (default <work-dir>/audit)")
+    add_work_paths(parser, "pool", "derived",
+                   help={"pool": "pool table: parquet, CSV/TSV or JSON lines"})
     parser.add_argument("--force", action="store_true",
                         help="recompute even when --out already holds this exact audit")
     parser.set_defaults(handler=_run_audit)
@@ -95,17 +97,18 @@ def register(sub: argparse._SubParsersAction, bench: argparse._SubParsersAction)
 
 def _run_audit(args: argparse.Namespace) -> int:
     from guarddiag.audit import audit_pool
-    from guarddiag.paths import resolve_data_dir
     from guarddiag.progress import say
 
+    paths = work_paths_from(args)
+    out = args.out if args.out is not None else paths.audit
     id_column = None if args.id_column.lower() == "none" else args.id_column
-    result = audit_pool(args.pool, text_column=args.text_column, id_column=id_column,
+    result = audit_pool(paths.pool, text_column=args.text_column, id_column=id_column,
                         benchmarks=args.benchmarks, data_dir=resolve_data_dir(args.data_dir),
-                        derived_dir=args.derived_dir, near_dup=args.near_dup,
-                        threshold=args.threshold, drop_near=args.drop_near, out_dir=args.out,
+                        derived_dir=paths.derived, near_dup=args.near_dup,
+                        threshold=args.threshold, drop_near=args.drop_near, out_dir=out,
                         force=args.force)
     print(result.render())
-    say(f"audit: wrote {args.out}/ (overlap.parquet, decontaminated/, summary.json, "
+    say(f"audit: wrote {out}/ (overlap.parquet, decontaminated/, summary.json, "
         "overlap.png, overlap.pdf, meta.json)")
     if args.fail_above is not None:
         over = result.above(args.fail_above)
@@ -119,7 +122,6 @@ def _run_audit(args: argparse.Namespace) -> int:
 
 def _run_bench(args: argparse.Namespace) -> int:
     from guarddiag.audit.bench import bench_audit
-    from guarddiag.paths import resolve_data_dir
 
     report = bench_audit(rows=args.rows, near_rows=args.near_rows, threshold=args.threshold,
                          corpus=args.corpus, seed=args.seed, benchmarks=args.benchmarks,

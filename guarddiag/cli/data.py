@@ -14,7 +14,11 @@ import argparse
 import json
 import sys
 
-from guarddiag.cli import add_derived_dir, add_parser
+from guarddiag.cli import add_parser, add_work_paths, work_paths_from
+from guarddiag.paths import resolve_data_dir
+
+# Handlers import their stage package (polars) and guarddiag.progress (tqdm) when they run:
+# every sub-command module is imported to build the parser, and `guarddiag --help` stays fast.
 
 _IDS_HELP = ("subset ids and/or selectors, comma-separated: all (every mirrored subset), study "
              "(the 15 of SPEC §5), extra, derived")
@@ -33,7 +37,7 @@ def register(sub: argparse._SubParsersAction, bench: argparse._SubParsersAction)
                     "and found prompt counts; unavailable subsets show where to get them.\n"
                     "Exit status 1 when a subset is invalid (present but wrong), 0 otherwise.")
     listing.add_argument("--ids", default="all,derived", help=_IDS_HELP)
-    add_derived_dir(listing)
+    add_work_paths(listing, "derived")
     listing.add_argument("--json", action="store_true",
                          help="print a JSON list of subset records instead of the table")
     listing.set_defaults(handler=_run_list)
@@ -64,10 +68,10 @@ def _fmt_count(n: int | None) -> str:
 
 def _run_list(args: argparse.Namespace) -> int:
     from guarddiag import data
-    from guarddiag.paths import resolve_data_dir
 
     data_dir = resolve_data_dir(args.data_dir)
-    statuses = data.subset_status(data_dir=data_dir, ids=args.ids, derived_dir=args.derived_dir)
+    derived_dir = work_paths_from(args).derived
+    statuses = data.subset_status(data_dir=data_dir, ids=args.ids, derived_dir=derived_dir)
     if args.json:
         print(json.dumps([s.to_dict() for s in statuses], indent=2, sort_keys=True,
                          ensure_ascii=False))

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import argparse
 
-from guarddiag.cli import add_derived_dir, add_parser
+from guarddiag.cli import add_parser, add_work_paths, work_paths_from
 
 
 def register(sub: argparse._SubParsersAction, bench: argparse._SubParsersAction) -> None:
@@ -24,13 +24,16 @@ def register(sub: argparse._SubParsersAction, bench: argparse._SubParsersAction)
                     "branches, into the same predictions table.",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     guards_sub = parser.add_subparsers(dest="guards_command", metavar="ACTION", required=True)
-
     listing = add_parser(guards_sub, "list", help="the adapters and what each needs",
                          description="Print every guard adapter: what it needs (a model, an\n"
                                      "endpoint, a file), the public models it is written for,\n"
                                      "and its options.")
     listing.set_defaults(handler=_run_list)
+    _add_score(guards_sub)
+    _add_label(sub)
 
+
+def _add_score(guards_sub: argparse._SubParsersAction) -> None:
     score = add_parser(
         guards_sub, "score", help="score one guard on the benchmarks (resumable)",
         description="Ask one guard about every prompt of the selected benchmarks and write\n"
@@ -72,11 +75,9 @@ def register(sub: argparse._SubParsersAction, bench: argparse._SubParsersAction)
     where = score.add_argument_group("what to score and where")
     where.add_argument("--benchmarks", default="all", metavar="IDS",
                        help="benchmark ids or selectors (all, study, extra, derived, a,b,…)")
-    where.add_argument("--runs-dir", default="work/runs", metavar="DIR",
-                       help="runs folder; the guard is written to DIR/outside/")
-    where.add_argument("--audit-dir", default="work/audit", metavar="DIR",
-                       help="contamination audit (for survives_decontam)")
-    add_derived_dir(where)
+    add_work_paths(where, "runs", "audit", "derived", help={
+        "runs": "runs folder; the guard is written to DIR/outside/",
+        "audit": "contamination audit (for survives_decontam)"})
     where.add_argument("--mapping", default="loose", choices=("loose", "strict"),
                        help="binary read-out of the printed summary (both are stored)")
     run = score.add_argument_group("running")
@@ -94,6 +95,8 @@ def register(sub: argparse._SubParsersAction, bench: argparse._SubParsersAction)
                      help="endpoint response cache (default <runs-dir>/outside/.cache)")
     score.set_defaults(handler=_run_score)
 
+
+def _add_label(sub: argparse._SubParsersAction) -> None:
     label = add_parser(
         sub, "label", help="relabel prompts under a written policy with an LLM committee",
         description="A three-round binary cascade (harmful? → boundary vs generic, or compound\n"
@@ -128,13 +131,13 @@ def _run_list(args: argparse.Namespace) -> int:
 
 
 def _run_score(args: argparse.Namespace) -> int:
-    from pathlib import Path
 
     from guarddiag.guards.registry import ADAPTERS, get_adapter
     from guarddiag.guards.scoring import score_guard
     from guarddiag.paths import resolve_data_dir
     from guarddiag.progress import say
 
+    paths = work_paths_from(args)
     kind = args.adapter
     generative = kind in ("qwen3guard", "granite-guardian", "llama-guard")
     options: dict = {"name": args.name}
@@ -144,7 +147,7 @@ def _run_score(args: argparse.Namespace) -> int:
         options.update(model=args.model, labels=args.labels, batch_size=args.batch_size,
                        device=args.device)
     elif generative:
-        cache = args.cache_dir or (str(Path(args.runs_dir) / "outside" / ".cache")
+        cache = args.cache_dir or (str(paths.outside / ".cache")
                                    if args.endpoint else None)
         options.update(model=args.model, endpoint=args.endpoint, batch_size=args.batch_size,
                        max_new_tokens=args.max_new_tokens, device=args.device, dtype=args.dtype,
@@ -160,9 +163,9 @@ def _run_score(args: argparse.Namespace) -> int:
     _reject_unused(args, kind)
     adapter = get_adapter(kind, **options)
     try:
-        result = score_guard(adapter, benchmarks=args.benchmarks, runs_dir=args.runs_dir,
-                             audit_dir=args.audit_dir, data_dir=resolve_data_dir(args.data_dir),
-                             derived_dir=args.derived_dir, mapping=args.mapping)
+        result = score_guard(adapter, benchmarks=args.benchmarks, runs_dir=paths.runs,
+                             audit_dir=paths.audit, data_dir=resolve_data_dir(args.data_dir),
+                             derived_dir=paths.derived, mapping=args.mapping)
     finally:
         adapter.close()
     say(f"guard {result.name}: {result.n_prompts} prompts, {result.n_asked} asked, "

@@ -10,8 +10,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from guarddiag.cli import add_derived_dir, add_parser
-from guarddiag.paths import work_paths
+from guarddiag.cli import add_parser, add_work_paths, work_paths_from
 
 _DESCRIPTION = """\
 Render the diagnostic report from the saved tables only (no retraining, no re-scoring):
@@ -33,15 +32,12 @@ def _group(value: str) -> tuple[str, ...]:
 
 
 def register(sub, bench) -> None:
-    defaults = work_paths()
     p = add_parser(sub, "report", help="render the diagnostic report from saved predictions",
                    description=_DESCRIPTION)
-    p.add_argument("--runs-dir", type=Path, default=defaults["runs"], metavar="DIR",
-                   help="folder with predictions.parquet and outside/*.parquet")
-    p.add_argument("--pool", type=Path, default=defaults["pool"], metavar="FILE",
-                   help="pool.parquet (VAL gold labels, pool statistics); optional")
-    p.add_argument("--audit-dir", type=Path, default=defaults["audit"], metavar="DIR",
-                   help="contamination audit folder with summary.json; optional")
+    add_work_paths(p, "runs", "pool", "audit", "derived", help={
+        "runs": "folder with predictions.parquet and outside/*.parquet",
+        "pool": "pool.parquet (VAL gold labels, pool statistics); optional",
+        "audit": "contamination audit folder with summary.json; optional"})
     p.add_argument("--out", type=Path, default=Path("reports/report"), metavar="DIR",
                    help="output folder (reports/<name>)")
     p.add_argument("--mapping", default="loose", choices=("loose", "strict"),
@@ -66,7 +62,6 @@ def register(sub, bench) -> None:
     p.add_argument("--rank-tail", default="top", choices=("top", "bottom", "either"),
                    help="declared direction of the rank test: the group scores highest (top), "
                         "lowest (bottom) or either")
-    add_derived_dir(p)
     p.add_argument("--title", default="guarddiag report", help="report title")
     p.set_defaults(handler=_run_report)
 
@@ -75,8 +70,9 @@ def _run_report(args: argparse.Namespace) -> int:
     from guarddiag.analyses.rank import DEFAULT_BENCHMARK, DEFAULT_GROUP
     from guarddiag.report import ReportOptions, make_report
 
+    paths = work_paths_from(args)
     options = ReportOptions(
-        runs_dir=args.runs_dir, pool_path=args.pool, audit_dir=args.audit_dir,
+        runs_dir=paths.runs, pool_path=paths.pool, audit_dir=paths.audit,
         out_dir=args.out, mapping=args.mapping, threshold=args.threshold,
         n_resamples=args.bootstrap, confidence=args.confidence, seed=args.seed,
         primary_subset=args.subset, min_seeds=args.min_seeds,
@@ -84,7 +80,7 @@ def _run_report(args: argparse.Namespace) -> int:
         rank_benchmark=args.rank_benchmark or DEFAULT_BENCHMARK, rank_tail=args.rank_tail,
         rank_explicit=args.rank_group is not None or args.rank_benchmark is not None,
         title=args.title, data_dir=args.data_dir,
-        derived_dir=Path(args.derived_dir) if args.derived_dir else None)
+        derived_dir=paths.derived)
     result = make_report(options)
     print(f"report: {result.out_dir / 'report.html'}")
     width = max((len(section) for section, _ in result.sections), default=0) + 2

@@ -6,8 +6,9 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
-from guarddiag.cli import add_derived_dir, add_parser
+from guarddiag.cli import add_parser, add_work_paths, work_paths_from
 from guarddiag.errors import GuarddiagError
 
 _BALANCE = """\
@@ -76,9 +77,9 @@ def register(sub: argparse._SubParsersAction, bench: argparse._SubParsersAction)
                    description=_BALANCE)
     p.add_argument("--benchmarks", default="all", metavar="IDS",
                    help="'all', 'study', 'extra', 'derived' or comma-separated subset ids")
-    add_derived_dir(p)
-    p.add_argument("--out", default=None, metavar="DIR",
-                   help="output folder (default work/sorry/balance)")
+    add_work_paths(p, "derived")
+    p.add_argument("--out", type=Path, default=None, metavar="DIR",
+                   help="output folder (default <work-dir>/sorry/balance)")
     p.add_argument("--no-figure", action="store_true", help="skip the PNG/PDF figure")
     p.set_defaults(handler=_run_balance)
 
@@ -103,8 +104,7 @@ def register(sub: argparse._SubParsersAction, bench: argparse._SubParsersAction)
                    help="prompts per generator call (and per resume checkpoint)")
     m.add_argument("--suffix", default=None,
                    help="appended to the subset ids: <benchmark>__<mutation>_<suffix>")
-    m.add_argument("--derived-dir", default=None, metavar="DIR",
-                   help="where derived subsets are written (default work/derived)")
+    add_work_paths(m, "derived", help={"derived": "where derived subsets are written"})
     m.set_defaults(handler=_run_mutate)
 
     j = add_parser(sub, "judge-eval", help="agreement of a refusal judge with human labels",
@@ -126,14 +126,13 @@ def register(sub: argparse._SubParsersAction, bench: argparse._SubParsersAction)
 
     c = add_parser(sub, "jaccard", help="max word-set Jaccard of benchmark prompts vs pool "
                                         "and other benchmarks", description=_JACCARD)
-    c.add_argument("--pool", default=None, metavar="FILE",
-                   help="pool table with prompt_id, text (default work/pool/pool.parquet; "
-                        "skipped with a note when that default is absent)")
+    add_work_paths(c, "pool", "derived", help={
+        "pool": "pool table with prompt_id, text; when not given and absent, the pool column "
+                "is skipped with a note"})
     c.add_argument("--benchmarks", default="all", metavar="IDS",
                    help="'all', 'study', 'extra', 'derived' or comma-separated subset ids")
-    add_derived_dir(c)
-    c.add_argument("--out", default=None, metavar="DIR",
-                   help="output folder (default work/sorry/jaccard)")
+    c.add_argument("--out", type=Path, default=None, metavar="DIR",
+                   help="output folder (default <work-dir>/sorry/jaccard)")
     c.add_argument("--no-figure", action="store_true", help="skip the PNG/PDF figure")
     c.set_defaults(handler=_run_jaccard)
 
@@ -171,8 +170,9 @@ def _run_balance(args: argparse.Namespace) -> int:
     from guarddiag.progress import say
     from guarddiag.sorry.outputs import run_balance
 
+    paths = work_paths_from(args)
     run = run_balance(ids=args.benchmarks, data_dir=args.data_dir,
-                      derived_dir=args.derived_dir, out_dir=args.out,
+                      derived_dir=paths.derived, out_dir=args.out or paths.sorry / "balance",
                       figure=not args.no_figure)
     rows = []
     for b in run.result.benchmarks:
@@ -223,7 +223,7 @@ def _run_mutate(args: argparse.Namespace) -> int:
                                   max_new_tokens=args.max_new_tokens,
                                   temperature=args.temperature, batch_size=args.batch_size,
                                   suffix=args.suffix, data_dir=args.data_dir,
-                                  derived_dir=args.derived_dir)
+                                  derived_dir=work_paths_from(args).derived)
     finally:
         if generator is not None:
             generator.close()
@@ -273,11 +273,13 @@ def _run_jaccard(args: argparse.Namespace) -> int:
     from guarddiag.progress import say
     from guarddiag.sorry.outputs import run_jaccard
 
-    run = run_jaccard(ids=args.benchmarks, pool=args.pool, pool_required=args.pool is not None,
-                      data_dir=args.data_dir, derived_dir=args.derived_dir, out_dir=args.out,
+    paths = work_paths_from(args)
+    run = run_jaccard(ids=args.benchmarks, pool=paths.pool,
+                      pool_required=args.pool_path is not None, data_dir=args.data_dir,
+                      derived_dir=paths.derived, out_dir=args.out or paths.sorry / "jaccard",
                       figure=not args.no_figure)
     if run.pool_path is None:
-        say("note: no pool (work/pool/pool.parquet absent): the pool columns are empty; "
+        say(f"note: no pool ({paths.pool} absent): the pool columns are empty; "
             "pass --pool FILE")
     s = run.profile.summary
     _print_rows(["benchmark", "n", "mean_pool", "median_pool", "p90_pool", ">=0.5_pool",

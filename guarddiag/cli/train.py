@@ -16,9 +16,12 @@ Examples::
 from __future__ import annotations
 
 import argparse
+import hashlib
 import sys
 
-from guarddiag.cli import add_derived_dir, add_parser
+from guarddiag.cli import add_parser, add_work_paths, work_paths_from
+from guarddiag.errors import GuarddiagError
+from guarddiag.paths import resolve_data_dir
 
 _SIZES_HELP = ("model sizes, comma-separated: micro, tiny (random init, CPU), small, base, "
                "large (ModernBERT-base/-large shapes)")
@@ -113,10 +116,7 @@ def _register_train(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--sizes", default="micro", metavar="SIZES", help=_SIZES_HELP)
     p.add_argument("--seeds", default="42", metavar="SEEDS",
                    help="comma-separated training seeds, e.g. 42,43,44")
-    p.add_argument("--runs-dir", default=None, metavar="DIR",
-                   help="runs folder (default work/runs)")
-    p.add_argument("--pool", default=None, metavar="FILE",
-                   help="labelled pool (default work/pool/pool.parquet)")
+    add_work_paths(p, "runs", "pool", help={"pool": "labelled pool"})
     p.add_argument("--branches-dir", default=None, metavar="DIR",
                    help="folder of branch specs (default: the bundled branches/)")
     p.add_argument("--checkpoint", action="append", default=[], metavar="SIZE=DIR|ID",
@@ -131,7 +131,6 @@ def _register_train(sub: argparse._SubParsersAction) -> None:
 
 
 def _parse_checkpoints(items: list[str]) -> dict[str, str]:
-    from guarddiag.errors import GuarddiagError
     from guarddiag.model import get_size
 
     out = {}
@@ -145,18 +144,17 @@ def _parse_checkpoints(items: list[str]) -> dict[str, str]:
 
 
 def _run_train(args: argparse.Namespace) -> int:
-    from guarddiag.paths import work_paths
     from guarddiag.train import RunOptions, train_branches
     from guarddiag.train.branches import load_branches, parse_seeds, parse_sizes
 
-    paths = work_paths()
+    paths = work_paths_from(args)
     sizes = parse_sizes(args.sizes)
     seeds = parse_seeds(args.seeds)
     pretrained = _parse_checkpoints(args.checkpoint)
     branches = load_branches(args.branches_dir)
     result = train_branches(
         branches=branches, names=args.branches, sizes=sizes, seeds=seeds,
-        runs_dir=args.runs_dir or paths["runs"], pool_path=args.pool or paths["pool"],
+        runs_dir=paths.runs, pool_path=paths.pool,
         options=RunOptions(checkpoint_every_s=args.checkpoint_every, pretrained=pretrained,
                            threads=args.threads))
     rows = [(r.run_id, r.status, f"{r.wall_s:.1f}", str(r.n_rows), str(r.steps),
@@ -181,16 +179,11 @@ def _register_predict(sub: argparse._SubParsersAction) -> None:
                     "the audit folder when it exists.\n\n"
                     "  guarddiag predict\n"
                     "  guarddiag predict --benchmarks harmbench_copyright,orbench_hard")
-    p.add_argument("--runs-dir", default=None, metavar="DIR",
-                   help="runs folder (default work/runs)")
-    p.add_argument("--pool", default=None, metavar="FILE",
-                   help="labelled pool, for its val split (default work/pool/pool.parquet)")
-    p.add_argument("--audit-dir", default=None, metavar="DIR",
-                   help="contamination audit folder (default work/audit)")
+    add_work_paths(p, "runs", "pool", "audit", "derived",
+                   help={"pool": "labelled pool, for its val split"})
     p.add_argument("--benchmarks", default="all", metavar="IDS",
                    help="benchmark ids or selectors (all, study, extra, derived, a,b,…); "
                         "'none' scores only the pool's val split")
-    add_derived_dir(p)
     p.add_argument("--batch-size", type=int, default=64, help="prompts per scoring batch")
     p.add_argument("--no-baseline", action="store_true",
                    help="leave the TF-IDF baseline out")
@@ -199,15 +192,13 @@ def _register_predict(sub: argparse._SubParsersAction) -> None:
 
 
 def _run_predict(args: argparse.Namespace) -> int:
-    from guarddiag.paths import resolve_data_dir, work_paths
     from guarddiag.predict import predict_runs
 
-    paths = work_paths()
+    paths = work_paths_from(args)
     result = predict_runs(
-        runs_dir=args.runs_dir or paths["runs"], pool_path=args.pool or paths["pool"],
-        audit_dir=args.audit_dir or paths["audit"], benchmarks=args.benchmarks,
-        data_dir=resolve_data_dir(args.data_dir),
-        derived_dir=args.derived_dir or paths["derived"], batch_size=args.batch_size,
+        runs_dir=paths.runs, pool_path=paths.pool, audit_dir=paths.audit,
+        benchmarks=args.benchmarks, data_dir=resolve_data_dir(args.data_dir),
+        derived_dir=paths.derived, batch_size=args.batch_size,
         baseline=not args.no_baseline, threads=args.threads)
     rows = [(r.run_id, r.guard_kind, str(r.n_scored), str(r.n_total), f"{r.seconds:.1f}")
             for r in result.runs]
@@ -237,8 +228,7 @@ def _register_bench(bench: argparse._SubParsersAction) -> None:
                    help="max tokens when --run is not given")
     p.add_argument("--n", type=int, default=4000, help="prompts to score (a fixed sample)")
     p.add_argument("--batch-size", type=int, default=64, help="prompts per batch")
-    p.add_argument("--pool", default=None, metavar="FILE",
-                   help="labelled pool (default work/pool/pool.parquet)")
+    add_work_paths(p, "pool", help={"pool": "labelled pool"})
     _add_threads(p)
     p.set_defaults(handler=_run_bench_predict)
 
@@ -257,8 +247,7 @@ def _register_bench(bench: argparse._SubParsersAction) -> None:
     r.add_argument("--rows", type=int, default=3000, help="calibration rows (pool train split)")
     r.add_argument("--epochs", type=int, default=10, help="head-training epochs")
     r.add_argument("--batch-size", type=int, default=64, help="rows per step")
-    r.add_argument("--pool", default=None, metavar="FILE",
-                   help="labelled pool (default work/pool/pool.parquet)")
+    add_work_paths(r, "pool", help={"pool": "labelled pool"})
     _add_threads(r)
     r.set_defaults(handler=_run_bench_recalibrate)
 
@@ -277,9 +266,7 @@ def _bench_guard(args: argparse.Namespace, pool):
 
 
 def _bench_texts(args: argparse.Namespace, pool) -> tuple[list[str], str]:
-    from guarddiag.errors import GuarddiagError
-    from guarddiag.paths import resolve_data_dir
-    from guarddiag.train import hash_order
+    from guarddiag.pool.table import hash_order
 
     texts: list[str] = []
     source = "benchmarks"
@@ -295,24 +282,20 @@ def _bench_texts(args: argparse.Namespace, pool) -> tuple[list[str], str]:
         texts = hash_order(pool.split("val"), "bench")["text"].to_list()
         source = "pool val split"
     # A fixed, order-free sample: every run of the bench times the same prompts.
-    import hashlib
-
     texts = sorted(set(texts), key=lambda t: hashlib.sha256(t.encode()).hexdigest())[:args.n]
     return texts, source
 
 
 def _run_bench_predict(args: argparse.Namespace) -> int:
-    from guarddiag.paths import work_paths
-    from guarddiag.predict import bench_predict
-    from guarddiag.train import read_pool
-
-    pool = read_pool(args.pool or work_paths()["pool"])
-    guard = _bench_guard(args, pool)
-    texts, source = _bench_texts(args, pool)
     import torch
 
     from guarddiag.model import auto_threads, torch_threads
+    from guarddiag.pool.table import read_pool
+    from guarddiag.predict import bench_predict
 
+    pool = read_pool(work_paths_from(args).pool)
+    guard = _bench_guard(args, pool)
+    texts, source = _bench_texts(args, pool)
     threads = args.threads or auto_threads([guard.meta.get("model", {}).get("size", args.size)])
     with torch_threads(threads):
         res = bench_predict(guard, texts, batch_size=args.batch_size)
@@ -327,15 +310,14 @@ def _run_bench_predict(args: argparse.Namespace) -> int:
 
 
 def _run_bench_recalibrate(args: argparse.Namespace) -> int:
-    from guarddiag.paths import work_paths
-    from guarddiag.train import bench_recalibrate, label_rows, read_pool, sample_split
+    from guarddiag.model import auto_threads, torch_threads
+    from guarddiag.pool.table import read_pool, sample_split
+    from guarddiag.train import bench_recalibrate, label_rows
 
-    pool = read_pool(args.pool or work_paths()["pool"])
+    pool = read_pool(work_paths_from(args).pool)
     guard = _bench_guard(args, pool)
     frame = sample_split(pool, "train", args.rows)
     rows = label_rows(frame, fraction=1.0, anchors=False, where=str(pool.path))
-    from guarddiag.model import auto_threads, torch_threads
-
     threads = args.threads or auto_threads([guard.meta.get("model", {}).get("size", args.size)])
     with torch_threads(threads):
         res = bench_recalibrate(guard, rows, epochs=args.epochs, batch_size=args.batch_size)
