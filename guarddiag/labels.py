@@ -123,3 +123,23 @@ def check_pillars(tags: Sequence[str], where: str) -> list[str]:
 def class_probs_to_unsafe(probs: Mapping[str, float], mapping: BinaryMapping) -> float:
     """Probability of *unsafe* under ``mapping`` from a class-probability mapping."""
     return float(sum(probs[name] for name in CLASSES if name in mapping.unsafe))
+
+
+# ─── the reading order of branches (every tie-break in tables uses it) ─────────────────────────
+
+def branch_order(branch: str | None) -> int:
+    """Reading order of branch names, as the specs number them: the reference recipe, E1…E10
+    by number, other branches, then the teachers (``T_*``); None last."""
+    if branch is None:
+        return 100_000
+    if branch == "reference":
+        return 0
+    if branch.startswith("E") and branch[1:].isdigit():
+        return int(branch[1:])
+    return 10_000 if branch.startswith("T_") else 1_000
+
+
+def branch_sort_key(branch: str | None) -> tuple[int, str]:
+    """Sort key of a branch name: :func:`branch_order`, then the name (total and stable, so a
+    tie between two values is always broken the same way)."""
+    return branch_order(branch), branch or ""

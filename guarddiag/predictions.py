@@ -35,7 +35,7 @@ import polars as pl
 
 from guarddiag.errors import GuarddiagError
 from guarddiag.files import read_table
-from guarddiag.labels import CLASSES, PROB_COLUMNS, BinaryMapping
+from guarddiag.labels import CLASSES, LOOSE, PROB_COLUMNS, BinaryMapping
 
 KEY: tuple[str, ...] = ("run_id", "benchmark", "prompt_id")
 
@@ -198,3 +198,18 @@ def check_threshold(threshold: float) -> float:
             or not 0.0 <= float(threshold) <= 1.0:
         raise GuarddiagError(f"threshold: expected a number in [0, 1], got {threshold!r}")
     return float(threshold)
+
+
+def unsafe_decisions(predictions: pl.DataFrame, *, mapping: BinaryMapping = LOOSE,
+                     threshold: float = 0.5) -> pl.DataFrame:
+    """``predictions`` (status ok rows only) with a boolean ``unsafe`` column: P(unsafe) under
+    ``mapping`` >= ``threshold``, the read-out the report's scores use (failed rows are never
+    read as safe: they are left out)."""
+    needed = ("run_id", "benchmark", "prompt_id", "p_unsafe", "status")
+    missing = [c for c in needed if c not in predictions.columns]
+    if missing:
+        raise GuarddiagError(f"predictions: missing column(s) {', '.join(missing)}")
+    threshold = check_threshold(threshold)
+    ok = predictions.filter(pl.col("status") == "ok")
+    return with_unsafe_probability(ok, mapping, column="_p").with_columns(
+        (pl.col("_p") >= threshold).alias("unsafe")).drop("_p", "readout")

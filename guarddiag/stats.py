@@ -7,6 +7,9 @@ Everything here is a pure function of its inputs and an explicit random generato
   mean. Several statistics over the *same* prompts (one column per run) share the resampled
   prompt indices, so differences between them are paired. Vectorised: each block of resamples
   is turned into a matrix of prompt counts and multiplied with the values.
+- :func:`wilson_interval` — the Wilson score interval of one binomial rate (k of n prompts),
+  the interval of every single run's score: unlike a percentile bootstrap it never collapses
+  to a point at 0 or 1 (0 of 75 prompts gives [0, 4.9%], not [0, 0]).
 - :func:`extreme_rank_probability` — the closed form 1/C(n, k) for a named group of k out of n
   exchangeable branches taking the k extreme ranks.
 - :func:`rank_sum_distribution` — the exact null distribution of a group's rank sum, counted
@@ -15,6 +18,11 @@ Everything here is a pure function of its inputs and an explicit random generato
   oracle that walks all n! orderings (n = 10: 3,628,800), used by the tests.
 - :func:`rank_test` — ranks the branches' scores (mid-ranks for ties) and tests a named group.
 - :func:`cohen_kappa`, :func:`spearman` (scipy).
+- :func:`benjamini_hochberg` — FDR q-values across the benchmarks of a cohort;
+  :func:`studentized_span_null` and :func:`monte_carlo_p` — the seed-noise null of the
+  label-supervision span (see :mod:`guarddiag.analyses.loadtest`).
+- :func:`mcnemar_exact`, :func:`holm` — the paired test of two guards' decisions on the same
+  prompts and the family-wise correction across the comparisons one table shows.
 
 Ranks and ties
 --------------
@@ -172,6 +180,39 @@ def bootstrap_means(values: np.ndarray | Sequence[float], *,
     low, high = np.quantile(dist, [alpha / 2, 1.0 - alpha / 2], axis=0)
     return BootstrapResult(estimate=arr.mean(axis=0), low=low, high=high, n=arr.shape[0],
                            n_resamples=int(n_resamples), confidence=float(confidence))
+
+
+# --------------------------------------------------------------------------- binomial rates
+
+def wilson_interval(k: int, n: int, confidence: float = DEFAULT_CONFIDENCE
+                    ) -> tuple[float, float]:
+    """Wilson score interval of a binomial proportion k/n (two-sided, nominal ``confidence``).
+
+    With z the (1 + confidence)/2 normal quantile and p = k/n, the bounds are
+    (p + z²/2n ± z·sqrt(p(1 − p)/n + z²/4n²)) / (1 + z²/n): the set of rates a score test at
+    level 1 − confidence would not reject. At k = 0 the lower bound is exactly 0 and the upper
+    z²/(n + z²); at k = n, symmetrically. Same value as
+    ``scipy.stats.binomtest(k, n).proportion_ci(confidence, method="wilson")``.
+
+    >>> [round(x, 4) for x in wilson_interval(0, 75)]
+    [0.0, 0.0487]
+    """
+    for name, v in (("k", k), ("n", n)):
+        if isinstance(v, bool) or not isinstance(v, int | np.integer) or v < 0:
+            raise GuarddiagError(f"wilson_interval: {name} must be a count >= 0, got {v!r}")
+    if n == 0 or k > n:
+        raise GuarddiagError(f"wilson_interval: need 0 <= k <= n and n >= 1, got k={k}, n={n}")
+    if not 0.0 < confidence < 1.0:
+        raise GuarddiagError(f"confidence: expected a number in (0, 1), got {confidence!r}")
+    z = float(scipy.stats.norm.ppf(0.5 + confidence / 2))
+    p, nf, z2 = k / n, float(n), z * z
+    denom = 1.0 + z2 / nf
+    centre = (p + z2 / (2 * nf)) / denom
+    half = z * float(np.sqrt(p * (1 - p) / nf + z2 / (4 * nf * nf))) / denom
+    # At k = 0 (k = n) the bound is 0 (1) exactly; rounding must not leave it at 1e-17.
+    low = 0.0 if k == 0 else max(0.0, centre - half)
+    high = 1.0 if k == n else min(1.0, centre + half)
+    return low, high
 
 
 # --------------------------------------------------------------------------- exact rank tests
@@ -424,3 +465,100 @@ def spearman(x: Sequence[float], y: Sequence[float]) -> SpearmanResult:
         return SpearmanResult(rho=None, p_value=None, n=n)
     res = scipy.stats.spearmanr(xa, ya)
     return SpearmanResult(rho=float(res.statistic), p_value=float(res.pvalue), n=n)
+
+
+# --------------------------------------------------------------------------- paired tests
+
+def mcnemar_exact(b: int, c: int) -> float:
+    """Two-sided exact McNemar test on the discordant pairs of a paired binary comparison.
+
+    ``b`` = prompts the first guard reads unsafe and the second safe, ``c`` = the reverse. Under
+    the null hypothesis (both guards read a prompt unsafe equally often) each of the n = b + c
+    discordant prompts falls either way with probability 1/2, so the p-value is the two-sided
+    exact binomial one: min(1, 2 · P(X ≤ min(b, c))), X ~ Bin(n, 1/2) (the same value as
+    ``scipy.stats.binomtest(b, n, 0.5)``). With no discordant prompt, p = 1.
+    """
+    for name, v in (("b", b), ("c", c)):
+        if isinstance(v, bool) or not isinstance(v, int | np.integer) or v < 0:
+            raise GuarddiagError(f"mcnemar_exact: {name} must be a count >= 0, got {v!r}")
+    n = int(b) + int(c)
+    if n == 0:
+        return 1.0
+    return float(min(1.0, 2.0 * scipy.stats.binom.cdf(min(int(b), int(c)), n, 0.5)))
+
+
+def holm(p_values: Sequence[float]) -> list[float]:
+    """Holm's step-down adjusted p-values, in the input order.
+
+    Sorted ascending, p_(i) (i = 1..m) becomes max_{j ≤ i} min(1, (m − j + 1) · p_(j)); a
+    comparison is significant at family-wise level α where its adjusted p < α. Ties among the
+    p-values are ordered by input position, which cannot change the adjusted values.
+    """
+    p = [float(x) for x in p_values]
+    for x in p:
+        if not 0.0 <= x <= 1.0:
+            raise GuarddiagError(f"holm: p-values must lie in [0, 1], got {x!r}")
+    m = len(p)
+    order = sorted(range(m), key=lambda i: (p[i], i))
+    out = [0.0] * m
+    running = 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * p[i]))
+        out[i] = running
+    return out
+
+
+# --------------------------------------------------------------------------- load test (span)
+
+def benjamini_hochberg(p_values: Sequence[float]) -> list[float]:
+    """Benjamini–Hochberg q-values (step-up false-discovery-rate adjustment), in input order.
+
+    Sorted ascending, q_(i) = min_{j ≥ i} min(1, m · p_(j) / j); a test is a discovery at FDR
+    level α where its q < α. Ties are ordered by input position (the q-values do not change).
+    """
+    p = [float(x) for x in p_values]
+    for x in p:
+        if not 0.0 <= x <= 1.0:
+            raise GuarddiagError(f"benjamini_hochberg: p-values must lie in [0, 1], got {x!r}")
+    m = len(p)
+    order = sorted(range(m), key=lambda i: (p[i], i))
+    out = [0.0] * m
+    running = 1.0
+    for rank in range(m - 1, -1, -1):
+        i = order[rank]
+        running = min(running, m * p[i] / (rank + 1))
+        out[i] = min(1.0, running)
+    return out
+
+
+def studentized_span_null(n_seeds_by_size: Sequence[Sequence[int]], df: int, *,
+                          n_draws: int, rng: np.random.Generator) -> np.ndarray:
+    """Sorted Monte-Carlo draws of the studentized mean span under pure seed noise.
+
+    Model: a run's score is μ_m + σ·ε (ε ~ N(0, 1), independent runs); branch a at size m is
+    the mean of its n_am seeds, so its noise is N(0, σ²/n_am). The statistic is
+    T = (1/|M|) Σ_m [max_a s(a, m) − min_a s(a, m)] / σ̂, with σ̂² the pooled within-recipe
+    variance on ``df`` degrees of freedom (σ̂²/σ² ~ χ²_df / df, independent of the means). T is
+    pivotal (free of μ_m and σ), so each draw uses σ = 1: ``n_draws`` draws of T, ascending.
+    With one size and equal n_am this is the studentized range (scipy.stats.studentized_range).
+    """
+    if df < 1:
+        raise GuarddiagError(f"studentized_span_null: df must be >= 1, got {df!r}")
+    sizes = [list(n) for n in n_seeds_by_size if len(n) >= 2]
+    if not sizes or any(k < 1 for n in sizes for k in n):
+        raise GuarddiagError("studentized_span_null: every size needs >= 2 branches with >= 1 "
+                             "seed each")
+    total = np.zeros(n_draws)
+    for n in sizes:
+        z = rng.standard_normal((n_draws, len(n))) / np.sqrt(np.asarray(n, dtype=float))
+        total += z.max(axis=1) - z.min(axis=1)
+    sigma = np.sqrt(rng.chisquare(df, n_draws) / df)
+    return np.sort(total / len(sizes) / sigma)
+
+
+def monte_carlo_p(null_sorted: np.ndarray, observed: float) -> float:
+    """Upper-tail Monte-Carlo p-value (1 + #{T* ≥ t}) / (1 + B): never 0, valid at any B."""
+    b = len(null_sorted)
+    above = b - int(np.searchsorted(null_sorted, observed, side="left"))
+    return (1 + above) / (1 + b)
+

@@ -5,13 +5,12 @@ from __future__ import annotations
 import statistics
 from fractions import Fraction
 
-import numpy as np
 import polars as pl
 import pytest
 import scipy.stats
 from synthetic_runs import COPY, KINDS, ORH, STD, decisions, frame, rows_for, run_meta, study_like
 
-from guarddiag import analyses, stats
+from guarddiag import analyses
 from guarddiag.errors import GuarddiagError
 from guarddiag.labels import LOOSE, STRICT
 
@@ -84,19 +83,22 @@ def test_failed_rows_are_counted_never_read_as_safe():
     assert gs["readout"] == "p_unsafe"
 
 
-def test_score_interval_is_the_prompt_bootstrap():
+def test_score_interval_is_the_wilson_interval():
+    # Issue 12: a single run's rate carries the Wilson score interval, not a percentile
+    # bootstrap (which collapses to [0, 0] at a score of 0).
     res = analyses.compute_scores(_small_table(), kinds=KINDS, n_resamples=300, seed=4)
     row = _score(res, "micro/E1/seed=42", COPY)
-    # Hand-rolled loop over the same keyed generator: resample the 5 prompts 300 times.
-    values = np.array([1, 1, 0, 0, 1], dtype=float)  # prompts a..e sorted by id
-    rng = stats.derive_rng(4, COPY, "full", "all", row["prompt_set"])
-    loop = [values[rng.integers(0, 5, size=5)].mean() for _ in range(300)]
-    # E1 is bootstrapped together with the reference (same prompts): E1 is column 0 or 2 of
-    # the shared draw, but the draws are the same whatever the column.
-    assert row["ci_low"] == np.quantile(loop, 0.025)
-    assert row["ci_high"] == np.quantile(loop, 0.975)
-    assert row["n_resamples"] == 300
+    assert (row["n_positive"], row["n_scored"]) == (3, 5)
+    ci = scipy.stats.binomtest(3, 5).proportion_ci(0.95, method="wilson")
+    assert (row["ci_low"], row["ci_high"]) == (pytest.approx(ci.low), pytest.approx(ci.high))
+    assert row["interval"] == "wilson"
     assert row["confidence"] == 0.95
+    # The reference flags none of the 3 decontaminated copyright prompts: 0 of 3 is [0, z²/(3+z²)],
+    # never the zero-width [0, 0].
+    ref = _score(res, "micro/reference/seed=42", COPY, subset="decontaminated")
+    z2 = scipy.stats.norm.ppf(0.975) ** 2
+    assert (ref["n_positive"], ref["n_scored"]) == (0, 3)
+    assert (ref["ci_low"], ref["ci_high"]) == (0.0, pytest.approx(z2 / (3 + z2)))
 
 
 def test_adding_a_run_does_not_change_other_intervals():
@@ -200,17 +202,27 @@ def test_span_and_seed_floor_by_hand():
     assert t[COPY]["floor_median"] == pytest.approx(statistics.median([.25, .25, 0, 0]))
     assert t[COPY]["floor_widest"] == pytest.approx(0.25)
     assert t[COPY]["n_groups"] == 4
-    assert t[COPY]["load"] == "policy"
+    assert t[COPY]["load_study"] == "policy"   # the study's rule: 11/12 > 1/4
+    # The calibrated call needs MIN_PROMPTS (20) prompts; these cohorts have 4.
+    assert t[COPY]["load"] == "undetermined"
+    assert t[COPY]["load_reason"] == "4 prompts; the test needs 20"
+    # Pooled seed SD over the four triplets: sums of squares (1/4)^2 * 2/3 twice, 0 twice,
+    # on df = 4 x 2 = 8.
+    assert t[COPY]["df"] == 8
+    assert t[COPY]["seed_sd"] == pytest.approx(((2 * (1 / 16) * (2 / 3)) / 8) ** 0.5)
+    assert t[COPY]["ratio_widest"] == pytest.approx((11 / 12) / 0.25)
     # standard, s1: ref 9/12, E1 9/12, E2 1 -> 3/12; s2: ref 9/12, E1 8/12, E2 9/12 -> 1/12
     # Δ = (3/12 + 1/12) / 2 = 1/6; floors s1 ref 2/4, E1 0, s2 ref 0, E1 1/4 -> widest 1/2
     assert t[STD]["delta"] == pytest.approx(1 / 6)
     assert t[STD]["floor_widest"] == pytest.approx(0.5)
     assert t[STD]["widest_group"] == "s1/reference"
-    assert t[STD]["load"] == "capability"
+    assert t[STD]["load_study"] == "capability"
     assert t[STD]["n_sizes"] == 2
     assert t[STD]["n_branches"] == 3
-    assert load.loads(subset="full", mapping="loose") == {COPY: "policy",
-                                                          STD: "capability"}
+    assert load.loads(subset="full", mapping="loose", column="load_study") == {
+        COPY: "policy", STD: "capability"}
+    assert load.loads(subset="full", mapping="loose") == {COPY: "undetermined",
+                                                          STD: "undetermined"}
     by_size = load.by_size.filter((pl.col("benchmark") == COPY)
                                   & (pl.col("subset") == "full") & (pl.col("size") == "s1"))
     assert by_size["max_branch"].to_list() == ["E1"]
@@ -271,28 +283,39 @@ def test_branch_rank_test_uses_seed_means():
 # ─── correlation, mapping effect, outside guards ───────────────────────────────────────────────
 
 def test_val_correlation_matches_scipy():
+    # Issue 12: one point per recipe (the seed mean), not per run.
     preds, pool, _ = study_like(seed=5, seeds=(42, 43, 44), with_guard=False)
     scores = analyses.compute_scores(preds, kinds=KINDS, pool=pool, n_resamples=20)
     load = analyses.benchmark_load(scores)
     loads = load.loads(subset="full", mapping="loose")
     corr = analyses.val_correlation(scores, load, subset="full", mapping="loose")
-    assert corr.policy_benchmarks == tuple(sorted(b for b, v in loads.items() if v == "policy"))
-    # Oracle: build the per-run means directly from the score table and ask scipy.
+    # Harmful and benign kept apart, in SPEC order (standard before copyright).
+    assert corr.policy_benchmarks == tuple(b for b in (STD, COPY) if loads[b] == "policy")
+    assert corr.capability_benchmarks == tuple(b for b in (STD, COPY)
+                                               if loads[b] == "capability")
+    assert corr.group("policy", "benign").benchmarks == ((ORH,) if loads[ORH] == "policy"
+                                                         else ())
+    assert COPY in corr.policy_benchmarks
+    # Oracle: seed means per branch straight from the score table, then scipy.
     t = scores.to_frame()
     students = t.filter((pl.col("guard_kind") == "branch")
                         & ~pl.col("branch").str.starts_with("T_"))
-    val = dict(students.filter(pl.col("metric") == "VAL", pl.col("lang") == "all")
-               .select("run_id", "score").iter_rows())
+    branches = sorted(set(students["branch"].to_list()))
+    # Exact arithmetic (fractions of the counts), so equal means tie as they should.
+    def exact_mean(rows):
+        parts = [Fraction(k, n) for k, n in zip(rows["n_positive"], rows["n_scored"],
+                                                strict=True)]
+        return float(sum(parts) / len(parts))
+
+    val = {b: exact_mean(students.filter(pl.col("metric") == "VAL", pl.col("lang") == "all",
+                                         pl.col("branch") == b)) for b in branches}
     binary = students.filter(pl.col("subset") == "full", pl.col("mapping") == "loose",
                              pl.col("benchmark").is_in(list(corr.policy_benchmarks)))
-    means = {r: float(np.mean(binary.filter(pl.col("run_id") == r)["score"].to_list()))
-             for r in val}
-    runs = sorted(val)
-    assert corr.policy_benchmarks == (COPY, ORH)
-    assert corr.capability_benchmarks == (STD,)
-    expected = scipy.stats.spearmanr([val[r] for r in runs], [means[r] for r in runs])
+    means = {b: exact_mean(binary.filter(pl.col("branch") == b)) for b in branches}
+    expected = scipy.stats.spearmanr([val[b] for b in branches], [means[b] for b in branches])
     assert corr.policy.rho == pytest.approx(expected.statistic)
-    assert corr.policy.n == len(runs) == 33  # reference + E1..E10, three seeds each
+    assert corr.policy.p_value == pytest.approx(expected.pvalue)
+    assert corr.policy.n == len(branches) == 11  # reference + E1..E10, seed means
 
 
 def test_mapping_effect_pairs_loose_and_strict():
@@ -325,7 +348,13 @@ def test_outside_comparison_uses_decontaminated_prompts():
     e1 = scores.binary(subset="decontaminated", mapping="loose").filter(
         (pl.col("branch") == "E1") & (pl.col("benchmark") == COPY))["score"].to_list()
     assert b["score"] == pytest.approx(sum(e1) / 2)
-    assert (b["low"], b["high"]) == (min(e1), max(e1))
+    # seed-range+wilson: lowest to highest Wilson bound of the two seeds (n = 30 prompts)
+    cis = [scipy.stats.binomtest(round(v * 30), 30).proportion_ci(method="wilson") for v in e1]
+    assert (b["low"], b["high"]) == (pytest.approx(min(c.low for c in cis)),
+                                     pytest.approx(max(c.high for c in cis)))
+    assert b["low"] <= min(e1)
+    assert b["high"] >= max(e1)
+    assert (b["interval"], g["interval"]) == ("seed-range+wilson", "wilson")
 
 
 # ─── pool, contamination, disclosure ───────────────────────────────────────────────────────────

@@ -103,8 +103,9 @@ def test_rerun_gives_byte_identical_outputs(built, tmp_path):
 def test_scores_carry_cohorts_and_match_a_direct_count(built):
     work, out = built
     res = _results(out)
-    assert res["schema_version"] == 1
+    assert res["schema_version"] == 2  # 2: the calibrated load call (report/schema.py)
     assert res["options"]["n_resamples"] == 200
+    assert res["options"]["alpha"] == 0.05
     records = res["results"]["scores"]["scores"]
     keys = {"benchmark", "benchmark_sha256", "subset", "mapping", "mapping_applied",
             "threshold", "readout", "prompt_set", "label_policy", "lang", "seed_floor"}
@@ -142,14 +143,25 @@ def test_rank_test_and_study_rows(built):
     assert test["p_value"]["exact"] == "1/210"
     quantities = [r["quantity"] for r in res["study"]["rows"]]
     assert "Δb HarmBench-copyright" in quantities
-    assert res["summary"]["policy_load"] == ["harmbench_copyright", "orbench_hard"]
+    # The calibrated call (policy: the A-last vs B-last contrast's BH q < 0.05) follows the load
+    # table; copyright and OR-H carry the fixture's planted A/B difference. harmbench_standard
+    # is pure noise here, and at this seed its contrast reaches p = 0.032 by chance (a false
+    # positive the nominal 5 % allows; see tests/test_load_calibration.py for the rates).
+    load = {r["benchmark"]: r for r in res["load"]["benchmarks"]
+            if (r["subset"], r["mapping"]) == ("decontaminated", "loose")}
+    assert res["summary"]["policy_load"] == sorted(
+        b for b, r in load.items() if r["q_contrast"] is not None and r["q_contrast"] < 0.05)
+    assert {"harmbench_copyright", "orbench_hard"} <= set(res["summary"]["policy_load"])
+    # The study's rule, kept beside it: Δb > widest floor on copyright and OR-H only.
+    assert sorted(b for b, r in load.items() if r["load_study"] == "policy") == [
+        "harmbench_copyright", "orbench_hard"]
 
 
 def test_no_table_column_mixes_cohorts(built):
     _, out = built
     t = pl.read_csv(out / "tables" / "scores_decontaminated_loose.csv")
-    guard_rows = t.filter(pl.col("interval") == "bootstrap")
-    branch_rows = t.filter(pl.col("interval") == "seed range")
+    guard_rows = t.filter(pl.col("interval") == "wilson")
+    branch_rows = t.filter(pl.col("interval") == "seed-range+wilson")
     # The binary-only guard is read by its native verdict: its own column, never the branches'.
     assert guard_rows[COPY].null_count() == guard_rows.height
     assert branch_rows[f"{COPY}~1"].null_count() == branch_rows.height

@@ -34,10 +34,11 @@ def test_schema_names_every_default_section_and_the_version():
 
 
 def _minimal() -> dict:
-    return {"schema_version": 1, "title": "t",
+    return {"schema_version": 2, "title": "t",
             "options": {"mapping": "loose", "threshold": 0.5, "n_resamples": 10,
                         "confidence": 0.95, "seed": 0, "primary_subset": "decontaminated",
-                        "min_seeds": 3, "rank_group": ["E1"], "rank_benchmark": "b",
+                        "min_seeds": 3, "alpha": 0.05, "competence_floor": 0.8,
+                        "rank_group": ["E1"], "rank_benchmark": "b",
                         "rank_tail": "top"},
             "inputs": {"predictions": [{"path": "p", "sha256": "x"}], "pool": None,
                        "agreement": None, "audit_summary": None},
@@ -50,7 +51,7 @@ def test_validator_accepts_a_minimal_file():
 
 
 @pytest.mark.parametrize(("change", "message"), [
-    (lambda r: r.update(schema_version=True), "$.schema_version: True is not one of [1]"),
+    (lambda r: r.update(schema_version=True), "$.schema_version: True is not one of [2]"),
     (lambda r: r["options"].update(seed=1.5), "$.options.seed: expected integer, got float"),
     (lambda r: r["options"].update(seed=False), "$.options.seed: expected integer, got bool"),
     (lambda r: r["options"].pop("mapping"), "$.options: missing key 'mapping'"),

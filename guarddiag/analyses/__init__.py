@@ -1,9 +1,14 @@
 """Pure analyses over the saved tables; each returns a frozen result object with ``to_frame()``.
 
-Modules: :mod:`~.scores` (CAP / OVER-REF / VAL with bootstrap intervals), :mod:`~.load` (span
-vs seed floor), :mod:`~.rank` (exact rank test), :mod:`~.mapping` and :mod:`~.tables` (mapping
-effect, recipe tables), :mod:`~.outside`, :mod:`~.correlation`, :mod:`~.pool`,
-:mod:`~.contamination`, :mod:`~.disclosure`, :mod:`~.study` (beside the study's numbers),
+Modules: :mod:`~.scores` (CAP / OVER-REF / VAL with Wilson intervals;
+:mod:`~.intervals` names every interval), :mod:`~.load` (span
+vs seed floor) and :mod:`~.loadtest` (the calibrated policy/capability call),
+:mod:`~.rank` (exact rank test), :mod:`~.mapping` and :mod:`~.tables` (mapping effect, recipe
+tables), :mod:`~.outside`, :mod:`~.correlation`, :mod:`~.competence` (the competence gate),
+:mod:`~.pool`,
+:mod:`~.contamination`, :mod:`~.disclosure`, :mod:`~.study` (beside the study's numbers;
+:mod:`~.overlap_origin`: overlap set by the pool recipe or measured), :mod:`~.paired` (exact
+McNemar with Holm for every two-guard comparison shown),
 :mod:`~.sorry` (the SORRY-Bench analyses of the report), and the analysis step:
 :mod:`~.inputs` (load every saved input once) and :mod:`~.step` (run every analysis once,
 :func:`run_analyses` → :class:`AnalysisResults`).
@@ -13,6 +18,7 @@ The report renders these results and computes nothing itself.
 
 from __future__ import annotations
 
+from guarddiag.analyses.competence import CompetenceResult, competence_gate
 from guarddiag.analyses.contamination import ContaminationResult, contamination_table
 from guarddiag.analyses.correlation import CorrelationResult, val_correlation
 from guarddiag.analyses.disclosure import DisclosureResult, disclosure_card
@@ -38,6 +44,7 @@ __all__ = [
     "AnalysisResults",
     "BenchmarkLoadResult",
     "BranchRankResult",
+    "CompetenceResult",
     "ContaminationResult",
     "CorrelationResult",
     "DisclosureResult",
@@ -55,6 +62,7 @@ __all__ = [
     "benchmark_load",
     "branch_rank_test",
     "check_prompt_sets",
+    "competence_gate",
     "compute_scores",
     "contamination_table",
     "disclosure_card",

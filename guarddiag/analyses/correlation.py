@@ -1,16 +1,27 @@
 """Does validation accuracy predict policy-load or capability-load benchmark scores?
 
-Spearman's ρ (scipy) across the student branch runs between VAL (4-class accuracy under policy
-A, all languages) and each run's *mean score* over the policy-load benchmarks, and separately
-over the capability-load benchmarks (study: +0.74 vs +0.34). A benchmark's score here is the
-share of its prompts read as unsafe (CAP on harmful, OVER-REF on benign sets), in one cohort
-(subset and mapping); a high ρ on policy-load benchmarks says they reward agreeing with the
-labelling policy that VAL measures.
+Spearman's ρ (``scipy.stats.spearmanr``) between VAL (4-class accuracy under policy A, all
+languages) and the mean share read unsafe over a set of benchmarks (study: +0.74 on policy-load
+vs +0.34 on capability-load). How the points are made:
+
+- **One point per recipe** — a student (size, branch) — with VAL and each benchmark score
+  averaged over the recipe's seeds. Seed replicates of one recipe are not independent draws of
+  "a guard", so they are not separate points: n is the number of recipes.
+- **Study benchmarks only** (the 15 subsets of SPEC §5): extra sets and mutated (derived)
+  subsets are left out, and listed in ``excluded``.
+- **Harmful and benign separately**: a mean that mixes CAP (harmful prompts flagged) with
+  OVER-REF (benign prompts flagged) has no single direction, so each load (policy, capability,
+  from the load call of the same cohort) is split by kind, four correlations in all.
+- Each ρ carries its two-sided p-value and n; ``significant`` is p < ``alpha`` (0.05). With
+  about ten recipes only a ρ beyond roughly ±0.6 reaches it, so a ρ that is not significant
+  says the data cannot tell, not that there is no relation.
+
+A recipe enters a set's correlation only when it was scored on every benchmark of the set, so
+each mean is over the same benchmarks.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import polars as pl
@@ -18,58 +29,125 @@ import polars as pl
 from guarddiag import stats
 from guarddiag.analyses.load import BenchmarkLoadResult, student_runs
 from guarddiag.analyses.scores import ScoresResult
+from guarddiag.data import STUDY_IDS
+from guarddiag.labels import branch_order
+
+DEFAULT_ALPHA = 0.05
+"""Significance level the report's wording uses for ρ."""
+GROUPS: tuple[tuple[str, str], ...] = (("policy", "harmful"), ("policy", "benign"),
+                                       ("capability", "harmful"), ("capability", "benign"))
+"""(load, kind) of the four correlations, in report order."""
+_METRIC_KIND = {"CAP": "harmful", "OVER-REF": "benign"}
+
+
+@dataclass(frozen=True)
+class SpearmanGroup:
+    """One correlation: VAL against the mean score on one (load, kind) set of benchmarks."""
+
+    load: str
+    kind: str
+    benchmarks: tuple[str, ...]
+    result: stats.SpearmanResult
+    """ρ, two-sided p-value and n (= recipes)."""
+    alpha: float
+
+    @property
+    def column(self) -> str:
+        return f"{self.load}_{self.kind}"
+
+    @property
+    def significant(self) -> bool | None:
+        """p < alpha; None where ρ is undefined."""
+        p = self.result.p_value
+        return None if p is None else p < self.alpha
 
 
 @dataclass(frozen=True)
 class CorrelationResult:
     table: pl.DataFrame = field(repr=False)
-    """Per run: val, policy_mean, capability_mean."""
-    policy: stats.SpearmanResult
-    capability: stats.SpearmanResult
-    policy_benchmarks: tuple[str, ...]
-    capability_benchmarks: tuple[str, ...]
+    """Per recipe: size, branch, n_seeds, val and the mean score on each (load, kind) set
+    (columns ``policy_harmful`` …; null where the recipe misses a benchmark of the set)."""
+    groups: tuple[SpearmanGroup, ...]
+    excluded: tuple[str, ...]
+    """Scored benchmarks left out: not among the study's 15 (extra or mutated subsets)."""
     subset: str
     mapping: str
+    alpha: float = DEFAULT_ALPHA
 
     def to_frame(self) -> pl.DataFrame:
         return self.table.clone()
 
+    def group(self, load: str, kind: str) -> SpearmanGroup:
+        return next(g for g in self.groups if (g.load, g.kind) == (load, kind))
+
+    # The study compared policy-load with capability-load benchmarks; its capability-load set
+    # was harmful (CAP), so the harmful rows are the ones set beside its numbers.
+    @property
+    def policy(self) -> stats.SpearmanResult:
+        return self.group("policy", "harmful").result
+
+    @property
+    def capability(self) -> stats.SpearmanResult:
+        return self.group("capability", "harmful").result
+
+    @property
+    def policy_benchmarks(self) -> tuple[str, ...]:
+        return self.group("policy", "harmful").benchmarks
+
+    @property
+    def capability_benchmarks(self) -> tuple[str, ...]:
+        return self.group("capability", "harmful").benchmarks
+
     def summary_frame(self) -> pl.DataFrame:
         return pl.DataFrame({
-            "benchmarks": ["policy-load", "capability-load"],
-            "n_benchmarks": [len(self.policy_benchmarks), len(self.capability_benchmarks)],
-            "n_runs": [self.policy.n, self.capability.n],
-            "rho": [self.policy.rho, self.capability.rho],
-            "p_value": [self.policy.p_value, self.capability.p_value],
-        }, schema={"benchmarks": pl.String, "n_benchmarks": pl.Int64, "n_runs": pl.Int64,
-                   "rho": pl.Float64, "p_value": pl.Float64})
+            "load": [g.load for g in self.groups], "kind": [g.kind for g in self.groups],
+            "benchmarks": [", ".join(g.benchmarks) for g in self.groups],
+            "n_benchmarks": [len(g.benchmarks) for g in self.groups],
+            "n_recipes": [g.result.n for g in self.groups],
+            "rho": [g.result.rho for g in self.groups],
+            "p_value": [g.result.p_value for g in self.groups],
+            "significant": [g.significant for g in self.groups],
+        }, schema={"load": pl.String, "kind": pl.String, "benchmarks": pl.String,
+                   "n_benchmarks": pl.Int64, "n_recipes": pl.Int64, "rho": pl.Float64,
+                   "p_value": pl.Float64, "significant": pl.Boolean})
 
 
 def val_correlation(scores: ScoresResult, load: BenchmarkLoadResult, *, subset: str,
-                    mapping: str) -> CorrelationResult:
-    """ρ(VAL, mean policy-load score) and ρ(VAL, mean capability-load score) over runs."""
-    loads: Mapping[str, str] = load.loads(subset=subset, mapping=mapping)
-    policy = tuple(sorted(b for b, v in loads.items() if v == "policy"))
-    capability = tuple(sorted(b for b, v in loads.items() if v == "capability"))
-    val = student_runs(scores.val()).select("run_id", pl.col("score").alias("val"))
-    binary = student_runs(scores.binary(subset=subset, mapping=mapping))
-
-    def mean_over(benches: tuple[str, ...], name: str) -> pl.DataFrame:
-        part = binary.filter(pl.col("benchmark").is_in(list(benches)))
-        return part.group_by("run_id").agg(pl.col("score").mean().alias(name),
-                                          pl.len().alias(f"n_{name}"))
-
-    table = (val.join(mean_over(policy, "policy_mean"), on="run_id", how="left")
-             .join(mean_over(capability, "capability_mean"), on="run_id", how="left")
-             .sort("run_id"))
-
-    def rho(col: str, benches: tuple[str, ...]) -> stats.SpearmanResult:
-        # Only runs scored on every benchmark of the set, so each mean is over the same sets.
-        part = table.filter(pl.col(f"n_{col}") == len(benches)) if benches else table.clear()
-        return stats.spearman(part["val"].to_list(), part[col].to_list())
-
+                    mapping: str, alpha: float = DEFAULT_ALPHA) -> CorrelationResult:
+    """ρ(VAL, mean score) per (load, kind) set of study benchmarks, one point per recipe."""
+    loads = load.loads(subset=subset, mapping=mapping)
+    binary = student_runs(scores.binary(subset=subset, mapping=mapping)).filter(
+        pl.col("score").is_not_null())
+    scored = sorted(set(binary["benchmark"].to_list()))
+    kind_of = {r["benchmark"]: _METRIC_KIND.get(r["metric"], "") for r in
+               binary.select("benchmark", "metric").unique().iter_rows(named=True)}
+    sets = {(ld, kd): tuple(b for b in STUDY_IDS if loads.get(b) == ld and kind_of.get(b) == kd)
+            for ld, kd in GROUPS}
+    binary = binary.filter(pl.col("benchmark").is_in(list(STUDY_IDS)))
+    # Seed means per recipe: VAL and each benchmark score.
+    # Means are rounded to 12 decimals: seed means that are equal in exact arithmetic must tie
+    # in the ranks whatever order the floats were added in.
+    val = student_runs(scores.val()).filter(pl.col("score").is_not_null()).group_by(
+        ["size", "branch"]).agg(pl.col("score").mean().round(12).alias("val"),
+                                pl.len().cast(pl.Int64).alias("n_seeds"))
+    per_bench = binary.group_by(["size", "branch", "benchmark"]).agg(pl.col("score").mean())
+    table = val
+    for (ld, kd), benches in sets.items():
+        part = per_bench.filter(pl.col("benchmark").is_in(list(benches))).group_by(
+            ["size", "branch"]).agg(pl.col("score").mean().round(12).alias(f"{ld}_{kd}"),
+                                    pl.len().alias("_k"))
+        part = part.filter(pl.col("_k") == len(benches)).drop("_k")
+        table = table.join(part, on=["size", "branch"], how="left")
+    table = table.with_columns(pl.col("branch").map_elements(
+        branch_order, return_dtype=pl.Int64).alias("_o")).sort(["size", "_o", "branch"]).drop("_o")
+    groups = []
+    for (ld, kd), benches in sets.items():
+        col = f"{ld}_{kd}"
+        have = table.filter(pl.col(col).is_not_null()) if benches else table.clear()
+        groups.append(SpearmanGroup(load=ld, kind=kd, benchmarks=benches, alpha=alpha,
+                                    result=stats.spearman(have["val"].to_list(),
+                                                          have[col].to_list())))
     return CorrelationResult(
-        table=table.select("run_id", "val", "policy_mean", "capability_mean"),
-        policy=rho("policy_mean", policy), capability=rho("capability_mean", capability),
-        policy_benchmarks=policy, capability_benchmarks=capability, subset=subset,
-        mapping=mapping)
+        table=table, groups=tuple(groups),
+        excluded=tuple(b for b in scored if b not in STUDY_IDS), subset=subset,
+        mapping=mapping, alpha=alpha)

@@ -56,12 +56,14 @@ def disclosure_card(*, load: BenchmarkLoadResult | None,
                      "share_near": c.get("share_near"), "n_kept": c.get("n_kept"),
                      "floor_median": ld.get("floor_median"),
                      "floor_widest": ld.get("floor_widest"), "n_groups": ld.get("n_groups"),
-                     "delta": ld.get("delta"), "load": ld.get("load", "undetermined")})
+                     "delta": ld.get("delta"), "q_contrast": ld.get("q_contrast"),
+                     "load": ld.get("load", "undetermined"),
+                     "load_study": ld.get("load_study", "undetermined")})
     table = pl.DataFrame(rows, schema={
         "benchmark": pl.String, "n": pl.Int64, "share_exact": pl.Float64,
         "share_near": pl.Float64, "n_kept": pl.Int64, "floor_median": pl.Float64,
         "floor_widest": pl.Float64, "n_groups": pl.Int64, "delta": pl.Float64,
-        "load": pl.String})
+        "q_contrast": pl.Float64, "load": pl.String, "load_study": pl.String})
     definitions = tuple((m.name, tuple(c for c in CLASSES if c in m.unsafe))
                         for m in MAPPINGS.values())
     return DisclosureResult(table=table, subset=subset, mapping=mapping, threshold=threshold,

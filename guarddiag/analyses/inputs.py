@@ -49,6 +49,11 @@ class ReportInputs:
     read, in manifest order; only those available."""
     unavailable_benchmarks: tuple[str, ...] = ()
     """Benchmarks of those whose files are not there."""
+    audit_overlap: pl.DataFrame | None = field(default=None, repr=False)
+    """The audit's exact matches (``overlap.parquet``: benchmark, prompt_id, pool_id), or None."""
+    pool_sources: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    """Per pool source, its row counts as the pool stage recorded them (``meta.json`` beside
+    pool.parquet: read, sampled, kept); empty where that file is absent."""
 
     @property
     def scored(self) -> list[str]:
@@ -135,6 +140,20 @@ def _read_benchmark_frames(ids: list[str], manifests: Mapping[str, BenchmarkMani
     return dict(bset.frames), tuple(s.id for s in bset.unavailable)
 
 
+def _read_overlap_origin(audit_dir: Path | None, pool_path: Path | None
+                         ) -> tuple[pl.DataFrame | None, dict[str, Any]]:
+    """The audit's exact matches and the pool's per-source counts: where a benchmark's overlap
+    comes from (:mod:`guarddiag.analyses.overlap_origin`)."""
+    overlap = None
+    if audit_dir is not None and (Path(audit_dir) / "overlap.parquet").is_file():
+        overlap = files.read_table(Path(audit_dir) / "overlap.parquet").filter(
+            pl.col("kind") == "exact").select("benchmark", "prompt_id", "pool_id")
+    meta_path = Path(pool_path).parent / "meta.json" if pool_path is not None else None
+    meta = files.read_json(meta_path) if meta_path is not None and meta_path.is_file() else {}
+    sources = meta.get("sources") if isinstance(meta, dict) else None
+    return overlap, dict(sources) if isinstance(sources, dict) else {}
+
+
 def load_inputs(options: InputOptions) -> ReportInputs:
     """Read every saved input of the analysis step; absent optional inputs become notes."""
     notes: list[str] = []
@@ -142,6 +161,7 @@ def load_inputs(options: InputOptions) -> ReportInputs:
     predictions = preds_mod.load_runs(options.runs_dir)
     pool, pool_file, agreement, agreement_file = _read_pool(options.pool_path, notes)
     summary, audit_file = _read_audit(options.audit_dir, notes)
+    audit_overlap, pool_sources = _read_overlap_origin(options.audit_dir, options.pool_path)
     manifests = load_manifests(derived_dir=options.derived_dir)
     derived_from = {k: m.derived_from for k, m in manifests.items()
                     if m.derived and m.derived_from}
@@ -157,4 +177,5 @@ def load_inputs(options: InputOptions) -> ReportInputs:
         titles={k: m.title for k, m in manifests.items()},
         manifest_sha256={k: _manifest_digest(m) for k, m in manifests.items()},
         notes=tuple(notes), derived_from=derived_from, benchmark_frames=frames,
-        unavailable_benchmarks=unavailable)
+        unavailable_benchmarks=unavailable, audit_overlap=audit_overlap,
+        pool_sources=pool_sources)

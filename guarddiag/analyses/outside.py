@@ -1,7 +1,8 @@
 """Outside guards beside the branches on the same decontaminated prompts (study Table 2).
 
-For each benchmark: every outside guard's score (with its bootstrap interval) and every branch
-recipe's score (mean over seeds, with the seed range as its interval) on the *decontaminated*
+For each benchmark: every outside guard's score (with its Wilson interval) and every branch
+recipe's score (mean over seeds; interval ``seed-range+wilson``, from the lowest to the highest
+Wilson bound of its seeds, see :mod:`guarddiag.analyses.intervals`) on the *decontaminated*
 prompts, under each binary mapping scored. A guard whose scored prompts differ from the
 branches' (it failed on some prompts) keeps its own ``prompt_set``, and the report shows it in
 its own column.
@@ -17,6 +18,7 @@ import polars as pl
 if TYPE_CHECKING:
     from polars._typing import PolarsDataType
 
+from guarddiag.analyses.intervals import WILSON, recipe_interval_aggs
 from guarddiag.analyses.load import student_runs
 from guarddiag.analyses.scores import ScoresResult
 
@@ -51,16 +53,14 @@ def outside_comparison(scores: ScoresResult, *,
         pl.lit(None, dtype=pl.String).alias("size"), "benchmark", "metric_alias", "mapping",
         "mapping_applied", "readout", "prompt_set", "n_scored", "n_failed", "score",
         pl.col("ci_low").alias("low"), pl.col("ci_high").alias("high"),
-        pl.lit("bootstrap").alias("interval"), pl.lit(1, dtype=pl.Int64).alias("n_runs"))
+        pl.lit(WILSON).alias("interval"), pl.lit(1, dtype=pl.Int64).alias("n_runs"))
     branch = student_runs(binary).group_by(
         ["branch", "size", "benchmark", "metric_alias", "mapping", "mapping_applied", "readout",
-         "prompt_set", "n_scored", "n_failed"]).agg(
-        pl.col("score").mean(), pl.col("score").min().alias("low"),
-        pl.col("score").max().alias("high"), pl.len().cast(pl.Int64).alias("n_runs"))
+         "prompt_set", "n_scored", "n_failed"]).agg(*recipe_interval_aggs())
     branch = branch.select(
         pl.col("branch").alias("entity"), pl.lit("branch").alias("kind"), "size", "benchmark",
         "metric_alias", "mapping", "mapping_applied", "readout", "prompt_set", "n_scored",
-        "n_failed", "score", "low", "high", pl.lit("seed range").alias("interval"), "n_runs")
+        "n_failed", "score", "low", "high", "interval", "n_runs")
     table = pl.concat([guards.cast(SCHEMA), branch.cast(SCHEMA)]).sort(
         ["benchmark", "mapping", "kind", "entity", "size"], descending=[False, False, True,
                                                                         False, False],

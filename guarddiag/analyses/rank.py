@@ -5,6 +5,14 @@ ranked are the E-numbered branches (``E1`` … ``E10``) plus any other student b
 names. :func:`guarddiag.stats.rank_test` does the counting (closed form 1/C(n, k), exact
 rank-sum distribution over the observed mid-ranks); see its module docstring for ties and tails.
 One test per model size.
+
+Ties made visible. :func:`rank_ties` lists the blocks of branches with equal scores. The
+closed form is the p-value only when the group holds the extreme ranks *outright*; the
+tie-aware p (the declared tail's exact p over the observed mid-ranks) is the one to read. When
+a block of tied branches sits right beside the group (six branches all at 0.0% below a group of
+four), the test separates the group from that block — it cannot order branches inside it — and
+when a block holds branches on both sides of the group's boundary the group cannot be told
+apart from them and the tie-aware p is larger than the closed form (5/210, not 1/210).
 """
 
 from __future__ import annotations
@@ -12,6 +20,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 
 import polars as pl
 
@@ -19,6 +28,7 @@ from guarddiag import stats
 from guarddiag.analyses.load import student_runs
 from guarddiag.analyses.scores import ScoresResult
 from guarddiag.errors import GuarddiagError, unknown_name
+from guarddiag.labels import branch_order
 
 _E_BRANCH = re.compile(r"^E\d+$")
 DEFAULT_GROUP = ("E1", "E7", "E8", "E10")
@@ -39,9 +49,14 @@ class BranchRankResult:
     tests: tuple[tuple[str, stats.RankTestResult], ...]
     """(size, test) pairs, sizes in name order."""
 
+    def ties(self) -> tuple[tuple[str, RankTies], ...]:
+        """(size, tie summary) per test."""
+        return tuple((size, rank_ties(t)) for size, t in self.tests)
+
     def to_frame(self) -> pl.DataFrame:
         rows = []
         for size, t in self.tests:
+            tie = rank_ties(t)
             rows.append({
                 "size": size, "benchmark": self.benchmark, "subset": self.subset,
                 "mapping": self.mapping, "group": ",".join(t.group), "n": t.n, "k": t.k,
@@ -51,6 +66,9 @@ class BranchRankResult:
                 "p_closed_form": float(t.p_extreme_top), "p_upper": float(t.p_upper),
                 "p_lower": float(t.p_lower), "p_two_sided": float(t.p_two_sided),
                 "tail": t.tail, "p_value": float(t.p_value),
+                "p_tie_aware": float(tie.p_tie_aware), "n_tied": tie.n_tied,
+                "tie_blocks": tie.describe(), "tie_straddles_group": tie.straddles,
+                "extreme_beside_tie": tie.extreme_beside_tie,
             })
         return pl.DataFrame(rows, schema={
             "size": pl.String, "benchmark": pl.String, "subset": pl.String, "mapping": pl.String,
@@ -58,7 +76,9 @@ class BranchRankResult:
             "max_rank_sum": pl.Float64, "group_holds_top": pl.Boolean,
             "group_holds_bottom": pl.Boolean, "ties": pl.Boolean, "p_closed_form": pl.Float64,
             "p_upper": pl.Float64, "p_lower": pl.Float64, "p_two_sided": pl.Float64,
-            "tail": pl.String, "p_value": pl.Float64})
+            "tail": pl.String, "p_value": pl.Float64, "p_tie_aware": pl.Float64,
+            "n_tied": pl.Int64, "tie_blocks": pl.String, "tie_straddles_group": pl.Boolean,
+            "extreme_beside_tie": pl.Boolean})
 
     def branch_frame(self) -> pl.DataFrame:
         """Per size and branch: mean score, mid-rank, whether it is in the group."""
@@ -68,6 +88,73 @@ class BranchRankResult:
         return pl.DataFrame(rows, schema={"size": pl.String, "branch": pl.String,
                                           "score": pl.Float64, "rank": pl.Float64,
                                           "in_group": pl.Boolean})
+
+
+@dataclass(frozen=True)
+class TieBlock:
+    """Two or more branches with exactly the same (seed-mean) score."""
+
+    score: float
+    branches: tuple[str, ...]
+    """In the specs' branch order (reference, E1…E10, others)."""
+    n_in_group: int
+
+
+@dataclass(frozen=True)
+class RankTies:
+    """What the ties among the ranked branches do to one rank test."""
+
+    n: int
+    k: int
+    blocks: tuple[TieBlock, ...]
+    """Blocks of tied branches, highest score first."""
+    straddles: bool
+    """A block holds branches both in and out of the group: the group cannot be told apart
+    from those outside it, and the closed form understates p."""
+    extreme_beside_tie: bool
+    """The group holds the declared extreme ranks and the branches next to it (just below the
+    top k, or just above the bottom k) form a tie block: the extreme position is a separation
+    from that block, which the test cannot order."""
+    p_closed_form: Fraction
+    """1/C(n, k) (2/C(n, k) for ``either``): exact only when no tie crosses the boundary."""
+    p_tie_aware: Fraction
+    """The declared tail's exact p over the observed mid-ranks."""
+
+    @property
+    def n_tied(self) -> int:
+        """Branches that share their score with at least one other."""
+        return sum(len(b.branches) for b in self.blocks)
+
+    def describe(self) -> str:
+        """``score×count`` per block, e.g. ``0.0%×6``; empty without ties."""
+        return "; ".join(f"{100 * b.score:.1f}%×{len(b.branches)}" for b in self.blocks)
+
+
+def rank_ties(test: stats.RankTestResult) -> RankTies:
+    """The tie blocks of ``test`` and whether they cross or border the group (module doc)."""
+    group = set(test.group)
+    by_score: dict[float, list[str]] = {}
+    for b, s in zip(test.branches, test.scores, strict=True):
+        by_score.setdefault(s, []).append(b)
+    blocks = tuple(
+        TieBlock(score=s, branches=tuple(sorted(bs, key=lambda x: (branch_order(x), x))),
+                 n_in_group=sum(b in group for b in bs))
+        for s, bs in sorted(by_score.items(), key=lambda kv: -kv[0]) if len(bs) > 1)
+    straddles = any(0 < b.n_in_group < len(b.branches) for b in blocks)
+    # test.branches runs from the highest score to the lowest.
+    top = test.group_holds_top and test.tail in ("top", "either")
+    bottom = test.group_holds_bottom and test.tail in ("bottom", "either")
+    beside: list[str] = []
+    if top and test.k < test.n:
+        beside.append(test.branches[test.k])
+    if bottom and test.k < test.n:
+        beside.append(test.branches[test.n - test.k - 1])
+    extreme_beside_tie = any(x not in group and any(x in b.branches for b in blocks)
+                             for x in beside)
+    closed = test.p_extreme_either if test.tail == "either" else test.p_extreme_top
+    return RankTies(n=test.n, k=test.k, blocks=blocks, straddles=straddles,
+                    extreme_beside_tie=extreme_beside_tie, p_closed_form=closed,
+                    p_tie_aware=test.p_value)
 
 
 def branch_rank_test(scores: ScoresResult, *, group: Sequence[str] = DEFAULT_GROUP,
@@ -88,7 +175,10 @@ def branch_rank_test(scores: ScoresResult, *, group: Sequence[str] = DEFAULT_GRO
             raise unknown_name("branch", g, known, "the rank-test group")
     rows = rows.filter(pl.col("branch").str.contains(_E_BRANCH.pattern)
                        | pl.col("branch").is_in(list(group)))
-    per = rows.group_by(["size", "branch"]).agg(pl.col("score").mean()).sort(["size", "branch"])
+    # Seed means rounded to 12 decimals, so that means equal in exact arithmetic tie (and get
+    # mid-ranks) whatever order the floats were added in.
+    per = rows.group_by(["size", "branch"]).agg(pl.col("score").mean().round(12)).sort(
+        ["size", "branch"])
     tests = []
     for (size,), part in per.group_by(["size"], maintain_order=True):
         present = set(part["branch"].to_list())

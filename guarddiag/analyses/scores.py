@@ -32,11 +32,12 @@ mapping or threshold (both null) and only the ``full`` subset (decontamination i
 benchmarks, not for the pool's own validation split; see
 :func:`guarddiag.analyses.pool.validation_overlap`).
 
-Intervals. For each (benchmark, subset, language, prompt set) the prompts are resampled
-``n_resamples`` times (B = 2,000 by default) by :func:`guarddiag.stats.bootstrap_means`; every
-run and mapping scored on that prompt set shares the draws (a paired bootstrap), and the draws
-depend only on ``seed``, the benchmark, subset, language and prompt set — adding a run never
-changes another run's interval.
+Intervals. A score is one run's rate, ``n_positive`` of ``n_scored`` prompts, so its interval
+(``ci_low``, ``ci_high``) is the Wilson score interval (:func:`guarddiag.stats.wilson_interval`,
+``interval = "wilson"``) at ``confidence``: it does not collapse to a point at 0% or 100% as a
+percentile bootstrap does, and it depends on nothing but the run's own counts — adding a run
+never changes another run's interval. The seeded prompt bootstrap (``n_resamples``, ``seed``)
+is kept for what is not a single rate: differences between runs on the same prompts and spans.
 """
 
 from __future__ import annotations
@@ -78,7 +79,7 @@ SCORE_SCHEMA: dict[str, pl.DataType] = {
     "prompt_set": pl.String(), "n": pl.Int64(), "n_failed": pl.Int64(),
     "n_scored": pl.Int64(), "n_positive": pl.Int64(), "score": pl.Float64(),
     "ci_low": pl.Float64(), "ci_high": pl.Float64(), "n_resamples": pl.Int64(),
-    "confidence": pl.Float64(),
+    "confidence": pl.Float64(), "interval": pl.String(),
 }
 """Columns of :meth:`ScoresResult.to_frame` (``n_positive``: prompts read unsafe, or correct
 for VAL; ``score = n_positive / n_scored``). ``mapping_applied`` is the mapping that really
@@ -260,15 +261,11 @@ def _binary_rows(sub: pl.DataFrame, *, bench: str, subset: str, kind: str,
     out = []
     for ids, members in groups.items():
         digest = _prompt_set_digest(ids)
-        if ids:
-            matrix = np.concatenate([m[2] for m in members], axis=1)
-            boot = stats.bootstrap_means(
-                matrix, n_resamples=n_resamples, confidence=confidence,
-                rng=stats.derive_rng(seed, bench, subset, "all", digest))
-        for i, (run, n_failed, values, readouts) in enumerate(members):
+        for run, n_failed, values, readouts in members:
             for j, m in enumerate(mappings):
-                col = i * len(mappings) + j
                 positive = int(values[:, j].sum())
+                low, high = (stats.wilson_interval(positive, len(ids), confidence) if ids
+                             else (None, None))
                 out.append({
                     "run_id": run, "benchmark": bench, "benchmark_sha256": sha,
                     "metric": metric, "metric_alias": ALIASES.get(bench, metric),
@@ -279,9 +276,9 @@ def _binary_rows(sub: pl.DataFrame, *, bench: str, subset: str, kind: str,
                     "prompt_set": digest, "n": len(ids) + n_failed, "n_failed": n_failed,
                     "n_scored": len(ids), "n_positive": positive,
                     "score": positive / len(ids) if ids else None,
-                    "ci_low": float(boot.low[col]) if ids else None,
-                    "ci_high": float(boot.high[col]) if ids else None,
+                    "ci_low": low, "ci_high": high,
                     "n_resamples": n_resamples, "confidence": confidence,
+                    "interval": "wilson",
                 })
     return out
 
@@ -321,13 +318,10 @@ def _val_rows(val: pl.DataFrame, pool: pl.DataFrame, *, n_resamples: int, seed: 
                 (run, rp.height - ok.height, ok["correct"].to_numpy().astype(np.float64)))
         for ids, members in groups.items():
             digest = _prompt_set_digest(ids)
-            if ids:
-                boot = stats.bootstrap_means(
-                    np.stack([m[2] for m in members], axis=1), n_resamples=n_resamples,
-                    confidence=confidence,
-                    rng=stats.derive_rng(seed, VAL_BENCHMARK, "full", lang, digest))
-            for i, (run, n_failed, correct) in enumerate(members):
+            for run, n_failed, correct in members:
                 positive = int(correct.sum())
+                low, high = (stats.wilson_interval(positive, len(ids), confidence) if ids
+                             else (None, None))
                 out.append({
                     "run_id": run, "benchmark": VAL_BENCHMARK, "benchmark_sha256": None,
                     "metric": "VAL", "metric_alias": "VAL", "subset": "full", "lang": lang,
@@ -336,8 +330,8 @@ def _val_rows(val: pl.DataFrame, pool: pl.DataFrame, *, n_resamples: int, seed: 
                     "prompt_set": digest, "n": len(ids) + n_failed, "n_failed": n_failed,
                     "n_scored": len(ids), "n_positive": positive,
                     "score": positive / len(ids) if ids else None,
-                    "ci_low": float(boot.low[i]) if ids else None,
-                    "ci_high": float(boot.high[i]) if ids else None,
+                    "ci_low": low, "ci_high": high,
                     "n_resamples": n_resamples, "confidence": confidence,
+                    "interval": "wilson",
                 })
     return out

@@ -15,6 +15,11 @@ from pathlib import Path
 import polars as pl
 
 from guarddiag import paths, stats
+from guarddiag.analyses.competence import (
+    DEFAULT_COMPETENCE_FLOOR,
+    CompetenceResult,
+    competence_gate,
+)
 from guarddiag.analyses.contamination import ContaminationResult, contamination_table
 from guarddiag.analyses.correlation import CorrelationResult, val_correlation
 from guarddiag.analyses.disclosure import DisclosureResult, disclosure_card
@@ -22,6 +27,7 @@ from guarddiag.analyses.inputs import ReportInputs, load_inputs
 from guarddiag.analyses.load import BenchmarkLoadResult, benchmark_load
 from guarddiag.analyses.mapping import MappingEffectResult, mapping_effect
 from guarddiag.analyses.outside import OutsideComparisonResult, outside_comparison
+from guarddiag.analyses.paired import PairedResults, paired_comparisons
 from guarddiag.analyses.pool import (
     PoolStatsResult,
     ValOverlapResult,
@@ -62,6 +68,12 @@ class AnalysisOptions:
     primary_subset: str = "decontaminated"
     """Prompt subset of the primary tables and of the policy/capability call."""
     min_seeds: int = 3
+    alpha: float = 0.05
+    """Level of the calibrated load test: a benchmark is policy-load where the BH q-value of
+    its A-last vs B-last contrast is below alpha (:mod:`~guarddiag.analyses.loadtest`)."""
+    competence_floor: float = DEFAULT_COMPETENCE_FLOOR
+    """Mean reference CAP on the clear-harm benchmarks below which the report cautions that a
+    capability-load call does not mean detection (:mod:`~guarddiag.analyses.competence`)."""
     rank_group: tuple[str, ...] = DEFAULT_GROUP
     rank_benchmark: str = DEFAULT_BENCHMARK
     rank_tail: str = "top"
@@ -98,6 +110,12 @@ class AnalysisResults:
     """The mapping effect per recipe on the primary subset."""
     sorry: SorryResults | None = None
     """None only where a caller built the results without the SORRY-Bench analyses."""
+    paired: PairedResults | None = None
+    """Exact McNemar tests with Holm correction for Table 1, Table 2 and the mapping effect
+    (:mod:`~guarddiag.analyses.paired`)."""
+    competence: CompetenceResult | None = None
+    """Reference CAP on the clear-harm benchmarks against the floor; None where no reference
+    run was scored on any of them."""
     notes: tuple[str, ...] = ()
 
     @property
@@ -138,6 +156,17 @@ def _pool(inputs: ReportInputs) -> tuple[PoolStatsResult | None, ValOverlapResul
             validation_overlap(inputs.pool))
 
 
+def _paired(inputs: ReportInputs, options: AnalysisOptions, scores: ScoresResult
+            ) -> PairedResults:
+    aliases = dict(scores.binary().select("benchmark", "metric_alias").unique()
+                   .sort("benchmark").iter_rows())
+    return paired_comparisons(
+        inputs.predictions, mappings={m: MAPPINGS[m] for m in scores.mappings if m in MAPPINGS},
+        primary=options.mapping, threshold=options.threshold, subset=options.primary_subset,
+        aliases=aliases,
+        has_outside=bool(inputs.predictions["guard_kind"].eq("outside").any()))
+
+
 def analyse(inputs: ReportInputs, options: AnalysisOptions) -> AnalysisResults:
     """Run every analysis once (pure functions of the inputs and options)."""
     mapping = get_mapping(options.mapping)
@@ -147,7 +176,8 @@ def analyse(inputs: ReportInputs, options: AnalysisOptions) -> AnalysisResults:
     contamination = (contamination_table(inputs.audit_summary, source=inputs.audit_file[0])
                      if inputs.audit_summary is not None and inputs.audit_file else None)
     scores = _scores(inputs, options, mapping, contamination)
-    load = benchmark_load(scores, min_seeds=options.min_seeds)
+    load = benchmark_load(scores, min_seeds=options.min_seeds, alpha=options.alpha,
+                          seed=options.seed)
     subset, mname = options.primary_subset, mapping.name
     rank, rank_note = _rank(scores, options, mapping)
     correlation = (val_correlation(scores, load, subset=subset, mapping=mname)
@@ -160,18 +190,23 @@ def analyse(inputs: ReportInputs, options: AnalysisOptions) -> AnalysisResults:
                                  mapping=mname, threshold=options.threshold, benchmarks=benches)
     study = study_comparison(scores=scores, load=load, rank=rank, correlation=correlation,
                              effect=effect, contamination=contamination, subset=subset,
-                             mapping=mname)
+                             mapping=mname, overlap=inputs.audit_overlap,
+                             pool_sources=inputs.pool_sources)
     recipes = {s: recipe_table(scores, subset=s, mapping=options.mapping)
                for s in (subset, *(s for s in SUBSETS if s != subset))}
     sorry = sorry_results(inputs, mapping=mapping, threshold=options.threshold,
                           n_resamples=options.n_resamples, seed=options.seed,
                           confidence=options.confidence)
+    paired = _paired(inputs, options, scores)
+    competence = competence_gate(scores, kinds=inputs.kinds, subset=subset, mapping=mname,
+                                 floor=options.competence_floor)
     return AnalysisResults(
         options=options, inputs=inputs, scores=scores, load=load, contamination=contamination,
         rank=rank, rank_note=rank_note, correlation=correlation, effect=effect,
         outside=outside, pool_stats=pool_stats, val_overlap=val_overlap, disclosure=disclosure,
         study=study, recipes=recipes,
         effect_by_recipe=mapping_effect_by_recipe(effect, subset=subset), sorry=sorry,
+        paired=paired, competence=competence,
         notes=tuple(inputs.notes))
 
 

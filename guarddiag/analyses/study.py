@@ -9,6 +9,7 @@ not scored, no seed triplets, no outside guard). Units: ``share`` (a fraction sh
 from __future__ import annotations
 
 import statistics
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,6 +19,7 @@ from guarddiag.analyses.contamination import ContaminationResult
 from guarddiag.analyses.correlation import CorrelationResult
 from guarddiag.analyses.load import BenchmarkLoadResult, student_runs
 from guarddiag.analyses.mapping import MappingEffectResult
+from guarddiag.analyses.overlap_origin import OverlapOriginResult, overlap_origins
 from guarddiag.analyses.rank import BranchRankResult
 from guarddiag.analyses.scores import ScoresResult
 
@@ -26,6 +28,9 @@ STUDY_OVERLAP = {"jbb_benign": 0.880, "orbench_hard": 0.821, "harmbench_copyrigh
                  "orbench_toxic": 0.0}
 """Exact overlap of the study's training pool with each benchmark (SPEC §6)."""
 STUDY_A_LAST = ("E1", "E7", "E8", "E10")
+DERIVED_MARK = "__"
+"""Mutated / derived subsets (``sorrybench__caesar``) carry this in their id; the study scored
+none, so they are left out of every mean compared with the study's."""
 
 SCHEMA = {"quantity": pl.String, "unit": pl.String, "study": pl.Float64,
           "study_note": pl.String, "here": pl.Float64, "here_note": pl.String}
@@ -36,6 +41,12 @@ class StudyComparisonResult:
     table: pl.DataFrame = field(repr=False)
     subset: str
     mapping: str
+    overlap_origin: OverlapOriginResult | None = None
+    """Per audited benchmark: is its overlap set by the pool recipe or measured?"""
+    excluded_subsets: tuple[str, ...] = ()
+    """Derived (mutated) subsets left out of the study-comparable means."""
+    notes: tuple[str, ...] = ()
+    """What the comparison can and cannot support, in sentences."""
 
     def to_frame(self) -> pl.DataFrame:
         return self.table.clone()
@@ -62,7 +73,10 @@ def _load_rows(load: BenchmarkLoadResult | None, lt: pl.DataFrame | None, *, sub
         return part[col][0] if part.height else None
 
     all_ranges = (load.groups.filter((pl.col("subset") == subset)
-                                     & (pl.col("mapping") == mapping))["range"].to_list()
+                                     & (pl.col("mapping") == mapping)
+                                     & ~pl.col("benchmark").str.contains(DERIVED_MARK,
+                                                                         literal=True))
+                  ["range"].to_list()
                   if load is not None else [])
     return [
         _row("Δb HarmBench-copyright", "pp", 0.99, "", load_value("harmbench_copyright", "delta")),
@@ -94,11 +108,11 @@ def _correlation_rows(correlation: CorrelationResult | None) -> list[Row]:
         return []
     return [
         _row("Spearman ρ(VAL, mean score on policy-load benchmarks)", "rho", 0.74, "",
-             correlation.policy.rho, f"n = {correlation.policy.n} runs, "
-             f"{len(correlation.policy_benchmarks)} benchmark(s)"),
+             correlation.policy.rho, f"n = {correlation.policy.n} recipes (seed means), "
+             f"{len(correlation.policy_benchmarks)} harmful study benchmark(s)"),
         _row("Spearman ρ(VAL, mean score on capability-load benchmarks)", "rho", 0.34, "",
-             correlation.capability.rho, f"n = {correlation.capability.n} runs, "
-             f"{len(correlation.capability_benchmarks)} benchmark(s)"),
+             correlation.capability.rho, f"n = {correlation.capability.n} recipes (seed "
+             f"means), {len(correlation.capability_benchmarks)} harmful study benchmark(s)"),
     ]
 
 
@@ -140,11 +154,16 @@ def _student_rows(scores: ScoresResult, lt: pl.DataFrame | None, *, subset: str,
              orh["score"].max() if orh.height else None, f"{orh.height} run(s)"),
     ]
     if lt is not None:
-        cap_benches = lt.filter((pl.col("load") == "capability")
-                                & (pl.col("metric") == "CAP"))["benchmark"].to_list()
+        # The study's own rule (load_study: Δb ≤ widest floor), so the row stays comparable.
+        cap_benches = (lt.filter((pl.col("load_study") == "capability")
+                                 & (pl.col("metric") == "CAP")
+                                 & ~pl.col("benchmark").str.contains(DERIVED_MARK, literal=True))
+                       ["benchmark"].to_list())
         per_recipe = students.filter(pl.col("benchmark").is_in(cap_benches)).group_by(
             ["size", "branch"]).agg(pl.col("score").mean())
-        note = f"{len(cap_benches)} capability-load harmful benchmark(s)"
+        derived = lt.filter(pl.col("benchmark").str.contains(DERIVED_MARK, literal=True)).height
+        note = (f"{len(cap_benches)} capability-load harmful benchmark(s)"
+                + (", derived subsets left out" if derived else ""))
         rows += [
             _row("mean CAP on capability-load benchmarks, lowest branch", "share", 0.800,
                  "6 benchmarks", per_recipe["score"].min() if per_recipe.height else None,
@@ -156,27 +175,78 @@ def _student_rows(scores: ScoresResult, lt: pl.DataFrame | None, *, subset: str,
     return rows
 
 
-def _overlap_rows(contamination: ContaminationResult | None) -> list[Row]:
+def _origin_note(origins: OverlapOriginResult | None, bench: str) -> str:
+    o = origins.origin(bench) if origins is not None else None
+    if o is None or o["origin"] == "unknown":
+        return "origin unknown (no overlap.parquet or pool meta.json)"
+    if o["origin"] == "recipe":
+        return (f"set by the pool recipe, not measured: {o['n_exact_sampled']} of "
+                f"{o['n_exact']} matches come from sampled copies ({o['sampled_sources']})")
+    return "measured (the pool holds no sampled copy of it)"
+
+
+def _overlap_rows(contamination: ContaminationResult | None,
+                  origins: OverlapOriginResult | None) -> list[Row]:
     if contamination is None:
         return []
     shares = dict(zip(contamination.table["benchmark"].to_list(),
                       contamination.table["share_exact"].to_list(), strict=True))
     return [_row(f"exact overlap, {bench}", "share", value, "study pool (269,861 rows)",
-                 shares.get(bench), "" if bench in shares else "not audited here")
+                 shares.get(bench),
+                 _origin_note(origins, bench) if bench in shares else "not audited here")
             for bench, value in STUDY_OVERLAP.items()]
+
+
+def _fairness_notes(contamination: ContaminationResult | None,
+                    origins: OverlapOriginResult | None, excluded: list[str]) -> list[str]:
+    """Sentences on what the comparison can support (which overlaps are design choices, the
+    two over-refusal sets the study's pool held, the subsets left out of the means)."""
+    notes = []
+    if origins is not None:
+        set_by = origins.table.filter(pl.col("origin") == "recipe")
+        if set_by.height:
+            notes.append(
+                "Set by the pool recipe, not measured: the exact overlap of "
+                + ", ".join(f"{r['benchmark']} ({100 * r['share_exact']:.1f}%)"
+                            for r in set_by.iter_rows(named=True))
+                + " — the recipe copies a sampled fraction of these benchmarks into the pool, "
+                "so the share is a dial setting, not a finding to compare with the study's.")
+    shares = ({} if contamination is None else dict(zip(
+        contamination.table["benchmark"].to_list(),
+        contamination.table["share_exact"].to_list(), strict=True)))
+    for bench, name in (("jbb_benign", "JailbreakBench-benign"), ("orbench_hard", "OR-Bench-hard")):
+        here = shares.get(bench)
+        shown = "not audited" if here is None else f"{100 * here:.1f}%"
+        notes.append(f"{name}: exact overlap {shown} here vs {100 * STUDY_OVERLAP[bench]:.1f}% "
+                     "in the study, whose pool held most of that public over-refusal set; "
+                     "full-set scores here and there differ in how much of the benchmark the "
+                     "guards trained on, so compare decontaminated scores only.")
+    if excluded:
+        notes.append(f"Left out of every mean compared with the study (derived subsets the "
+                     f"study did not score): {', '.join(excluded)}.")
+    return notes
 
 
 def study_comparison(*, scores: ScoresResult, load: BenchmarkLoadResult | None,
                      rank: BranchRankResult | None, correlation: CorrelationResult | None,
                      effect: MappingEffectResult | None,
                      contamination: ContaminationResult | None, subset: str,
-                     mapping: str) -> StudyComparisonResult:
-    """One row per study quantity, in the order of SPEC §6 (module docstring)."""
+                     mapping: str, overlap: pl.DataFrame | None = None,
+                     pool_sources: Mapping[str, Mapping[str, Any]] | None = None
+                     ) -> StudyComparisonResult:
+    """One row per study quantity, in the order of SPEC §6 (module docstring). ``overlap``
+    (the audit's exact matches) and ``pool_sources`` (the pool's per-source counts) tell which
+    overlaps the pool recipe set (:mod:`~guarddiag.analyses.overlap_origin`)."""
     lt = (load.table.filter((pl.col("subset") == subset) & (pl.col("mapping") == mapping))
           if load is not None else None)
+    origins = (overlap_origins(contamination, overlap, pool_sources or {})
+               if contamination is not None else None)
+    excluded = sorted({b for b in scores.binary()["benchmark"].to_list() if DERIVED_MARK in b})
     rows = [*_load_rows(load, lt, subset=subset, mapping=mapping), *_rank_rows(rank),
             *_correlation_rows(correlation), *_mapping_rows(effect, subset=subset),
             *_student_rows(scores, lt, subset=subset, mapping=mapping),
-            *_overlap_rows(contamination)]
-    return StudyComparisonResult(table=pl.DataFrame(rows, schema=SCHEMA), subset=subset,
-                                 mapping=mapping)
+            *_overlap_rows(contamination, origins)]
+    return StudyComparisonResult(
+        table=pl.DataFrame(rows, schema=SCHEMA), subset=subset, mapping=mapping,
+        overlap_origin=origins, excluded_subsets=tuple(excluded),
+        notes=tuple(_fairness_notes(contamination, origins, excluded)))

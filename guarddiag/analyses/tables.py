@@ -1,8 +1,10 @@
 """Seed-averaged views of the scores: one row per recipe (size, branch) or outside guard.
 
-A recipe's score is the mean over its seeds, shown with the seed range (min–max) as its
-interval; a run without siblings (an outside guard, a single-seed recipe) keeps its own
-prompt-bootstrap interval and says so in ``interval``. Rows keep their cohort columns
+A recipe's score is the mean over its seeds; its interval (``interval``, see
+:mod:`guarddiag.analyses.intervals`) is ``seed-range+wilson`` — from the lowest to the highest
+Wilson bound of its seeds, which holds the seed range (kept as ``seed_low``/``seed_high``) — and
+a run without siblings (an outside guard, a single-seed recipe) keeps its own Wilson
+interval (``wilson``). Rows keep their cohort columns
 (``prompt_set``, ``readout``) so the report can refuse to put different cohorts in one column.
 """
 
@@ -12,23 +14,15 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
+from guarddiag.analyses.intervals import recipe_interval_aggs
 from guarddiag.analyses.mapping import MappingEffectResult
 from guarddiag.analyses.scores import ScoresResult
+from guarddiag.labels import branch_order
 
 KIND_ORDER = {"branch": 0, "baseline": 1, "outside": 2}
 _GROUP = ["guard_kind", "size", "branch", "label_policy", "benchmark", "metric_alias", "subset",
           "mapping", "mapping_applied", "threshold", "readout", "prompt_set", "n_scored",
           "n_failed"]
-
-
-def branch_order(branch: str) -> int:
-    """Reading order of branches: the reference recipe, E1…E10 by number, other branches,
-    then the teachers."""
-    if branch == "reference":
-        return 0
-    if branch.startswith("E") and branch[1:].isdigit():
-        return int(branch[1:])
-    return 10_000 if branch.startswith("T_") else 1_000
 
 
 def _order_columns() -> list[pl.Expr]:
@@ -45,7 +39,7 @@ class RecipeTableResult:
     table: pl.DataFrame = field(repr=False)
     """entity, guard_kind, size, branch, label_policy, benchmark, metric_alias, subset, mapping,
     mapping_applied, threshold, readout, prompt_set, n_scored, n_failed, score, low, high,
-    interval, n_runs."""
+    interval, n_runs, seed_low, seed_high."""
     subset: str
     mapping: str
 
@@ -55,23 +49,15 @@ class RecipeTableResult:
 
 def recipe_table(scores: ScoresResult, *, subset: str, mapping: str) -> RecipeTableResult:
     rows = scores.binary(subset=subset, mapping=mapping).filter(pl.col("score").is_not_null())
-    agg = rows.group_by(_GROUP).agg(
-        pl.col("score").mean().alias("mean"), pl.col("score").min().alias("smin"),
-        pl.col("score").max().alias("smax"), pl.col("ci_low").first().alias("ci_low"),
-        pl.col("ci_high").first().alias("ci_high"), pl.len().cast(pl.Int64).alias("n_runs"))
-    single = pl.col("n_runs") == 1
+    agg = rows.group_by(_GROUP).agg(*recipe_interval_aggs())
     table = agg.with_columns(
         pl.struct("guard_kind", "size", "branch").map_elements(
             lambda s: _entity(s["guard_kind"], s["size"], s["branch"]),
             return_dtype=pl.String).alias("entity"),
-        pl.col("mean").alias("score"),
-        pl.when(single).then(pl.col("ci_low")).otherwise(pl.col("smin")).alias("low"),
-        pl.when(single).then(pl.col("ci_high")).otherwise(pl.col("smax")).alias("high"),
-        pl.when(single).then(pl.lit("bootstrap")).otherwise(pl.lit("seed range"))
-        .alias("interval"),
         *_order_columns(),
     ).sort(["_k", "size", "_b", "branch", "benchmark"]).select(
-        "entity", *_GROUP, "score", "low", "high", "interval", "n_runs")
+        "entity", *_GROUP, "score", "low", "high", "interval", "n_runs", "seed_low",
+        "seed_high")
     return RecipeTableResult(table=table, subset=subset, mapping=mapping)
 
 

@@ -54,6 +54,13 @@ def register(sub, bench) -> None:
                    help="prompt subset of the primary tables and of the policy/capability call")
     p.add_argument("--min-seeds", type=int, default=3,
                    help="seeds a recipe needs to count as a seed group for the floor")
+    p.add_argument("--alpha", type=float, default=0.05,
+                   help="level of the calibrated load test: a benchmark is policy-load where "
+                        "the BH q-value of its A-last vs B-last contrast is below this")
+    p.add_argument("--competence-floor", type=float, default=0.80,
+                   help="mean reference CAP on the study's clear-harm benchmarks below which "
+                        "the report opens with a caution that a capability-load call does not "
+                        "mean detection (default 0.80, the study's lowest)")
     p.add_argument("--rank-group", type=_group, default=None, metavar="E1,E7,…",
                    help="branches of the exact rank test (default E1,E7,E8,E10; naming an "
                         "unknown branch is an error)")
@@ -75,7 +82,8 @@ def _run_report(args: argparse.Namespace) -> int:
         runs_dir=paths.runs, pool_path=paths.pool, audit_dir=paths.audit,
         out_dir=args.out, mapping=args.mapping, threshold=args.threshold,
         n_resamples=args.bootstrap, confidence=args.confidence, seed=args.seed,
-        primary_subset=args.subset, min_seeds=args.min_seeds,
+        primary_subset=args.subset, min_seeds=args.min_seeds, alpha=args.alpha,
+        competence_floor=args.competence_floor,
         rank_group=args.rank_group or DEFAULT_GROUP,
         rank_benchmark=args.rank_benchmark or DEFAULT_BENCHMARK, rank_tail=args.rank_tail,
         rank_explicit=args.rank_group is not None or args.rank_benchmark is not None,

@@ -1,4 +1,4 @@
-"""The results.json schema (version 1) as typed code, and the JSON Schema generated from it.
+"""The results.json schema (version 2) as typed code, and the JSON Schema generated from it.
 
 :class:`ResultsJson` is the whole file; each section's payload under ``results[<section id>]``
 has its own TypedDict (omitted sections are absent; sections added with
@@ -15,6 +15,40 @@ of the analysis table named in the field's comment, as ``{column: value}``; thei
 those of the analysis result's ``to_frame()``. Two score records are comparable only when their
 ``cohort`` objects are equal apart from ``label_policy`` (the run's property); tables never put
 different cohorts in one column.
+
+Changes in version 2
+--------------------
+- ``load.benchmarks`` records: ``load`` is now the calibrated call (``policy`` |
+  ``route-sensitive`` | ``capability`` | ``uninformative`` | ``undetermined``; see
+  :mod:`guarddiag.analyses.loadtest`); the study's rule (Δb > widest floor) moved to
+  ``load_study`` (``policy`` | ``capability`` | ``undetermined``, the version-1 ``load``). New
+  columns: ratio_widest (Δb / widest floor), n_prompts, seed_sd (pooled within-recipe SD, a
+  fraction), df, p_span, q_span, contrast (A-last − B-last mean, a fraction), contrast_se,
+  p_contrast, q_contrast (Benjamini–Hochberg across the benchmarks of one subset and mapping),
+  load_reason (why a cohort was not tested, else null). New ``load`` fields: alpha, a_last,
+  n_draws (Monte-Carlo draws of the span's null), min_prompts.
+- ``summary``: new lists ``route_sensitive`` and ``uninformative`` and the level ``alpha``; the
+  lists follow the calibrated call.
+- ``disclosure.benchmarks`` records: ``load`` is the calibrated call; new q_contrast and
+  load_study.
+- ``options``: new ``alpha`` (level of the calibrated load test).
+- Scores' ``ci_low``/``ci_high`` are Wilson intervals (were bootstrap percentiles, [0, 0] at 0);
+  new ``interval`` (:data:`IntervalName`) on scores, outside and competence rows (a seed mean:
+  ``seed-range+wilson``, was ``seed range``). ``summary.competence``, ``disclosure.
+  competence_caution``, ``options.competence_floor``: the competence gate. ``correlation``: one
+  point per recipe, study benchmarks only, ``recipes`` (was ``runs``), ``groups`` (load × kind),
+  ``unit``, ``alpha``, ``excluded``, ``significant``. ``rank.tests[*]``: ``p_tie_aware``,
+  ``n_tied``, ``tie_blocks``, ``tie_straddles_group``, ``extreme_beside_tie``, ``tie_note``.
+- Paired tests (issue 12): ``scores.paired`` (each student branch recipe vs the reference of
+  its size), ``outside.paired`` (per mapping, each outside guard vs the reference recipe) and
+  ``mapping.paired`` (each run strict vs loose) — :class:`PairedJson`: exact McNemar p per
+  comparison and its Holm-adjusted value across the family, ``significant`` at ``alpha``.
+- ``study``: new ``overlap_origin`` (per audited benchmark: is its exact overlap set by the pool
+  recipe's sampled copies or measured), ``excluded_subsets`` (derived subsets left out of the
+  study-comparable means) and ``notes``; the overlap rows' ``here_note`` states the origin.
+- Tie-breaks: ``load.by_size`` ``min_branch``/``max_branch`` and the SORRY-Bench
+  policy-sensitive ``min_branch``/``max_branch`` name, among tied branches, the first in the
+  specs' order (reference, E1…E10) — they were order-dependent.
 """
 
 from __future__ import annotations
@@ -26,7 +60,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal, TypedDict, Union
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 JsonScalar = str | int | float | bool | None
 Record = dict[str, JsonScalar]
@@ -45,6 +79,10 @@ class OptionsJson(TypedDict):
     seed: int
     primary_subset: str
     min_seeds: int
+    alpha: float
+    """Level of the calibrated load test (policy where the contrast's BH q < alpha)."""
+    competence_floor: float
+    """Mean reference CAP on the clear-harm benchmarks below which the report cautions."""
     rank_group: list[str]
     rank_benchmark: str
     rank_tail: Literal["top", "bottom", "either"]
@@ -72,15 +110,49 @@ class SectionEntryJson(TypedDict):
 
 # ─── section payloads ──────────────────────────────────────────────────────────────────────────
 
+IntervalName = Literal["wilson", "seed-range+wilson", "seed-range", "bootstrap-percentile"]
+"""Which interval a number carries; defined in :mod:`guarddiag.analyses.intervals`."""
+
+
+class CompetenceJson(TypedDict):
+    """How much clear harm the reference recipe detects (the competence gate)."""
+    branch: str
+    subset: str
+    mapping: str
+    floor: float
+    benchmarks: list[str]
+    """Clear-harm study benchmarks scored (study, kind harmful, not copyright); ``missing``:
+    those not scored; ``excluded``: study harmful ones left out → why."""
+    missing: list[str]
+    excluded: dict[str, str]
+    below_floor: bool
+    lowest_mean: float | None
+    """Lowest per-size mean CAP (a fraction; no interval)."""
+    sizes: list[Record]
+    """Per size: n_benchmarks, mean_cap, seed_low, seed_high (interval ``seed-range`` of the
+    per-seed means; null for one seed), interval, n_runs, below_floor."""
+    rows: list[Record]
+    """Per size and benchmark: n_scored, score, low, high, interval (``seed-range+wilson`` or
+    ``wilson``), n_runs."""
+    caution: str | None
+
+
 class SummaryJson(TypedDict):
     """The lists behind the plain-language summary."""
 
     policy_load: list[str]
     capability_load: list[str]
+    route_sensitive: list[str]
+    """Span beyond seed noise, A-last vs B-last contrast not significant."""
+    uninformative: list[str]
+    """Every run scores the same."""
     undetermined: list[str]
+    alpha: float
     subset: str
     mapping: str
     threshold: float
+    competence: CompetenceJson | None
+    """Null where no reference run was scored on a clear-harm benchmark."""
 
 
 class ContaminationJson(TypedDict):
@@ -135,27 +207,61 @@ class ScoreJson(TypedDict):
     value: float | None
     ci_low: float | None
     ci_high: float | None
+    interval: IntervalName
+    """``wilson``: one run's rate, n_positive of n_scored."""
     confidence: float
     n_resamples: int
+    """B of the prompt bootstrap behind differences and spans, not this interval."""
     n: int
     n_failed: int
     n_scored: int
     n_positive: int
 
 
+class PairedJson(TypedDict):
+    """One family of paired comparisons (one table of the report), Holm-corrected together."""
+
+    family: str
+    """``recipes`` (Table 1), ``outside:<mapping>`` (Table 2) or ``mapping``."""
+    description: str
+    test: str
+    alpha: float
+    """Family-wise level: a comparison is significant where its Holm-adjusted p < alpha."""
+    n_comparisons: int
+    n_significant: int
+    comparisons: list[Record]
+    """family, benchmark, metric_alias, subset, mapping, size, first, second, n, n_first_only
+    (b), n_second_only (c), share_first, share_second, delta (= share_first − share_second, a
+    fraction), p_value (exact McNemar, two-sided), p_holm, significant."""
+
+
 class ScoresJson(TypedDict):
     scores: list[ScoreJson]
+    paired: PairedJson | None
+    """Each student branch recipe vs the reference recipe of its size (primary cohort); a
+    recipe's prompt decision is the majority of its seeds."""
 
 
 class LoadJson(TypedDict):
     benchmarks: list[Record]
     """Per (benchmark, subset, mapping): delta, floor_median, floor_widest, widest_group,
-    n_groups, n_sizes, n_branches, load (policy | capability | undetermined)."""
+    n_groups, n_sizes, n_branches, load_study (the study's rule Δb > widest floor: policy |
+    capability | undetermined), ratio_widest, n_prompts, seed_sd, df, p_span, q_span, contrast,
+    contrast_se, p_contrast, q_contrast (tests, no intervals), load (the calibrated call:
+    policy | route-sensitive | capability | uninformative | undetermined), load_reason."""
     by_size: list[Record]
     seed_groups: list[Record]
     min_seeds: int
     subset: str
     mapping: str
+    alpha: float
+    """Level of the call (BH q-values below it are significant)."""
+    a_last: list[str]
+    """The A-last group of the policy contrast; every other student branch is B-last."""
+    n_draws: int
+    """Monte-Carlo draws of the span's seed-noise null."""
+    min_prompts: int
+    """Cohorts with fewer prompts are undetermined."""
 
 
 class ExactJson(TypedDict):
@@ -163,6 +269,12 @@ class ExactJson(TypedDict):
 
     value: float
     exact: str
+
+
+class TieBlockJson(TypedDict):
+    score: float
+    branches: list[str]
+    n_in_group: int
 
 
 class RankTestJson(TypedDict):
@@ -188,6 +300,14 @@ class RankTestJson(TypedDict):
     tail: Literal["top", "bottom", "either"]
     p_value: ExactJson
     """Of the declared tail."""
+    p_tie_aware: ExactJson
+    """= ``p_value``, named beside the closed form (exact only when no tie crosses the group)."""
+    n_tied: int
+    tie_blocks: list[TieBlockJson]
+    tie_straddles_group: bool
+    """A tie holds branches in and out of the group: the closed form understates p."""
+    extreme_beside_tie: bool
+    tie_note: str
 
 
 class RankJson(TypedDict):
@@ -203,26 +323,45 @@ class MappingJson(TypedDict):
     effects: list[Record]
     """Per run, benchmark, subset: loose, strict (with intervals), delta_pp, strict_applied."""
     by_recipe: list[Record]
+    paired: PairedJson | None
+    """Each run under the strict mapping vs itself under the loose one (primary subset)."""
 
 
 class OutsideJson(TypedDict):
     rows: list[Record]
-    """Guards (bootstrap interval) and branch recipes (seed range) on the decontaminated
-    prompts, per mapping."""
+    """Guards (interval ``wilson``) and branch recipes (``seed-range+wilson``) on the
+    decontaminated prompts, per mapping."""
+    paired: list[PairedJson]
+    """Per mapping: each outside guard vs the reference recipe of each size."""
 
 
 class SpearmanJson(TypedDict):
     rho: float | None
     p_value: float | None
+    """Two-sided (scipy.stats.spearmanr); no interval."""
     n: int
+    """Recipes (one point per (size, branch), seed means)."""
     benchmarks: list[str]
+    significant: bool | None
+
+
+class SpearmanGroupJson(SpearmanJson):
+    load: Literal["policy", "capability"]
+    kind: Literal["harmful", "benign"]
 
 
 class CorrelationJson(TypedDict):
     policy: SpearmanJson
+    """Policy-load and capability-load harmful (CAP) sets (beside the study's +0.74, +0.34)."""
     capability: SpearmanJson
-    runs: list[Record]
-    """run_id, val, policy_mean, capability_mean."""
+    groups: list[SpearmanGroupJson]
+    unit: Literal["recipe"]
+    alpha: float
+    excluded: list[str]
+    """Scored benchmarks not among the study's 15 (extra or mutated subsets), left out."""
+    recipes: list[Record]
+    """size, branch, n_seeds, val, policy_harmful, policy_benign, capability_harmful,
+    capability_benign (seed means; no interval)."""
     subset: str
     mapping: str
 
@@ -244,17 +383,26 @@ class PoolJson(TypedDict):
 class StudyJson(TypedDict):
     rows: list[Record]
     """quantity, unit, study, study_note, here, here_note."""
+    overlap_origin: list[Record] | None
+    """Per audited benchmark: n, n_exact, share_exact, n_exact_sampled, origin (recipe: set by
+    the pool recipe's sampled copies | measured | unknown), sampled_sources."""
+    excluded_subsets: list[str]
+    """Derived (mutated) subsets left out of the study-comparable means."""
+    notes: list[str]
 
 
 class DisclosureJson(TypedDict):
     benchmarks: list[Record]
-    """Per benchmark: overlap, seed floor, Δb, load."""
+    """Per benchmark: overlap, seed floor, Δb, q_contrast, load (the calibrated call),
+    load_study (the study's rule)."""
     threshold: float
     mapping: str
     subset: str
     definitions: dict[str, list[str]]
     """Mapping → its unsafe classes."""
     policies: dict[str, str]
+    competence_caution: str | None
+    """The competence caution (as in ``summary.competence.caution``), or null."""
 
 
 class SorryCategoriesJson(TypedDict):
@@ -296,7 +444,7 @@ class SectionResultsJson(TypedDict, total=False):
 class ResultsJson(TypedDict):
     """The whole of results.json."""
 
-    schema_version: Literal[1]
+    schema_version: Literal[2]
     title: str
     options: OptionsJson
     inputs: InputsJson

@@ -35,6 +35,10 @@ class ReportResult:
         if summary:
             lines.append(f"policy-load: {', '.join(summary['policy_load']) or '—'}")
             lines.append(f"capability-load: {', '.join(summary['capability_load']) or '—'}")
+            if summary.get("route_sensitive"):
+                lines.append(f"route-sensitive: {', '.join(summary['route_sensitive'])}")
+            if summary.get("uninformative"):
+                lines.append(f"uninformative: {', '.join(summary['uninformative'])}")
             if summary["undetermined"]:
                 lines.append(f"undetermined: {', '.join(summary['undetermined'])}")
         for t in (res.get("rank") or {}).get("tests", []):

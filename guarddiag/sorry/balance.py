@@ -38,8 +38,8 @@ import numpy as np
 import polars as pl
 
 from guarddiag.errors import GuarddiagError
-from guarddiag.labels import LOOSE, BinaryMapping, pillar_ids
-from guarddiag.predictions import check_threshold, with_unsafe_probability
+from guarddiag.labels import LOOSE, BinaryMapping, branch_order, pillar_ids
+from guarddiag.predictions import unsafe_decisions
 from guarddiag.sorry.taxonomy import (
     DOMAINS,
     category_domain,
@@ -188,20 +188,6 @@ def measure_balance(frames: Mapping[str, pl.DataFrame]) -> BalanceResult:
 # ── decisions ─────────────────────────────────────────────────────────────────────────────────
 
 
-def unsafe_decisions(predictions: pl.DataFrame, *, mapping: BinaryMapping = LOOSE,
-                     threshold: float = 0.5) -> pl.DataFrame:
-    """``predictions`` (status ok rows only) with a boolean ``unsafe`` column: P(unsafe) under
-    ``mapping`` >= ``threshold``, the read-out the report's scores use."""
-    needed = ("run_id", "benchmark", "prompt_id", "p_unsafe", "status")
-    missing = [c for c in needed if c not in predictions.columns]
-    if missing:
-        raise GuarddiagError(f"predictions: missing column(s) {', '.join(missing)}")
-    threshold = check_threshold(threshold)
-    ok = predictions.filter(pl.col("status") == "ok")
-    return with_unsafe_probability(ok, mapping, column="_p").with_columns(
-        (pl.col("_p") >= threshold).alias("unsafe")).drop("_p", "readout")
-
-
 _RUN_COLUMNS = ("run_id", "guard_kind", "branch", "size", "seed")
 
 
@@ -269,7 +255,8 @@ class PolicySensitivity:
 
     table: pl.DataFrame
     """benchmark, category, domain, n, span, flip_share, min_branch, max_branch, n_branches,
-    sorted by span (descending)."""
+    sorted by span (descending). Branches tied at the lowest (highest) capture: min_branch
+    (max_branch) is the first of them in :func:`guarddiag.labels.branch_order`."""
 
     def to_frame(self) -> pl.DataFrame:
         return self.table
@@ -290,15 +277,20 @@ def policy_sensitive_categories(predictions: pl.DataFrame, frames: Mapping[str, 
         raise GuarddiagError(f"policy-sensitive categories: no {guard_kind} predictions on "
                              f"{', '.join(frames)}")
     cat_keys = ["benchmark", "category", "domain"]
-    # Branch capture per size = mean over its seeds' captures.
+    # Branch capture per size = mean over its seeds' captures, summed in run_id order (a float
+    # sum depends on its order) and rounded, so equal captures tie exactly; ties go to the
+    # branch that comes first in the specs' order (reference, E1…E10), then by name.
     per_seed = joined.group_by([*cat_keys, "size", "branch", "run_id"]).agg(
-        pl.col("unsafe").mean().alias("capture"))
-    per_branch = per_seed.group_by([*cat_keys, "size", "branch"]).agg(
-        pl.col("capture").mean())
-    span = per_branch.group_by([*cat_keys, "size"]).agg(
+        pl.col("unsafe").mean().alias("capture")).sort(
+        [*cat_keys, "size", "branch", "run_id"], nulls_last=True)
+    per_branch = per_seed.group_by([*cat_keys, "size", "branch"], maintain_order=True).agg(
+        pl.col("capture").mean().round(12)).with_columns(
+        pl.col("branch").map_elements(branch_order, return_dtype=pl.Int64).alias("_order"))
+    span = per_branch.group_by([*cat_keys, "size"], maintain_order=True).agg(
         (pl.col("capture").max() - pl.col("capture").min()).alias("span"),
-        pl.col("branch").sort_by(["capture", "branch"]).first().alias("min_branch"),
-        pl.col("branch").sort_by(["capture", "branch"]).last().alias("max_branch"),
+        pl.col("branch").sort_by(["capture", "_order", "branch"]).first().alias("min_branch"),
+        pl.col("branch").sort_by(["capture", "_order", "branch"],
+                                 descending=[True, False, False]).first().alias("max_branch"),
         pl.len().alias("n_branches"),
     ).filter(pl.col("n_branches") >= 2)
     # Majority decision of each branch on each prompt (over seeds), then: unanimous or not?

@@ -26,7 +26,7 @@ import polars as pl
 from guarddiag.data import SUBSET_SEPARATOR
 from guarddiag.errors import GuarddiagError
 from guarddiag.labels import LOOSE, BinaryMapping
-from guarddiag.sorry.balance import unsafe_decisions
+from guarddiag.predictions import unsafe_decisions
 from guarddiag.stats import bootstrap_means, derive_rng
 
 _SCHEMA = {

@@ -17,6 +17,13 @@ from guarddiag.report.document import (
 )
 from guarddiag.report.jsonable import jsonable, records
 from guarddiag.report.sections.common import cohort_words
+from guarddiag.report.sections.paired import paired_blocks, paired_payload
+from guarddiag.report.sections.ranks import (
+    correlation_blocks,
+    correlation_payload,
+    rank_tie_blocks,
+    rank_tie_payload,
+)
 
 
 def section_rank(ctx: ReportContext) -> Section:
@@ -30,7 +37,8 @@ def section_rank(ctx: ReportContext) -> Section:
             Column("max_rank_sum", "max", "num1"), Column("ties", "ties"),
             Column("p_closed_form", "1/C(n,k)", "p"), Column("p_upper", "P(S≥s)", "p"),
             Column("p_lower", "P(S≤s)", "p"), Column("p_two_sided", "two-sided", "p"),
-            Column("p_value", f"p ({r.tail})", "p"))
+            Column("p_value", f"p ({r.tail})", "p"), Column("n_tied", "tied", "int"),
+            Column("p_tie_aware", "tie-aware p", "p"))
     blocks: list[Block] = [
         Paragraph(f"Under exchangeable branches, how likely is it that the named group "
                   f"{{{', '.join(r.group)}}} ranks where it does on {r.benchmark} "
@@ -41,8 +49,11 @@ def section_rank(ctx: ReportContext) -> Section:
                   "position, with tied scores sharing mid-ranks and the null taken over the "
                   f"observed tied ranks. The report's p-value is the pre-declared '{r.tail}' "
                   "tail."),
-        Table("rank_test", f"Rank test of {{{', '.join(r.group)}}} on {r.benchmark}.", cols,
+        Table("rank_test", f"Rank test of {{{', '.join(r.group)}}} on {r.benchmark}: exact "
+              "p-values, no interval; 'tied' = branches sharing their score with another, "
+              "'tie-aware p' = the declared tail's exact p over the observed mid-ranks.", cols,
               frame),
+        *rank_tie_blocks(r),
         FigureBlock("rank_test", plots.rank_plot(r),
                     "Branches in rank order; the named group highlighted."),
         Table("rank_branches", "Branch scores and mid-ranks behind the test.",
@@ -51,8 +62,8 @@ def section_rank(ctx: ReportContext) -> Section:
                Column("in_group", "in group")), r.branch_frame()),
     ]
     tests = []
-    for size, t in r.tests:
-        tests.append(jsonable({
+    for (size, t), (_, tie) in zip(r.tests, r.ties(), strict=True):
+        tests.append(rank_tie_payload(tie, size) | jsonable({
             "size": size, "group": list(t.group), "branches": list(t.branches),
             "scores": list(t.scores), "ranks": list(t.ranks), "n": t.n, "k": t.k,
             "rank_sum": t.rank_sum, "max_rank_sum": t.max_rank_sum,
@@ -124,15 +135,17 @@ def section_mapping(ctx: ReportContext) -> Section:
                          Column("strict_applied", "strict read-out")), by_recipe,
                         csv_only=True))
     full = ctx.results.effect.table
-    blocks.append(Table("mapping_effect_runs", "Per run, both subsets, with intervals.",
+    blocks.append(Table("mapping_effect_runs", "Per run, both subsets, with 95% Wilson intervals.",
                         (Column("run_id", "run"), Column("benchmark", "benchmark"),
                          Column("subset", "subset"),
                          Column("loose", "loose", "pct", low="loose_low", high="loose_high"),
                          Column("strict", "strict", "pct", low="strict_low",
                                 high="strict_high"),
                          Column("delta_pp", "Δ (pp)", "num1")), full, csv_only=True))
+    paired = ctx.results.paired.mapping if ctx.results.paired else None
+    blocks += paired_blocks(paired, f"paired_mapping_{o.primary_subset}")
     return Section("mapping", "Binary-mapping effect: BOUNDARY_SAFE as safe or unsafe",
-                   tuple(blocks), {"effects": records(full),
+                   tuple(blocks), {"effects": records(full), "paired": paired_payload(paired),
                                    "by_recipe": records(by_recipe)})
 
 
@@ -142,24 +155,5 @@ def section_correlation(ctx: ReportContext) -> Section:
     if c is None:
         return Section.omit("correlation", title,
                             "no VAL scores (no pool.parquet or no pool_val predictions)")
-    blocks: list[Block] = [
-        Paragraph("Spearman ρ across student runs between VAL (4-class accuracy under policy "
-                  "A) and the run's mean share read unsafe on policy-load vs capability-load "
-                  f"benchmarks ({cohort_words(ctx, c.subset)}). Study: +0.74 vs +0.34."),
-        Table("val_correlation", "Spearman ρ (scipy).",
-              (Column("benchmarks", "benchmarks"), Column("n_benchmarks", "n", "int"),
-               Column("n_runs", "runs", "int"), Column("rho", "ρ", "rho"),
-               Column("p_value", "p", "p")), c.summary_frame()),
-        Table("val_correlation_runs", "Per run.", (
-            Column("run_id", "run"), Column("val", "VAL", "pct"),
-            Column("policy_mean", "policy-load mean", "pct"),
-            Column("capability_mean", "capability-load mean", "pct")), c.table,
-            collapsed=True),
-    ]
-    payload = {"policy": {"rho": c.policy.rho, "p_value": c.policy.p_value, "n": c.policy.n,
-                          "benchmarks": list(c.policy_benchmarks)},
-               "capability": {"rho": c.capability.rho, "p_value": c.capability.p_value,
-                              "n": c.capability.n,
-                              "benchmarks": list(c.capability_benchmarks)},
-               "runs": records(c.table), "subset": c.subset, "mapping": c.mapping}
-    return Section("correlation", title, tuple(blocks), jsonable(payload))
+    blocks = correlation_blocks(c, cohort_words(ctx, c.subset))
+    return Section("correlation", title, tuple(blocks), correlation_payload(c))

@@ -16,15 +16,61 @@ from guarddiag.report.document import (
 )
 from guarddiag.report.jsonable import records
 from guarddiag.report.sections.common import cohort_words, pct
+from guarddiag.report.sections.competence import (
+    competence_blocks,
+    competence_caution,
+    competence_payload,
+    competence_summary,
+)
+
+
+def load_lists(ctx: ReportContext) -> dict[str, list[str]]:
+    """Benchmarks per calibrated call (primary subset and mapping), in name order."""
+    o = ctx.options
+    loads = ctx.results.load.loads(subset=o.primary_subset, mapping=o.mapping)
+    out = {call: sorted(b for b, v in loads.items() if v == call)
+           for call in ("policy", "route-sensitive", "capability", "uninformative")}
+    out["undetermined"] = sorted(b for b in ctx.benchmarks
+                                 if loads.get(b, "undetermined") == "undetermined")
+    return out
+
+
+def _load_bullets(ctx: ReportContext, lists: dict[str, list[str]]) -> list[str]:
+    o, alpha = ctx.options, ctx.results.load.alpha
+    policy, route, capability = (lists["policy"], lists["route-sensitive"],
+                                 lists["capability"])
+    uninformative, undetermined = lists["uninformative"], lists["undetermined"]
+    items: list[str] = []
+    if policy:
+        items.append(f"Policy-load here: {', '.join(policy)}. On these, the branches whose "
+                     "last policy signal is A score differently from the others by more than "
+                     f"seed noise (BH q < {alpha:g}): the score measures which moderation "
+                     "policy the guard's labels encoded, not how well it detects harm. A "
+                     "higher number is not a better guard.")
+    if route:
+        items.append(f"Route-sensitive here: {', '.join(route)}. The branches differ by more "
+                     "than seed noise, but not along the A/B line: how a policy reached the "
+                     "model moves these scores. Read them as neither policy nor capability.")
+    if capability:
+        items.append(f"Capability-load here: {', '.join(capability)}. No difference between "
+                     "branches beyond seed noise was detected, so differences between guards "
+                     "larger than the seed noise can be read as detection capability; with few "
+                     "seed groups the test has little power, so this is absence of evidence, "
+                     "not proof that policy does not matter.")
+    if uninformative:
+        items.append(f"Uninformative: {', '.join(uninformative)} — every run scores the same "
+                     "(e.g. all 0), so these say nothing about policy or capability.")
+    if undetermined:
+        items.append(f"Undetermined: {', '.join(undetermined)} — fewer than two seed groups "
+                     f"of at least {o.min_seeds} seeds, fewer than two branches, or too few "
+                     "prompts, so noise cannot be told from policy; do not read these as "
+                     "either.")
+    return items
 
 
 def section_summary(ctx: ReportContext) -> Section:
     o = ctx.options
-    loads = ctx.results.load.loads(subset=o.primary_subset, mapping=o.mapping)
-    policy = sorted(b for b, v in loads.items() if v == "policy")
-    capability = sorted(b for b, v in loads.items() if v == "capability")
-    undetermined = sorted(b for b in ctx.benchmarks if loads.get(b, "undetermined")
-                          == "undetermined")
+    lists = load_lists(ctx)
     runs = ctx.results.scores.table.select("run_id", "guard_kind", "size").unique()
     n_branch = runs.filter(pl.col("guard_kind") == "branch").height
     n_outside = runs.filter(pl.col("guard_kind") == "outside").height
@@ -35,26 +81,14 @@ def section_summary(ctx: ReportContext) -> Section:
         + (f" at size(s) {', '.join(sizes)}" if sizes else "")
         + f", {n_base} baseline, {n_outside} outside guard(s)) on {len(ctx.benchmarks)} "
         f"benchmark subsets. A score is the share of a benchmark's prompts read as unsafe "
-        f"({cohort_words(ctx)}); intervals are {int(o.confidence * 100)}% prompt-bootstrap "
-        f"intervals with B = {o.n_resamples:,} resamples (seed {o.seed}) unless a table says "
-        "they are seed ranges.",
+        f"({cohort_words(ctx)}). A single run's score carries its {int(o.confidence * 100)}% "
+        "Wilson interval; a recipe's mean over seeds runs from the lowest to the highest "
+        "Wilson bound of its seeds (holding the seed range); the seeded prompt bootstrap "
+        f"(B = {o.n_resamples:,} resamples, seed {o.seed}) is kept for differences and spans. "
+        "Every table names its interval.",
     ]
-    items = []
-    if policy:
-        items.append(f"Policy-load here: {', '.join(policy)}. On these, branches that differ "
-                     "only in how a labelling policy reached them differ by more than seed "
-                     "noise (Δb above the widest seed floor): the score measures which "
-                     "moderation policy the guard's labels encoded, not how well it detects "
-                     "harm. A higher number is not a better guard.")
-    if capability:
-        items.append(f"Capability-load here: {', '.join(capability)}. Label policy moves "
-                     "these by no more than retraining with another seed does, so differences "
-                     "between guards larger than the seed floor can be read as detection "
-                     "capability.")
-    if undetermined:
-        items.append(f"Undetermined: {', '.join(undetermined)} — no seed group of at least "
-                     f"{o.min_seeds} seeds (or fewer than two branches), so noise cannot be "
-                     "told from policy; do not read these as either.")
+    caution = competence_caution(ctx)
+    items = [competence_summary(ctx), *_load_bullets(ctx, lists)]
     if ctx.results.contamination is not None:
         t = ctx.results.contamination.table.filter(pl.col("n_exact") > 0).sort(
             ["share_exact", "benchmark"], descending=[True, False])
@@ -79,11 +113,15 @@ def section_summary(ctx: ReportContext) -> Section:
                  "loose-mapping score with a strict one, an outside guard's native verdict with "
                  "a mapped read-out, or any difference inside the seed floor; and do not read a "
                  "policy-load score as capability.")
-    payload = {"policy_load": policy, "capability_load": capability,
-               "undetermined": undetermined, "subset": o.primary_subset,
-               "mapping": o.mapping, "threshold": o.threshold}
+    payload = {"policy_load": lists["policy"], "capability_load": lists["capability"],
+               "route_sensitive": lists["route-sensitive"],
+               "uninformative": lists["uninformative"], "undetermined": lists["undetermined"],
+               "alpha": ctx.results.load.alpha, "subset": o.primary_subset,
+               "mapping": o.mapping, "threshold": o.threshold,
+               "competence": competence_payload(ctx)}
     return Section("summary", "At a glance",
-                   (*(Paragraph(p) for p in paras), Bullets(tuple(items))), payload)
+                   (*(Paragraph(p) for p in ([caution] if caution else []) + paras),
+                    Bullets(tuple(items))), payload)
 
 
 def section_study(ctx: ReportContext) -> Section:
@@ -100,8 +138,35 @@ def section_study(ctx: ReportContext) -> Section:
                   f"run has no such measurement. Here: {cohort_words(ctx)}. Models, pools and "
                   "sizes differ from the study's, so agreement in direction matters more than "
                   "agreement in value."),
-        Table("study_comparison", "This run beside the study.", cols, frame),
-    ), {"rows": records(t)})
+        Table("study_comparison", "This run beside the study (study values as published; "
+              "here: point values of this run, without intervals; overlaps are exact shares).",
+              cols, frame),
+        *_study_fairness(ctx),
+    ), {"rows": records(t), **_study_fairness_payload(ctx)})
+
+
+def _study_fairness(ctx: ReportContext) -> tuple[Block, ...]:
+    study = ctx.results.study
+    blocks: list[Block] = []
+    if study.notes:
+        blocks.append(Bullets(study.notes))
+    if study.overlap_origin is not None:
+        blocks.append(Table(
+            "overlap_origin", "Exact overlap per audited benchmark (share of its prompts) and "
+            "whether the pool recipe set it (sampled copies of the benchmark in the pool) or it "
+            "was measured.",
+            (Column("benchmark", "benchmark"), Column("n", "prompts", "int"),
+             Column("share_exact", "exact overlap %", "pct"), Column("origin", "origin"),
+             Column("sampled_sources", "sampled pool sources (kept/read)")),
+            study.overlap_origin.table, collapsed=True))
+    return tuple(blocks)
+
+
+def _study_fairness_payload(ctx: ReportContext) -> dict[str, object]:
+    study = ctx.results.study
+    return {"overlap_origin": (records(study.overlap_origin.table)
+                               if study.overlap_origin is not None else None),
+            "excluded_subsets": list(study.excluded_subsets), "notes": list(study.notes)}
 
 
 def format_unit(unit: str, v: float | None) -> str:
@@ -124,7 +189,8 @@ def section_disclosure(ctx: ReportContext) -> Section:
             Column("floor_median", "seed floor median (pp)", "pp"),
             Column("floor_widest", "seed floor widest (pp)", "pp"),
             Column("n_groups", "seed groups", "int"), Column("delta", "Δb (pp)", "pp"),
-            Column("load", "load"))
+            Column("q_contrast", "q (A-last vs B-last)", "p"), Column("load", "call"),
+            Column("load_study", "study rule"))
     defs = tuple(f"{name} mapping: unsafe = {' ∪ '.join(classes)}; every other class is safe"
                  + (" (used for the primary tables)" if name == d.mapping else "")
                  for name, classes in d.definitions)
@@ -133,7 +199,10 @@ def section_disclosure(ctx: ReportContext) -> Section:
         Paragraph("What every guard paper should publish beside its scores: how much of each "
                   "benchmark the training data already held, how far scores move between seeds "
                   "of the same recipe, and what exactly 'unsafe' means."),
-        Table("disclosure", f"Disclosure card ({d.subset} prompts, {d.mapping} mapping).",
+        Table("disclosure", f"Disclosure card ({d.subset} prompts, {d.mapping} mapping). "
+              "Call: the calibrated load test (A-last vs B-last contrast and span against "
+              "seed noise; see 'Policy or capability?'); study rule: Δb > widest seed floor, "
+              "for comparison with the paper; q: BH q-value of the contrast. No intervals.",
               cols, d.table),
         Paragraph(f"Operational definition. A prompt is flagged unsafe when P(unsafe) ≥ "
                   f"{d.threshold:g}, where P(unsafe) is the summed probability of the unsafe "
@@ -142,8 +211,10 @@ def section_disclosure(ctx: ReportContext) -> Section:
         Paragraph("The classes themselves depend on the labelling policy a run was trained on "
                   "(its 'labels' column):"),
         Bullets(pols),
+        *competence_blocks(ctx),
     ]
     payload = {"benchmarks": records(d.table), "threshold": d.threshold,
+               "competence_caution": competence_caution(ctx),
                "mapping": d.mapping, "subset": d.subset,
                "definitions": {n: list(c) for n, c in d.definitions},
                "policies": dict(d.policies)}

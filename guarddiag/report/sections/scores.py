@@ -8,6 +8,7 @@ from typing import Any
 import polars as pl
 
 from guarddiag import plots
+from guarddiag.analyses.loadtest import MIN_PROMPTS
 from guarddiag.analyses.scores import SUBSETS
 from guarddiag.report.context import ReportContext
 from guarddiag.report.document import (
@@ -21,6 +22,7 @@ from guarddiag.report.document import (
 )
 from guarddiag.report.jsonable import jsonable, records
 from guarddiag.report.sections.common import cohort_words, pivot_by_cohort
+from guarddiag.report.sections.paired import paired_blocks, paired_payload
 
 
 def _score_records(ctx: ReportContext) -> list[dict[str, Any]]:
@@ -42,6 +44,7 @@ def _score_records(ctx: ReportContext) -> list[dict[str, Any]]:
                        "seed_floor": floor},
             "metric": r["metric"], "metric_alias": r["metric_alias"], "value": r["score"],
             "ci_low": r["ci_low"], "ci_high": r["ci_high"], "confidence": r["confidence"],
+            "interval": r["interval"],
             "n_resamples": r["n_resamples"], "n": r["n"], "n_failed": r["n_failed"],
             "n_scored": r["n_scored"], "n_positive": r["n_positive"]}))
     return out
@@ -58,9 +61,13 @@ def section_scores(ctx: ReportContext) -> Section:
         name = f"scores_{subset}_{o.mapping}"
         blocks.append(Table(
             name, f"Share read unsafe (%) per recipe and benchmark — {cohort_words(ctx, subset)}."
-            " Branch recipes: mean over seeds [seed range]; single runs and outside guards: "
-            f"score [{int(o.confidence * 100)}% bootstrap interval]. Bold: highest CAP / lowest "
-            "OVER-REF per column.",
+            f" Interval 'seed-range+wilson' (branch recipes with several seeds): mean over seeds "
+            f"[lowest to highest {int(o.confidence * 100)}% Wilson bound of its seeds — it holds "
+            "the seed range and each seed's prompt-sampling interval]; 'wilson' (single runs "
+            f"and outside guards): score [{int(o.confidence * 100)}% Wilson interval]. Bold: "
+            "highest CAP / lowest "
+            "OVER-REF per column (the highest value, not a significant difference: see the "
+            "paired tests below the table).",
             (Column("entity", "recipe / guard"), Column("label_policy", "labels"),
              Column("interval", "interval"), *cols), frame))
         if subset == o.primary_subset:
@@ -68,13 +75,15 @@ def section_scores(ctx: ReportContext) -> Section:
                                       plots.score_heatmap(recipes),
                                       f"Share read unsafe per recipe and benchmark "
                                       f"({cohort_words(ctx, subset)}); study Table 1."))
+            blocks += paired_blocks(ctx.results.paired.recipes if ctx.results.paired else None,
+                                    f"paired_recipes_{subset}_{o.mapping}")
     runs = ctx.results.scores.binary(subset=o.primary_subset, mapping=o.mapping).with_columns(
         pl.col("ci_low").alias("low"), pl.col("ci_high").alias("high"))
     frame, cols = pivot_by_cohort(runs, entity_cols=["run_id", "label_policy"])
     blocks.append(Table(
         f"scores_runs_{o.primary_subset}_{o.mapping}",
-        f"Every run with its {int(o.confidence * 100)}% prompt-bootstrap interval "
-        f"(B = {o.n_resamples:,}) — {cohort_words(ctx)}.",
+        f"Every run with its {int(o.confidence * 100)}% Wilson interval — "
+        f"{cohort_words(ctx)}.",
         (Column("run_id", "run"), Column("label_policy", "labels"), *cols), frame,
         collapsed=True))
     failed = ctx.results.scores.table.filter(pl.col("n_failed") > 0)
@@ -85,14 +94,17 @@ def section_scores(ctx: ReportContext) -> Section:
             "own column" for r in failed.filter(pl.col("mapping") == o.mapping)
             .iter_rows(named=True))))
     long = ctx.results.scores.table
-    blocks.append(Table("scores_long", "All scores in long form, one row per cohort (CSV).",
+    blocks.append(Table("scores_long", "All scores in long form, one row per cohort, with "
+                        f"the {int(o.confidence * 100)}% Wilson interval of each run (CSV).",
                         (Column("run_id", "run"), Column("benchmark", "benchmark"),
                          Column("subset", "subset"), Column("mapping_applied", "mapping"),
                          Column("lang", "lang"), Column("metric_alias", "metric"),
                          Column("score", "score", "pct", low="ci_low", high="ci_high")),
                         long, csv_only=True))
+    paired = ctx.results.paired
     return Section("scores", "Benchmark scores (Table 1)", tuple(blocks),
-                   {"scores": _score_records(ctx)})
+                   {"scores": _score_records(ctx),
+                    "paired": paired_payload(paired.recipes if paired else None)})
 
 
 def section_load(ctx: ReportContext) -> Section:
@@ -102,17 +114,45 @@ def section_load(ctx: ReportContext) -> Section:
     cols = (Column("benchmark", "benchmark"), Column("metric_alias", "metric"),
             Column("delta", "Δb (pp)", "pp"), Column("floor_median", "median Φb (pp)", "pp"),
             Column("floor_widest", "widest Φb (pp)", "pp"),
+            Column("ratio_widest", "Δb / widest Φb", "num3"),
             Column("widest_group", "widest group"), Column("n_groups", "seed groups", "int"),
-            Column("n_sizes", "sizes", "int"), Column("load", "load"))
+            Column("n_sizes", "sizes", "int"), Column("load_study", "study rule"),
+            Column("seed_sd", "seed SD (pp)", "pp"), Column("df", "df", "int"),
+            Column("p_span", "p (span)", "p"), Column("q_span", "q (span)", "p"),
+            Column("contrast", "A-last − B-last (pp)", "pp"),
+            Column("q_contrast", "q (contrast)", "p"), Column("load", "call"))
+    a_last = ", ".join(load.a_last)
     blocks: list[Block] = [
         Paragraph("Δb, the label-supervision span, is the mean over model sizes of the range of "
                   "branch scores (each branch averaged over its seeds; teachers excluded). Φb, "
                   f"the seed floor, is the range over the seeds of one recipe (≥ {o.min_seeds} "
-                  "seeds); its median and widest value over all recipes are shown. A benchmark "
-                  "is policy-load where Δb exceeds its widest floor, capability-load where it "
-                  "does not, undetermined where no floor exists."),
+                  "seeds); its median and widest value over all recipes are shown. The study's "
+                  "rule (column 'study rule', kept for comparison with the paper) calls a "
+                  "benchmark policy-load where Δb exceeds its widest floor; it is not "
+                  "calibrated: under pure seed noise it calls policy about 2 times in 3 with the "
+                  "demo's layout (one size, 11 branches, 3 seed triplets)."),
+        Paragraph("The call is a test against seed noise. The seed SD is the pooled "
+                  f"within-recipe SD of the seed groups, on df = Σ (seeds − 1). p (span): "
+                  "Δb / seed SD against its null distribution when branches differ only by seed "
+                  f"noise (Monte Carlo, {load.n_draws:,} draws at this cohort's layout: each "
+                  "branch mean with its own variance σ²/seeds). A-last − B-last: the mean of "
+                  f"the A-last branches ({a_last}: last policy signal A) minus the mean of the "
+                  "other student branches, tested with an exact t test on the same seed SD. q: "
+                  "Benjamini–Hochberg over this table's benchmarks. Calls: policy where "
+                  f"q (contrast) < {load.alpha:g}; route-sensitive where only q (span) < "
+                  f"{load.alpha:g} (branches differ beyond seed noise, but not along the A/B "
+                  "line); capability where neither; uninformative where every run scores the "
+                  "same; undetermined with fewer than two seed groups or fewer than "
+                  f"{MIN_PROMPTS} prompts. A policy call supports 'label policy moves this "
+                  "score more than seed noise does'; a capability call only says no such "
+                  "difference was detected at this number of runs, not that policy does not "
+                  "matter. The noise model treats a run's rate as its recipe mean plus normal "
+                  "seed noise of one pooled SD; the prompt sample is not part of it (all runs "
+                  "share the prompts)."),
         Table(f"span_floor_{o.primary_subset}_{o.mapping}",
-              f"Δb beside Φb per benchmark — {cohort_words(ctx)} (study Table 4).", cols, t),
+              f"Δb beside Φb, the study's rule and the calibrated call per benchmark — "
+              f"{cohort_words(ctx)} (study Table 4). No intervals: p and q are the tests' "
+              "p-values and BH q-values.", cols, t),
         FigureBlock(f"span_floor_{o.primary_subset}_{o.mapping}",
                     plots.span_vs_floor(load, subset=o.primary_subset, mapping=o.mapping),
                     "Label-supervision span Δb against the seed floor Φb per benchmark."),
@@ -130,9 +170,15 @@ def section_load(ctx: ReportContext) -> Section:
                Column("low", "low", "pct"), Column("high", "high", "pct"),
                Column("range", "range (pp)", "pp")), load.groups, collapsed=True),
     ]
+    reasons = t.filter(pl.col("load_reason").is_not_null())
+    if reasons.height:
+        blocks.insert(3, Bullets(tuple(f"{r['benchmark']}: {r['load']} — {r['load_reason']}"
+                                       for r in reasons.iter_rows(named=True))))
     payload = {"benchmarks": records(load.table), "by_size": records(load.by_size),
                "seed_groups": records(load.groups), "min_seeds": load.min_seeds,
-               "subset": o.primary_subset, "mapping": o.mapping}
+               "subset": o.primary_subset, "mapping": o.mapping, "alpha": load.alpha,
+               "a_last": list(load.a_last), "n_draws": load.n_draws,
+               "min_prompts": MIN_PROMPTS}
     return Section("load", "Policy or capability? Span Δb vs seed floor Φb", tuple(blocks),
                    payload)
 
@@ -146,7 +192,8 @@ def section_outside(ctx: ReportContext) -> Section:
         .otherwise(pl.concat_str([pl.col("size"), pl.col("entity")], separator="/"))
         .alias("who"))
     blocks: list[Block] = [Paragraph(
-        "Guards: score [bootstrap interval]; branch recipes: mean over seeds [seed range]. "
+        "Guards: score [95% Wilson interval]; branch recipes: mean over seeds [lowest to "
+        "highest Wilson bound of the seeds, holding the seed range]. "
         "One table per binary mapping; a guard whose read-out could not follow the mapping "
         "(binary verdict only) or whose prompt set differs gets its own column.")]
     for m in sorted(set(t["mapping"].to_list())):
@@ -156,4 +203,10 @@ def section_outside(ctx: ReportContext) -> Section:
                             f"prompts, {m} mapping, threshold {ctx.options.threshold:g}.",
                             (Column("who", "guard / recipe"), Column("kind", "kind"), *cols),
                             frame))
-    return Section("outside", title, tuple(blocks), {"rows": records(ctx.results.outside.table)})
+        for res in (ctx.results.paired.outside if ctx.results.paired else ()):
+            if res.family == f"outside:{m}":
+                blocks += paired_blocks(res, f"paired_outside_{m}")
+    paired = [paired_payload(r) for r in (ctx.results.paired.outside if ctx.results.paired
+                                          else ())]
+    return Section("outside", title, tuple(blocks), {"rows": records(ctx.results.outside.table),
+                                                     "paired": paired})

@@ -48,7 +48,9 @@ def _sensitive_block(res: SorryCategoriesResult) -> Block:
         "sorry_policy_sensitive", "Categories whose decisions move most between "
         "branches: span = max - min over branches of capture (mean over seeds, then "
         "over sizes); flips = share of prompts on which the branches' majority "
-        "decisions disagree.",
+        "decisions disagree; lowest / highest: the branch with the lowest / highest "
+        "capture (first size), a tie going to the branch listed first in the specs "
+        "(reference, E1…E10).",
         (Column("category", "category"), Column("domain", "domain"),
          Column("span", "span", "pp", best="max"), Column("flip_share", "flips", "pct"),
          Column("min_branch", "lowest"), Column("max_branch", "highest")),

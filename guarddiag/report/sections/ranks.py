@@ -1,0 +1,132 @@
+"""Words for two effects sections: the rank test's ties, and the VAL–score correlations.
+
+The numbers come from :mod:`guarddiag.analyses.rank` (:func:`~guarddiag.analyses.rank.rank_ties`)
+and :mod:`guarddiag.analyses.correlation`; this module only formats them.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import Any
+
+from guarddiag.analyses.correlation import CorrelationResult
+from guarddiag.analyses.rank import BranchRankResult, RankTies
+from guarddiag.report.document import Block, Column, Paragraph, Table
+from guarddiag.report.jsonable import jsonable, records
+from guarddiag.report.sections.common import pct
+
+_WORDS = ("no", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten",
+          "eleven", "twelve")
+
+
+def count_words(n: int) -> str:
+    """0 → 'no', 6 → 'six', 13 → '13'."""
+    return _WORDS[n] if 0 <= n < len(_WORDS) else str(n)
+
+
+def p_words(p: Fraction) -> str:
+    return f"{p.numerator}/{p.denominator} = {float(p):.3g}"
+
+
+def tie_note(size: str, ties: RankTies) -> str:
+    """One sentence group per model size: which branches tie, and what that does to p."""
+    if not ties.blocks:
+        return (f"{size}: no two branches tie, so the tie-aware p is the exact rank-sum p, "
+                f"{p_words(ties.p_tie_aware)}.")
+    parts = []
+    for b in ties.blocks:
+        inside = ("none of them in the group" if b.n_in_group == 0 else
+                  f"{count_words(b.n_in_group)} of them in the group")
+        parts.append(f"{count_words(len(b.branches))} of {count_words(ties.n)} branches tie at "
+                     f"{pct(b.score)} ({', '.join(b.branches)}; {inside})")
+    text = f"{size}: " + "; ".join(parts) + ". "
+    if ties.straddles:
+        text += ("The group shares a tie with branches outside it, so it cannot be told apart "
+                 f"from them: the tie-aware p is {p_words(ties.p_tie_aware)}, larger than the "
+                 f"closed form {p_words(ties.p_closed_form)}, which assumes no ties.")
+    elif ties.extreme_beside_tie:
+        text += (f"The group's {count_words(ties.k)} extreme ranks come from that tie: the test "
+                 "separates the group from a block of branches with identical scores and "
+                 "cannot order branches inside the block. The tie-aware p is "
+                 f"{p_words(ties.p_tie_aware)}"
+                 + (", equal to the closed form because no tie crosses the group's boundary."
+                    if ties.p_tie_aware == ties.p_closed_form else "."))
+    else:
+        text += (f"No tie touches the group's boundary; the tie-aware p is "
+                 f"{p_words(ties.p_tie_aware)}.")
+    return text
+
+
+def rank_tie_blocks(r: BranchRankResult) -> list[Block]:
+    return [Paragraph("Ties. " + " ".join(tie_note(size, t) for size, t in r.ties()))]
+
+
+def rank_tie_payload(ties: RankTies, size: str) -> dict[str, Any]:
+    return jsonable({
+        "p_tie_aware": ties.p_tie_aware, "n_tied": ties.n_tied,
+        "tie_blocks": [{"score": b.score, "branches": list(b.branches),
+                        "n_in_group": b.n_in_group} for b in ties.blocks],
+        "tie_straddles_group": ties.straddles, "extreme_beside_tie": ties.extreme_beside_tie,
+        "tie_note": tie_note(size, ties)})
+
+
+def _rho_sentence(c: CorrelationResult) -> str:
+    out, weak = [], 0
+    for g in c.groups:
+        label = f"{g.load}-load {g.kind}"
+        r = g.result
+        if r.rho is None or r.p_value is None:
+            why = ("no benchmark in this set" if not g.benchmarks else
+                   f"n = {r.n} recipe(s) or a constant input")
+            out.append(f"{label}: ρ undefined ({why}).")
+            continue
+        verdict = "significant" if g.significant else "not significant"
+        weak += not g.significant
+        out.append(f"{label}: ρ = {r.rho:+.2f} (p = {r.p_value:.3g}, n = {r.n} recipes), "
+                   f"{verdict} at {c.alpha:g}.")
+    if weak:
+        out.append(f"A ρ that is not significant ({weak} of {len(c.groups)} here) cannot be "
+                   "told from 0 with this few recipes; that is not evidence of no relation "
+                   "either, and it cannot confirm or refute the study's ρ.")
+    return " ".join(out)
+
+
+def correlation_blocks(c: CorrelationResult, cohort: str) -> list[Block]:
+    excluded = (f" Left out (not among the study's 15 subsets: extra or mutated sets): "
+                f"{', '.join(c.excluded)}." if c.excluded else "")
+    return [
+        Paragraph("Spearman ρ between VAL (4-class accuracy under policy A) and the mean share "
+                  "read unsafe on a set of benchmarks, one point per recipe (size, branch; VAL "
+                  "and scores averaged over its seeds — seed replicates are not independent "
+                  "guards), on the study's benchmarks only, with harmful (CAP) and benign "
+                  f"(OVER-REF) benchmarks kept apart ({cohort}). Study: +0.74 (policy-load) vs "
+                  f"+0.34 (capability-load).{excluded}"),
+        Table("val_correlation", "Spearman ρ (scipy.stats.spearmanr) with its two-sided "
+              "p-value; n = recipes; no interval.",
+              (Column("load", "load"), Column("kind", "kind"),
+               Column("n_benchmarks", "benchmarks", "int"),
+               Column("n_recipes", "recipes", "int"), Column("rho", "ρ", "rho"),
+               Column("p_value", "p", "p"), Column("significant", f"p < {c.alpha:g}")),
+              c.summary_frame()),
+        Paragraph(_rho_sentence(c)),
+        Table("val_correlation_recipes", "Per recipe: seed means of VAL and of the share read "
+              "unsafe on each set (no interval).", (
+                  Column("size", "size"), Column("branch", "branch"),
+                  Column("n_seeds", "seeds", "int"), Column("val", "VAL", "pct"),
+                  *(Column(g.column, f"{g.load}-load {g.kind}", "pct") for g in c.groups)),
+              c.table, collapsed=True),
+    ]
+
+
+def correlation_payload(c: CorrelationResult) -> dict[str, Any]:
+    def one(load: str, kind: str) -> dict[str, Any]:
+        g = c.group(load, kind)
+        return {"rho": g.result.rho, "p_value": g.result.p_value, "n": g.result.n,
+                "benchmarks": list(g.benchmarks), "significant": g.significant}
+
+    return jsonable({
+        "policy": one("policy", "harmful"), "capability": one("capability", "harmful"),
+        "groups": [{"load": g.load, "kind": g.kind, **one(g.load, g.kind)} for g in c.groups],
+        "unit": "recipe", "alpha": c.alpha, "excluded": list(c.excluded),
+        "recipes": records(c.table), "subset": c.subset, "mapping": c.mapping})
+
