@@ -5,11 +5,9 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Iterable
-from typing import Any, TypeVar
+from typing import Any
 
 from tqdm.auto import tqdm
-
-T = TypeVar("T")
 
 
 def _enabled() -> bool:
@@ -20,8 +18,8 @@ def _enabled() -> bool:
     return sys.stderr.isatty()
 
 
-def progress(iterable: Iterable[T] | None = None, *, total: int | None = None, desc: str = "",
-             unit: str = "it", **kwargs: Any) -> tqdm:
+def progress(iterable: Iterable[Any] | None = None, *, total: int | None = None, desc: str = "",
+             unit: str = "it", **kwargs: Any) -> tqdm[Any]:
     """A tqdm bar on stderr; disabled unless stderr is a terminal (or GUARDDIAG_PROGRESS=1)."""
     return tqdm(iterable, total=total, desc=desc, unit=unit, disable=not _enabled(),
                 dynamic_ncols=True, leave=False, file=sys.stderr, **kwargs)

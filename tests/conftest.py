@@ -36,3 +36,32 @@ def one_torch_thread():
 
     with torch_threads(1):
         yield
+
+
+# Folders of the repository that no test may write into (tests write under tmp_path only).
+# Source folders are not watched: they change while one edits the code.
+_WATCHED = ("reports", "work", "runs", "data_manifests", "branches")
+
+
+def _snapshot(root: Path) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for name in _WATCHED:
+        base = root / name
+        if base.is_dir():
+            for p in base.rglob("*"):
+                if p.is_file() and "__pycache__" not in p.parts:
+                    out[p.relative_to(root).as_posix()] = p.stat().st_mtime_ns
+    return out
+
+
+@pytest.fixture(scope="session", autouse=True)
+def repository_left_untouched():
+    """Fail the run if a test created or rewrote a file under reports/, work/, runs/,
+    data_manifests/ or branches/ of the repository (issue 18: `git status` clean after the
+    tests)."""
+    root = Path(__file__).resolve().parents[1]
+    before = _snapshot(root)
+    yield
+    after = _snapshot(root)
+    changed = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
+    assert changed == [], f"tests wrote into the repository (use tmp_path): {changed[:20]}"

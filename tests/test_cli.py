@@ -1,9 +1,13 @@
+import argparse
+import os
 import subprocess
 import sys
 
 import pytest
 
+from guarddiag import cli
 from guarddiag.cli import build_parser, main
+from guarddiag.errors import GuarddiagError
 
 
 def _subcommands(parser):
@@ -28,12 +32,65 @@ def test_every_subcommand_has_help(capsys):
     assert seen >= 1
 
 
-def test_user_error_is_one_line_without_traceback(tmp_path):
-    # A GuarddiagError from a handler becomes "guarddiag: error: ..." and exit status 2.
+def test_unknown_command_is_an_argparse_usage_error(tmp_path):
+    # Rejected by argparse before any handler runs (exit 2 with a usage line).
     out = subprocess.run([sys.executable, "-m", "guarddiag", "--data-dir", str(tmp_path),
                           "nonexistent-command"], capture_output=True, text=True)
     assert out.returncode == 2
     assert "Traceback" not in out.stderr
+    assert "usage:" in out.stderr
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["audit", "--pool", "{tmp}/missing.parquet", "--out", "{tmp}/audit"],
+     "{tmp}/missing.parquet: pool file not found"),
+    (["report", "--runs-dir", "{tmp}/no_runs", "--out", "{tmp}/report"],
+     "{tmp}/no_runs: no predictions.parquet"),
+])
+def test_handler_error_is_one_line_without_traceback(tmp_path, argv, message):
+    # The arguments parse; the handler raises GuarddiagError and main's handler turns it into
+    # one "guarddiag: error: ..." line and exit status 2, in a real process.
+    argv = [a.format(tmp=tmp_path) for a in argv]
+    out = subprocess.run([sys.executable, "-m", "guarddiag", *argv], capture_output=True,
+                         text=True, env={**os.environ, "GUARDDIAG_PROGRESS": "0"})
+    assert out.returncode == 2, out.stderr
+    errors = [line for line in out.stderr.splitlines() if line.startswith("guarddiag:")]
+    assert len(errors) == 1, out.stderr
+    assert errors[0].startswith(f"guarddiag: error: {message.format(tmp=tmp_path)}")
+    assert "Traceback" not in out.stderr
+    assert "usage:" not in out.stderr  # not argparse: the handler ran
+    assert not (tmp_path / "audit").exists()
+    assert not (tmp_path / "report").exists()
+
+
+def test_handler_error_in_process(tmp_path, capsys):
+    code = main(["audit", "--pool", str(tmp_path / "missing.parquet"),
+                 "--out", str(tmp_path / "audit")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2
+    assert err[-1] == f"guarddiag: error: {tmp_path / 'missing.parquet'}: pool file not found"
+
+
+def _parser_whose_handler_raises(exc: BaseException):
+    def build() -> argparse.ArgumentParser:
+        parser = argparse.ArgumentParser(prog="guarddiag")
+
+        def handler(args):
+            raise exc
+
+        parser.set_defaults(handler=handler)
+        return parser
+    return build
+
+
+def test_interrupt_and_user_error_exit_codes(monkeypatch, capsys):
+    monkeypatch.setattr(cli, "build_parser", _parser_whose_handler_raises(KeyboardInterrupt()))
+    assert cli.main([]) == 130
+    assert "interrupted" in capsys.readouterr().err
+    monkeypatch.setattr(cli, "build_parser",
+                        _parser_whose_handler_raises(GuarddiagError("x.yaml: bad field")))
+    assert cli.main([]) == 2
+    assert capsys.readouterr().err == "guarddiag: error: x.yaml: bad field\n"
 
 
 def test_version(capsys):

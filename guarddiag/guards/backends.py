@@ -34,7 +34,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from guarddiag.errors import GuarddiagError
 
@@ -89,7 +89,7 @@ class TextGenerator(ABC):
         Generation with ``text=None`` and ``error`` set; an unreachable back end raises.
         """
 
-    def complete(self, conversations: list[list[dict]], *, max_new_tokens: int,
+    def complete(self, conversations: list[Conversation], *, max_new_tokens: int,
                  temperature: float, seed: int) -> list[str]:
         """The generated text of every conversation, in order.
 
@@ -214,7 +214,8 @@ class HFGenerator(TextGenerator):
         if not getattr(self.tokenizer, "chat_template", None):
             raise GuarddiagError(f"{model}: the tokenizer has no chat template "
                                  f"(chat_template in tokenizer_config.json)")
-        self.model.to(self.device).eval()
+        # transformers types PreTrainedModel.to as functools.wraps(Module.to): unbound, self first.
+        self.model.to(self.device).eval()  # type: ignore[arg-type]
         # Left padding keeps every row's last prompt token next to its first generated token.
         self.tokenizer.padding_side = "left"
         if self.tokenizer.pad_token is None:
@@ -231,12 +232,17 @@ class HFGenerator(TextGenerator):
         from jinja2.exceptions import TemplateError
 
         try:
-            return self.tokenizer.apply_chat_template(
+            # With tokenize=False the template returns the text itself.
+            return cast(str, self.tokenizer.apply_chat_template(
                 conversation, tokenize=False, add_generation_prompt=True,
-                **(template_kwargs or {}))
+                **(template_kwargs or {})))
         except TemplateError as exc:
             raise GuarddiagError(f"{self.spec}: the chat template rejected the conversation "
                                  f"({exc})") from None
+
+    def _decode(self, ids: list[int], *, skip_special_tokens: bool = False) -> str:
+        # decode is typed for a batch of sequences too; one sequence of ids gives one string.
+        return cast(str, self.tokenizer.decode(ids, skip_special_tokens=skip_special_tokens))
 
     def generate(self, conversations: Sequence[Conversation], *, max_new_tokens: int,
                  temperature: float = 0.0, seed: int = 0, top_logprobs: int = 0,
@@ -278,14 +284,14 @@ class HFGenerator(TextGenerator):
                     if tok in self._stop_ids:
                         ids = ids[:cut]
                         break
-                text = self.tokenizer.decode(ids, skip_special_tokens=True)
-                tokens = tuple(self.tokenizer.decode([t]) for t in ids)
+                text = self._decode(ids, skip_special_tokens=True)
+                tokens = tuple(self._decode([t]) for t in ids)
                 alts: tuple[TokenAlternatives, ...] = ()
                 if step_logprobs is not None:
                     k = min(top_logprobs, step_logprobs.shape[-1])
                     vals, toks = step_logprobs[row, :len(ids) or 1].topk(k, dim=-1)
                     alts = tuple(
-                        tuple((self.tokenizer.decode([t]), float(v))
+                        tuple((self._decode([t]), float(v))
                               for t, v in zip(toks[p].tolist(), vals[p].tolist(), strict=True))
                         for p in range(toks.shape[0]))
                 gen = Generation(text=text, tokens=tokens, top_logprobs=alts)
@@ -302,7 +308,7 @@ class HFGenerator(TextGenerator):
         return []
 
     def close(self) -> None:
-        self.model = None  # type: ignore[assignment]
+        self.model = None  # type: ignore[assignment]  # frees the weights; unused after close
 
 
 # ---------------------------------------------------------------------------------------------
@@ -416,7 +422,7 @@ class EndpointGenerator(TextGenerator):
             body["chat_template_kwargs"] = template_kwargs
         return body
 
-    def _post_once(self, payload: bytes) -> dict[str, Any]:
+    def _post_once(self, payload: bytes) -> Any:
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
         if self._api_key:
             headers["Authorization"] = f"Bearer {self._api_key}"
@@ -482,14 +488,14 @@ class EndpointGenerator(TextGenerator):
         for i, key in enumerate(keys):
             hit = self.cache.get(key) if self.cache is not None else None
             if hit is not None:
-                out[i] = _generation(hit, cached=True)
+                out[i] = cached = _generation(hit, cached=True)
                 self.stats.cache_hits += 1
                 if on_result is not None:
-                    on_result(i, out[i])  # type: ignore[arg-type]
+                    on_result(i, cached)
             else:
                 pending.append(i)
         if not pending:
-            return out  # type: ignore[return-value]
+            return [g for g in out if g is not None]
 
         consecutive = 0
         pool = ThreadPoolExecutor(max_workers=self.concurrency,
@@ -497,7 +503,7 @@ class EndpointGenerator(TextGenerator):
         try:
             # Submit at most `concurrency` requests at a time, so an abort leaves few in flight.
             todo = iter(pending)
-            running: dict[Future, int] = {}
+            running: dict[Future[dict[str, Any]], int] = {}
 
             def submit_next() -> bool:
                 i = next(todo, None)
@@ -539,7 +545,7 @@ class EndpointGenerator(TextGenerator):
                     submit_next()
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
-        return out  # type: ignore[return-value]
+        return [g for g in out if g is not None]
 
 
 def repair_jsonl_tail(path: Path) -> None:

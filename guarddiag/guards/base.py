@@ -63,7 +63,8 @@ class GuardVerdict:
     def pred_class(self) -> str | None:
         if self.status != "ok" or self.class_probs is None:
             return None
-        best = max(range(len(CLASSES)), key=lambda i: (self.class_probs[i], -i))  # type: ignore[index]
+        probs = self.class_probs
+        best = max(range(len(CLASSES)), key=lambda i: (probs[i], -i))
         return CLASSES[best]
 
     @classmethod

@@ -385,12 +385,10 @@ def _run_round(round_name: str, ids: list[str], texts: dict[str, str], spec: Com
         mine = [(k, pid) for m, k, pid in todo if m is member]
         if not mine:
             continue
-        gen = (generators or {}).get(member.name)
-        own = gen is None
-        if own:
-            gen = make_generator(member.generator, batch_size=spec.batch_size,
-                                 concurrency=spec.concurrency, timeout_s=spec.timeout_s,
-                                 retries=spec.retries)
+        given = (generators or {}).get(member.name)
+        gen = given if given is not None else make_generator(
+            member.generator, batch_size=spec.batch_size, concurrency=spec.concurrency,
+            timeout_s=spec.timeout_s, retries=spec.retries)
         try:
             for k in range(spec.samples):
                 pids = [pid for kk, pid in mine if kk == k]
@@ -412,10 +410,10 @@ def _run_round(round_name: str, ids: list[str], texts: dict[str, str], spec: Com
                              "raw": g.text})
 
                 counters["asked"] += len(pids)
-                gen.generate(convs, max_new_tokens=spec.max_new_tokens,  # type: ignore[union-attr]
+                gen.generate(convs, max_new_tokens=spec.max_new_tokens,
                              temperature=spec.temperature, seed=spec.seed + k, on_result=store)
         finally:
-            if own and gen is not None:
+            if given is None:  # made here, so closed here
                 gen.close()
     bar.close()
     out: dict[str, bool | None] = {}

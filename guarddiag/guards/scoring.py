@@ -80,9 +80,10 @@ def _record(bench: str, pid: str, text: str, fp: str, v: GuardVerdict) -> dict[s
             "extra": v.extra}
 
 
-def _load_raw(path: Path, fp: str, *, describe: dict[str, Any]) -> dict[tuple[str, str], dict]:
+def _load_raw(path: Path, fp: str, *, describe: dict[str, Any]
+              ) -> dict[tuple[str, str], dict[str, Any]]:
     """Earlier answers of this guard, keyed by (benchmark, prompt id); later lines win."""
-    out: dict[tuple[str, str], dict] = {}
+    out: dict[tuple[str, str], dict[str, Any]] = {}
     if not path.is_file():
         return out
     repair_jsonl_tail(path)
@@ -106,7 +107,7 @@ def _load_raw(path: Path, fp: str, *, describe: dict[str, Any]) -> dict[tuple[st
 def _verdict_from_record(rec: dict[str, Any]) -> GuardVerdict:
     probs = rec.get("class_probs")
     return GuardVerdict(status=rec["status"],
-                        class_probs=tuple(probs) if probs is not None else None,  # type: ignore[arg-type]
+                        class_probs=tuple(probs) if probs is not None else None,
                         verdict=rec.get("verdict"), categories=tuple(rec.get("categories") or ()),
                         p_source=rec.get("p_source") or "", raw=rec.get("raw"),
                         error=rec.get("error"), answered=bool(rec.get("answered", True)))
@@ -249,7 +250,7 @@ def score_guard(adapter: GuardAdapter, *, benchmarks: str | Sequence[str] = "all
 
 
 def _table(name: str, kind: str, frames: dict[str, pl.DataFrame],
-           done: dict[tuple[str, str], dict], decontam: dict[str, frozenset[str]] | None
+           done: dict[tuple[str, str], dict[str, Any]], decontam: dict[str, frozenset[str]] | None
            ) -> pl.DataFrame:
     cols: dict[str, list[Any]] = {c: [] for c in
                                   ("benchmark", "prompt_id", *PROB_COLUMNS, "p_unsafe",
