@@ -487,6 +487,16 @@ def mcnemar_exact(b: int, c: int) -> float:
     return float(min(1.0, 2.0 * scipy.stats.binom.cdf(min(int(b), int(c)), n, 0.5)))
 
 
+def _ascending_p_values(p_values: Sequence[float], name: str) -> tuple[list[float], list[int]]:
+    """The p-values as floats, checked to lie in [0, 1], and their positions in ascending order
+    (ties by input position): the shared first step of every multiplicity adjustment."""
+    p = [float(x) for x in p_values]
+    for x in p:
+        if not 0.0 <= x <= 1.0:
+            raise GuarddiagError(f"{name}: p-values must lie in [0, 1], got {x!r}")
+    return p, sorted(range(len(p)), key=lambda i: (p[i], i))
+
+
 def holm(p_values: Sequence[float]) -> list[float]:
     """Holm's step-down adjusted p-values, in the input order.
 
@@ -494,12 +504,8 @@ def holm(p_values: Sequence[float]) -> list[float]:
     comparison is significant at family-wise level α where its adjusted p < α. Ties among the
     p-values are ordered by input position, which cannot change the adjusted values.
     """
-    p = [float(x) for x in p_values]
-    for x in p:
-        if not 0.0 <= x <= 1.0:
-            raise GuarddiagError(f"holm: p-values must lie in [0, 1], got {x!r}")
+    p, order = _ascending_p_values(p_values, "holm")
     m = len(p)
-    order = sorted(range(m), key=lambda i: (p[i], i))
     out = [0.0] * m
     running = 0.0
     for rank, i in enumerate(order):
@@ -516,12 +522,8 @@ def benjamini_hochberg(p_values: Sequence[float]) -> list[float]:
     Sorted ascending, q_(i) = min_{j ≥ i} min(1, m · p_(j) / j); a test is a discovery at FDR
     level α where its q < α. Ties are ordered by input position (the q-values do not change).
     """
-    p = [float(x) for x in p_values]
-    for x in p:
-        if not 0.0 <= x <= 1.0:
-            raise GuarddiagError(f"benjamini_hochberg: p-values must lie in [0, 1], got {x!r}")
+    p, order = _ascending_p_values(p_values, "benjamini_hochberg")
     m = len(p)
-    order = sorted(range(m), key=lambda i: (p[i], i))
     out = [0.0] * m
     running = 1.0
     for rank in range(m - 1, -1, -1):
