@@ -30,9 +30,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from guarddiag import paths
+from guarddiag.audit import audit_pool
+from guarddiag.data import pull, subset_status
 from guarddiag.errors import GuarddiagError
 from guarddiag.files import write_json
+from guarddiag.pool import build_pool
 from guarddiag.progress import say
+from guarddiag.sorry.mutate import mutate_benchmark, resolve_mutations
 
 DEMO_SIZE = "micro"
 DEMO_SEED = 42
@@ -72,8 +76,6 @@ class DemoResult:
 
 
 def _check_data(data_dir: Path, mirror: str | None) -> None:
-    from guarddiag.data import pull, subset_status
-
     status = subset_status(data_dir=data_dir, ids="study")
     available = [s for s in status if s.status == "available"]
     invalid = [s for s in status if s.status == "invalid"]
@@ -111,9 +113,6 @@ def _no_data_advice(data_dir: Path, why: str) -> str:
 
 def _mutate(mutations: tuple[str, ...], *, data_dir: Path, derived_dir: Path) -> None:
     """Deterministic mutations of the SORRY-Bench subset, when it is available."""
-    from guarddiag.data import subset_status
-    from guarddiag.sorry.mutate import mutate_benchmark
-
     if not mutations:
         return
     status = subset_status(data_dir=data_dir, ids=MUTATED_BENCHMARK)[0]
@@ -128,11 +127,9 @@ def _mutate(mutations: tuple[str, ...], *, data_dir: Path, derived_dir: Path) ->
 
 def run_demo(options: DemoOptions = DemoOptions()) -> DemoResult:
     """Run every stage of the study at demo size; see the module docstring."""
-    from guarddiag.audit import audit_pool
-    from guarddiag.pool import build_pool
+    # torch, transformers and matplotlib load only when the stages that need them run.
     from guarddiag.predict import predict_runs
     from guarddiag.report import ReportOptions, make_report
-    from guarddiag.sorry.mutate import resolve_mutations
     from guarddiag.train import train_branches
     from guarddiag.train.branches import load_branches, select_branches
 

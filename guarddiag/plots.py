@@ -103,7 +103,7 @@ def span_vs_floor(load: BenchmarkLoadResult, *, subset: str, mapping: str) -> Fi
                 label="widest seed floor Φb")
         ax.plot(median, y - 0.18, "k|", markersize=6, label="median seed floor")
         for yi, load_call in zip(y, t["load"].to_list(), strict=True):
-            ax.text(101, yi, load_call, va="center", fontsize=6,
+            ax.text(101, float(yi), load_call, va="center", fontsize=6,
                     color=_GREEN if load_call == "policy" else "black")
         ax.set_yticks(y, [_short(n) for n in names])
         ax.set_xlim(0, 118)

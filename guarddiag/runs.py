@@ -90,11 +90,18 @@ def read_run_meta(run_dir: Path) -> dict[str, Any]:
 # ----------------------------------------------------------------------------- score cache
 
 class ScoredSubset(Protocol):
-    """What the cache needs to know of a subset to score (see predict's ``ScoringInput``)."""
+    """What the cache needs to know of a subset to score (see predict's ``ScoringInput``).
 
-    benchmark: str
-    prompt_ids: list[str]
-    sha256: str
+    Read-only members, so a frozen dataclass satisfies it."""
+
+    @property
+    def benchmark(self) -> str: ...
+
+    @property
+    def prompt_ids(self) -> Sequence[str]: ...
+
+    @property
+    def sha256(self) -> str: ...
 
 
 S = TypeVar("S", bound=ScoredSubset)

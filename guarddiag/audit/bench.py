@@ -18,6 +18,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 import polars as pl
@@ -27,6 +28,7 @@ from guarddiag.audit.neardup import similar_pairs
 from guarddiag.audit.outputs import save_audit_figure
 from guarddiag.audit.run import audit_pool
 from guarddiag.errors import GuarddiagError
+from guarddiag.figures import paper_style
 from guarddiag.progress import say
 from guarddiag.text import jaccard, normalise, word_set
 
@@ -207,8 +209,9 @@ def bench_audit(*, rows: int = 1_000_000, near_rows: int = 270_000, threshold: f
     pool = synthetic_pool(corpus_texts, bench_texts, rows=n_synthetic, seed=seed,
                           threshold=threshold)
     generate_s = time.perf_counter() - started
-    median_words = float(pool.frame.get_column("text").str.split(" ").list.len().median()
-                         or 0.0)
+    # The median of word counts is a number, or None for an empty pool.
+    median = pool.frame.get_column("text").str.split(" ").list.len().median()
+    median_words = float(cast("float | None", median) or 0.0)
 
     phases = []
     with tempfile.TemporaryDirectory(prefix="guarddiag-bench-") as tmp:
@@ -326,7 +329,8 @@ def brute_force_pairs(bench_sets: list[frozenset[str]], pool_sets: list[frozense
             vocab.setdefault(w, len(vocab))
 
     def matrix(sets: list[frozenset[str]]) -> sp.csr_matrix:
-        indptr, indices = [0], []
+        indptr: list[int] = [0]
+        indices: list[int] = []
         for s in sets:
             indices.extend(vocab[w] for w in s if w in vocab)
             indptr.append(len(indices))
@@ -392,7 +396,7 @@ def plot_recall(result: RecallResult) -> object:
 
     style = {"font.size": 8, "axes.spines.top": False, "axes.spines.right": False,
              "font.family": "DejaVu Sans"}
-    with plt.rc_context(style):
+    with paper_style(style):
         fig, ax = plt.subplots(figsize=(5.0, 2.6), layout="constrained")
         names = ["J = 1" if lo == hi else f"[{lo:.2f}, {hi:.2f})"
                  for lo, hi, _, _ in result.buckets]

@@ -8,6 +8,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import polars as pl
+
 from guarddiag import files
 from guarddiag.audit.result import (
     FORMAT_VERSION,
@@ -17,7 +19,7 @@ from guarddiag.audit.result import (
     UnavailableBenchmark,
 )
 from guarddiag.errors import GuarddiagError
-from guarddiag.figures import save_figure
+from guarddiag.figures import paper_style, save_figure
 
 __all__ = ["AUDIT_FIGURE_SAVE", "load_audit", "load_decontaminated", "load_if_current",
            "plot_overlap", "save_audit_figure", "write_audit"]
@@ -125,7 +127,7 @@ def load_audit(audit_dir: str | Path) -> AuditResult:
     return AuditResult(
         benchmarks=tuple(benches),
         unavailable=tuple(UnavailableBenchmark(k, v) for k, v in doc["unavailable"].items()),
-        overlap=overlap.cast(OVERLAP_SCHEMA), decontaminated=deco,
+        overlap=overlap.cast(pl.Schema(OVERLAP_SCHEMA)), decontaminated=deco,
         pool_rows=doc["pool_rows"], near_dup=doc["near_dup"], threshold=doc["threshold"],
         drop_near=doc["decontamination_drops"] == "exact+near", out_dir=audit_dir,
         titles=doc.get("titles", {}))
@@ -178,7 +180,7 @@ def plot_overlap(result: AuditResult) -> Any:
     style = {"font.size": 8, "axes.titlesize": 9, "axes.labelsize": 8, "xtick.labelsize": 7.5,
              "ytick.labelsize": 7.5, "legend.fontsize": 7.5, "font.family": "DejaVu Sans",
              "axes.spines.top": False, "axes.spines.right": False, "svg.hashsalt": "guarddiag"}
-    with plt.rc_context(style):
+    with paper_style(style):
         fig, ax = plt.subplots(figsize=(6.3, 0.8 + 0.28 * max(count, 1)), layout="constrained")
         ys = list(range(count))
         height = 0.38 if result.near_dup else 0.6

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import cast
 
 import polars as pl
 
@@ -36,7 +37,7 @@ def _text_values(df: pl.DataFrame, path: Path, column: str) -> list[str]:
     series = df.get_column(column)
     if series.dtype == pl.Binary:
         # Parquet "binary" columns arrive undecoded; find the first row that is not UTF-8.
-        decoded = []
+        decoded: list[str | None] = []
         for row, raw in enumerate(series.to_list(), start=1):
             if raw is None:
                 decoded.append(None)
@@ -52,7 +53,8 @@ def _text_values(df: pl.DataFrame, path: Path, column: str) -> list[str]:
                              "values")
     blank = series.is_null() | (series.str.strip_chars().str.len_chars() == 0)
     if blank.any():
-        row = int(blank.arg_max()) + 1
+        # arg_max is None only for an empty series, and this one holds a True.
+        row = cast(int, blank.arg_max()) + 1
         count = int(blank.sum())
         more = f" ({count} empty rows in all)" if count > 1 else ""
         raise GuarddiagError(f"{at(path, row=row, field=column)}: empty text; every pool row "

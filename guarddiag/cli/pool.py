@@ -81,6 +81,6 @@ def _run_build(args: argparse.Namespace) -> int:
     short = {"GENERIC_SAFE": "G_SAFE", "BOUNDARY_SAFE": "B_SAFE", "HARMFUL": "HARMFUL",
              "COMPOUND": "COMPOUND"}
     print(f"{'':<15}" + "".join(f"{short[c]:>10}" for c in CLASSES))
-    for name, row in zip(CLASSES, a.confusion, strict=True):
-        print(f"{name:<15}" + "".join(f"{v:>10,}" for v in row))
+    for name, counts in zip(CLASSES, a.confusion, strict=True):
+        print(f"{name:<15}" + "".join(f"{v:>10,}" for v in counts))
     return 0

@@ -17,6 +17,7 @@ import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -169,26 +170,25 @@ def _status(manifest: BenchmarkManifest, data_dir: Path
             ) -> tuple[SubsetStatus, pl.DataFrame | None]:
     missing = tuple(str(manifest.file_path(e, data_dir)) for e in manifest.files
                     if not manifest.file_path(e, data_dir).is_file())
-    common = {"id": manifest.id, "kind": manifest.kind, "study": manifest.study,
-              "derived": manifest.derived, "expected": manifest.expected_count,
-              "source": manifest.source}
+    status_of = partial(SubsetStatus, id=manifest.id, kind=manifest.kind,
+                        study=manifest.study, derived=manifest.derived,
+                        expected=manifest.expected_count, source=manifest.source)
     if missing:
         msg = (f"{manifest.id}: file not found: {missing[0]}"
                + (f" (+{len(missing) - 1} more)" if len(missing) > 1 else "")
                + f"; get it with `guarddiag data pull --ids {manifest.id}` "
                f"(source: {manifest.source})")
-        return SubsetStatus(status="unavailable", found=None, sha256=None,
-                            checksum_verified=False, missing=missing, message=msg,
-                            **common), None
+        return status_of(status="unavailable", found=None, sha256=None,
+                         checksum_verified=False, missing=missing, message=msg), None
     try:
         frame, digest, verified = _load_subset(manifest, data_dir)
     except GuarddiagError as exc:
-        return SubsetStatus(status="invalid", found=None, sha256=None, checksum_verified=False,
-                            missing=(), message=str(exc), **common), None
+        return status_of(status="invalid", found=None, sha256=None, checksum_verified=False,
+                         missing=(), message=str(exc)), None
     note = None if verified else (f"{manifest.id}: no pinned sha256; row count verified, "
                                   f"computed sha256 {digest}")
-    return SubsetStatus(status="available", found=frame.height, sha256=digest,
-                        checksum_verified=verified, missing=(), message=note, **common), frame
+    return status_of(status="available", found=frame.height, sha256=digest,
+                     checksum_verified=verified, missing=(), message=note), frame
 
 
 def subset_status(*, data_dir: str | os.PathLike[str] | None = None,

@@ -459,7 +459,8 @@ def _parse_file(entry: Any, loc: str, problems: Problems, *, derived: bool
         problems.add(fld("tree_levels"), "expected a list of non-empty strings, got None")
     elif fmt != "json_tree" and "tree_levels" in entry:
         problems.add(fld("tree_levels"), "only a json_tree file has tree_levels")
-    if len(problems.items) > n_before:
+    # path and format are required: read_fields has recorded a problem when either is absent.
+    if len(problems.items) > n_before or rel is None or fmt is None:
         return None
     return BenchmarkFile(
         path=rel, format=fmt, sha256=values["sha256"], rows=values["rows"],

@@ -13,6 +13,7 @@ Class probabilities are the softmax over the model's labels, summed per class.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -21,13 +22,12 @@ from guarddiag.errors import GuarddiagError
 from guarddiag.guards.backends import load_error, resolve_model_source
 from guarddiag.guards.base import GuardAdapter, GuardVerdict, class_probs_from, slug
 from guarddiag.labels import CLASSES
+from guarddiag.spec import mapping_section
 
 
 def load_label_map(source: str | Path | Mapping[str, str], *, what: str = "labels"
                    ) -> dict[str, str]:
     """``{label: class}`` from a mapping or a YAML file with a ``labels:`` mapping."""
-    from guarddiag.spec import mapping_section
-
     doc, where = mapping_section(source, "labels", what=what, entries="label → class")
     out: dict[str, str] = {}
     for label, cls in doc.items():
@@ -113,6 +113,4 @@ class HFClassifierAdapter(GuardAdapter):
 
 
 def _json(obj: Any) -> str:
-    import json
-
     return json.dumps(obj, sort_keys=True)

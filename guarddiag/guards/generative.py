@@ -32,6 +32,7 @@ from guarddiag.guards.parsing import (
     parse_yes_no,
     verdict_distribution,
 )
+from guarddiag.spec import mapping_section
 
 QWEN3GUARD_CLASSES: dict[str, str] = {
     "Safe": "GENERIC_SAFE", "Controversial": "BOUNDARY_SAFE", "Unsafe": "HARMFUL"}
@@ -255,8 +256,6 @@ class LlamaGuardAdapter(GenerativeGuard):
 def load_categories(source: str | Path | dict[str, str]) -> dict[str, str]:
     """A Llama Guard category list: ``{"S1": "Violent Crimes.", …}`` or a YAML file holding a
     ``categories:`` mapping of code → description."""
-    from guarddiag.spec import mapping_section
-
     doc, where = mapping_section(source, "categories", what="categories",
                                  entries="code → description")
     out: dict[str, str] = {}

@@ -17,6 +17,7 @@ error; prompts of a scored benchmark that the file lacks are ``failed`` and repo
 
 from __future__ import annotations
 
+import json
 from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ from typing import Any
 import polars as pl
 
 from guarddiag.errors import GuarddiagError
+from guarddiag.files import read_table, sha256_file
 from guarddiag.guards.base import ClassProbs, GuardAdapter, GuardVerdict, one_hot, slug
 from guarddiag.guards.classifier import load_label_map
 from guarddiag.labels import CLASSES, PROB_COLUMNS
@@ -50,8 +52,6 @@ class PredictionsFileAdapter(GuardAdapter):
                  labels: str | Path | Mapping[str, str] | None = None, name: str | None = None):
         if not file:
             raise GuarddiagError("guard 'file' needs --file <predictions table>")
-        from guarddiag.files import read_table, sha256_file
-
         self.path = Path(file)
         df = read_table(self.path)
         self.sha256 = sha256_file(self.path)
@@ -147,8 +147,6 @@ class PredictionsFileAdapter(GuardAdapter):
                     f"{'' if self.custom_labels else '; map others with --labels'})")
             probs = one_hot(cls)
             verdict = text
-        import json
-
         return GuardVerdict(status="ok", class_probs=probs, verdict=verdict, p_source="file",
                             raw=json.dumps(raw, sort_keys=True, default=str))
 

@@ -27,11 +27,13 @@ from typing import Any
 
 import polars as pl
 
-from guarddiag import files
+from guarddiag import data, files
+from guarddiag.audit import load_decontaminated
 from guarddiag.errors import GuarddiagError
 from guarddiag.guards.backends import repair_jsonl_tail
 from guarddiag.guards.base import GuardAdapter, GuardVerdict, check_guard_name
 from guarddiag.labels import CLASSES, PROB_COLUMNS, get_mapping
+from guarddiag.predictions import validate
 from guarddiag.progress import progress, say
 
 RUN_PREFIX = "guard/"
@@ -117,58 +119,46 @@ def _decontaminated(audit_dir: Path | None) -> dict[str, frozenset[str]] | None:
     # The same rule as `guarddiag predict`, so every run agrees on each prompt's flag.
     if audit_dir is None or not Path(audit_dir).is_dir():
         return None
-    from guarddiag.audit import load_decontaminated
-
     return load_decontaminated(audit_dir)
 
 
-def score_guard(adapter: GuardAdapter, *, benchmarks: str | Sequence[str] = "all",
-                runs_dir: str | Path = "work/runs", audit_dir: str | Path | None = "work/audit",
-                data_dir: str | Path | None = None, derived_dir: str | Path | None = None,
-                frames: dict[str, pl.DataFrame] | None = None, name: str | None = None,
-                mapping: str = "loose", chunk_size: int | None = None,
-                benchmark_sha256: dict[str, str] | None = None) -> GuardScoreResult:
-    """Score ``adapter`` on the benchmarks and write its predictions table (see module doc).
+@dataclass(frozen=True)
+class _Inputs:
+    """The benchmark frames to score, after the adapter's ``prepare``."""
 
-    ``frames`` injects benchmark frames (``benchmark``, ``prompt_id``, ``text``,
-    ``label_kind``) instead of loading ``benchmarks`` from the data directory. Answers are
-    stored every ``chunk_size`` prompts (default: the adapter's ``chunk_size``).
-    """
-    read_out = get_mapping(mapping)
-    name = check_guard_name(name or adapter.name)
+    frames: dict[str, pl.DataFrame]
+    benchmark_sha256: dict[str, str] | None
+    unavailable: tuple[str, ...]
+
+
+def _select_inputs(adapter: GuardAdapter, name: str, *, benchmarks: str | Sequence[str],
+                   data_dir: str | Path | None, derived_dir: str | Path | None,
+                   frames: dict[str, pl.DataFrame] | None,
+                   benchmark_sha256: dict[str, str] | None) -> _Inputs:
+    """The injected ``frames``, or the selected benchmarks loaded from the data directory."""
     unavailable: tuple[str, ...] = ()
     known: list[str] | None = None
     if frames is None:
-        from guarddiag.data import load_benchmarks, load_manifests
-
-        bset = load_benchmarks(benchmarks, data_dir=data_dir, derived_dir=derived_dir)
+        bset = data.load_benchmarks(benchmarks, data_dir=data_dir, derived_dir=derived_dir)
         frames = bset.frames
         benchmark_sha256 = bset.sha256
         unavailable = tuple(s.id for s in bset.unavailable)
         for status in bset.unavailable:
             say(f"skipping {status.id}: unavailable ({status.message})")
-        known = list(load_manifests(derived_dir=derived_dir))
+        known = list(data.load_manifests(derived_dir=derived_dir))
     if not frames:
         raise GuarddiagError(f"no benchmark prompts to score (selected: {benchmarks}; "
                              f"unavailable: {', '.join(unavailable) or 'none'})")
     frames = adapter.prepare(frames, known=known)
     if not frames:
         raise GuarddiagError(f"guard {name}: none of the selected benchmarks can be scored")
+    return _Inputs(frames, benchmark_sha256, unavailable)
 
-    out_dir = Path(runs_dir) / "outside"
-    out_dir.mkdir(parents=True, exist_ok=True)
-    table_path = out_dir / f"{name}.parquet"
-    raw_path = out_dir / f"{name}.raw.jsonl"
-    fp = fingerprint(adapter)
-    if getattr(adapter, "resumable", True):
-        done = _load_raw(raw_path, fp, describe=adapter.describe())
-    else:
-        done = {}
-        raw_path.unlink(missing_ok=True)
 
-    # ── ask the guard what it has not answered yet ─────────────────────────────────────────
-    ordered = {b: frames[b].with_columns(pl.col("prompt_id").cast(pl.String))
-               for b in sorted(frames)}
+def _unanswered(ordered: dict[str, pl.DataFrame], done: dict[tuple[str, str], dict[str, Any]]
+                ) -> tuple[list[pl.DataFrame], int]:
+    """Per benchmark, the prompts without a usable earlier answer (with a ``benchmark``
+    column), and how many earlier answers are reused."""
     pending: list[pl.DataFrame] = []
     n_reused = 0
     for bench, frame in ordered.items():
@@ -183,11 +173,16 @@ def score_guard(adapter: GuardAdapter, *, benchmarks: str | Sequence[str] = "all
         todo = frame.filter(pl.Series(keep, dtype=pl.Boolean))
         if todo.height:
             pending.append(todo.with_columns(pl.lit(bench).alias("benchmark")))
+    return pending, n_reused
+
+
+def _ask(adapter: GuardAdapter, name: str, pending: list[pl.DataFrame], *, fp: str,
+         chunk_size: int, raw_path: Path, done: dict[tuple[str, str], dict[str, Any]],
+         n_reused: int) -> int:
+    """Ask the guard for every pending prompt, ``chunk_size`` at a time; each answer goes into
+    ``done`` and is appended to the raw log as it arrives. Returns the number asked."""
     n_asked = 0
-    chunk_size = max(1, int(chunk_size or adapter.chunk_size))
     total = sum(p.height for p in pending)
-    if n_reused:
-        say(f"{name}: reusing {n_reused} answer(s) from {raw_path}")
     bar = progress(total=total, desc=f"guard {name}", unit="prompt")
     try:
         with open(raw_path, "a", encoding="utf-8") as raw_fh:
@@ -215,18 +210,14 @@ def score_guard(adapter: GuardAdapter, *, benchmarks: str | Sequence[str] = "all
                              f"resumes") from None
     finally:
         bar.close()
+    return n_asked
 
-    # ── the predictions table ──────────────────────────────────────────────────────────────
-    decontam = _decontaminated(Path(audit_dir) if audit_dir is not None else None)
-    table = _table(name, adapter.kind, ordered, done, decontam)
-    from guarddiag.predictions import validate
 
-    table = validate(table, source=str(table_path))
-    files.write_parquet(table, table_path)
-    summary = _summary(table, ordered, read_out.name)
-    n_failed = int((table["status"] == "failed").sum())
+def _notes(*, decontam_known: bool, audit_dir: str | Path | None,
+           ordered: dict[str, pl.DataFrame], done: dict[tuple[str, str], dict[str, Any]]
+           ) -> tuple[str, ...]:
     notes = []
-    if decontam is None:
+    if not decontam_known:
         notes.append(f"no audit folder at {audit_dir}: survives_decontam is True everywhere; "
                      f"run `guarddiag audit`, then score again (answers are reused)")
     n_unanswered = sum(1 for (b, p), r in done.items() if b in ordered and
@@ -234,19 +225,70 @@ def score_guard(adapter: GuardAdapter, *, benchmarks: str | Sequence[str] = "all
     if n_unanswered:
         notes.append(f"{n_unanswered} prompt(s) got no answer (recorded as failed); a rerun "
                      f"asks them again")
+    return tuple(notes)
+
+
+def score_guard(adapter: GuardAdapter, *, benchmarks: str | Sequence[str] = "all",
+                runs_dir: str | Path = "work/runs", audit_dir: str | Path | None = "work/audit",
+                data_dir: str | Path | None = None, derived_dir: str | Path | None = None,
+                frames: dict[str, pl.DataFrame] | None = None, name: str | None = None,
+                mapping: str = "loose", chunk_size: int | None = None,
+                benchmark_sha256: dict[str, str] | None = None) -> GuardScoreResult:
+    """Score ``adapter`` on the benchmarks and write its predictions table (see module doc).
+
+    ``frames`` injects benchmark frames (``benchmark``, ``prompt_id``, ``text``,
+    ``label_kind``) instead of loading ``benchmarks`` from the data directory. Answers are
+    stored every ``chunk_size`` prompts (default: the adapter's ``chunk_size``).
+    """
+    read_out = get_mapping(mapping)
+    name = check_guard_name(name or adapter.name)
+    inputs = _select_inputs(adapter, name, benchmarks=benchmarks, data_dir=data_dir,
+                            derived_dir=derived_dir, frames=frames,
+                            benchmark_sha256=benchmark_sha256)
+
+    out_dir = Path(runs_dir) / "outside"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    table_path = out_dir / f"{name}.parquet"
+    raw_path = out_dir / f"{name}.raw.jsonl"
+    fp = fingerprint(adapter)
+    if getattr(adapter, "resumable", True):
+        done = _load_raw(raw_path, fp, describe=adapter.describe())
+    else:
+        done = {}
+        raw_path.unlink(missing_ok=True)
+
+    ordered = {b: inputs.frames[b].with_columns(pl.col("prompt_id").cast(pl.String))
+               for b in sorted(inputs.frames)}
+    pending, n_reused = _unanswered(ordered, done)
+    chunk_size = max(1, int(chunk_size or adapter.chunk_size))
+    if n_reused:
+        say(f"{name}: reusing {n_reused} answer(s) from {raw_path}")
+    n_asked = _ask(adapter, name, pending, fp=fp, chunk_size=chunk_size, raw_path=raw_path,
+                   done=done, n_reused=n_reused)
+
+    decontam = _decontaminated(Path(audit_dir) if audit_dir is not None else None)
+    table = validate(_table(name, adapter.kind, ordered, done, decontam),
+                     source=str(table_path))
+    files.write_parquet(table, table_path)
+    summary = _summary(table, ordered, read_out.name)
+    n_failed = int((table["status"] == "failed").sum())
+    notes = _notes(decontam_known=decontam is not None, audit_dir=audit_dir, ordered=ordered,
+                   done=done)
+    sha256 = inputs.benchmark_sha256 or {}
     files.write_json({
         "guard": name, "run_id": RUN_PREFIX + name, "adapter": adapter.describe(),
         "source": getattr(adapter, "source", None),
-        "fingerprint": fp, "benchmarks": sorted(ordered), "unavailable": list(unavailable),
-        "benchmark_sha256": {b: (benchmark_sha256 or {}).get(b) for b in sorted(ordered)},
+        "fingerprint": fp, "benchmarks": sorted(ordered),
+        "unavailable": list(inputs.unavailable),
+        "benchmark_sha256": {b: sha256.get(b) for b in sorted(ordered)},
         "n_prompts": table.height, "n_failed": n_failed, "decontam_known": decontam is not None,
         "versions": files.package_versions(), "git_sha": files.git_sha(),
     }, out_dir / f"{name}.meta.json")
     return GuardScoreResult(name=name, table_path=table_path, raw_path=raw_path,
                             n_prompts=table.height, n_asked=n_asked, n_reused=n_reused,
                             n_failed=n_failed, mapping=read_out.name, summary=summary,
-                            unavailable=unavailable, decontam_known=decontam is not None,
-                            notes=tuple(notes))
+                            unavailable=inputs.unavailable,
+                            decontam_known=decontam is not None, notes=notes)
 
 
 def _table(name: str, kind: str, frames: dict[str, pl.DataFrame],

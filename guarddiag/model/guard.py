@@ -5,14 +5,17 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
 
 from guarddiag.errors import GuarddiagError
 from guarddiag.model.sizes import N_CLASSES, N_PILLARS, ModelSize, get_size
-from guarddiag.model.tokenizer import GuardTokenizer
+from guarddiag.model.tokenizer import GuardTokenizer, SpecialIds
+
+if TYPE_CHECKING:
+    from transformers import ModernBertModel
 
 
 @dataclass(frozen=True)
@@ -38,7 +41,7 @@ class GuardHeads(nn.Module):
 class GuardModel(nn.Module):
     """ModernBERT encoder + the three heads."""
 
-    def __init__(self, encoder: nn.Module):
+    def __init__(self, encoder: ModernBertModel):
         super().__init__()
         self.encoder = encoder
         hidden = encoder.config.hidden_size
@@ -87,7 +90,7 @@ def length_sorted_batches(lengths: Sequence[int], batch_size: int) -> list[list[
     return [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
 
 
-def encoder_config(size: ModelSize, *, vocab_size: int, special_ids: dict[str, int]) -> Any:
+def encoder_config(size: ModelSize, *, vocab_size: int, special_ids: SpecialIds) -> Any:
     """A ModernBertConfig of the size's shape for a vocabulary trained here."""
     from transformers import ModernBertConfig
 

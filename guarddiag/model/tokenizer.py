@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from tokenizers import Tokenizer
 
@@ -13,6 +13,16 @@ from guarddiag.files import write_text
 from guarddiag.runs import TOKENIZER_FILE
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+
+
+class SpecialIds(TypedDict):
+    """The special-token ids a ModernBertConfig takes as keyword arguments."""
+
+    pad_token_id: int
+    cls_token_id: int
+    sep_token_id: int
+    bos_token_id: int
+    eos_token_id: int
 
 
 class GuardTokenizer:
@@ -36,7 +46,7 @@ class GuardTokenizer:
     def vocab_size(self) -> int:
         return self.tokenizer.get_vocab_size(with_added_tokens=True)
 
-    def special_ids(self) -> dict[str, int]:
+    def special_ids(self) -> SpecialIds:
         # ModernBERT uses [CLS] as BOS and [SEP] as EOS.
         return {"pad_token_id": self.pad_id, "cls_token_id": self.cls_id,
                 "sep_token_id": self.sep_id, "bos_token_id": self.cls_id,

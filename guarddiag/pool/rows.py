@@ -122,7 +122,8 @@ def sample_rows(frame: pl.DataFrame, take: Take, rng: np.random.Generator) -> li
         return keep
     if take.mode == "n":
         k = min(int(take.value), len(keep))
-        chosen = rng.choice(len(keep), size=k, replace=False) if k else []
+        chosen: np.ndarray | list[int] = (rng.choice(len(keep), size=k, replace=False)
+                                           if k else [])
         return sorted(keep[i] for i in chosen)
     strata: dict[tuple[str, str], list[int]] = defaultdict(list)
     for i in keep:

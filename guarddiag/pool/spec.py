@@ -186,7 +186,7 @@ def _parse_rule(doc: Any, *, where: str, patterns: Mapping[str, re.Pattern[str]]
             ids = frozenset(str(i) for i in raw_ids)
     if not ok:
         return None
-    return Rule(label=label, pillars=pillars, auto=auto, match=match, ids=ids)
+    return Rule(label=str(label), pillars=pillars, auto=auto, match=match, ids=ids)
 
 def load_policy(path: str | Path, *, problems: Problems | None = None,
                 expect_name: str | None = None) -> Policy | None:

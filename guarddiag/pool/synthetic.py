@@ -104,7 +104,7 @@ _QUOTED = re.compile(r'"([^"]+)"')
 def benchmark_titles(rows: Sequence[PoolRow]) -> set[str]:
     """Normalised titles quoted in HarmBench's copyright behaviours ("Generate the lyrics of
     "X" by Y"): synthetic requests must not name them, so they never copy a benchmark item."""
-    out = set()
+    out: set[str] = set()
     for row in rows:
         if row.category is not None and row.category.startswith("copyright"):
             out.update(normalise(t) for t in _QUOTED.findall(row.text))
@@ -209,6 +209,9 @@ def build_compound(recipe: Recipe, natural: Sequence[PoolRow], wrappers: Sequenc
         keys = [*b.keys, *r.keys]
         wrapped = bool(wrappers) and rng.random() < spec.wrapper_share
         if wrapped:
+            if recipe.wrappers is None:
+                raise ValueError(f"{recipe.path}: wrappers given, but the recipe has no "
+                                 f"wrappers section to read their placeholder from")
             w_idx = int(rng.integers(len(wrappers)))
             text, offset = _wrap(wrappers[w_idx], text, recipe.wrappers.placeholder)
             start += offset

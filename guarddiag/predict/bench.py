@@ -47,6 +47,8 @@ def bench_predict(guard: LoadedGuard, texts: Sequence[str], *, batch_size: int =
             t0 = time.perf_counter()
             out = guard_logits(guard, texts, batch_size=batch_size, bucketed=bucketed)
             best = min(best, time.perf_counter() - t0)
+        if out is None:
+            raise ValueError(f"bench_predict: repeats must be at least 1, got {repeats}")
         return len(texts) / best, out
 
     fast, a = timed(True)

@@ -28,7 +28,8 @@ class EncodedRows:
 def encode_rows(tokenizer: GuardTokenizer, rows: LabelledRows, *,
                 max_length: int) -> EncodedRows:
     encodings = tokenizer.encode(rows.texts, max_length=max_length)
-    ids, span_tokens = [], []
+    ids: list[list[int]] = []
+    span_tokens: list[np.ndarray | None] = []
     for enc, span in zip(encodings, rows.spans, strict=True):
         ids.append(list(enc.ids))
         if span is None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import time
 from dataclasses import asdict, dataclass
+from functools import partial
 
 import polars as pl
 import torch
@@ -58,22 +59,21 @@ def bench_recalibrate(guard: LoadedGuard, rows: LabelledRows, *, epochs: int = 1
     weights (up to float rounding of differently padded batches)."""
     enc = encode_rows(guard.tokenizer, rows, max_length=guard.max_length)
     weights = LossWeights()
-    kwargs = {"classes": rows.classes, "pillars": rows.pillars, "epochs": epochs, "lr": lr,
-              "batch_size": batch_size, "weight_decay": 0.0, "seed": seed,
-              "weights": weights}
+    train = partial(train_heads, classes=rows.classes, pillars=rows.pillars, epochs=epochs,
+                    lr=lr, batch_size=batch_size, weight_decay=0.0, seed=seed, weights=weights)
     cached_model = copy.deepcopy(guard.model)
     t0 = time.perf_counter()
     feats = encoder_states(cached_model, enc, rows, pad_id=guard.tokenizer.pad_id)
     t1 = time.perf_counter()
-    train_heads(cached_model, features=feats.rows, whitening=fit_whitening(feats), **kwargs)
+    train(cached_model, features=feats.rows, whitening=fit_whitening(feats))
     t2 = time.perf_counter()
     slow_model = copy.deepcopy(guard.model)
     # The recomputing route needs the same whitening statistics, i.e. one full pass of its
     # own (counted in its time), then re-runs the encoder for every batch.
     stats = encoder_states(slow_model, enc, rows, pad_id=guard.tokenizer.pad_id)
-    train_heads(slow_model, features=recomputing_features(slow_model, enc, rows,
-                                                          pad_id=guard.tokenizer.pad_id),
-                whitening=fit_whitening(stats), **kwargs)
+    train(slow_model, features=recomputing_features(slow_model, enc, rows,
+                                                    pad_id=guard.tokenizer.pad_id),
+          whitening=fit_whitening(stats))
     t3 = time.perf_counter()
     with torch.no_grad():
         p_cached = torch.softmax(cached_model.heads.class_head(feats.cls), -1)

@@ -124,8 +124,10 @@ _ROUTE_REQUIRED = {"hard_labels": {"max_length", "train_rows"}, "distill": {"tea
                    "head_only": {"parent", "calibration_fraction"}}
 
 
-def _fraction(name: str, **bounds: bool) -> Field:
-    return Field(name, "number", minimum=0.0, maximum=1.0, **bounds)
+def _fraction(name: str, *, required: bool = False, open_minimum: bool = False,
+              open_maximum: bool = False) -> Field:
+    return Field(name, "number", required=required, minimum=0.0, maximum=1.0,
+                 open_minimum=open_minimum, open_maximum=open_maximum)
 
 
 BRANCH_FIELDS: tuple[Field, ...] = (

@@ -79,7 +79,7 @@ class EvalResult:
     weights."""
 
 
-def batch_loss(model: GuardModel, idx: np.ndarray, enc: EncodedRows, rows: LabelledRows, *,
+def batch_loss(model: GuardModel, idx: list[int], enc: EncodedRows, rows: LabelledRows, *,
                pad_id: int, teacher: np.ndarray | None, weights: LossWeights
                ) -> tuple[torch.Tensor, dict[str, float], torch.Tensor]:
     """One batch through the full model and the guard loss: (loss, its parts, class logits).

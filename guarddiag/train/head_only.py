@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from guarddiag.errors import GuarddiagError
-from guarddiag.model.guard import GuardModel, length_sorted_batches
+from guarddiag.model.guard import GuardHeads, GuardModel, length_sorted_batches
 from guarddiag.model.sizes import N_PILLARS
 from guarddiag.model.store import load_guard, save_guard
 from guarddiag.pool.table import Pool, sample_split
@@ -99,7 +99,7 @@ def encoder_states(model: GuardModel, enc: EncodedRows, rows: LabelledRows, *,
     return CachedStates(cls, ts[order], tr[order], tt[order])
 
 
-def head_loss(heads: torch.nn.Module, feats: CachedStates, classes: torch.Tensor,
+def head_loss(heads: GuardHeads | WhitenedHeads, feats: CachedStates, classes: torch.Tensor,
               pillars: torch.Tensor, weights: LossWeights
               ) -> tuple[torch.Tensor, dict[str, float]]:
     """:func:`guard_loss` of the heads on encoder features (no teacher on this route)."""

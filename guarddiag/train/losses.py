@@ -64,6 +64,8 @@ def guard_loss(class_logits: torch.Tensor, pillar_logits: torch.Tensor,
     parts["pillar"] = float(bce_p.detach())
     loss = loss + weights.pillar_weight * bce_p
     if span_logits is not None and span_mask is not None and bool(span_mask.any()):
+        if span_targets is None:
+            raise ValueError("guard_loss: span_mask marks span tokens but span_targets is None")
         sel = span_mask.bool()
         bce_s = F.binary_cross_entropy_with_logits(span_logits[sel], span_targets[sel])
         parts["span"] = float(bce_s.detach())

@@ -74,6 +74,11 @@ class Whitening:
 class WhitenedHeads(torch.nn.Module):
     """The three heads in whitened bases ([CLS] and span tokens may differ in rank)."""
 
+    # Set by name in __init__ (one per entry of ``bases``); declared so callers can use them.
+    class_head: torch.nn.Linear
+    pillar_head: torch.nn.Linear
+    span_head: torch.nn.Linear
+
     def __init__(self, heads: torch.nn.Module, w_cls: Whitening, w_tok: Whitening):
         super().__init__()
         self.bases = {"class_head": w_cls, "pillar_head": w_cls, "span_head": w_tok}
