@@ -95,6 +95,17 @@ class AuditResult:
                     "pct_exact": pl.Float64, "n_near": pl.Int64, "pct_near": pl.Float64,
                     "n_kept": pl.Int64, "pct_removed": pl.Float64})
 
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: options, per-benchmark counts (as :meth:`to_frame`), unavailable subsets
+        with their reasons, and the surviving prompt ids per benchmark."""
+        return {"pool_rows": self.pool_rows, "near_dup": self.near_dup,
+                "threshold": self.threshold, "drop_near": self.drop_near,
+                "out_dir": None if self.out_dir is None else str(self.out_dir),
+                "benchmarks": self.to_frame().to_dicts(),
+                "unavailable": [{"benchmark": u.benchmark, "reason": u.reason}
+                                for u in self.unavailable],
+                "decontaminated": {k: list(v) for k, v in self.decontaminated.items()}}
+
     def above(self, pct: float) -> list[BenchmarkOverlap]:
         """Benchmarks whose decontamination removes more than ``pct`` percent of prompts."""
         return [b for b in self.benchmarks if b.pct_removed > pct]

@@ -4,6 +4,7 @@ Examples::
 
     guarddiag guards list
     guarddiag guards score --adapter file --file my_guard.csv
+    guarddiag guards score --adapter callable --target my_guards:moderate
     guarddiag guards score --adapter qwen3guard --endpoint http://127.0.0.1:8000/v1#Qwen/Qwen3Guard-Gen-4B
     guarddiag guards score --adapter hf-classifier --model ./my-guard --labels my-guard-labels.yaml
     guarddiag label --policy policy_c.md --committee committee.yaml --pool work/pool/pool.parquet
@@ -42,6 +43,7 @@ def _add_score(guards_sub: argparse._SubParsersAction) -> None:
                     "they arrive: a rerun after a crash or kill asks only what is missing.\n"
                     "Unparseable answers are status 'failed', counted, never read as safe.\n\n"
                     "  guarddiag guards score --adapter file --file my_guard.csv\n"
+                    "  guarddiag guards score --adapter callable --target my_guards:moderate\n"
                     "  guarddiag guards score --adapter qwen3guard \\\n"
                     "      --endpoint http://127.0.0.1:8000/v1#Qwen/Qwen3Guard-Gen-4B\n"
                     "  guarddiag guards score --adapter granite-guardian \\\n"
@@ -49,7 +51,8 @@ def _add_score(guards_sub: argparse._SubParsersAction) -> None:
                     "  guarddiag guards score --adapter hf-classifier --model ./my-guard \\\n"
                     "      --labels my-guard-labels.yaml")
     score.add_argument("--adapter", required=True, metavar="NAME",
-                       help="qwen3guard, granite-guardian, llama-guard, hf-classifier or file "
+                       help="qwen3guard, granite-guardian, llama-guard, hf-classifier, "
+                            "callable or file "
                             "(see `guarddiag guards list`)")
     src = score.add_argument_group("the guard")
     src.add_argument("--model", default=None, metavar="PATH|ID",
@@ -60,6 +63,10 @@ def _add_score(guards_sub: argparse._SubParsersAction) -> None:
                           "http://127.0.0.1:8000/v1#Qwen/Qwen3Guard-Gen-4B")
     src.add_argument("--file", default=None, metavar="TABLE",
                      help="predictions file (CSV/TSV/JSONL/parquet) for the file adapter")
+    src.add_argument("--target", default=None, metavar="MODULE:FUNCTION",
+                     help="callable: a function list[str] -> list of P(unsafe), labels or "
+                          "class probabilities, e.g. my_guards.keyword:moderate (importable "
+                          "from the current directory or the installed packages)")
     src.add_argument("--labels", default=None, metavar="YAML",
                      help="label → class mapping (hf-classifier; optional for file)")
     src.add_argument("--name", default=None,
@@ -143,6 +150,8 @@ def _run_score(args: argparse.Namespace) -> int:
     options: dict = {"name": args.name}
     if kind == "file":
         options.update(file=args.file, labels=args.labels)
+    elif kind == "callable":
+        options.update(target=args.target, batch_size=args.batch_size)
     elif kind == "hf-classifier":
         options.update(model=args.model, labels=args.labels, batch_size=args.batch_size,
                        device=args.device)
@@ -183,7 +192,7 @@ def _run_score(args: argparse.Namespace) -> int:
     return 0
 
 
-_ONLY_FOR = {"--file": ("file",), "--labels": ("file", "hf-classifier"),
+_ONLY_FOR = {"--file": ("file",), "--target": ("callable",), "--labels": ("file", "hf-classifier"),
              "--endpoint": ("qwen3guard", "granite-guardian", "llama-guard"),
              "--risk-name": ("granite-guardian",), "--risk-definition": ("granite-guardian",),
              "--categories": ("llama-guard",), "--exclude-categories": ("llama-guard",),

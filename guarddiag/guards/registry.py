@@ -10,6 +10,7 @@ import polars as pl
 
 from guarddiag.errors import GuarddiagError, unknown_name
 from guarddiag.guards.base import GuardAdapter
+from guarddiag.guards.callable import CallableGuardAdapter
 from guarddiag.guards.classifier import HFClassifierAdapter
 from guarddiag.guards.generative import (
     GenerativeGuard,
@@ -62,6 +63,10 @@ ADAPTERS: dict[str, AdapterInfo] = {
         AdapterInfo("hf-classifier", "any Hugging Face sequence classifier; its labels mapped "
                     "to the four classes by a YAML file",
                     "--model <folder or hub id> and --labels <yaml>", "any", HFClassifierAdapter),
+        AdapterInfo("callable", "a Python function list[str] -> P(unsafe), labels or class "
+                    "probabilities, named as package.module:function (in Python, pass the "
+                    "function to guarddiag.score_guard)", "--target <package.module:function>",
+                    "any", CallableGuardAdapter),
         AdapterInfo("file", "a guard run elsewhere: a CSV/JSONL/parquet table of prompt_id (or "
                     "text) → label, p_unsafe or class probabilities", "--file <table>",
                     "any", PredictionsFileAdapter),

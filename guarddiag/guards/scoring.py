@@ -61,7 +61,17 @@ class GuardScoreResult:
     notes: tuple[str, ...] = field(default_factory=tuple)
 
     def to_frame(self) -> pl.DataFrame:
+        """Per benchmark: kind, n, n_failed, unsafe rate under both mappings."""
         return self.summary
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: the counts, the files written and the per-benchmark summary."""
+        return {"name": self.name, "table_path": str(self.table_path),
+                "raw_path": str(self.raw_path), "n_prompts": self.n_prompts,
+                "n_asked": self.n_asked, "n_reused": self.n_reused, "n_failed": self.n_failed,
+                "mapping": self.mapping, "unavailable": list(self.unavailable),
+                "decontam_known": self.decontam_known, "notes": list(self.notes),
+                "benchmarks": self.summary.to_dicts()}
 
 
 def fingerprint(adapter: GuardAdapter) -> str:

@@ -1,0 +1,89 @@
+"""The Python API: three verbs, each returning one result object.
+
+    import guarddiag
+
+    audit = guarddiag.run_audit("my_pool.parquet", benchmarks="study", out="work/audit")
+    scored = guarddiag.score_guard(my_guard_fn, benchmarks=["xstest_safe"], runs_dir="work/runs")
+    report = guarddiag.run_report("work/runs", out="reports/mine", audit_dir="work/audit")
+
+``my_guard_fn`` is any ``list[str] -> list[float | dict | str]`` function (see
+:mod:`guarddiag.guards.callable`) or a :class:`~guarddiag.guards.base.GuardAdapter`. Every result
+has ``to_frame()`` (a polars table) and ``to_dict()`` (JSON-ready). The command line calls the
+same functions (``guarddiag audit``, ``guarddiag guards score``, ``guarddiag report``). The
+verbs are ``run_audit`` and ``run_report`` because ``guarddiag.audit`` and ``guarddiag.report``
+name the stage packages.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from guarddiag.audit.result import DEFAULT_THRESHOLD, AuditResult
+from guarddiag.audit.run import audit_pool
+from guarddiag.guards.base import GuardAdapter
+from guarddiag.guards.callable import CallableGuardAdapter, GuardFunction
+from guarddiag.guards.scoring import GuardScoreResult
+from guarddiag.guards.scoring import score_guard as score_adapter
+from guarddiag.report.context import ReportOptions
+from guarddiag.report.make import make_report
+from guarddiag.report.write import ReportResult
+
+__all__ = ["run_audit", "run_report", "score_guard"]
+
+
+def run_audit(pool: str | Path, *, benchmarks: str | Sequence[str] = "all",
+          out: str | Path = "work/audit", text_column: str = "text",
+          id_column: str | None = "prompt_id", near_dup: bool = True,
+          threshold: float = DEFAULT_THRESHOLD, drop_near: bool = False,
+          data_dir: str | Path | None = None, force: bool = False) -> AuditResult:
+    """Which benchmark prompts sit in the training ``pool`` (exact and, by default, near).
+
+    ``benchmarks`` is ``"all"``, ``"study"``, a comma-separated string or a list of subset ids.
+    Writes the audit folder ``out`` (overlap.parquet, decontaminated/, summary.json) and returns
+    the :class:`~guarddiag.audit.result.AuditResult`; a rerun with the same inputs reuses it.
+    """
+    return audit_pool(pool, benchmarks=benchmarks, out_dir=out, text_column=text_column,
+                      id_column=id_column, near_dup=near_dup, threshold=threshold,
+                      drop_near=drop_near, data_dir=data_dir, force=force)
+
+
+def score_guard(guard: GuardAdapter | GuardFunction, *,
+                benchmarks: str | Sequence[str] = "all", name: str | None = None,
+                runs_dir: str | Path = "work/runs", audit_dir: str | Path | None = "work/audit",
+                data_dir: str | Path | None = None, derived_dir: str | Path | None = None,
+                mapping: str = "loose", batch_size: int = 64) -> GuardScoreResult:
+    """Score an outside guard on the benchmarks; writes ``<runs_dir>/outside/<name>.parquet``.
+
+    ``guard`` is a guard adapter or a plain function from prompt texts to one answer each
+    (P(unsafe), a label, or class probabilities); ``name`` defaults to the function's name.
+    Answers already saved for the same guard are reused, so an interrupted run resumes.
+    """
+    adapter = (guard if isinstance(guard, GuardAdapter)
+               else CallableGuardAdapter(function=guard, name=name, batch_size=batch_size))
+    try:
+        return score_adapter(adapter, benchmarks=benchmarks, runs_dir=runs_dir,
+                             audit_dir=audit_dir, data_dir=data_dir, derived_dir=derived_dir,
+                             name=name, mapping=mapping)
+    finally:
+        if adapter is not guard:
+            adapter.close()
+
+
+def run_report(runs_dir: str | Path, *, out: str | Path = "reports/report",
+           pool: str | Path | None = None, audit_dir: str | Path | None = None,
+           data_dir: str | Path | None = None, mapping: str = "loose",
+           n_resamples: int = 2000, seed: int = 0, alpha: float = 0.05,
+           title: str = "guarddiag report") -> ReportResult:
+    """Render the diagnostic report from the saved predictions in ``runs_dir`` into ``out``.
+
+    ``pool`` (pool.parquet) and ``audit_dir`` are optional: without them the pool and
+    contamination sections are omitted with a note. Returns the
+    :class:`~guarddiag.report.write.ReportResult` (``results`` is the content of results.json).
+    """
+    options = ReportOptions(
+        runs_dir=Path(runs_dir), pool_path=None if pool is None else Path(pool),
+        audit_dir=None if audit_dir is None else Path(audit_dir),
+        data_dir=None if data_dir is None else Path(data_dir), mapping=mapping,
+        n_resamples=n_resamples, seed=seed, alpha=alpha, out_dir=Path(out), title=title)
+    return make_report(options)
