@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from os import PathLike
 
+from rapidfuzz import fuzz, process
+
 
 class GuarddiagError(Exception):
     """A user-facing error whose message is one self-contained line."""
@@ -33,10 +35,15 @@ def at(path: str | PathLike[str] | None = None, *, row: int | None = None,
 
 
 def did_you_mean(name: str, choices: list[str] | tuple[str, ...]) -> str:
-    """A short hint listing the valid choices, closest first."""
-    from difflib import get_close_matches
+    """A short hint listing the valid choices, closest first.
 
-    close = get_close_matches(name, list(choices), n=3, cutoff=0.5)
+    rapidfuzz's WRatio scores partial names and typos alike ("harmbench" → the three
+    harmbench_* subsets, "jbb" → jbb_benign, jbb_harmful), where difflib's ratio offered
+    advbench and nothing; ties keep name order, so the hint is stable.
+    """
+    scored = process.extract(name, list(choices), scorer=fuzz.WRatio, limit=None,
+                             score_cutoff=70)
+    close = [choice for choice, _, _ in sorted(scored, key=lambda m: (-m[1], m[0]))[:3]]
     if close:
         return f"did you mean {', '.join(close)}?"
     shown = ", ".join(sorted(choices)[:12])

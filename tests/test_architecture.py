@@ -41,7 +41,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("analyses", ("analyses",)),
     ("report", ("report", "plots")),
     ("demo", ("demo",)),
-    ("api", ("", "api")),    # the package face, guarddiag/__init__.py, and its verbs
+    ("api", ("", "api", "exports")),    # the package face, guarddiag/__init__.py, its verbs
+                                        # and the exports for other tools
     ("cli", ("cli", "__main__", "devtools")),
 )
 

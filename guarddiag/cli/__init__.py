@@ -19,7 +19,8 @@ from pathlib import Path
 from guarddiag.errors import GuarddiagError
 from guarddiag.paths import WorkPaths
 
-COMMAND_MODULES = ("data", "pool", "audit", "train", "guards", "report", "sorry", "demo")
+COMMAND_MODULES = ("data", "pool", "audit", "train", "guards", "report", "sorry", "export",
+                   "demo")
 
 _DESCRIPTION = """\
 guarddiag: how much of a guard classifier's public-benchmark score is detection capability,
