@@ -16,7 +16,10 @@ Stages (each a library verb; a re-run skips or reuses what is finished):
 6. predict     - every run and the TF-IDF baseline on every available benchmark subset and on
                  the pool's val split → ``<work>/runs/predictions.parquet`` (runs already scored
                  are not scored again);
-7. report      - ``reports/demo/`` from the saved tables only.
+7. outside     - a real pretrained guard, alt-profanity-check (:mod:`guarddiag.guards.profanity`),
+                 through the plug-in (callable) path on the same prompts → ``<work>/runs/outside/``
+                 (skipped with a note when the ``demo`` extra is not installed);
+8. report      - ``reports/demo/`` from the saved tables only.
 
 Example (about 10-25 minutes on 2 CPU cores)::
 
@@ -34,6 +37,9 @@ from guarddiag.audit import audit_pool
 from guarddiag.data import pull, subset_status
 from guarddiag.errors import GuarddiagError
 from guarddiag.files import write_json
+from guarddiag.guards import profanity
+from guarddiag.guards.callable import CallableGuardAdapter
+from guarddiag.guards.scoring import score_guard
 from guarddiag.pool import build_pool
 from guarddiag.progress import say
 from guarddiag.sorry.mutate import mutate_benchmark, resolve_mutations
@@ -125,6 +131,19 @@ def _mutate(mutations: tuple[str, ...], *, data_dir: Path, derived_dir: Path) ->
         + ", ".join(m.subset_id for m in result.subsets))
 
 
+def _score_outside(*, data_dir: Path, work: paths.WorkPaths) -> None:
+    if not profanity.available():
+        say(f"demo: {profanity.NAME} is not installed (pip install -e \".[demo]\"); the report "
+            "has no outside guard")
+        return
+    guard = CallableGuardAdapter(function=profanity.moderate, name=profanity.NAME,
+                                 batch_size=1024)
+    result = score_guard(guard, benchmarks="all,derived", runs_dir=work.runs,
+                         audit_dir=work.audit, data_dir=data_dir, derived_dir=work.derived)
+    say(f"demo: {profanity.NAME}: {result.n_prompts:,} prompts, {result.n_asked:,} asked, "
+        f"{result.n_reused:,} reused")
+
+
 def run_demo(options: DemoOptions = DemoOptions()) -> DemoResult:
     """Run every stage of the study at demo size; see the module docstring."""
     # torch, transformers and matplotlib load only when the stages that need them run.
@@ -144,7 +163,7 @@ def run_demo(options: DemoOptions = DemoOptions()) -> DemoResult:
         resolve_mutations(list(options.mutations))
 
     def stage(name: str, step: int) -> float:
-        say(f"demo [{step}/7] {name}")
+        say(f"demo [{step}/8] {name}")
         return time.perf_counter()
 
     t = stage("data check", 1)
@@ -183,7 +202,11 @@ def run_demo(options: DemoOptions = DemoOptions()) -> DemoResult:
                  benchmarks="all,derived", data_dir=data_dir, derived_dir=work.derived)
     times["predict"] = time.perf_counter() - t
 
-    t = stage("report", 7)
+    t = stage(f"outside guard ({profanity.NAME})", 7)
+    _score_outside(data_dir=data_dir, work=work)
+    times["outside"] = time.perf_counter() - t
+
+    t = stage("report", 8)
     report = make_report(ReportOptions(
         runs_dir=work.runs, pool_path=work.pool, audit_dir=work.audit,
         out_dir=options.out_dir, n_resamples=options.n_resamples, data_dir=data_dir,
