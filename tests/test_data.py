@@ -286,7 +286,7 @@ def test_duplicate_ids(toy):
     mdir, ddir = toy
     rewrite(mdir, ddir, b"id,goal,cat\na1,Do it,x\na2,Do that,y\na1,Do a third,x\n")
     msg = error_of(mdir, ddir)
-    assert 'toy.csv row 3 field "prompt_id": duplicate id \'a1\'' in msg
+    assert 'toy.csv row 3 field "id": duplicate id \'a1\'' in msg
     assert "row 1" in msg
 
 

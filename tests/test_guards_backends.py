@@ -1,23 +1,30 @@
 """The generative back ends: the endpoint client against a scripted loopback server (retries,
-timeouts, 500s, garbage, refused connections, the response cache, bounded concurrency) and the
-spec parser. The local HF back end runs in test_guards_models.py with tiny real models."""
+timeouts, 500s, garbage, refused connections, the response cache, bounded concurrency, kept-alive
+connections counted at the server, Retry-After waits timed) and the spec parser. The local HF
+back end runs in test_guards_models.py with tiny real models."""
 
 from __future__ import annotations
 
+import calendar
+import email.utils
+import json
 import socket
 import threading
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from guards_support import ScriptedServer, chat_answer, user_text
 
 from guarddiag.errors import GuarddiagError
+from guarddiag.guards import backends
 from guarddiag.guards.backends import (
     EndpointGenerator,
     EndpointUnreachableError,
     ResponseCache,
     make_generator,
 )
+from guarddiag.guards.transport import retry_after_seconds
 
 
 def _conv(text: str) -> list[dict]:
@@ -229,3 +236,190 @@ def test_bad_specs_are_one_line_errors(spec, match):
     with pytest.raises(GuarddiagError, match=match) as info:
         make_generator(spec)
     assert "\n" not in str(info.value)
+
+
+# ── kept-alive connections and Retry-After, against an HTTP/1.1 server ───────────────────────
+
+
+class KeepAliveServer:
+    """An HTTP/1.1 chat server on 127.0.0.1 that counts TCP connections and times requests.
+
+    ``script(n)`` gives, for the n-th request (0-based): ``None`` (answer "ok"),
+    ``("status", code, retry_after_header_or_None)``, or ``("close_after",)`` (answer "ok",
+    then close the connection without saying so, as a server's idle timeout does).
+    """
+
+    def __init__(self, script=lambda n: None):
+        self.connections = 0
+        self.times: list[float] = []
+        self.paths: list[str] = []
+        lock = threading.Lock()
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                return
+
+            def setup(self):
+                super().setup()
+                with lock:
+                    outer.connections += 1
+
+            def do_POST(self):
+                self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                with lock:
+                    n = len(outer.times)
+                    outer.times.append(time.monotonic())
+                    outer.paths.append(self.path)
+                action = script(n)
+                if action is not None and action[0] == "status":
+                    payload = b'{"error": "busy"}'
+                    self.send_response(action[1])
+                    if action[2] is not None:
+                        self.send_header("Retry-After", action[2])
+                else:
+                    payload = json.dumps(chat_answer("ok")).encode()
+                    self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+                if action is not None and action[0] == "close_after":
+                    self.close_connection = True
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        self._thread = threading.Thread(target=self.httpd.serve_forever,
+                                        kwargs={"poll_interval": 0.05}, daemon=True)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def test_one_worker_keeps_one_connection_across_requests_and_calls():
+    with KeepAliveServer() as server:
+        gen = EndpointGenerator(server.base_url, "m", concurrency=1, timeout_s=5.0)
+        first = gen.generate([_conv(str(i)) for i in range(10)], max_new_tokens=1)
+        second = gen.generate([_conv(f"again {i}") for i in range(5)], max_new_tokens=1)
+        gen.close()
+    assert [g.text for g in first + second] == ["ok"] * 15
+    assert len(server.times) == 15
+    assert server.connections == 1  # a new connection per request would make 15
+
+
+def test_concurrent_workers_open_at_most_one_connection_each():
+    with KeepAliveServer() as server:
+        gen = EndpointGenerator(server.base_url, "m", concurrency=4, timeout_s=5.0)
+        out = gen.generate([_conv(str(i)) for i in range(40)], max_new_tokens=1)
+        gen.close()
+    assert [g.text for g in out] == ["ok"] * 40
+    assert len(server.times) == 40
+    assert 1 <= server.connections <= 4
+
+
+def test_a_connection_closed_by_the_server_while_idle_is_reopened_without_a_retry():
+    with KeepAliveServer(lambda n: ("close_after",) if n == 0 else None) as server:
+        gen = EndpointGenerator(server.base_url, "m", concurrency=1, retries=0, timeout_s=5.0)
+        out = gen.generate([_conv("a")], max_new_tokens=1)
+        out += gen.generate([_conv("b")], max_new_tokens=1)
+        gen.close()
+    assert [g.text for g in out] == ["ok", "ok"]
+    assert gen.stats.retries == 0
+    assert gen.stats.failures == 0
+    assert server.connections == 2
+
+
+def test_429_with_retry_after_seconds_waits_that_long():
+    with KeepAliveServer(lambda n: ("status", 429, "1") if n == 0 else None) as server:
+        gen = EndpointGenerator(server.base_url, "m", concurrency=1, retries=2,
+                                backoff_s=0.01, timeout_s=5.0)
+        out = gen.generate([_conv("a")], max_new_tokens=1)
+        gen.close()
+    assert out[0].text == "ok"
+    assert len(server.times) == 2
+    # Without the header the backoff would be 0.01 s × (0.5 … 1.5).
+    assert server.times[1] - server.times[0] >= 1.0
+    assert server.connections == 1  # an error answer keeps the connection too
+
+
+def test_503_with_an_http_date_waits_until_that_date():
+    def script(n):
+        if n == 0:
+            # Whole seconds only: the wait is between 1 and 2 s from now.
+            return ("status", 503, email.utils.formatdate(time.time() + 2, usegmt=True))
+        return None
+
+    with KeepAliveServer(script) as server:
+        gen = EndpointGenerator(server.base_url, "m", concurrency=1, retries=1,
+                                backoff_s=0.01, timeout_s=5.0)
+        out = gen.generate([_conv("a")], max_new_tokens=1)
+    assert out[0].text == "ok"
+    assert server.times[1] - server.times[0] >= 0.9
+
+
+def test_a_long_retry_after_is_capped(monkeypatch):
+    monkeypatch.setattr(backends, "RETRY_AFTER_CAP_S", 0.3)
+    with KeepAliveServer(lambda n: ("status", 429, "3600") if n == 0 else None) as server:
+        gen = EndpointGenerator(server.base_url, "m", concurrency=1, retries=1,
+                                backoff_s=0.01, timeout_s=5.0)
+        out = gen.generate([_conv("a")], max_new_tokens=1)
+    assert out[0].text == "ok"
+    assert 0.3 <= server.times[1] - server.times[0] < 2.0
+
+
+def test_retry_after_is_not_read_on_other_statuses():
+    # A 500 carrying Retry-After is retried on the ordinary backoff (0.01 s × 0.5 … 1.5).
+    with KeepAliveServer(lambda n: ("status", 500, "5") if n == 0 else None) as server:
+        gen = EndpointGenerator(server.base_url, "m", concurrency=1, retries=1,
+                                backoff_s=0.01, timeout_s=5.0)
+        out = gen.generate([_conv("a")], max_new_tokens=1)
+    assert out[0].text == "ok"
+    assert server.times[1] - server.times[0] < 1.0
+
+
+def test_retry_after_header_values():
+    assert retry_after_seconds("120") == 120.0
+    assert retry_after_seconds(" 0 ") == 0.0
+    # RFC 9110's example date, 30 s before it; the epoch is computed by calendar, not the code.
+    when = calendar.timegm((2015, 10, 21, 7, 28, 0, 0, 0, 0))
+    assert retry_after_seconds("Wed, 21 Oct 2015 07:28:00 GMT", now=when - 30) == 30.0
+    assert retry_after_seconds("Wed, 21 Oct 2015 07:28:00 GMT", now=when + 5) == 0.0
+    assert retry_after_seconds(None) is None
+    assert retry_after_seconds("soon") is None
+    assert retry_after_seconds("-5") is None
+
+
+def test_an_http_proxy_from_the_environment_is_asked_by_full_address(monkeypatch):
+    with KeepAliveServer() as proxy:
+        monkeypatch.setenv("http_proxy", proxy.base_url.removesuffix("/v1"))
+        monkeypatch.delenv("no_proxy", raising=False)
+        monkeypatch.delenv("NO_PROXY", raising=False)
+        gen = EndpointGenerator("http://guard.invalid:8000/v1", "m", concurrency=1,
+                                retries=0, timeout_s=5.0)
+        out = gen.generate([_conv("a"), _conv("b")], max_new_tokens=1)
+        gen.close()
+    assert [g.text for g in out] == ["ok", "ok"]
+    assert proxy.paths == ["http://guard.invalid:8000/v1/chat/completions"] * 2
+    assert proxy.connections == 1
+
+
+def test_no_proxy_hosts_are_asked_directly(monkeypatch):
+    dead = socket.socket()
+    dead.bind(("127.0.0.1", 0))
+    dead_port = dead.getsockname()[1]
+    dead.close()  # a proxy that is not there: using it would be refused
+    monkeypatch.setenv("http_proxy", f"http://127.0.0.1:{dead_port}")
+    monkeypatch.setenv("no_proxy", "127.0.0.1")
+    with KeepAliveServer() as server:
+        gen = EndpointGenerator(server.base_url, "m", concurrency=1, retries=0, timeout_s=5.0)
+        out = gen.generate([_conv("a")], max_new_tokens=1)
+    assert out[0].text == "ok"
+    assert server.paths == ["/v1/chat/completions"]

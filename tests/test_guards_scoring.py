@@ -120,7 +120,7 @@ def test_bad_prediction_files_are_one_line_errors(tmp_path, content, match):
     f = tmp_path / "bad.csv"
     f.write_text(content, encoding="utf-8")
     with pytest.raises(GuarddiagError, match=match) as info:
-        _score(get_adapter("file", file=str(f)), tmp_path)
+        _score(get_adapter("file", file=str(f), strict=True), tmp_path)
     assert "\n" not in str(info.value)
     assert not (tmp_path / "runs" / "outside" / "bad.parquet").exists()
 

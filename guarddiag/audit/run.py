@@ -70,7 +70,7 @@ def audit_pool(pool: str | Path, *, text_column: str = "text",
     ids, texts = read_pool(pool, text_column=text_column, id_column=id_column)
     result = audit_frames(ids, texts, bench_set.frames, near_dup=near_dup, threshold=threshold,
                           drop_near=drop_near, sha256=bench_set.sha256, unavailable=unavailable)
-    manifests = data.load_manifests(derived_dir=derived_dir)
+    manifests = data.load_manifests(derived_dir=derived_dir, data_dir=data_dir)
     result = replace(result, titles={k: m.title for k, m in manifests.items()})
     write_audit(result, out_dir, figure=figure,
                 meta={"inputs": {"pool": pool_sha, **{f"benchmark:{k}": v

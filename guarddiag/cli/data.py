@@ -1,4 +1,5 @@
-"""Sub-commands: ``data list`` (what is there, verified) and ``data pull`` (fetch what is not).
+"""Sub-commands: ``data list`` (what is there, verified), ``data pull`` (fetch what is not)
+and ``data add`` (a user's own benchmark file).
 
 Examples::
 
@@ -6,6 +7,7 @@ Examples::
     guarddiag data list --ids study --json
     guarddiag data pull --ids saladbench_base,saladbench_attack
     guarddiag data pull --mirror http://127.0.0.1:8000     # a copy of the data dir over HTTP
+    guarddiag data add red_team.csv --id red_team --text-column prompt --kind harmful
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import Any
 
 from guarddiag.cli import add_parser, add_work_paths, work_paths_from
 from guarddiag.paths import resolve_data_dir
@@ -20,23 +23,32 @@ from guarddiag.paths import resolve_data_dir
 # Handlers import their stage package (polars) and guarddiag.progress (tqdm) when they run:
 # every sub-command module is imported to build the parser, and `guarddiag --help` stays fast.
 
-_IDS_HELP = ("subset ids and/or selectors, comma-separated: all (every mirrored subset), study "
-             "(the 15 of SPEC §5), extra, derived")
+_IDS_HELP = ("subset ids and/or selectors, comma-separated: all (every base subset), study "
+             "(the 15 of SPEC §5), extra (other built-in ones), user (added with data add), "
+             "derived")
+_MANIFESTS_DIR_HELP = ("user manifests folder (default $GUARDDIAG_USER_MANIFESTS, else "
+                       "<data dir>/user_manifests); every command reads it beside the built-in "
+                       "manifests")
 
 
 def register(sub: argparse._SubParsersAction, bench: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
-        "data", help="benchmark subsets: list their status, pull missing files",
-        description="Benchmark subsets described by data_manifests/benchmarks/*.yaml.")
+        "data", help="benchmark subsets: list their status, pull missing files, add your own",
+        description="Benchmark subsets described by data_manifests/benchmarks/*.yaml and, for\n"
+                    "your own files (data add), by the user manifests folder.")
     data_sub = parser.add_subparsers(dest="data_command", metavar="ACTION", required=True)
 
     listing = add_parser(
         data_sub, "list", help="each subset's status (available/unavailable/invalid) and counts",
         description="Load and verify every selected subset (sha256, row counts, fields) and\n"
-                    "print one line each: id, kind, set (study/extra/derived), status, expected\n"
-                    "and found prompt counts; unavailable subsets show where to get them.\n"
-                    "Exit status 1 when a subset is invalid (present but wrong), 0 otherwise.")
+                    "print one line each: id, kind, set (study/extra/user/derived), where its\n"
+                    "manifest comes from (built-in, user: the user manifests folder, derived),\n"
+                    "status, expected and found prompt counts; unavailable subsets show where\n"
+                    "to get them. Exit status 1 when a subset is invalid (present but wrong),\n"
+                    "0 otherwise.")
     listing.add_argument("--ids", default="all,derived", help=_IDS_HELP)
+    listing.add_argument("--manifests-dir", default=None, metavar="DIR",
+                         help=_MANIFESTS_DIR_HELP)
     add_work_paths(listing, "derived")
     listing.add_argument("--json", action="store_true",
                          help="print a JSON list of subset records instead of the table")
@@ -60,6 +72,54 @@ def register(sub: argparse._SubParsersAction, bench: argparse._SubParsersAction)
     pulling.add_argument("--timeout", type=float, default=60.0, metavar="S",
                          help="seconds to wait for a server before giving up on a URL")
     pulling.set_defaults(handler=_run_pull)
+    _add_add(data_sub)
+
+
+def _add_add(data_sub: argparse._SubParsersAction) -> None:
+    adding = add_parser(
+        data_sub, "add", help="add your own benchmark file (CSV, JSONL, parquet, …)",
+        description="Describe FILE as benchmark --id in the user manifests folder, beside the\n"
+                    "built-in benchmarks: every command (audit, guards score, predict, report)\n"
+                    "then reads it like one. The manifest pins the file's sha256 and row count\n"
+                    "and holds its absolute path: the file stays where you keep it, and an edited\n"
+                    "file fails to load with a checksum error until added again with --replace.\n"
+                    "Prompt ids are the --id-column values, else the 1-based data-row numbers.\n"
+                    "Formats by suffix: .csv, .jsonl, .jsonl.gz, .json (array of records),\n"
+                    ".parquet, .txt (one prompt per line, column text).\n\n"
+                    "  guarddiag data add red_team.csv --id red_team --text-column prompt \\\n"
+                    "      --kind harmful --category-column category")
+    adding.add_argument("file", metavar="FILE", help="the benchmark file")
+    adding.add_argument("--id", required=True, dest="subset_id", metavar="ID",
+                        help="benchmark id: lower-case letters, digits, _ and - (not a built-in "
+                             "id)")
+    adding.add_argument("--text-column", required=True, metavar="C",
+                        help="column holding the prompt text")
+    adding.add_argument("--kind", required=True, choices=("harmful", "benign"),
+                        help="what a guard should call every prompt of it")
+    adding.add_argument("--category-column", default=None, metavar="C",
+                        help="column holding a category (optional)")
+    adding.add_argument("--id-column", default=None, metavar="C",
+                        help="column holding unique prompt ids (default: row numbers)")
+    adding.add_argument("--title", default=None, help="a readable name (default: the id)")
+    adding.add_argument("--format", default=None, dest="file_format",
+                        choices=("csv", "jsonl", "jsonl.gz", "json", "parquet", "lines"),
+                        help="file format when the suffix does not say")
+    adding.add_argument("--manifests-dir", default=None, metavar="DIR",
+                        help=_MANIFESTS_DIR_HELP + "; a folder other than the default is read "
+                             "by other commands only when $GUARDDIAG_USER_MANIFESTS names it")
+    adding.add_argument("--replace", action="store_true",
+                        help="replace an earlier add under the same id (a changed file, "
+                             "another file or other options)")
+    adding.set_defaults(handler=_run_add)
+
+
+def _group(status: Any) -> str:
+    """study / extra / user / derived: the selector a subset belongs to."""
+    if status.derived:
+        return "derived"
+    if status.defined_in == "user":
+        return "user"
+    return "study" if status.study else "extra"
 
 
 def _fmt_count(n: int | None) -> str:
@@ -71,17 +131,19 @@ def _run_list(args: argparse.Namespace) -> int:
 
     data_dir = resolve_data_dir(args.data_dir)
     derived_dir = work_paths_from(args).derived
-    statuses = data.subset_status(data_dir=data_dir, ids=args.ids, derived_dir=derived_dir)
+    statuses = data.subset_status(data_dir=data_dir, ids=args.ids, derived_dir=derived_dir,
+                                  user_manifests_dir=args.manifests_dir)
     if args.json:
         print(json.dumps([s.to_dict() for s in statuses], indent=2, sort_keys=True,
                          ensure_ascii=False))
         return 1 if any(s.status == "invalid" for s in statuses) else 0
     print(f"data directory: {data_dir}")
+    print(f"user manifests: {data.user_manifests_root(args.manifests_dir, data_dir=data_dir)}")
     width = max([len(s.id) for s in statuses] + [6])
-    print(f"{'subset':<{width}}  {'kind':<7}  {'set':<7}  {'status':<11}  "
+    print(f"{'subset':<{width}}  {'kind':<7}  {'set':<7}  {'from':<8}  {'status':<11}  "
           f"{'expected':>8}  {'found':>8}  note")
     for s in statuses:
-        group = "derived" if s.derived else ("study" if s.study else "extra")
+        group = _group(s)
         if s.status == "unavailable":
             note = f"source: {s.source}"
         elif s.status == "invalid":
@@ -90,13 +152,11 @@ def _run_list(args: argparse.Namespace) -> int:
             note = f"sha256 not pinned (count verified; computed {(s.sha256 or '')[:12]}…)"
         else:
             note = ""
-        print(f"{s.id:<{width}}  {s.kind:<7}  {group:<7}  {s.status:<11}  "
+        print(f"{s.id:<{width}}  {s.kind:<7}  {group:<7}  {s.defined_in:<8}  {s.status:<11}  "
               f"{_fmt_count(s.expected):>8}  {_fmt_count(s.found):>8}  {note}".rstrip())
     print()
-    for group, pick in (("study", lambda s: s.study), ("extra", lambda s: not s.study
-                                                        and not s.derived),
-                        ("derived", lambda s: s.derived)):
-        chosen = [s for s in statuses if pick(s)]
+    for group in ("study", "extra", "user", "derived"):
+        chosen = [s for s in statuses if _group(s) == group]
         if not chosen:
             continue
         ok = [s for s in chosen if s.status == "available"]
@@ -133,3 +193,25 @@ def _run_pull(args: argparse.Namespace) -> int:
          for k in ("present", "downloaded", "failed")}
     print(f"{n['downloaded']} downloaded, {n['present']} already present, {n['failed']} failed")
     return 1 if result.failed else 0
+
+
+def _run_add(args: argparse.Namespace) -> int:
+    from guarddiag import data
+    from guarddiag.progress import say
+
+    result = data.add_benchmark(
+        args.file, subset_id=args.subset_id, text_column=args.text_column, kind=args.kind,
+        category_column=args.category_column, id_column=args.id_column, title=args.title,
+        file_format=args.file_format, manifests_dir=args.manifests_dir,
+        data_dir=resolve_data_dir(args.data_dir), replace=args.replace)
+    verb = {"added": "added", "replaced": "replaced", "unchanged": "already added, unchanged:"}
+    print(f"{verb[result.status]} {result.subset_id}: {result.rows:,} {args.kind} prompts from "
+          f"{result.file} ({result.format}, sha256 {result.sha256[:12]}…)")
+    print(f"manifest: {result.manifest_path}")
+    default_root = data.user_manifests_root(data_dir=resolve_data_dir(args.data_dir))
+    if result.manifest_path.parent.resolve() != default_root.resolve():
+        say(f"other commands read this folder when {data.USER_MANIFESTS_ENV}="
+            f"{result.manifest_path.parent} is set")
+    print(f"use it: guarddiag audit --benchmarks {result.subset_id}; in Python: "
+          f"guarddiag.data.load_benchmark({result.subset_id!r})")
+    return 0

@@ -67,6 +67,9 @@ def _add_score(guards_sub: argparse._SubParsersAction) -> None:
                      help="callable: a function list[str] -> list of P(unsafe), labels or "
                           "class probabilities, e.g. my_guards.keyword:moderate (importable "
                           "from the current directory or the installed packages)")
+    src.add_argument("--strict", action="store_true", default=None,
+                     help="file: a row matching no prompt of the selected benchmarks is an "
+                          "error (default: such rows are skipped and counted)")
     src.add_argument("--labels", default=None, metavar="YAML",
                      help="label → class mapping (hf-classifier; optional for file)")
     src.add_argument("--name", default=None,
@@ -149,7 +152,7 @@ def _run_score(args: argparse.Namespace) -> int:
     generative = kind in ("qwen3guard", "granite-guardian", "llama-guard")
     options: dict = {"name": args.name}
     if kind == "file":
-        options.update(file=args.file, labels=args.labels)
+        options.update(file=args.file, labels=args.labels, strict=args.strict)
     elif kind == "callable":
         options.update(target=args.target, batch_size=args.batch_size)
     elif kind == "hf-classifier":
@@ -192,7 +195,8 @@ def _run_score(args: argparse.Namespace) -> int:
     return 0
 
 
-_ONLY_FOR = {"--file": ("file",), "--target": ("callable",), "--labels": ("file", "hf-classifier"),
+_ONLY_FOR = {"--strict": ("file",),
+             "--file": ("file",), "--target": ("callable",), "--labels": ("file", "hf-classifier"),
              "--endpoint": ("qwen3guard", "granite-guardian", "llama-guard"),
              "--risk-name": ("granite-guardian",), "--risk-definition": ("granite-guardian",),
              "--categories": ("llama-guard",), "--exclude-categories": ("llama-guard",),

@@ -1,7 +1,8 @@
 """Benchmark subsets: manifests, verified loading, one record shape, and ``data pull``.
 
 Every benchmark subset is described by one flat YAML manifest in ``data_manifests/benchmarks/``
-(fields in :mod:`guarddiag.data.manifest`). Loading a subset checks each file's sha256 and row
+or, for a user's own files, in the user manifests folder (fields in
+:mod:`guarddiag.data.manifest`). Loading a subset checks each file's sha256 and row
 count, reads it, applies the manifest's row filter, and reduces the rows to one record shape:
 
 ==============  =====  ============================================================================
@@ -23,9 +24,12 @@ Modules:
 * :mod:`~guarddiag.data.manifest` - the manifest model, whole-set validation, subset selectors;
 * :mod:`~guarddiag.data.read` - reading one file (every format), text fields and row filters;
 * :mod:`~guarddiag.data.load` - verified, cached loading, subset status, derived subsets;
-* :mod:`~guarddiag.data.pull` - ``data pull``: resumable, verified downloads.
+* :mod:`~guarddiag.data.pull` - ``data pull``: resumable, verified downloads;
+* :mod:`~guarddiag.data.add` - ``data add``: a user's own benchmark file, described by a
+  manifest in the user manifests folder that every command reads with the built-in ones.
 """
 
+from guarddiag.data.add import ADD_FORMATS, AddResult, add_benchmark
 from guarddiag.data.load import (
     DERIVED_COLUMNS,
     FRAME_SCHEMA,
@@ -41,14 +45,17 @@ from guarddiag.data.manifest import (
     FORMATS,
     KINDS,
     STUDY_IDS,
+    USER_MANIFESTS_ENV,
     BenchmarkFile,
     BenchmarkManifest,
     load_manifests,
     resolve_ids,
+    user_manifests_root,
 )
 from guarddiag.data.pull import MIRROR_ENV, PulledFile, PullResult, pull
 
 __all__ = [
+    "ADD_FORMATS",
     "DERIVED_COLUMNS",
     "FORMATS",
     "FRAME_SCHEMA",
@@ -56,17 +63,21 @@ __all__ = [
     "MIRROR_ENV",
     "STUDY_IDS",
     "SUBSET_SEPARATOR",
+    "USER_MANIFESTS_ENV",
+    "AddResult",
     "BenchmarkFile",
     "BenchmarkManifest",
     "BenchmarkSet",
     "PullResult",
     "PulledFile",
     "SubsetStatus",
+    "add_benchmark",
     "load_benchmark",
     "load_benchmarks",
     "load_manifests",
     "pull",
     "resolve_ids",
     "subset_status",
+    "user_manifests_root",
     "write_derived_subset",
 ]

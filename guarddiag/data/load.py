@@ -45,6 +45,7 @@ __all__ = [
     "SubsetStatus",
     "load_benchmark",
     "load_benchmarks",
+    "load_subset",
     "subset_status",
     "write_derived_subset",
 ]
@@ -78,12 +79,17 @@ class SubsetStatus:
     missing: tuple[str, ...]
     source: str
     message: str | None = None
+    defined_in: str = "built-in"
+    """``built-in`` (data_manifests/), ``user`` (the user manifests folder) or ``derived``."""
+    manifest: str = ""
+    """The manifest file the subset is defined by."""
 
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "kind": self.kind, "study": self.study, "derived": self.derived,
                 "status": self.status, "expected": self.expected, "found": self.found,
                 "sha256": self.sha256, "checksum_verified": self.checksum_verified,
-                "missing": list(self.missing), "source": self.source, "message": self.message}
+                "missing": list(self.missing), "source": self.source, "message": self.message,
+                "defined_in": self.defined_in, "manifest": self.manifest}
 
 
 @dataclass(frozen=True)
@@ -126,9 +132,11 @@ def _file_key(path: Path) -> tuple[str, int, int]:
     return (str(path), st.st_size, st.st_mtime_ns)
 
 
-def _load_subset(manifest: BenchmarkManifest, data_dir: Path
-                 ) -> tuple[pl.DataFrame, str, bool]:
-    """Load and verify one subset whose files exist. Returns (frame, digest, verified)."""
+def load_subset(manifest: BenchmarkManifest, data_dir: Path
+                ) -> tuple[pl.DataFrame, str, bool]:
+    """Load and verify one subset whose files exist. Returns (frame, digest, verified).
+
+    One-line errors name the file, row and field (checksum, row count, column, text, ids)."""
     file_paths = [manifest.file_path(e, data_dir) for e in manifest.files]
     key = (manifest, *(_file_key(p) for p in file_paths))
     if key in _CACHE:
@@ -152,7 +160,9 @@ def _load_subset(manifest: BenchmarkManifest, data_dir: Path
     if dup.height:
         first = dup.row(0, named=True)
         again = dup.filter(pl.col("prompt_id") == first["prompt_id"]).row(1, named=True)
-        raise GuarddiagError(f'{again[FILE]} row {again[ROW]} field "prompt_id": '
+        # Name the file's own id column when it has one: that is where the user looks.
+        field_name = manifest.id_field or "prompt_id"
+        raise GuarddiagError(f'{again[FILE]} row {again[ROW]} field "{field_name}": '
                              f"duplicate id {first['prompt_id']!r} (first at {first['__file']} "
                              f"row {first[ROW]}); ids must be unique within {manifest.id}")
     if frame.height != manifest.expected_count:
@@ -172,16 +182,19 @@ def _status(manifest: BenchmarkManifest, data_dir: Path
                     if not manifest.file_path(e, data_dir).is_file())
     status_of = partial(SubsetStatus, id=manifest.id, kind=manifest.kind,
                         study=manifest.study, derived=manifest.derived,
-                        expected=manifest.expected_count, source=manifest.source)
+                        expected=manifest.expected_count, source=manifest.source,
+                        defined_in=manifest.defined_in, manifest=str(manifest.manifest_path))
     if missing:
-        msg = (f"{manifest.id}: file not found: {missing[0]}"
-               + (f" (+{len(missing) - 1} more)" if len(missing) > 1 else "")
-               + f"; get it with `guarddiag data pull --ids {manifest.id}` "
+        how = (f"put the file back, or add it again with `guarddiag data add ... --id "
+               f"{manifest.id} --replace` ({manifest.manifest_path})" if manifest.user else
+               f"get it with `guarddiag data pull --ids {manifest.id}` "
                f"(source: {manifest.source})")
+        msg = (f"{manifest.id}: file not found: {missing[0]}"
+               + (f" (+{len(missing) - 1} more)" if len(missing) > 1 else "") + f"; {how}")
         return status_of(status="unavailable", found=None, sha256=None,
                          checksum_verified=False, missing=missing, message=msg), None
     try:
-        frame, digest, verified = _load_subset(manifest, data_dir)
+        frame, digest, verified = load_subset(manifest, data_dir)
     except GuarddiagError as exc:
         return status_of(status="invalid", found=None, sha256=None, checksum_verified=False,
                          missing=(), message=str(exc)), None
@@ -194,18 +207,23 @@ def _status(manifest: BenchmarkManifest, data_dir: Path
 def subset_status(*, data_dir: str | os.PathLike[str] | None = None,
                   ids: str | Sequence[str] = "all",
                   derived_dir: str | os.PathLike[str] | None = None,
-                  manifests_dir: str | os.PathLike[str] | None = None) -> list[SubsetStatus]:
+                  manifests_dir: str | os.PathLike[str] | None = None,
+                  user_manifests_dir: str | os.PathLike[str] | None = None
+                  ) -> list[SubsetStatus]:
     """Status of each selected subset; loads (and so verifies) every present one."""
-    manifests = load_manifests(derived_dir=derived_dir, manifests_dir=manifests_dir)
+    manifests = load_manifests(derived_dir=derived_dir, manifests_dir=manifests_dir,
+                               data_dir=data_dir, user_manifests_dir=user_manifests_dir)
     root = paths.resolve_data_dir(data_dir)
     return [_status(manifests[i], root)[0] for i in resolve_ids(ids, manifests)]
 
 
 def load_benchmark(benchmark_id: str, *, data_dir: str | os.PathLike[str] | None = None,
                    derived_dir: str | os.PathLike[str] | None = None,
-                   manifests_dir: str | os.PathLike[str] | None = None) -> pl.DataFrame:
+                   manifests_dir: str | os.PathLike[str] | None = None,
+                   user_manifests_dir: str | os.PathLike[str] | None = None) -> pl.DataFrame:
     """One verified subset in the record shape; a one-line error when it cannot be loaded."""
-    manifests = load_manifests(derived_dir=derived_dir, manifests_dir=manifests_dir)
+    manifests = load_manifests(derived_dir=derived_dir, manifests_dir=manifests_dir,
+                               data_dir=data_dir, user_manifests_dir=user_manifests_dir)
     if benchmark_id not in manifests:
         raise unknown_name("benchmark", benchmark_id, list(manifests))
     status, frame = _status(manifests[benchmark_id], paths.resolve_data_dir(data_dir))
@@ -217,13 +235,16 @@ def load_benchmark(benchmark_id: str, *, data_dir: str | os.PathLike[str] | None
 def load_benchmarks(ids: str | Sequence[str] = "all", *,
                     data_dir: str | os.PathLike[str] | None = None,
                     derived_dir: str | os.PathLike[str] | None = None,
-                    manifests_dir: str | os.PathLike[str] | None = None) -> BenchmarkSet:
+                    manifests_dir: str | os.PathLike[str] | None = None,
+                    user_manifests_dir: str | os.PathLike[str] | None = None) -> BenchmarkSet:
     """Every selected subset that is present, verified; absent ones listed in ``unavailable``.
 
     A present but wrong subset (checksum, count, column, text, ids) raises: numbers computed
-    from it would be silently wrong.
+    from it would be silently wrong. The user manifests folder is read too
+    (:func:`guarddiag.data.manifest.user_manifests_root`).
     """
-    manifests = load_manifests(derived_dir=derived_dir, manifests_dir=manifests_dir)
+    manifests = load_manifests(derived_dir=derived_dir, manifests_dir=manifests_dir,
+                               data_dir=data_dir, user_manifests_dir=user_manifests_dir)
     root = paths.resolve_data_dir(data_dir)
     frames: dict[str, pl.DataFrame] = {}
     unavailable: list[SubsetStatus] = []

@@ -1,9 +1,11 @@
 """Benchmark subset manifests: the model, whole-set validation, and subset selectors.
 
 Every benchmark subset is described by one flat YAML manifest in ``data_manifests/benchmarks/``
-(its ``id`` equals the file stem); derived (mutated) subsets keep theirs beside their parquet file
-under ``derived_dir``. :func:`load_manifests` reads and checks all of them as one set through
-:mod:`guarddiag.spec`, every problem reported at once.
+(its ``id`` equals the file stem; ``$GUARDDIAG_MANIFESTS`` replaces ``data_manifests/``); a
+user's own benchmarks have theirs in the user manifests folder (below); derived (mutated)
+subsets keep theirs beside their parquet file under ``derived_dir``. :func:`load_manifests`
+reads and checks all of them as one set through :mod:`guarddiag.spec`, every problem reported at
+once.
 
 
 Manifest fields (base subsets)
@@ -50,6 +52,15 @@ File entries
                   this member of it.
 ``text_fields``, ``id_prefix``, ``tree_levels``  per-file options described above.
 
+User benchmarks
+---------------
+``guarddiag data add`` (:func:`guarddiag.data.add_benchmark`) writes a base manifest for a file
+the user keeps anywhere into the user manifests folder: ``--manifests-dir``, else
+``$GUARDDIAG_USER_MANIFESTS``, else ``<data dir>/user_manifests/`` (:func:`user_manifests_root`).
+Every command reads that folder in addition to the built-in manifests. Its manifests have the
+base schema, with ``study: false``, an id no built-in subset uses, and a file ``path`` that may be
+absolute: the file stays where the user keeps it, pinned by its sha256.
+
 Derived subsets
 ---------------
 A derived subset (a mutation of a base subset) lives under ``derived_dir`` (default
@@ -68,8 +79,8 @@ writing them by hand.
 Subset selectors
 ----------------
 ``resolve_ids`` accepts ids and these names, comma-separated or as a list: ``all`` (every base
-subset, study and extra), ``study`` (the 15), ``extra`` (the other mirrored sets), ``derived``
-(every derived subset).
+subset: study, extra and user), ``study`` (the 15), ``extra`` (the other built-in sets),
+``user`` (the user manifests folder's subsets), ``derived`` (every derived subset).
 """
 
 from __future__ import annotations
@@ -88,11 +99,13 @@ __all__ = [
     "FORMATS",
     "KINDS",
     "STUDY_IDS",
+    "USER_MANIFESTS_ENV",
     "BenchmarkFile",
     "BenchmarkManifest",
     "default_derived_dir",
     "load_manifests",
     "resolve_ids",
+    "user_manifests_root",
 ]
 
 
@@ -107,7 +120,10 @@ STUDY_IDS: tuple[str, ...] = (
 KINDS = ("harmful", "benign")
 FORMATS = ("csv", "parquet", "json", "jsonl", "jsonl.gz", "lines", "json_tree")
 SOURCE_KINDS = ("upstream", "upstream-fork", "third-party-copy", "package", "rebuilt")
-SELECTORS = ("all", "study", "extra", "derived")
+SELECTORS = ("all", "study", "extra", "user", "derived")
+USER_MANIFESTS_ENV = "GUARDDIAG_USER_MANIFESTS"
+"""Environment variable naming the user manifests folder (default ``<data dir>/user_manifests``)."""
+USER_MANIFESTS_FOLDER = "user_manifests"
 ID_PATTERN = r"[a-z0-9][a-z0-9_\-]*"
 """A subset id: lower-case letters, digits, ``_`` and ``-``."""
 _HEX64 = r"[0-9a-f]{64}"
@@ -228,16 +244,26 @@ class BenchmarkManifest:
     mutation: str | None = None
     root: Path | None = None
     """Folder the file paths are relative to for derived subsets (their ``derived_dir``)."""
+    user: bool = False
+    """Defined in the user manifests folder (``guarddiag data add``), not built in."""
 
     @property
     def derived(self) -> bool:
         return self.derived_from is not None
 
     @property
+    def defined_in(self) -> str:
+        """``built-in``, ``user`` or ``derived``: where the manifest comes from."""
+        return "derived" if self.derived else "user" if self.user else "built-in"
+
+    @property
     def source(self) -> str:
         """Where to get the subset, in one line (shown for unavailable subsets)."""
         if self.derived:
             return f"derived from {self.derived_from} by mutation {self.mutation}"
+        if self.user:
+            return (f"your file {self.files[0].path}, added with `guarddiag data add` "
+                    f"({self.manifest_path})")
         parts = []
         if self.hf_dataset:
             hf = self.hf_dataset
@@ -264,6 +290,18 @@ def manifests_root(manifests_dir: str | os.PathLike[str] | None) -> Path:
     return paths.manifests_dir() / "benchmarks"
 
 
+def user_manifests_root(user_manifests_dir: str | os.PathLike[str] | None = None, *,
+                        data_dir: str | os.PathLike[str] | None = None) -> Path:
+    """The user manifests folder: the one given, else ``$GUARDDIAG_USER_MANIFESTS``, else
+    ``<data dir>/user_manifests`` (``data_dir`` resolved as every command does)."""
+    if user_manifests_dir is not None:
+        return Path(user_manifests_dir).expanduser()
+    env = os.environ.get(USER_MANIFESTS_ENV)
+    if env:
+        return Path(env).expanduser()
+    return paths.resolve_data_dir(data_dir) / USER_MANIFESTS_FOLDER
+
+
 def default_derived_dir(derived_dir: str | os.PathLike[str] | None) -> Path:
     """``derived_dir``, or the work folder's ``derived/`` when None."""
     return Path(derived_dir) if derived_dir is not None else paths.work_paths().derived
@@ -271,13 +309,17 @@ def default_derived_dir(derived_dir: str | os.PathLike[str] | None) -> Path:
 
 
 def load_manifests(*, derived_dir: str | os.PathLike[str] | None = None,
-                   manifests_dir: str | os.PathLike[str] | None = None
+                   manifests_dir: str | os.PathLike[str] | None = None,
+                   data_dir: str | os.PathLike[str] | None = None,
+                   user_manifests_dir: str | os.PathLike[str] | None = None
                    ) -> dict[str, BenchmarkManifest]:
-    """Read and validate every benchmark manifest (and derived ones) as one set.
+    """Read and validate every benchmark manifest (built-in, user and derived) as one set.
 
     Every problem in every file is collected and reported at once (unknown or missing keys,
     bad values, duplicate ids, an id that is not its file stem, YAML syntax errors).
-    Order: the study subsets in SPEC order, then extras, then derived subsets, by id.
+    ``data_dir`` locates the default user manifests folder (:func:`user_manifests_root`).
+    Order: the study subsets in SPEC order, then built-in extras, then the user's subsets, then
+    derived subsets, each by id.
     """
     root = manifests_root(manifests_dir)
     if not root.is_dir():
@@ -288,12 +330,29 @@ def load_manifests(*, derived_dir: str | os.PathLike[str] | None = None,
         manifest = parse_manifest(path, problems, derived_root=None)
         if manifest is not None:
             _add_unique(base, manifest, problems)
+    _load_user(user_manifests_root(user_manifests_dir, data_dir=data_dir), base, problems)
     derived = _load_derived(default_derived_dir(derived_dir), base, problems)
     problems.raise_if_any("benchmark manifests")
     order = {sid: i for i, sid in enumerate(STUDY_IDS)}
-    ordered = sorted(base.values(), key=lambda m: (order.get(m.id, len(order)), m.id))
+    ordered = sorted(base.values(), key=lambda m: (order.get(m.id, len(order)), m.user, m.id))
     ordered += sorted(derived.values(), key=lambda m: m.id)
     return {m.id: m for m in ordered}
+
+
+def _load_user(uroot: Path, base: dict[str, BenchmarkManifest], problems: Problems) -> None:
+    """Add the user manifests folder's subsets to ``base``; a built-in id is not theirs."""
+    if not uroot.is_dir():
+        return
+    for path in sorted(uroot.glob("*.yaml")):
+        manifest = parse_manifest(path, problems, derived_root=None, user=True)
+        if manifest is None:
+            continue
+        if manifest.id in base and not base[manifest.id].user:
+            problems.add(f'{path} field "id"',
+                         f"{manifest.id!r} is a built-in benchmark id "
+                         f"({base[manifest.id].manifest_path}); choose another id")
+            continue
+        _add_unique(base, manifest, problems)
 
 
 def _load_derived(droot: Path, base: dict[str, BenchmarkManifest], problems: Problems
@@ -335,9 +394,11 @@ def _str_list(value: Any, where: str, problems: Problems) -> tuple[str, ...] | N
     return tuple(value)
 
 
-def parse_manifest(path: Path, problems: Problems, *, derived_root: Path | None
-                   ) -> BenchmarkManifest | None:
-    """One manifest file, checked; None (with its problems recorded) when anything is wrong."""
+def parse_manifest(path: Path, problems: Problems, *, derived_root: Path | None,
+                   user: bool = False) -> BenchmarkManifest | None:
+    """One manifest file, checked; None (with its problems recorded) when anything is wrong.
+
+    ``user``: a manifest of the user manifests folder, whose file paths may be absolute."""
     try:
         doc = load_yaml_mapping(path)
     except GuarddiagError as exc:
@@ -350,7 +411,7 @@ def parse_manifest(path: Path, problems: Problems, *, derived_root: Path | None
                          problems=problems)
     _check_identity(values, path, derived=derived, problems=problems)
     filters = _read_filters(doc, values, where, problems)
-    files = parse_files(doc.get("files"), where, problems, derived=derived)
+    files = parse_files(doc.get("files"), where, problems, derived=derived, user=user)
     expected = values.get("expected_count")
     if derived and files and len(files) == 1 and files[0].rows != expected:
         problems.add(f'{where} files[0] field "rows"',
@@ -365,7 +426,7 @@ def parse_manifest(path: Path, problems: Problems, *, derived_root: Path | None
     return BenchmarkManifest(
         **{"licence": None, "source_kind": None, **scalars}, **filters,
         title=values["title"] or values["id"], files=files, manifest_path=path,
-        root=derived_root)
+        root=derived_root, user=user)
 
 
 def _check_identity(values: dict[str, Any], path: Path, *, derived: bool,
@@ -410,8 +471,8 @@ def _read_filters(doc: dict[str, Any], values: dict[str, Any], where: str,
             "flagged": values.get("flagged") if flags else None}
 
 
-def parse_files(value: Any, where: str, problems: Problems, *, derived: bool
-                ) -> tuple[BenchmarkFile, ...] | None:
+def parse_files(value: Any, where: str, problems: Problems, *, derived: bool,
+                user: bool = False) -> tuple[BenchmarkFile, ...] | None:
     """The ``files`` entries of a manifest; None unless every one of them is valid."""
     if not isinstance(value, list) or not value:
         if value is not None:
@@ -421,14 +482,15 @@ def parse_files(value: Any, where: str, problems: Problems, *, derived: bool
         problems.add(f'{where} field "files"', "a derived subset has exactly one parquet file")
     out = []
     for i, entry in enumerate(value):
-        parsed = _parse_file(entry, f"{where} files[{i}]", problems, derived=derived)
+        parsed = _parse_file(entry, f"{where} files[{i}]", problems, derived=derived,
+                             user=user)
         if parsed is not None:
             out.append(parsed)
     return tuple(out) if len(out) == len(value) else None
 
 
-def _parse_file(entry: Any, loc: str, problems: Problems, *, derived: bool
-                ) -> BenchmarkFile | None:
+def _parse_file(entry: Any, loc: str, problems: Problems, *, derived: bool,
+                user: bool = False) -> BenchmarkFile | None:
     n_before = len(problems.items)
     values = read_fields(entry, FILE_FIELDS, where=loc, problems=problems)
     if not isinstance(entry, dict):
@@ -438,9 +500,12 @@ def _parse_file(entry: Any, loc: str, problems: Problems, *, derived: bool
         return f'{loc} field "{key}"'
 
     rel = values.get("path")
-    if rel is not None and (Path(rel).is_absolute() or ".." in Path(rel).parts):
-        problems.add(fld("path"), f"expected a relative path inside the data directory, "
-                                  f"got {rel!r}")
+    # A user's file stays where they keep it: an absolute path. Built-in files live in the
+    # data directory, so a built-in manifest names them relative to it.
+    if rel is not None and not (user and Path(rel).is_absolute()) and (
+            Path(rel).is_absolute() or ".." in Path(rel).parts):
+        problems.add(fld("path"), f"expected a relative path inside the data directory"
+                                  f"{' or an absolute path' if user else ''}, got {rel!r}")
     fmt = values.get("format")
     if derived and fmt is not None and fmt != "parquet":
         problems.add(fld("format"), f"a derived subset's file is parquet, got {fmt!r}")
@@ -476,7 +541,7 @@ def resolve_ids(ids: str | Sequence[str], manifests: dict[str, BenchmarkManifest
     tokens = [t.strip() for t in tokens if t and t.strip()]
     if not tokens:
         raise GuarddiagError("no benchmark ids given (expected ids or all, study, extra, "
-                             "derived)")
+                             "user, derived)")
     chosen: set[str] = set()
     for token in tokens:
         if token == "all":
@@ -484,7 +549,10 @@ def resolve_ids(ids: str | Sequence[str], manifests: dict[str, BenchmarkManifest
         elif token == "study":
             chosen.update(k for k, m in manifests.items() if m.study)
         elif token == "extra":
-            chosen.update(k for k, m in manifests.items() if not m.study and not m.derived)
+            chosen.update(k for k, m in manifests.items()
+                          if not m.study and not m.derived and not m.user)
+        elif token == "user":
+            chosen.update(k for k, m in manifests.items() if m.user)
         elif token == "derived":
             chosen.update(k for k, m in manifests.items() if m.derived)
         elif token in manifests:

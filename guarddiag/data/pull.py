@@ -158,15 +158,15 @@ def pull(*, ids: str | Sequence[str] = "all", data_dir: str | os.PathLike[str] |
     Files already present are verified, never overwritten. Raises a one-line error when no host
     can be reached.
     """
-    manifests = load_manifests(manifests_dir=manifests_dir)
+    manifests = load_manifests(manifests_dir=manifests_dir, data_dir=data_dir)
     chosen = [manifests[i] for i in resolve_ids(ids, manifests)]
     root = paths.resolve_data_dir(data_dir)
     mirror = mirror if mirror is not None else os.environ.get(MIRROR_ENV) or None
     # One entry per distinct file (the three HarmBench subsets share one CSV).
     by_path: dict[str, tuple[BenchmarkFile, list[str]]] = {}
     for manifest in chosen:
-        if manifest.derived:
-            continue
+        if manifest.derived or manifest.user:
+            continue  # made locally, or the user's own file: nothing to download
         for entry in manifest.files:
             by_path.setdefault(entry.path, (entry, []))[1].append(manifest.id)
     results = []

@@ -5,9 +5,10 @@ One interface, two implementations:
 * ``hf:<model folder or hub id>`` — a local Hugging Face causal LM (``AutoModelForCausalLM``)
   prompted through its own chat template;
 * ``endpoint:<base url>#<model name>`` — an OpenAI-compatible chat endpoint (a vLLM server, for
-  instance), asked with bounded concurrency, per-request timeouts, retries with exponential
-  backoff and an on-disk response cache keyed by the request, so an interrupted run resumes
-  without asking again.
+  instance), asked with bounded concurrency over kept-alive connections, per-request timeouts,
+  retries with exponential backoff (or after the server's ``Retry-After`` on 429 and 503,
+  capped at :data:`RETRY_AFTER_CAP_S`) and an on-disk response cache keyed by the request, so
+  an interrupted run resumes without asking again.
 
     gen = make_generator("endpoint:http://127.0.0.1:8000/v1#Qwen/Qwen2.5-7B-Instruct")
     gen.complete([[{"role": "user", "content": "Say hi"}]], max_new_tokens=8,
@@ -22,13 +23,12 @@ Llama Guard's ``categories``), and reports a failed request per conversation ins
 from __future__ import annotations
 
 import hashlib
+import http.client
 import json
 import os
 import random
 import threading
 import time
-import urllib.error
-import urllib.request
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -37,6 +37,12 @@ from pathlib import Path
 from typing import Any, cast
 
 from guarddiag.errors import GuarddiagError
+from guarddiag.guards.transport import (
+    KeepAliveClient,
+    ResponseCache,
+    retry_after_seconds,
+)
+from guarddiag.guards.transport import repair_jsonl_tail as repair_jsonl_tail  # re-exported
 
 Conversation = list[dict[str, Any]]
 """A chat: ``[{"role": "system"|"user"|"assistant", "content": str}, ...]``."""
@@ -319,60 +325,21 @@ class EndpointUnreachableError(GuarddiagError):
     """The endpoint refused or dropped every attempt; nothing more can be asked of it."""
 
 
+RETRY_AFTER_CAP_S = 60.0
+"""The longest a ``Retry-After`` header (on 429 or 503) makes a request wait before its retry.
+A server asking for more (or a far-off HTTP-date) is waited on for this long, so one
+overloaded server cannot stall a run for hours; the retry budget (``retries``) still applies."""
+
+
 class _RetryableError(Exception):
-    pass
+    def __init__(self, message: str, *, retry_after: float | None = None):
+        super().__init__(message)
+        self.retry_after = retry_after
+        """Seconds the server asked to wait (``Retry-After``), when it did."""
 
 
 class _FatalRequestError(Exception):
     """The server rejected the request itself (4xx); retrying would not help."""
-
-
-class ResponseCache:
-    """Answers of an endpoint on disk, keyed by the sha256 of the canonical request body.
-
-    One JSON object per line in ``responses.jsonl``, appended and flushed as each answer
-    arrives, so a killed run keeps every answer it received. A line torn by a kill is skipped.
-    """
-
-    FILE = "responses.jsonl"
-
-    def __init__(self, folder: str | Path):
-        self.path = Path(folder) / self.FILE
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._lock = threading.Lock()
-        self._items: dict[str, dict[str, Any]] = {}
-        if self.path.is_file():
-            with open(self.path, encoding="utf-8", errors="replace") as fh:
-                for line in fh:
-                    try:
-                        rec = json.loads(line)
-                        self._items[rec["key"]] = rec["answer"]
-                    except (json.JSONDecodeError, KeyError, TypeError):
-                        continue  # a torn last line from a killed run
-            self._repair_tail()
-
-    def _repair_tail(self) -> None:
-        repair_jsonl_tail(self.path)
-
-    @staticmethod
-    def key(body: dict[str, Any]) -> str:
-        canonical = json.dumps(body, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-        return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
-
-    def get(self, key: str) -> dict[str, Any] | None:
-        with self._lock:
-            return self._items.get(key)
-
-    def put(self, key: str, answer: dict[str, Any]) -> None:
-        line = json.dumps({"key": key, "answer": answer}, sort_keys=True, ensure_ascii=False)
-        with self._lock:
-            self._items[key] = answer
-            with open(self.path, "a", encoding="utf-8") as fh:
-                fh.write(line + "\n")
-                fh.flush()
-
-    def __len__(self) -> int:
-        return len(self._items)
 
 
 @dataclass
@@ -407,6 +374,7 @@ class EndpointGenerator(TextGenerator):
         self._api_key = os.environ.get(api_key_env) if api_key_env else None
         self.stats = EndpointStats()
         self._stats_lock = threading.Lock()
+        self._client = KeepAliveClient(self.url, timeout_s=self.timeout_s)
 
     # -- one request ---------------------------------------------------------------------------
     def _body(self, conversation: Conversation, *, max_new_tokens: int, temperature: float,
@@ -426,44 +394,47 @@ class EndpointGenerator(TextGenerator):
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
         if self._api_key:
             headers["Authorization"] = f"Bearer {self._api_key}"
-        req = urllib.request.Request(self.url, data=payload, headers=headers, method="POST")
         with self._stats_lock:
             self.stats.requests += 1
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
-                raw = resp.read()
-        except urllib.error.HTTPError as exc:
-            detail = _snippet(exc.read() if exc.fp is not None else b"")
-            if exc.code in (408, 409, 425, 429) or exc.code >= 500:
-                raise _RetryableError(f"HTTP {exc.code} {detail}".strip()) from None
-            raise _FatalRequestError(f"HTTP {exc.code} {detail}".strip()) from None
-        except urllib.error.URLError as exc:
-            reason = exc.reason
-            if isinstance(reason, ConnectionRefusedError):
-                raise EndpointUnreachableError(f"{self.url} refused the connection") from None
-            if isinstance(reason, TimeoutError):
-                raise _RetryableError(f"no answer within {self.timeout_s:g} s") from None
-            raise _RetryableError(f"connection failed ({reason})") from None
+            answer = self._client.post(payload, headers)
+        except ConnectionRefusedError:
+            raise EndpointUnreachableError(f"{self.url} refused the connection") from None
         except TimeoutError:
             raise _RetryableError(f"no answer within {self.timeout_s:g} s") from None
-        except (ConnectionError, OSError) as exc:
+        except (http.client.HTTPException, OSError) as exc:
             raise _RetryableError(f"connection failed ({type(exc).__name__}: {exc})") from None
+        code = answer.status
+        if code >= 400:
+            detail = f"HTTP {code} {_snippet(answer.body)}".strip()
+            if code in (408, 409, 425, 429) or code >= 500:
+                wait = retry_after_seconds(answer.retry_after) if code in (429, 503) else None
+                raise _RetryableError(detail, retry_after=wait)
+            raise _FatalRequestError(detail)
         try:
-            doc = json.loads(raw.decode("utf-8"))
+            doc = json.loads(answer.body.decode("utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError):
-            raise _RetryableError(f"answer is not JSON: {_snippet(raw)}") from None
+            raise _RetryableError(f"answer is not JSON: {_snippet(answer.body)}") from None
         return doc
 
     def _ask(self, body: dict[str, Any], rng: random.Random) -> dict[str, Any]:
         """Send one request with retries; return the parsed answer fields."""
         payload = json.dumps(body, ensure_ascii=False).encode("utf-8")
         last = ""
+        asked_wait: float | None = None
         for attempt in range(self.retries + 1):
             if attempt:
                 with self._stats_lock:
                     self.stats.retries += 1
-                # Exponential backoff with jitter so parallel workers do not retry in lockstep.
-                time.sleep(min(30.0, self.backoff_s * 2 ** (attempt - 1)) * (0.5 + rng.random()))
+                if asked_wait is not None:
+                    # The server said when to come back (429/503 Retry-After): no sooner.
+                    time.sleep(min(RETRY_AFTER_CAP_S, asked_wait))
+                else:
+                    # Exponential backoff with jitter so parallel workers do not retry in
+                    # lockstep.
+                    time.sleep(min(30.0, self.backoff_s * 2 ** (attempt - 1))
+                               * (0.5 + rng.random()))
+            asked_wait = None
             try:
                 return _parse_chat_answer(self._post_once(payload))
             except EndpointUnreachableError as exc:
@@ -472,6 +443,7 @@ class EndpointGenerator(TextGenerator):
                     raise
             except _RetryableError as exc:
                 last = str(exc)
+                asked_wait = exc.retry_after
         raise _RetryableError(f"{last} (after {self.retries + 1} attempts)")
 
     # -- many requests -------------------------------------------------------------------------
@@ -547,19 +519,9 @@ class EndpointGenerator(TextGenerator):
             pool.shutdown(wait=True, cancel_futures=True)
         return [g for g in out if g is not None]
 
-
-def repair_jsonl_tail(path: Path) -> None:
-    """End an append-only JSON-lines file with a newline.
-
-    A kill can leave a last line without its newline; the next append would glue onto it.
-    """
-    with open(path, "rb+") as fh:
-        size = fh.seek(0, os.SEEK_END)
-        if size == 0:
-            return
-        fh.seek(size - 1)
-        if fh.read(1) != b"\n":
-            fh.write(b"\n")
+    def close(self) -> None:
+        """Close the kept-alive connections (a later request opens new ones)."""
+        self._client.close()
 
 
 def _snippet(raw: bytes, n: int = 120) -> str:

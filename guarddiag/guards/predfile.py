@@ -11,8 +11,13 @@ Columns, one row per prompt:
   four class names.
 
 A binary answer (``p_unsafe`` or a safe/unsafe label) has no boundary class: its safe mass is
-GENERIC_SAFE, so the strict and loose read-outs agree. Rows that name an unknown prompt are an
-error; prompts of a scored benchmark that the file lacks are ``failed`` and reported.
+GENERIC_SAFE, so the strict and loose read-outs agree.
+
+Rows that match no prompt of the selected benchmarks (another benchmark, an id or text the
+selected ones lack) are skipped and counted in one line, so a file covering every benchmark can
+score two of them; ``strict=True`` (``guards score --strict``) makes such rows an error instead.
+Prompts of a scored benchmark that the file lacks are ``failed`` (not scored, never read as
+safe) and counted; a selected benchmark with no row at all is not scored.
 """
 
 from __future__ import annotations
@@ -49,10 +54,14 @@ class PredictionsFileAdapter(GuardAdapter):
     resumable = False  # re-reading a file is cheap; a changed file must replace old answers
 
     def __init__(self, *, file: str | Path | None = None,
-                 labels: str | Path | Mapping[str, str] | None = None, name: str | None = None):
+                 labels: str | Path | Mapping[str, str] | None = None, name: str | None = None,
+                 strict: bool = False):
+        """``strict``: a row matching no prompt of the selected benchmarks is an error (by
+        default it is skipped and counted)."""
         if not file:
             raise GuarddiagError("guard 'file' needs --file <predictions table>")
         self.path = Path(file)
+        self.strict = bool(strict)
         df = read_table(self.path)
         self.sha256 = sha256_file(self.path)
         self.name = name or slug(self.path.name.split(".")[0])
@@ -178,29 +187,51 @@ class PredictionsFileAdapter(GuardAdapter):
     def _match_ids(self, frames: dict[str, pl.DataFrame], known: set[str]) -> None:
         ids = {b: set(f["prompt_id"].cast(pl.String).to_list()) for b, f in frames.items()}
         ignored = 0
+        unmatched: list[tuple[int, str]] = []
         for row_no, bench, key, verdict in self.rows:
             if bench is not None:
                 if bench not in frames:
-                    if bench in known:
+                    if bench in known and self.strict:
                         ignored += 1
                         continue
-                    raise GuarddiagError(f"{self.path} row {row_no} field \"benchmark\": unknown "
-                                         f"benchmark {bench!r}")
+                    miss = f"benchmark {bench!r} is not selected"
+                    if bench not in known:
+                        miss = f"unknown benchmark {bench!r}"
+                        self._no_match(f"{self.path} row {row_no} field \"benchmark\": {miss}")
+                    unmatched.append((row_no, miss))
+                    continue
                 if key not in ids[bench]:
-                    raise GuarddiagError(f"{self.path} row {row_no}: prompt id {key!r} is not in "
-                                         f"benchmark {bench!r}")
+                    miss = f"prompt id {key!r} is not in benchmark {bench!r}"
+                    self._no_match(f"{self.path} row {row_no}: {miss}")
+                    unmatched.append((row_no, miss))
+                    continue
                 self._lookup[(bench, key)] = (row_no, verdict)
                 continue
             owners = [b for b in sorted(ids) if key in ids[b]]
             if not owners:
-                raise GuarddiagError(f"{self.path} row {row_no}: prompt id {key!r} is in none of "
-                                     f"the selected benchmarks ({', '.join(sorted(frames))})")
+                miss = f"prompt id {key!r} is in none of the selected benchmarks"
+                self._no_match(f"{self.path} row {row_no}: {miss} ({', '.join(sorted(frames))})")
+                unmatched.append((row_no, miss))
+                continue
             if len(owners) > 1:
                 raise GuarddiagError(f"{self.path} row {row_no}: prompt id {key!r} occurs in "
                                      f"{', '.join(owners)}; add a benchmark column")
             self._lookup[(owners[0], key)] = (row_no, verdict)
         if ignored:
             say(f"{self.path}: {ignored} row(s) of benchmarks not selected were ignored")
+        self._say_skipped(unmatched)
+
+    def _no_match(self, message: str) -> None:
+        """A row that matches no selected prompt: the error itself under ``strict``."""
+        if self.strict:
+            raise GuarddiagError(message)
+
+    def _say_skipped(self, unmatched: list[tuple[int, str]]) -> None:
+        if unmatched:
+            row_no, why = unmatched[0]
+            say(f"{self.path}: {len(unmatched)} row(s) match no prompt of the selected "
+                f"benchmarks (first at row {row_no}: {why}); skipped (--strict makes this an "
+                f"error)")
 
     def _match_text(self, frames: dict[str, pl.DataFrame]) -> None:
         exact: dict[str, tuple[int, GuardVerdict]] = {}
@@ -218,8 +249,10 @@ class PredictionsFileAdapter(GuardAdapter):
                     used.add(hit[0])
         unused = [row_no for row_no, _, _, _ in self.rows if row_no not in used]
         if unused:
-            raise GuarddiagError(f"{self.path}: {len(unused)} row(s) match no prompt of the "
-                                 f"selected benchmarks (first at row {unused[0]})")
+            self._no_match(f"{self.path}: {len(unused)} row(s) match no prompt of the "
+                           f"selected benchmarks (first at row {unused[0]})")
+            self._say_skipped([(unused[0], "text matches no selected prompt"),
+                               *((r, "") for r in unused[1:])])
 
     def score_prompts(self, frame: pl.DataFrame) -> list[GuardVerdict]:
         out = []

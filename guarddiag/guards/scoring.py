@@ -155,7 +155,7 @@ def _select_inputs(adapter: GuardAdapter, name: str, *, benchmarks: str | Sequen
         unavailable = tuple(s.id for s in bset.unavailable)
         for status in bset.unavailable:
             say(f"skipping {status.id}: unavailable ({status.message})")
-        known = list(data.load_manifests(derived_dir=derived_dir))
+        known = list(data.load_manifests(derived_dir=derived_dir, data_dir=data_dir))
     if not frames:
         raise GuarddiagError(f"no benchmark prompts to score (selected: {benchmarks}; "
                              f"unavailable: {', '.join(unavailable) or 'none'})")

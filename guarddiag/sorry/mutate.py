@@ -430,7 +430,7 @@ def mutate_benchmark(benchmark: str, *, mutations: str | Sequence[str], seed: in
         raise GuarddiagError(f"--suffix {suffix!r}: expected letters, digits, _ or -")
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise GuarddiagError(f"--seed: expected a non-negative integer, got {seed!r}")
-    manifests = load_manifests(derived_dir=derived_dir)
+    manifests = load_manifests(derived_dir=derived_dir, data_dir=data_dir)
     if benchmark not in manifests:
         raise unknown_name("benchmark", benchmark, [k for k, m in manifests.items()
                                                    if not m.derived])

@@ -96,7 +96,7 @@ def run_jaccard(*, ids: str = "all", pool: str | os.PathLike[str] | None = None,
     bset = load_benchmarks(ids, data_dir=data_dir, derived_dir=derived_dir)
     if not bset.frames:
         raise GuarddiagError(f"jaccard: none of the selected subsets ({ids}) is available")
-    manifests = load_manifests(derived_dir=derived_dir)
+    manifests = load_manifests(derived_dir=derived_dir, data_dir=data_dir)
     families = {}
     for b in bset.frames:
         m = manifests[b]

@@ -1,0 +1,377 @@
+"""``guarddiag data add`` (issue 15, item 3): a CSV the project has never seen becomes a benchmark
+that ``data list``, ``audit`` and ``guards score`` all see, beside the built-in ones.
+
+Expected ids, texts, categories, digests and counts are re-derived here from the file with the
+standard library (csv, hashlib), never taken from guarddiag.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+import shutil
+from pathlib import Path
+
+import polars as pl
+import pytest
+import yaml
+
+from guarddiag import cli, data, paths
+from guarddiag.errors import GuarddiagError
+from guarddiag.spec import SpecError
+
+CATEGORIES = ("fraud", "weapons", "privacy")
+
+
+def red_team_rows(n: int = 30) -> list[dict[str, str]]:
+    """n prompts, ids r001…, categories cycling through CATEGORIES."""
+    return [{"uid": f"r{i:03d}", "prompt": f"Red-team prompt number {i}: explain scheme {i * 7}",
+             "category": CATEGORIES[i % 3]} for i in range(1, n + 1)]
+
+
+def write_csv(path: Path, rows: list[dict[str, str]]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=list(rows[0]), lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    path.write_text(buf.getvalue(), encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def setup(tmp_path, monkeypatch):
+    """An empty data directory and a never-seen CSV kept outside it."""
+    monkeypatch.delenv(data.USER_MANIFESTS_ENV, raising=False)
+    monkeypatch.delenv("GUARDDIAG_MANIFESTS", raising=False)
+    monkeypatch.chdir(tmp_path)
+    ddir = tmp_path / "data"
+    ddir.mkdir()
+    src = write_csv(tmp_path / "team" / "red_team.csv", red_team_rows())
+    return ddir, src
+
+
+def add(ddir: Path, src: Path, *extra: str, subset_id: str = "my_set") -> int:
+    return cli.main(["--data-dir", str(ddir), "data", "add", str(src), "--id", subset_id,
+                     "--text-column", "prompt", "--kind", "harmful", "--category-column",
+                     "category", "--id-column", "uid", *extra])
+
+
+def one_line_error(capsys) -> str:
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("guarddiag: error: ")
+    assert "\n" not in err
+    return err
+
+
+# ── the manifest and loading ──────────────────────────────────────────────────────────────────
+
+
+def test_add_writes_a_manifest_the_loader_reads_like_a_built_in_one(setup, capsys):
+    ddir, src = setup
+    assert add(ddir, src, "--title", "Team red-teaming") == 0
+    out = capsys.readouterr().out
+    manifest = ddir / "user_manifests" / "my_set.yaml"
+    assert f"manifest: {manifest}" in out
+    doc = yaml.safe_load(manifest.read_text(encoding="utf-8"))
+    raw = src.read_bytes()
+    assert doc["files"] == [{"path": str(src.resolve()), "format": "csv",
+                             "sha256": hashlib.sha256(raw).hexdigest(), "rows": 30}]
+    assert doc["expected_count"] == 30
+    assert (doc["id"], doc["kind"], doc["study"], doc["title"]) == (
+        "my_set", "harmful", False, "Team red-teaming")
+    assert (doc["text_fields"], doc["id_field"], doc["category_field"]) == (
+        ["prompt"], "uid", "category")
+
+    with open(src, newline="", encoding="utf-8") as fh:
+        expected = list(csv.DictReader(fh))
+    frame = data.load_benchmark("my_set", data_dir=ddir)
+    assert frame["prompt_id"].to_list() == [r["uid"] for r in expected]
+    assert frame["text"].to_list() == [r["prompt"] for r in expected]
+    assert frame["category"].to_list() == [r["category"] for r in expected]
+    assert set(frame["label_kind"]) == {"harmful"}
+    assert set(frame["benchmark"]) == {"my_set"}
+
+    manifests = data.load_manifests(data_dir=ddir)
+    assert manifests["my_set"].user
+    assert manifests["my_set"].defined_in == "user"
+    # Built-ins first (SPEC order, then extras), the user's subset after them.
+    assert list(manifests)[-1] == "my_set"
+    assert data.resolve_ids("user", manifests) == ["my_set"]
+    assert "my_set" in data.resolve_ids("all", manifests)
+    assert "my_set" not in data.resolve_ids("extra", manifests)
+
+
+def test_without_an_id_column_the_ids_are_row_numbers(setup):
+    ddir, src = setup
+    assert cli.main(["--data-dir", str(ddir), "data", "add", str(src), "--id", "by_row",
+                     "--text-column", "prompt", "--kind", "benign"]) == 0
+    frame = data.load_benchmark("by_row", data_dir=ddir)
+    assert frame["prompt_id"].to_list() == [str(i) for i in range(1, 31)]
+    assert frame["category"].null_count() == 30
+    assert set(frame["label_kind"]) == {"benign"}
+
+
+def test_jsonl_and_text_files_are_read_by_suffix(setup):
+    ddir, _ = setup
+    jsonl = ddir.parent / "t.jsonl"
+    jsonl.write_text('{"q": "first prompt", "c": "a"}\n{"q": "second prompt", "c": "b"}\n',
+                     encoding="utf-8")
+    txt = ddir.parent / "t.txt"
+    txt.write_text("one\ntwo\nthree\n", encoding="utf-8")
+    data.add_benchmark(jsonl, subset_id="from_jsonl", text_column="q", kind="harmful",
+                       category_column="c", data_dir=ddir)
+    data.add_benchmark(txt, subset_id="from_txt", text_column="text", kind="benign",
+                       data_dir=ddir)
+    loaded = data.load_benchmarks("user", data_dir=ddir)
+    assert loaded.frames["from_jsonl"]["text"].to_list() == ["first prompt", "second prompt"]
+    assert loaded.frames["from_jsonl"]["category"].to_list() == ["a", "b"]
+    assert loaded.frames["from_txt"]["text"].to_list() == ["one", "two", "three"]
+
+
+# ── data list, audit and guards score all see it ──────────────────────────────────────────────
+
+
+def test_data_list_shows_where_each_subset_comes_from(setup, capsys):
+    ddir, src = setup
+    assert add(ddir, src) == 0
+    capsys.readouterr()
+    assert cli.main(["--data-dir", str(ddir), "data", "list"]) == 0
+    out = capsys.readouterr().out
+    assert f"user manifests: {ddir / 'user_manifests'}" in out
+    mine = [ln.split() for ln in out.splitlines() if ln.startswith("my_set ")]
+    assert mine == [["my_set", "harmful", "user", "user", "available", "30", "30"]]
+    builtin = [ln.split() for ln in out.splitlines() if ln.startswith("xstest_safe ")]
+    assert builtin[0][2:5] == ["extra", "built-in", "unavailable"]
+    assert "user: 1 of 1 subsets available, 30 of 30 prompts" in out
+    assert cli.main(["--data-dir", str(ddir), "data", "list", "--ids", "user", "--json"]) == 0
+    records = json.loads(capsys.readouterr().out)
+    assert [(r["id"], r["defined_in"], r["manifest"], r["found"]) for r in records] == [
+        ("my_set", "user", str(ddir / "user_manifests" / "my_set.yaml"), 30)]
+
+
+def test_audit_counts_the_pool_rows_found_in_the_new_benchmark(setup, capsys, tmp_path):
+    ddir, src = setup
+    assert add(ddir, src) == 0
+    rows = red_team_rows()
+    pool = pl.DataFrame({
+        "prompt_id": [f"p{i}" for i in range(1, 9)],
+        # Rows 1-2 copy benchmark prompts 4 and 9; row 3 is prompt 17 with case and spacing
+        # changed (equal after normalisation); rows 4-8 are not in it.
+        "text": [rows[3]["prompt"], rows[8]["prompt"],
+                 "  " + rows[16]["prompt"].upper() + " ",
+                 "bake bread", "water a plant", "Red-team prompt number 99: explain scheme 1",
+                 "how do tides work", "name three rivers"]})
+    pool.write_parquet(tmp_path / "pool.parquet")
+    assert cli.main(["audit", "--data-dir", str(ddir), "--pool", str(tmp_path / "pool.parquet"),
+                     "--benchmarks", "my_set", "--out", str(tmp_path / "audit")]) == 0
+    summary = json.loads((tmp_path / "audit" / "summary.json").read_text(encoding="utf-8"))
+    per = summary["benchmarks"]["my_set"]
+    assert (per["n"], per["n_exact"], per["n_kept"]) == (30, 3, 27)
+    assert per["pct_exact"] == pytest.approx(100 * 3 / 30)
+    assert sorted(e["prompt_id"] for e in per["examples"]) == ["r004", "r009", "r017"]
+    assert per["sha256"] == hashlib.sha256(src.read_bytes()).hexdigest()
+    kept = (tmp_path / "audit" / "decontaminated" / "my_set.txt").read_text(encoding="utf-8")
+    assert len(kept.splitlines()) == 27
+
+
+def test_guards_score_reads_a_file_keyed_by_its_prompt_ids(setup, capsys, tmp_path):
+    ddir, src = setup
+    assert add(ddir, src) == 0
+    # Unsafe for every third prompt (r003, r006, … r030: 10 of 30), safe otherwise; five more
+    # rows name prompts of no selected benchmark.
+    lines = ["prompt_id,label"] + [f"r{i:03d},{'unsafe' if i % 3 == 0 else 'safe'}"
+                                   for i in range(1, 31)]
+    lines += [f"x{i},unsafe" for i in range(5)]
+    preds = tmp_path / "team_guard.csv"
+    preds.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    capsys.readouterr()
+    assert cli.main(["guards", "score", "--data-dir", str(ddir), "--adapter", "file", "--file",
+                     str(preds), "--benchmarks", "my_set", "--work-dir", str(tmp_path / "w")]) == 0
+    captured = capsys.readouterr()
+    assert ("5 row(s) match no prompt of the selected benchmarks (first at row 31: prompt id "
+            "'x0' is in none of the selected benchmarks); skipped" in captured.err)
+    row = [ln.split() for ln in captured.out.splitlines() if ln.startswith("my_set ")]
+    assert row == [["my_set", "harmful", "30", "0", f"{100 * 10 / 30:.1f}"]]
+    table = pl.read_parquet(tmp_path / "w" / "runs" / "outside" / "team_guard.parquet")
+    assert table.height == 30
+    assert set(table["benchmark"]) == {"my_set"}
+
+    assert cli.main(["guards", "score", "--data-dir", str(ddir), "--adapter", "file", "--file",
+                     str(preds), "--benchmarks", "my_set", "--work-dir", str(tmp_path / "w"),
+                     "--strict"]) == 2
+    err = one_line_error(capsys)
+    assert err.endswith(f"{preds} row 31: prompt id 'x0' is in none of the selected benchmarks "
+                        f"(my_set)")
+
+
+def test_strict_is_only_for_the_file_adapter(setup, capsys, tmp_path):
+    assert cli.main(["guards", "score", "--adapter", "callable", "--target", "m:f",
+                     "--strict", "--work-dir", str(tmp_path / "w")]) == 2
+    assert "--strict does not apply to the callable adapter" in one_line_error(capsys)
+
+
+# ── re-adding, a changed file, the folders ────────────────────────────────────────────────────
+
+
+def test_re_adding_the_same_file_is_a_no_op(setup, capsys):
+    ddir, src = setup
+    assert add(ddir, src) == 0
+    manifest = ddir / "user_manifests" / "my_set.yaml"
+    before = manifest.read_bytes()
+    capsys.readouterr()
+    assert add(ddir, src) == 0
+    assert "already added, unchanged" in capsys.readouterr().out
+    assert manifest.read_bytes() == before
+
+
+def test_a_changed_file_is_a_checksum_error_until_replaced(setup, capsys):
+    ddir, src = setup
+    assert add(ddir, src) == 0
+    rows = red_team_rows()
+    rows[4]["prompt"] = "an edited prompt"
+    write_csv(src, rows)
+    # Loading the old manifest: the existing checksum error, naming the file.
+    with pytest.raises(GuarddiagError) as info:
+        data.load_benchmark("my_set", data_dir=ddir)
+    assert str(info.value).startswith(f"{src.resolve()}: checksum mismatch for my_set data file")
+    # Adding again under the same id: refused, naming the file.
+    assert add(ddir, src) == 2
+    err = one_line_error(capsys)
+    assert f"{src.resolve()}: checksum changed since it was added as my_set" in err
+    assert "--replace" in err
+    assert add(ddir, src, "--replace") == 0
+    assert "replaced my_set" in capsys.readouterr().out
+    frame = data.load_benchmark("my_set", data_dir=ddir)
+    assert frame.filter(pl.col("prompt_id") == "r005")["text"].item() == "an edited prompt"
+
+
+def test_another_file_or_other_options_under_the_same_id_need_replace(setup, capsys):
+    ddir, src = setup
+    assert add(ddir, src) == 0
+    other = write_csv(src.parent / "other.csv", red_team_rows(5))
+    assert add(ddir, other) == 2
+    assert f"my_set: already added from {src.resolve()}" in one_line_error(capsys)
+    assert cli.main(["--data-dir", str(ddir), "data", "add", str(src), "--id", "my_set",
+                     "--text-column", "prompt", "--kind", "benign"]) == 2
+    assert "already added from" in one_line_error(capsys)
+
+
+def test_a_built_in_id_is_refused(setup, capsys):
+    ddir, src = setup
+    assert add(ddir, src, subset_id="xstest_safe") == 2
+    err = one_line_error(capsys)
+    assert "--id 'xstest_safe' is already a built-in benchmark" in err
+    assert not (ddir / "user_manifests").exists()
+
+
+def test_a_hand_placed_user_manifest_with_a_built_in_id_is_a_manifest_error(setup):
+    ddir, src = setup
+    data.add_benchmark(src, subset_id="mine", text_column="prompt", kind="harmful",
+                       data_dir=ddir)
+    folder = ddir / "user_manifests"
+    doc = yaml.safe_load((folder / "mine.yaml").read_text(encoding="utf-8"))
+    doc["id"] = "xstest_safe"
+    (folder / "xstest_safe.yaml").write_text(yaml.safe_dump(doc), encoding="utf-8")
+    with pytest.raises(SpecError, match="'xstest_safe' is a built-in benchmark id"):
+        data.load_manifests(data_dir=ddir)
+
+
+def test_manifests_dir_and_the_environment_variable(setup, monkeypatch, capsys):
+    ddir, src = setup
+    elsewhere = ddir.parent / "my_manifests"
+    assert add(ddir, src, "--manifests-dir", str(elsewhere)) == 0
+    assert "GUARDDIAG_USER_MANIFESTS=" in capsys.readouterr().err
+    assert (elsewhere / "my_set.yaml").is_file()
+    assert "my_set" not in data.load_manifests(data_dir=ddir)
+    monkeypatch.setenv(data.USER_MANIFESTS_ENV, str(elsewhere))
+    assert data.load_benchmarks("my_set", data_dir=ddir).frames["my_set"].height == 30
+
+
+def test_the_user_folder_adds_to_a_replaced_built_in_folder(setup, monkeypatch):
+    # GUARDDIAG_MANIFESTS replaces data_manifests/; the user folder is read on top of it.
+    ddir, src = setup
+    data.add_benchmark(src, subset_id="my_set", text_column="prompt", kind="harmful",
+                       data_dir=ddir)
+    copy = ddir.parent / "manifests_copy" / "benchmarks"
+    copy.mkdir(parents=True)
+    shutil.copy(paths.manifests_dir() / "benchmarks" / "strongreject.yaml", copy)
+    monkeypatch.setenv("GUARDDIAG_MANIFESTS", str(copy.parent))
+    assert list(data.load_manifests(data_dir=ddir)) == ["strongreject", "my_set"]
+
+
+def test_pull_leaves_user_files_alone(setup):
+    ddir, src = setup
+    data.add_benchmark(src, subset_id="my_set", text_column="prompt", kind="harmful",
+                       data_dir=ddir)
+    assert data.pull(ids="user", data_dir=ddir).files == ()
+
+
+def test_a_missing_user_file_says_how_to_restore_it(setup):
+    ddir, src = setup
+    data.add_benchmark(src, subset_id="my_set", text_column="prompt", kind="harmful",
+                       data_dir=ddir)
+    src.unlink()
+    status = data.subset_status(data_dir=ddir, ids="my_set")[0]
+    assert status.status == "unavailable"
+    assert status.message is not None
+    assert f"my_set: file not found: {src.resolve()}; put the file back" in status.message
+    assert "data pull" not in status.message
+
+
+# ── bad input: one line each, naming the file, row and field ──────────────────────────────────
+
+
+def _bad(tmp: Path, name: str, content: bytes) -> Path:
+    path = tmp / name
+    path.write_bytes(content)
+    return path
+
+
+@pytest.mark.parametrize(("name", "content", "expected"), [
+    ("nocol.csv", b"uid,text,category\nr1,hello,a\n",
+     '{f}: no column "prompt" (--text-column); found: uid, text, category'),
+    ("empty_text.csv", b"uid,prompt,category\nr1,one,a\nr2,two,a\nr3,three,b\nr4,,b\n",
+     '{f} row 4 field "prompt": empty text'),
+    ("blank_text.csv", b"uid,prompt,category\nr1,one,a\nr2,   ,a\n",
+     '{f} row 2 field "prompt": empty text'),
+    ("dup.csv", b"uid,prompt,category\nr1,one,a\nr2,two,a\nr3,three,b\nr4,four,b\nr2,five,c\n",
+     "{f} row 5 field \"uid\": duplicate id 'r2' (first at {f} row 2)"),
+    ("latin1.csv", b"uid,prompt,category\nr1,ok,a\nr2,caf\xe9,a\n",
+     "{f} line 3: not UTF-8 text"),
+    ("header_only.csv", b"uid,prompt,category\n", "{f}: no data rows"),
+    ("broken.jsonl", b'{"uid": "r1", "prompt": "x", "category": "a"}\n{"uid": \n',
+     "{f} line 2: malformed JSON"),
+    ("notes.docx", b"PK\x03\x04", "{f}: cannot tell the format from the name"),
+])
+def test_bad_files_are_one_line_errors(setup, capsys, name, content, expected):
+    ddir, _ = setup
+    path = _bad(ddir.parent, name, content).resolve()
+    assert add(ddir, path) == 2
+    assert expected.format(f=path) in one_line_error(capsys)
+    assert not (ddir / "user_manifests" / "my_set.yaml").exists()
+
+
+def test_missing_and_unreadable_files_are_one_line_errors(setup, capsys):
+    ddir, _ = setup
+    missing = (ddir.parent / "nowhere.csv").resolve()
+    assert add(ddir, missing) == 2
+    assert f"{missing}: file not found" in one_line_error(capsys)
+    garbage = _bad(ddir.parent, "garbage.parquet", b"not a parquet file").resolve()
+    assert add(ddir, garbage) == 2
+    assert f"{garbage}: cannot read as parquet" in one_line_error(capsys)
+
+
+@pytest.mark.parametrize(("args", "expected"), [
+    (["--id", "My Set"], "--id 'My Set': expected lower-case letters"),
+    (["--id", "ok_id", "--category-column", "cat"],
+     'no column "cat" (--category-column)'),
+    (["--id", "ok_id", "--id-column", "key"], 'no column "key" (--id-column)'),
+])
+def test_bad_options_are_one_line_errors(setup, capsys, args, expected):
+    ddir, src = setup
+    assert cli.main(["--data-dir", str(ddir), "data", "add", str(src), "--text-column", "prompt",
+                     "--kind", "harmful", *args]) == 2
+    assert expected in one_line_error(capsys)
