@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import polars as pl
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
@@ -27,8 +28,9 @@ def _new(width: float, height: float) -> Figure:
     return Figure(figsize=(width, height), layout="constrained")
 
 
-def _short(name: str, limit: int = 24) -> str:
-    return name if len(name) <= limit else name[:limit - 1] + "…"
+# Capture columns (harmful benchmarks) and over-refusal columns (benign) of the heatmap.
+_HARM_ALIASES = ("CAP", "COPY")
+_BENIGN_ALIASES = ("OVER-REF", "OR-H")
 
 
 # ─── figures ───────────────────────────────────────────────────────────────────────────────────
@@ -49,7 +51,7 @@ def overlap_bars(contamination: ContaminationResult) -> Figure:
             ax.barh(y - 0.2, near, height=0.4, color=_ORANGE, label="near duplicate only")
         for yi, v, n in zip(y, exact, t["n_exact"].to_list(), strict=True):
             ax.text(v + 1, yi + 0.2, f"{v:.1f}% ({n})", va="center", fontsize=6)
-        ax.set_yticks(y, [_short(n) for n in names])
+        ax.set_yticks(y, names)
         ax.set_xlim(0, 110)
         ax.set_xlabel("benchmark prompts also in the training pool (%)")
         pool = f" ({contamination.pool_rows:,} pool rows)" if contamination.pool_rows else ""
@@ -59,30 +61,47 @@ def overlap_bars(contamination: ContaminationResult) -> Figure:
 
 
 def score_heatmap(recipes: RecipeTableResult) -> Figure:
-    """Study Table 1 as a heatmap: recipe/guard × benchmark, cell = % read unsafe."""
+    """Study Table 1 as a heatmap: recipe/guard × benchmark, cell = % read unsafe, in two
+    panels — capture on the harmful benchmarks (higher = more harm caught) and over-refusal on
+    the benign ones (higher = more safe prompts refused) — each with its own colour scale."""
     t = recipes.table
     entities = list(dict.fromkeys(t["entity"].to_list()))
-    benches = sorted(set(t["benchmark"].to_list()))
-    grid = np.full((len(entities), len(benches)), np.nan)
-    for r in t.iter_rows(named=True):
-        grid[entities.index(r["entity"]), benches.index(r["benchmark"])] = r["score"] * 100
+    panels = [(title, cmap, label, sorted(set(t.filter(pl.col("metric_alias").is_in(aliases))
+                                              ["benchmark"].to_list())))
+              for title, cmap, label, aliases in (
+                  ("Capture (harmful benchmarks): higher = more harm caught", "viridis",
+                   "% captured", _HARM_ALIASES),
+                  ("Over-refusal (benign benchmarks): higher = more safe prompts refused",
+                   "magma", "% over-refused", _BENIGN_ALIASES))]
+    panels = [p for p in panels if p[3]]
+    widths = [max(len(p[3]), 2) for p in panels]
     with paper_style():
-        fig = _new(0.55 * len(benches) + 2.2, 0.22 * len(entities) + 1.6)
-        ax = fig.add_subplot()
-        im = ax.imshow(np.ma.masked_invalid(grid), cmap="viridis", vmin=0, vmax=100,
-                       aspect="auto")
-        for i in range(len(entities)):
-            for j in range(len(benches)):
-                if not np.isnan(grid[i, j]):
-                    ax.text(j, i, f"{grid[i, j]:.0f}", ha="center", va="center", fontsize=5.5,
-                            color="white" if grid[i, j] < 60 else "black")
-        ax.set_xticks(range(len(benches)), [_short(b, 26) for b in benches], rotation=45,
-                      ha="right")
-        ax.set_yticks(range(len(entities)), [_short(e) for e in entities])
-        ax.spines[:].set_visible(False)
-        fig.colorbar(im, ax=ax, label="% of prompts read unsafe", shrink=0.8)
-        ax.set_title(f"Share read unsafe — {recipes.subset} prompts, {recipes.mapping} mapping")
+        fig = _new(0.55 * sum(widths) + 3.0 * len(panels), 0.22 * len(entities) + 2.2)
+        axes = fig.subplots(1, len(panels), squeeze=False,
+                            gridspec_kw={"width_ratios": widths})[0]
+        for ax, (title, cmap, label, benches) in zip(axes, panels, strict=True):
+            _heat_panel(fig, ax, t, entities, benches, cmap=cmap, label=label)
+            ax.set_title(title, fontsize=8)
+        fig.suptitle(f"Share read unsafe — {recipes.subset} prompts, {recipes.mapping} mapping",
+                     fontsize=9)
     return fig
+
+
+def _heat_panel(fig: Figure, ax: Axes, t: pl.DataFrame, entities: list[str],
+                benches: list[str], *, cmap: str, label: str) -> None:
+    grid = np.full((len(entities), len(benches)), np.nan)
+    for r in t.filter(pl.col("benchmark").is_in(benches)).iter_rows(named=True):
+        grid[entities.index(r["entity"]), benches.index(r["benchmark"])] = r["score"] * 100
+    im = ax.imshow(np.ma.masked_invalid(grid), cmap=cmap, vmin=0, vmax=100, aspect="auto")
+    for i in range(len(entities)):
+        for j in range(len(benches)):
+            if not np.isnan(grid[i, j]):
+                ax.text(j, i, f"{grid[i, j]:.0f}", ha="center", va="center", fontsize=5.5,
+                        color="white" if grid[i, j] < 60 else "black")
+    ax.set_xticks(range(len(benches)), benches, rotation=45, ha="right")
+    ax.set_yticks(range(len(entities)), entities)
+    ax.spines[:].set_visible(False)
+    fig.colorbar(im, ax=ax, label=label, shrink=0.8)
 
 
 def span_vs_floor(load: BenchmarkLoadResult, *, subset: str, mapping: str) -> Figure:
@@ -105,12 +124,14 @@ def span_vs_floor(load: BenchmarkLoadResult, *, subset: str, mapping: str) -> Fi
         for yi, load_call in zip(y, t["load"].to_list(), strict=True):
             ax.text(101, float(yi), load_call, va="center", fontsize=6,
                     color=_GREEN if load_call == "policy" else "black")
-        ax.set_yticks(y, [_short(n) for n in names])
+        ax.set_yticks(y, names)
         ax.set_xlim(0, 118)
         ax.set_xlabel("percentage points")
         ax.set_title(f"Δb vs seed floor — {subset} prompts, {mapping} mapping")
-        # Below the axes: the load labels sit at the right edge of the plot.
-        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=3, frameon=False)
+        # Inside the axes, over the short bars of the bottom rows (the load labels sit at the
+        # right edge).
+        ax.legend(loc="lower left", bbox_to_anchor=(0.2, 0.0), frameon=True, framealpha=0.9,
+                  edgecolor="none")
     return fig
 
 
@@ -129,11 +150,11 @@ def mapping_effect_plot(by_recipe: pl.DataFrame, *, benchmark: str) -> Figure:
         ax.plot(loose, y, "o", color=_BLUE, markersize=4, label="loose (BOUNDARY_SAFE → safe)")
         ax.plot(strict, y, "s", color=_ORANGE, markersize=4,
                 label="strict (BOUNDARY_SAFE → unsafe)")
-        ax.set_yticks(y, [_short(n) for n in names])
+        ax.set_yticks(y, names)
         ax.set_xlim(-2, 102)
         ax.set_xlabel("% of prompts read unsafe")
         ax.set_title(f"Binary-mapping effect on {benchmark}")
-        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=2, frameon=False)
+        ax.legend(loc="best", frameon=True, framealpha=0.9, edgecolor="none")
     return fig
 
 

@@ -18,7 +18,7 @@ from synthetic_runs import COPY, study_like
 from guarddiag import files
 from guarddiag.cli import main
 from guarddiag.report import Column, Table, pivot_by_cohort, render_latex
-from guarddiag.report.schema import validate_json
+from guarddiag.report.schema_check import validate_json
 
 SCRIPT = "<script>document.body.setAttribute('data-xss','script')</script>"
 IMG = "<img src=x onerror=\"document.body.setAttribute('data-xss','img')\">"
@@ -103,7 +103,7 @@ def test_rerun_gives_byte_identical_outputs(built, tmp_path):
 def test_scores_carry_cohorts_and_match_a_direct_count(built):
     work, out = built
     res = _results(out)
-    assert res["schema_version"] == 2  # 2: the calibrated load call (report/schema.py)
+    assert res["schema_version"] == 3  # 3: provenance, one interval kind, threshold-free
     assert res["options"]["n_resamples"] == 200
     assert res["options"]["alpha"] == 0.05
     records = res["results"]["scores"]["scores"]
@@ -160,8 +160,8 @@ def test_rank_test_and_study_rows(built):
 def test_no_table_column_mixes_cohorts(built):
     _, out = built
     t = pl.read_csv(out / "tables" / "scores_decontaminated_loose.csv")
-    guard_rows = t.filter(pl.col("interval") == "wilson")
-    branch_rows = t.filter(pl.col("interval") == "seed-range+wilson")
+    guard_rows = t.filter(pl.col("entity") == EVIL_GUARD)
+    branch_rows = t.filter(pl.col("entity") != EVIL_GUARD)
     # The binary-only guard is read by its native verdict: its own column, never the branches'.
     assert guard_rows[COPY].null_count() == guard_rows.height
     assert branch_rows[f"{COPY}~1"].null_count() == branch_rows.height
@@ -396,3 +396,81 @@ def test_results_json_follows_the_schema(built):
         "summary", "contamination", "scores", "load", "rank", "mapping", "outside",
         "correlation", "val", "pool", "study", "disclosure"}
     assert validate_json(res) == []
+
+
+# ─── one interval kind per column, bold only where it means something (issue 17) ──────────────
+
+def _wilson(k: int, n: int) -> tuple[float, float]:
+    from scipy.stats import binomtest
+
+    ci = binomtest(k, n).proportion_ci(confidence_level=0.95, method="wilson")
+    return ci.low, ci.high
+
+
+def test_table1_cells_carry_one_kind_of_interval(built):
+    work, out = built
+    t = pl.read_csv(out / "tables" / "scores_decontaminated_loose.csv")
+    assert t["interval"].unique().to_list() == ["seed-range+wilson"]
+    rec = _results(out)["results"]["scores"]["recipes"]
+    assert rec["interval"] == "seed-range+wilson"
+    assert {r["interval"] for r in rec["rows"]} == {"seed-range+wilson"}
+    preds = pl.read_parquet(work / "runs" / "predictions.parquet").filter(
+        (pl.col("benchmark") == COPY) & pl.col("survives_decontam"))
+    # A recipe with three seeds: lowest Wilson lower bound to highest upper bound of its seeds.
+    bounds = []
+    for seed in (42, 43, 44):
+        p = preds.filter(pl.col("run_id") == f"micro/E1/seed={seed}")
+        k = int(((p["p_HARMFUL"] + p["p_COMPOUND"]) >= 0.5).sum())
+        bounds.append(_wilson(k, p.height))
+    e1 = t.filter(pl.col("entity") == "micro/E1").row(0, named=True)
+    assert e1["n_runs"] == 3
+    assert e1[f"{COPY}__low"] == pytest.approx(min(b[0] for b in bounds))
+    assert e1[f"{COPY}__high"] == pytest.approx(max(b[1] for b in bounds))
+    # A single run (the outside guard, read by its native verdict): the same kind, which for one
+    # run is its own Wilson interval of k of n scored prompts.
+    g = pl.read_parquet(work / "runs" / "outside" / "toyguard.parquet").filter(
+        (pl.col("benchmark") == COPY) & (pl.col("status") == "ok"))
+    k = int((g["p_unsafe"] >= 0.5).sum())
+    guard = t.filter(pl.col("entity") == EVIL_GUARD).row(0, named=True)
+    assert guard["n_runs"] == 1
+    assert (guard[f"{COPY}~1__low"], guard[f"{COPY}~1__high"]) == pytest.approx(
+        _wilson(k, g.height))
+    md = (out / "report.md").read_text(encoding="utf-8")
+    assert "so one column never mixes two kinds" in md
+
+
+def _bold_columns(tex: str) -> tuple[list[str], set[str]]:
+    lines = tex.splitlines()
+    header = lines[lines.index("\\toprule") + 1].removesuffix(" \\\\").split(" & ")
+    bold: set[str] = set()
+    for line in lines[lines.index("\\midrule") + 1:lines.index("\\bottomrule")]:
+        for h, cell in zip(header, line.removesuffix(" \\\\").split(" & "), strict=True):
+            if cell.startswith("\\textbf{"):
+                bold.add(h.replace("\\_", "_"))
+    return header, bold
+
+
+def test_bold_marks_best_only_in_capability_load_columns(built):
+    _, out = built
+    res = _results(out)["results"]
+    capability = set(res["summary"]["capability_load"])
+    assert set(res["scores"]["recipes"]["bold"]) == capability
+    _, bold = _bold_columns((out / "tables" / "scores_decontaminated_loose.tex")
+                            .read_text(encoding="utf-8"))
+    assert {h.split(" ")[0] for h in bold} <= capability
+    for b in res["summary"]["policy_load"]:
+        assert not any(h.split(" ")[0] == b for h in bold), b
+    md = (out / "report.md").read_text(encoding="utf-8")
+    assert "only in columns whose calibrated call is capability" in md
+
+
+def test_pivot_bolds_only_the_named_benchmarks():
+    rows = pl.DataFrame({
+        "entity": ["a", "b", "a", "b"], "benchmark": ["x", "x", "y", "y"],
+        "metric_alias": ["CAP"] * 4, "subset": ["full"] * 4, "mapping_applied": ["loose"] * 4,
+        "threshold": [0.5] * 4, "prompt_set": ["p"] * 4, "n_scored": [10] * 4,
+        "score": [0.1, 0.2, 0.3, 0.4], "low": [0.0] * 4, "high": [1.0] * 4})
+    frame, cols = pivot_by_cohort(rows, entity_cols=["entity"], bold={"y"})
+    tex = render_latex(Table("t", "c", (Column("entity", "e"), *cols), frame))
+    assert _bold_columns(tex)[1] == {"y"}
+    assert "\\textbf{40.0 [0.0, 100.0]}" in tex  # y's best (highest CAP) is b's 40 %

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from guarddiag.report import SCHEMA_VERSION
-from guarddiag.report.schema import SCHEMA_PATH, json_schema, json_schema_text, validate_json
+from guarddiag.report.schema import SCHEMA_PATH, json_schema, json_schema_text
+from guarddiag.report.schema_check import validate_json
 
 REPO = Path(__file__).resolve().parents[1]
 REPORT = REPO / "guarddiag" / "report"
@@ -29,12 +30,12 @@ def test_schema_names_every_default_section_and_the_version():
     assert sections["required"] == []
     assert set(sections["properties"]) == {
         "summary", "contamination", "scores", "load", "rank", "mapping", "outside",
-        "correlation", "val", "pool", "study", "disclosure", "sorry_categories",
+        "threshold_free", "correlation", "val", "pool", "study", "disclosure", "sorry_categories",
         "sorry_robustness", "sorry_balance"}
 
 
 def _minimal() -> dict:
-    return {"schema_version": 2, "title": "t",
+    return {"schema_version": 3, "title": "t",
             "options": {"mapping": "loose", "threshold": 0.5, "n_resamples": 10,
                         "confidence": 0.95, "seed": 0, "primary_subset": "decontaminated",
                         "min_seeds": 3, "alpha": 0.05, "competence_floor": 0.8,
@@ -51,7 +52,7 @@ def test_validator_accepts_a_minimal_file():
 
 
 @pytest.mark.parametrize(("change", "message"), [
-    (lambda r: r.update(schema_version=True), "$.schema_version: True is not one of [2]"),
+    (lambda r: r.update(schema_version=True), "$.schema_version: True is not one of [3]"),
     (lambda r: r["options"].update(seed=1.5), "$.options.seed: expected integer, got float"),
     (lambda r: r["options"].update(seed=False), "$.options.seed: expected integer, got bool"),
     (lambda r: r["options"].pop("mapping"), "$.options: missing key 'mapping'"),

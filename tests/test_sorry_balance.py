@@ -60,6 +60,30 @@ def test_balance_without_categories_is_not_assessable():
         measure_balance({"strongreject": pl.DataFrame({"text": ["a"]})})
 
 
+def test_category_notes_say_what_is_missing_and_where_to_map_it():
+    """Issue 17: a benchmark whose prompts carry categories that no map covers is not "without
+    category metadata"; the note names the file to edit."""
+    assert benchmark_balance("advbench", [None, None]).category_note.startswith(
+        "no category metadata")
+    # A user benchmark (no entry in category_map.yaml) whose manifest declares a category field.
+    note = benchmark_balance("my_benchmark", ["Physics", "Chemistry", "Physics"]).category_note
+    assert note == ("categories present (2 values, e.g. Chemistry, Physics), not mapped to the "
+                    "24 pillars: add a mapping in data_manifests/taxonomy/category_map.yaml")
+    # A mapped benchmark whose values the map lacks.
+    note = benchmark_balance("strongreject", ["made-up", "also-new"]).category_note
+    assert note == ("categories present, 2 value(s) not in the map (also-new, made-up): add "
+                    "them in data_manifests/taxonomy/category_map.yaml")
+    assert benchmark_balance("wildguardtest_benign", ["benign"]).category_note == (
+        "categories outside the harm taxonomy (e.g. benign)")
+    assert benchmark_balance("strongreject", ["Violence"]).category_note is None
+    summary = measure_balance({"my_benchmark": pl.DataFrame({"category": ["Physics"]}),
+                               "strongreject": pl.DataFrame({"category": ["Violence"]})}
+                              ).summary_frame()
+    notes = summary["category_note"].to_list()
+    assert notes[0].startswith("categories present (1 value, e.g. Physics)")
+    assert notes[1] is None
+
+
 @pytest.mark.realdata
 def test_balance_on_mirrored_data(real_data_dir):
     from guarddiag.data import load_benchmarks

@@ -18,6 +18,7 @@ import polars as pl
 
 from guarddiag import files
 from guarddiag import predictions as preds_mod
+from guarddiag.analyses.provenance import RUN_META_SCHEMA
 from guarddiag.data import BenchmarkManifest, load_benchmarks, load_manifests
 from guarddiag.errors import GuarddiagError
 from guarddiag.sorry.taxonomy import SORRY_BENCHMARK, base_benchmark
@@ -54,6 +55,10 @@ class ReportInputs:
     pool_sources: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     """Per pool source, its row counts as the pool stage recorded them (``meta.json`` beside
     pool.parquet: read, sampled, kept); empty where that file is absent."""
+    run_meta: pl.DataFrame | None = field(default=None, repr=False)
+    """Per scored run with a ``meta.json`` in the runs folder: size, parameters, checkpoint,
+    training rows (:data:`~guarddiag.analyses.provenance.RUN_META_SCHEMA`); None where no run
+    folder has one (predictions copied without their runs)."""
 
     @property
     def scored(self) -> list[str]:
@@ -154,6 +159,34 @@ def _read_overlap_origin(audit_dir: Path | None, pool_path: Path | None
     return overlap, dict(sources) if isinstance(sources, dict) else {}
 
 
+def _section(meta: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    value = meta.get(key)
+    return value if isinstance(value, dict) else {}
+
+
+def _meta_row(meta: Mapping[str, Any]) -> dict[str, Any]:
+    model, spec, train = (_section(meta, k) for k in ("model", "spec", "train"))
+    rows = train.get("n_rows", spec.get("train_rows"))
+    kind = meta.get("kind", "branch")
+    run_id = str(meta.get("run_id", ""))
+    return {"run_id": run_id, "guard_kind": kind,
+            "size": meta.get("size"),
+            "branch": meta.get("branch", spec.get("name")),
+            "n_params": model.get("n_params"), "checkpoint": model.get("checkpoint"),
+            "train_rows": rows if isinstance(rows, int) else None}
+
+
+def read_run_meta(runs_dir: Path, run_ids: set[str]) -> pl.DataFrame | None:
+    """The provenance fields of each scored run's ``meta.json`` (``<size>/<branch>/seed=<s>``
+    and ``baseline/<name>/seed=<s>`` folders), in run-id order; None where there are none."""
+    rows = []
+    for path in sorted(Path(runs_dir).glob("*/*/seed=*/meta.json")):
+        meta = files.read_json(path)
+        if isinstance(meta, dict) and meta.get("run_id") in run_ids:
+            rows.append(_meta_row(meta))
+    return pl.DataFrame(rows, schema=RUN_META_SCHEMA) if rows else None
+
+
 def load_inputs(options: InputOptions) -> ReportInputs:
     """Read every saved input of the analysis step; absent optional inputs become notes."""
     notes: list[str] = []
@@ -178,4 +211,5 @@ def load_inputs(options: InputOptions) -> ReportInputs:
         manifest_sha256={k: _manifest_digest(m) for k, m in manifests.items()},
         notes=tuple(notes), derived_from=derived_from, benchmark_frames=frames,
         unavailable_benchmarks=unavailable, audit_overlap=audit_overlap,
-        pool_sources=pool_sources)
+        pool_sources=pool_sources,
+        run_meta=read_run_meta(options.runs_dir, set(predictions["run_id"].to_list())))

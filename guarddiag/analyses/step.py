@@ -34,6 +34,7 @@ from guarddiag.analyses.pool import (
     pool_statistics,
     validation_overlap,
 )
+from guarddiag.analyses.provenance import ProvenanceResult, branch_provenance
 from guarddiag.analyses.rank import (
     DEFAULT_BENCHMARK,
     DEFAULT_GROUP,
@@ -48,6 +49,7 @@ from guarddiag.analyses.tables import (
     mapping_effect_by_recipe,
     recipe_table,
 )
+from guarddiag.analyses.threshold_free import ThresholdFreeResult, threshold_free_metrics
 from guarddiag.errors import GuarddiagError
 from guarddiag.labels import MAPPINGS, BinaryMapping, get_mapping
 
@@ -116,6 +118,11 @@ class AnalysisResults:
     competence: CompetenceResult | None = None
     """Reference CAP on the clear-harm benchmarks against the floor; None where no reference
     run was scored on any of them."""
+    threshold_free: ThresholdFreeResult | None = None
+    """F1, AUPRC and over-refusal at 95 % capture per run on the paired harmful/benign sets
+    (:mod:`~guarddiag.analyses.threshold_free`)."""
+    provenance: ProvenanceResult | None = None
+    """What the branches are: sizes, parameter counts, checkpoint, training rows (run meta)."""
     notes: tuple[str, ...] = ()
 
     @property
@@ -200,13 +207,17 @@ def analyse(inputs: ReportInputs, options: AnalysisOptions) -> AnalysisResults:
     paired = _paired(inputs, options, scores)
     competence = competence_gate(scores, kinds=inputs.kinds, subset=subset, mapping=mname,
                                  floor=options.competence_floor)
+    threshold_free = threshold_free_metrics(
+        inputs.predictions, mapping=mapping, threshold=options.threshold, subset=subset,
+        n_resamples=options.n_resamples, confidence=options.confidence, seed=options.seed)
     return AnalysisResults(
         options=options, inputs=inputs, scores=scores, load=load, contamination=contamination,
         rank=rank, rank_note=rank_note, correlation=correlation, effect=effect,
         outside=outside, pool_stats=pool_stats, val_overlap=val_overlap, disclosure=disclosure,
         study=study, recipes=recipes,
         effect_by_recipe=mapping_effect_by_recipe(effect, subset=subset), sorry=sorry,
-        paired=paired, competence=competence,
+        paired=paired, competence=competence, threshold_free=threshold_free,
+        provenance=branch_provenance(inputs.run_meta),
         notes=tuple(inputs.notes))
 
 

@@ -13,6 +13,8 @@ import polars as pl
 @dataclass(frozen=True)
 class Paragraph:
     text: str
+    banner: bool = False
+    """A warning the reader must not miss (boxed in HTML, a bold quote in Markdown)."""
 
 
 @dataclass(frozen=True)

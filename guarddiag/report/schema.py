@@ -1,12 +1,12 @@
-"""The results.json schema (version 2) as typed code, and the JSON Schema generated from it.
+"""The results.json schema (version 3) as typed code, and the JSON Schema generated from it.
 
 :class:`ResultsJson` is the whole file; each section's payload under ``results[<section id>]``
 has its own TypedDict (omitted sections are absent; sections added with
 :func:`~guarddiag.report.sections.order.with_sections` bring payloads of their own, which the
 schema allows but does not describe). :func:`json_schema` turns these annotations into a JSON
 Schema (draft 2020-12), checked in as ``results.schema.json`` beside this module
-(:func:`write_json_schema` regenerates it); :func:`validate_json` checks a value against the
-subset of JSON Schema that :func:`json_schema` emits.
+(:func:`write_json_schema` regenerates it); :func:`guarddiag.report.schema_check.validate_json`
+checks a value against the subset of JSON Schema that :func:`json_schema` emits.
 
 Conventions. Fractions are in [0, 1] (shares of prompts, accuracies, spans and floors);
 ``*_pp`` fields are percentage points. Non-finite numbers are written as null; an exact
@@ -15,6 +15,22 @@ of the analysis table named in the field's comment, as ``{column: value}``; thei
 those of the analysis result's ``to_frame()``. Two score records are comparable only when their
 ``cohort`` objects are equal apart from ``label_policy`` (the run's property); tables never put
 different cohorts in one column.
+
+Changes in version 3
+--------------------
+- ``summary.provenance`` and ``disclosure.provenance`` (:class:`ProvenanceJson`): the branches'
+  sizes, parameter counts, checkpoint (random init or named), training rows, read from each
+  run's meta.json, and ``demo`` (a demo size: the report opens with a do-not-cite banner).
+- ``scores.recipes`` (:class:`RecipesJson`): Table 1's rows, every cell with one interval,
+  ``seed-range+wilson`` (a single run's hull is its Wilson interval); ``bold`` lists the
+  capability-load benchmarks, the only columns that mark a best value. ``outside.rows`` and
+  ``summary.competence.rows`` name that same interval on every row (was ``wilson`` on
+  single-run rows: the numbers are unchanged).
+- New section ``threshold_free`` (:class:`ThresholdFreeJson`): F1 at the threshold, AUPRC and
+  over-refusal at 95 % capture per run on XSTest, JailbreakBench, WildGuardTest and OR-Bench
+  harmful/benign pairs, with bootstrap-percentile intervals.
+- ``sorry_balance.benchmarks`` records: new ``category_note`` (why a benchmark is not
+  assessable: no category values, or categories present but not mapped to the pillars).
 
 Changes in version 2
 --------------------
@@ -56,11 +72,12 @@ from __future__ import annotations
 import json
 import types
 import typing
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal, TypedDict, Union
 
-SCHEMA_VERSION = 2
+from guarddiag.report.schema_payloads import ProvenanceJson, RecipesJson, ThresholdFreeJson
+
+SCHEMA_VERSION = 3
 
 JsonScalar = str | int | float | bool | None
 Record = dict[str, JsonScalar]
@@ -132,8 +149,8 @@ class CompetenceJson(TypedDict):
     """Per size: n_benchmarks, mean_cap, seed_low, seed_high (interval ``seed-range`` of the
     per-seed means; null for one seed), interval, n_runs, below_floor."""
     rows: list[Record]
-    """Per size and benchmark: n_scored, score, low, high, interval (``seed-range+wilson`` or
-    ``wilson``), n_runs."""
+    """Per size and benchmark: n_scored, score, low, high, interval (``seed-range+wilson``;
+    with one seed, that run's Wilson interval), n_runs."""
     caution: str | None
 
 
@@ -153,6 +170,8 @@ class SummaryJson(TypedDict):
     threshold: float
     competence: CompetenceJson | None
     """Null where no reference run was scored on a clear-harm benchmark."""
+    provenance: ProvenanceJson | None
+    """Null where no run meta.json was found."""
 
 
 class ContaminationJson(TypedDict):
@@ -240,6 +259,7 @@ class ScoresJson(TypedDict):
     paired: PairedJson | None
     """Each student branch recipe vs the reference recipe of its size (primary cohort); a
     recipe's prompt decision is the majority of its seeds."""
+    recipes: RecipesJson
 
 
 class LoadJson(TypedDict):
@@ -329,8 +349,8 @@ class MappingJson(TypedDict):
 
 class OutsideJson(TypedDict):
     rows: list[Record]
-    """Guards (interval ``wilson``) and branch recipes (``seed-range+wilson``) on the
-    decontaminated prompts, per mapping."""
+    """Guards and branch recipes on the decontaminated prompts, per mapping; every row's
+    interval is ``seed-range+wilson`` (a guard is one run: its Wilson interval)."""
     paired: list[PairedJson]
     """Per mapping: each outside guard vs the reference recipe of each size."""
 
@@ -403,6 +423,7 @@ class DisclosureJson(TypedDict):
     policies: dict[str, str]
     competence_caution: str | None
     """The competence caution (as in ``summary.competence.caution``), or null."""
+    provenance: ProvenanceJson | None
 
 
 class SorryCategoriesJson(TypedDict):
@@ -431,6 +452,7 @@ class SectionResultsJson(TypedDict, total=False):
     rank: RankJson
     mapping: MappingJson
     outside: OutsideJson
+    threshold_free: ThresholdFreeJson
     correlation: CorrelationJson
     val: ValJson
     pool: PoolJson
@@ -444,7 +466,7 @@ class SectionResultsJson(TypedDict, total=False):
 class ResultsJson(TypedDict):
     """The whole of results.json."""
 
-    schema_version: Literal[2]
+    schema_version: Literal[3]
     title: str
     options: OptionsJson
     inputs: InputsJson
@@ -526,71 +548,3 @@ def write_json_schema(path: Path = SCHEMA_PATH) -> Path:
     """Regenerate the checked-in ``results.schema.json``."""
     path.write_text(json_schema_text(), encoding="utf-8")
     return path
-
-
-# ─── validation (the subset of JSON Schema emitted above) ──────────────────────────────────────
-
-_TYPES: Mapping[str, tuple[type, ...]] = {
-    "string": (str,), "integer": (int,), "number": (int, float), "boolean": (bool,),
-    "null": (type(None),), "array": (list,), "object": (dict,)}
-
-
-def _has_type(value: object, name: str) -> bool:
-    if isinstance(value, bool) and name in ("integer", "number"):
-        return False
-    return isinstance(value, _TYPES[name])
-
-
-def _same(a: object, b: object) -> bool:
-    return type(a) is type(b) and a == b
-
-
-def _check(value: object, schema: Schema, root: Schema, where: str, errors: list[str]) -> None:
-    if "$ref" in schema:
-        name = schema["$ref"].removeprefix("#/$defs/")
-        schema = root["$defs"][name]
-    if "anyOf" in schema:
-        for option in schema["anyOf"]:
-            trial: list[str] = []
-            _check(value, option, root, where, trial)
-            if not trial:
-                return
-        errors.append(f"{where}: {value!r:.80} matches none of the allowed shapes")
-        return
-    if "enum" in schema and not any(_same(value, e) for e in schema["enum"]):
-        errors.append(f"{where}: {value!r:.80} is not one of {schema['enum']}")
-    if "type" in schema and not _has_type(value, schema["type"]):
-        errors.append(f"{where}: expected {schema['type']}, got {type(value).__name__}")
-        return
-    if isinstance(value, list) and "items" in schema:
-        for i, item in enumerate(value):
-            _check(item, schema["items"], root, f"{where}[{i}]", errors)
-    if isinstance(value, dict):
-        _check_object(value, schema, root, where, errors)
-
-
-def _check_object(value: dict[str, object], schema: Schema, root: Schema, where: str,
-                  errors: list[str]) -> None:
-    props: Schema = schema.get("properties", {})
-    for key in schema.get("required", []):
-        if key not in value:
-            errors.append(f"{where}: missing key {key!r}")
-    extra = schema.get("additionalProperties", True)
-    for key, item in value.items():
-        if key in props:
-            _check(item, props[key], root, f"{where}.{key}", errors)
-        elif extra is False:
-            errors.append(f"{where}: unexpected key {key!r}")
-        elif isinstance(extra, dict):
-            _check(item, extra, root, f"{where}.{key}", errors)
-
-
-def validate_json(value: object, schema: Schema | None = None) -> list[str]:
-    """Where ``value`` breaks ``schema`` (default: results.json's), one line per problem;
-    empty when it conforms. Understands the keywords :func:`json_schema` emits: ``type``,
-    ``enum``, ``anyOf``, ``$ref`` into ``$defs``, ``properties``, ``required``,
-    ``additionalProperties`` and ``items``."""
-    root = json_schema() if schema is None else schema
-    errors: list[str] = []
-    _check(value, root, root, "$", errors)
-    return errors

@@ -47,6 +47,9 @@ from guarddiag.sorry.taxonomy import (
     prompt_weights,
 )
 
+CATEGORY_MAP_FILE = "data_manifests/taxonomy/category_map.yaml"
+"""Where a benchmark's own categories are mapped onto the pillars and domains."""
+
 # ── balance ───────────────────────────────────────────────────────────────────────────────────
 
 
@@ -74,10 +77,34 @@ class BenchmarkBalance:
     untested_domains: tuple[str, ...]
     unmapped_values: tuple[str, ...]
     """Distinct category values not found in the map (to extend category_map.yaml)."""
+    n_with_category: int = 0
+    """Prompts with a category value at all (mapped or not)."""
 
     @property
     def assessable(self) -> bool:
         return self.n_mapped > 0
+
+    @property
+    def category_note(self) -> str | None:
+        """Why the benchmark is not assessable, in words that say what to do; None when it is.
+
+        A benchmark whose manifest names a category field but whose categories have no entry in
+        the map is not "without metadata": its categories are there, only not mapped."""
+        if self.assessable:
+            return None
+        if self.n_out_of_taxonomy and not self.n_unmapped:
+            return "categories outside the harm taxonomy (e.g. benign)"
+        if self.n_with_category == 0:
+            return ("no category metadata (the manifest names no category_field, or every "
+                    "value is empty)")
+        shown = ", ".join(self.unmapped_values[:3]) + (
+            ", …" if len(self.unmapped_values) > 3 else "")
+        if not self.has_map:
+            k = len(self.unmapped_values)
+            return (f"categories present ({k} value{'s' if k != 1 else ''}, e.g. {shown}), "
+                    f"not mapped to the 24 pillars: add a mapping in {CATEGORY_MAP_FILE}")
+        return (f"categories present, {len(self.unmapped_values)} value(s) not in the map "
+                f"({shown}): add them in {CATEGORY_MAP_FILE}")
 
 
 @dataclass(frozen=True)
@@ -116,12 +143,13 @@ class BalanceResult:
             "untested": ", ".join(b.untested) if b.assessable else None,
             "domain_imbalance_ratio": b.domain_imbalance_ratio,
             "untested_domains": ", ".join(b.untested_domains) if b.assessable else None,
+            "category_note": b.category_note,
         } for b in self.benchmarks], schema={
             "benchmark": pl.String, "n": pl.Int64, "n_mapped": pl.Int64,
             "n_out_of_taxonomy": pl.Int64, "n_unmapped": pl.Int64, "pillars_tested": pl.Int64,
             "imbalance_ratio": pl.Float64, "most": pl.String, "least": pl.String,
             "n_untested": pl.Int64, "untested": pl.String, "domain_imbalance_ratio": pl.Float64,
-            "untested_domains": pl.String})
+            "untested_domains": pl.String, "category_note": pl.String})
 
     def pillar_matrix(self) -> tuple[list[str], list[str], np.ndarray]:
         """(benchmarks, pillars, shares) with NaN rows for benchmarks that are not assessable."""
@@ -156,7 +184,7 @@ def benchmark_balance(benchmark: str, categories: Sequence[str | None]) -> Bench
     unmapped: dict[str, None] = {}
     for value, w in zip(categories, weights, strict=True):
         status_counts[w.status] += 1
-        if w.status == "unmapped" and value is not None:
+        if w.status in ("unmapped", "no_map") and value is not None:
             unmapped.setdefault(str(value))
         for p, x in w.pillars.items():
             pillars[p] += x
@@ -172,7 +200,8 @@ def benchmark_balance(benchmark: str, categories: Sequence[str | None]) -> Bench
         imbalance_ratio=ratio, most=most, least=least,
         untested=untested if status_counts["mapped"] else (),
         domain_imbalance_ratio=dratio, untested_domains=dun if status_counts["mapped"] else (),
-        unmapped_values=tuple(sorted(unmapped)))
+        unmapped_values=tuple(sorted(unmapped)),
+        n_with_category=sum(1 for v in categories if v is not None and str(v).strip()))
 
 
 def measure_balance(frames: Mapping[str, pl.DataFrame]) -> BalanceResult:

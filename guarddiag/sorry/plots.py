@@ -6,6 +6,7 @@ each function so importing this module stays cheap.
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -75,10 +76,10 @@ def plot_balance(result: BalanceResult) -> Figure:
             if b.pillar_weight[p] <= 1e-12:
                 ax.text(j, i, "×", ha="center", va="center", color="#bbbbbb", fontsize=7)
         if not b.assessable:
-            why = "no category metadata" if not b.has_map else \
-                "categories outside the harm taxonomy (e.g. benign)"
-            ax.text(len(pillars) / 2, i, why, ha="center", va="center", fontsize=7,
-                    color="#777777")
+            why = b.category_note or ""
+            # The long note names the file to edit; the figure keeps its first clause.
+            ax.text(len(pillars) / 2, i, why.split(":")[0], ha="center", va="center",
+                    fontsize=7, color="#777777")
     ax.set_xticks(range(len(pillars)), pillars, rotation=60, ha="right", fontsize=7)
     ax.set_yticks(range(len(names)), [
         f"{b.benchmark} (r={b.imbalance_ratio:.0f})" if b.imbalance_ratio else b.benchmark
@@ -95,9 +96,10 @@ def plot_balance(result: BalanceResult) -> Figure:
     bx.set_ylim(len(names) - 0.5, -0.5)
     bx.set_yticks([])
     bx.set_xlim(0, 1)
-    bx.set_title("SORRY-Bench domain mix", fontsize=9)
-    bx.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.07), ncol=2,
-              frameon=False)
+    # On top of the bars' axes (the pillar ticks fill the space below): attached, not floating.
+    bx.legend(fontsize=7, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=2,
+              frameon=False, title="SORRY-Bench domain mix", title_fontsize=9,
+              borderaxespad=0.2)
     fig.tight_layout()
     return fig
 
@@ -136,24 +138,46 @@ def plot_robustness(result: RobustnessResult) -> Figure:
     rows = result.rows
     muts = list(dict.fromkeys(rows["mutation"].to_list()))
     runs = list(dict.fromkeys(rows["run_id"].to_list()))
-    fig, ax = plt.subplots(figsize=(7, max(2.5, 0.35 * len(muts) + 1.5)))
+    fig, ax = plt.subplots(figsize=(9, max(3.5, 0.45 * len(muts) + 1.5)))
     offsets = np.linspace(-0.3, 0.3, len(runs)) if len(runs) > 1 else [0.0]
-    for off, run in zip(offsets, runs, strict=True):
+    for off, run, style in zip(offsets, runs, _run_styles(runs), strict=True):
         part = rows.filter(rows["run_id"] == run)
         y = [muts.index(m) + off for m in part["mutation"]]
         d = part["delta"].to_numpy() * 100
         err = np.vstack([d - part["delta_low"].to_numpy() * 100,
                          part["delta_high"].to_numpy() * 100 - d])
-        ax.errorbar(d, y, xerr=err, fmt="o", markersize=3, capsize=2, linewidth=0.8, label=run)
+        ax.errorbar(d, y, xerr=err, markersize=3.5, capsize=2, linewidth=0.8, label=run,
+                    **style)
     ax.axvline(0, color="#444444", linewidth=0.8)
     ax.set_yticks(range(len(muts)), muts, fontsize=8)
     ax.invert_yaxis()
     ax.set_xlabel(f"Δ capture vs base prompts (pp; {result.n_resamples:,} cluster-bootstrap "
                   f"resamples, {result.confidence:.0%})", fontsize=8)
-    if len(runs) <= 12:
-        ax.legend(fontsize=6, loc="best", frameon=False)
+    # Every run named beside the axes: a colour per recipe, a marker per seed, so that no two
+    # runs share a style and an outlier can be traced to its run.
+    ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False,
+              ncol=1 if len(runs) <= 24 else 2, title="run", title_fontsize=7)
     fig.tight_layout()
     return fig
+
+
+def _run_styles(runs: list[str]) -> list[dict[str, object]]:
+    """A distinct (colour, marker) per run: the colour names the recipe (run id without its
+    seed), the marker the seed's rank within the recipe."""
+    import matplotlib
+
+    recipes = list(dict.fromkeys(r.rsplit("/seed=", 1)[0] for r in runs))
+    cmap = matplotlib.colormaps["tab20"]
+    markers = ("o", "s", "^", "D", "v", "P", "X", "*")
+    seen: dict[str, int] = {}
+    out: list[dict[str, object]] = []
+    for r in runs:
+        recipe = r.rsplit("/seed=", 1)[0]
+        k = seen.get(recipe, 0)
+        seen[recipe] = k + 1
+        i = recipes.index(recipe)
+        out.append({"color": cmap(i % 20), "fmt": markers[(k + i // 20) % len(markers)]})
+    return out
 
 
 def plot_category_capture(breakdown: CategoryBreakdown, *, benchmark: str = "sorrybench"
@@ -168,9 +192,12 @@ def plot_category_capture(breakdown: CategoryBreakdown, *, benchmark: str = "sor
     mat = np.full((len(cats), len(runs)), np.nan)
     for r in df.iter_rows(named=True):
         mat[cats.index(r["category"]), runs.index(r["run_id"])] = r["capture"]
-    fig, ax = plt.subplots(figsize=(max(4.0, 0.45 * len(runs) + 4), 0.22 * len(cats) + 1.5))
+    # Long category names wrap onto a second line instead of being cut.
+    labels = [textwrap.fill(str(c), 40, break_long_words=False) for c in cats]
+    row = 0.3 if any("\n" in x for x in labels) else 0.22
+    fig, ax = plt.subplots(figsize=(max(4.0, 0.45 * len(runs) + 4), row * len(cats) + 1.5))
     im = ax.imshow(np.ma.masked_invalid(mat), aspect="auto", cmap="magma", vmin=0, vmax=1)
-    ax.set_yticks(range(len(cats)), [str(c)[:48] for c in cats], fontsize=6)
+    ax.set_yticks(range(len(cats)), labels, fontsize=6)
     ax.set_xticks(range(len(runs)), runs, rotation=60, ha="right", fontsize=6)
     ax.set_title(f"Capture per category on {benchmark} ({breakdown.mapping} mapping)",
                  fontsize=9)

@@ -36,6 +36,7 @@ pre{white-space:pre-wrap;word-break:break-word;background:#f6f6f6;padding:.5em;
 font-size:.8em;border-left:3px solid #bbb}
 .omitted{color:#666;font-style:italic}.notes{color:#555;font-size:.9em}
 details summary{cursor:pointer;color:#0645ad}p.ex{font-size:.85em;margin:.4em 0 0}
+p.banner{border:2px solid #b00;background:#fff3f3;padding:.6em .8em;font-weight:bold}
 """
 
 # No scripts, no remote anything: images only as data: URIs, styles only inline.
@@ -84,7 +85,8 @@ def render_html(report: Report, figures_png: Mapping[str, bytes]) -> str:
             continue
         for b in s.blocks:
             if isinstance(b, Paragraph):
-                parts.append(f"<p>{_esc(b.text)}</p>")
+                parts.append(f'<p class="banner">{_esc(b.text)}</p>' if b.banner
+                             else f"<p>{_esc(b.text)}</p>")
             elif isinstance(b, Bullets):
                 parts.append("<ul>" + "".join(f"<li>{_esc(x)}</li>" for x in b.items) + "</ul>")
             elif isinstance(b, Table) and b.csv_only:

@@ -3,13 +3,43 @@ the pivot that gives every (benchmark, cohort) its own column."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 import polars as pl
 
+from guarddiag.analyses.intervals import SEED_WILSON
 from guarddiag.report.context import ReportContext
 from guarddiag.report.document import Column
+
+BOLD_RULE = ("Bold: the highest CAP / lowest OVER-REF of a column, only in columns whose "
+             "calibrated call is capability-load — the highest value, not a significant "
+             "difference (see the paired tests). Policy-load, route-sensitive, uninformative "
+             "and undetermined columns carry no bold: there a higher number is not a better "
+             "guard, or nothing can be read.")
+"""The one emphasis rule of the score tables, stated in their captions."""
+
+
+def hull_words(confidence: float) -> str:
+    """The caption words of the one interval every seed-averaged score cell carries."""
+    return (f"Every cell: mean over the row's runs [lowest to highest {int(confidence * 100)}% "
+            "Wilson bound of those runs] — interval 'seed-range+wilson', which holds the seed "
+            "range and each run's prompt-sampling interval; with one run (runs = 1) it is that "
+            "run's own Wilson interval, so one column never mixes two kinds.")
+
+
+def one_interval_kind(frame: pl.DataFrame) -> pl.DataFrame:
+    """Rows of a seed-averaged table, each named with the one interval of its cells: the
+    seed-range+wilson hull, which for a single run is its Wilson interval."""
+    return frame.with_columns(pl.lit(SEED_WILSON).alias("interval"))
+
+
+def capability_benchmarks(ctx: ReportContext) -> set[str]:
+    """Benchmarks whose calibrated call (primary subset and mapping) is capability-load: the
+    only columns where the best value is bold."""
+    o = ctx.options
+    loads = ctx.results.load.loads(subset=o.primary_subset, mapping=o.mapping)
+    return {b for b, call in loads.items() if call == "capability"}
 
 
 def pct(x: float | None) -> str:
@@ -28,9 +58,11 @@ def best_of(metric: str) -> str | None:
 
 def pivot_by_cohort(rows: pl.DataFrame, *, entity_cols: Sequence[str], value: str = "score",
            low: str = "low", high: str = "high",
-           cohort: Sequence[str] = ("subset", "mapping_applied", "threshold", "prompt_set")
-           ) -> tuple[pl.DataFrame, list[Column]]:
+           cohort: Sequence[str] = ("subset", "mapping_applied", "threshold", "prompt_set"),
+           bold: Collection[str] | None = None) -> tuple[pl.DataFrame, list[Column]]:
     """Entities × benchmarks, one column per (benchmark, cohort).
+
+    ``bold``: the benchmarks whose columns mark their best value (None: every column).
 
     Within a benchmark the cohort most rows share gets the plain column; any other cohort (a
     guard scored on fewer prompts, a binary-only guard's native verdict) gets a column of its
@@ -59,7 +91,8 @@ def pivot_by_cohort(rows: pl.DataFrame, *, entity_cols: Sequence[str], value: st
                 header += f" [{coh.get('mapping_applied')}, {cells['n_scored'][0]} prompts]"
             metric = {"COPY": "CAP", "OR-H": "OVER-REF"}.get(alias, alias)
             columns.append(Column(col, header, "pct", low=f"{col}__low", high=f"{col}__high",
-                                  best=best_of(metric)))
+                                  best=best_of(metric) if bold is None or bench in bold
+                                  else None))
             for r in cells.iter_rows(named=True):
                 w = wide[tuple(r[c] for c in entity_cols)]
                 w[col], w[f"{col}__low"], w[f"{col}__high"] = r[value], r[low], r[high]

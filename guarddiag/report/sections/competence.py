@@ -10,7 +10,7 @@ from guarddiag.analyses.competence import CompetenceResult
 from guarddiag.report.context import ReportContext
 from guarddiag.report.document import Block, Column, Paragraph, Table
 from guarddiag.report.jsonable import jsonable, records
-from guarddiag.report.sections.common import pct
+from guarddiag.report.sections.common import hull_words, one_interval_kind, pct
 
 
 def _size_words(c: CompetenceResult) -> str:
@@ -61,14 +61,13 @@ def competence_blocks(ctx: ReportContext) -> list[Block]:
     cols = (Column("size", "size"), Column("benchmark", "benchmark"),
             Column("n_scored", "prompts", "int"),
             Column("score", "reference CAP", "pct", low="low", high="high"),
-            Column("interval", "interval"), Column("n_runs", "seeds", "int"))
+            Column("n_runs", "seeds", "int"))
     return [
         *([Paragraph(caution)] if caution else []),
         Paragraph(competence_summary(ctx) + f" {excluded}."),
         Table("competence", f"Competence gate: CAP of the {c.branch} recipe on the clear-harm "
-              f"study benchmarks ({c.subset} prompts, {c.mapping} mapping). Mean over seeds "
-              "[lowest to highest 95% Wilson bound of its seeds] ('seed-range+wilson'), or one "
-              "run's score [95% Wilson interval] ('wilson').", cols, c.table),
+              f"study benchmarks ({c.subset} prompts, {c.mapping} mapping). "
+              f"{hull_words(ctx.options.confidence)}", cols, one_interval_kind(c.table)),
     ]
 
 
@@ -80,5 +79,6 @@ def competence_payload(ctx: ReportContext) -> dict[str, Any] | None:
         "branch": c.branch, "subset": c.subset, "mapping": c.mapping, "floor": c.floor,
         "benchmarks": list(c.benchmarks), "missing": list(c.missing),
         "excluded": dict(c.excluded), "below_floor": c.below_floor,
-        "lowest_mean": c.lowest_mean, "sizes": records(c.sizes), "rows": records(c.table),
+        "lowest_mean": c.lowest_mean, "sizes": records(c.sizes),
+        "rows": records(one_interval_kind(c.table)),
         "caution": competence_caution(ctx)})

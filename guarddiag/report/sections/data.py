@@ -72,7 +72,8 @@ def section_val(ctx: ReportContext) -> Section:
         frame, cols = pivot_by_cohort(val, entity_cols=["run_id", "label_policy"],
                              cohort=("subset", "prompt_set"))
         blocks.append(Table("val_accuracy", "4-class accuracy under policy A on the pool's val "
-                            "split, per language, with Wilson intervals.",
+                            "split, per language, with Wilson intervals. Bold: the highest "
+                            "accuracy per column (not a significant difference).",
                             (Column("run_id", "run"), Column("label_policy", "labels"), *cols),
                             frame))
     overlap = ctx.results.val_overlap.table

@@ -16,7 +16,7 @@ from guarddiag.report.document import (
     Table,
 )
 from guarddiag.report.jsonable import jsonable, records
-from guarddiag.report.sections.common import cohort_words
+from guarddiag.report.sections.common import BOLD_RULE, capability_benchmarks, cohort_words
 from guarddiag.report.sections.paired import paired_blocks, paired_payload
 from guarddiag.report.sections.ranks import (
     correlation_blocks,
@@ -99,7 +99,8 @@ def section_mapping(ctx: ReportContext) -> Section:
                                                       descending=[True, False])["prompt_set"][0]
         left_out |= set(part.filter(pl.col("prompt_set") != main)["entity"].to_list())
         alias = part["metric_alias"][0]
-        best = "min" if alias in ("OVER-REF", "OR-H") else "max"
+        best = (("min" if alias in ("OVER-REF", "OR-H") else "max")
+                if bench in capability_benchmarks(ctx) else None)
         for r in part.filter(pl.col("prompt_set") == main).iter_rows(named=True):
             w = wide[r["entity"]]
             w[f"{bench}__loose"], w[f"{bench}__strict"] = r["loose"], r["strict"]
@@ -116,7 +117,8 @@ def section_mapping(ctx: ReportContext) -> Section:
                   f"96.0%). Mean over seeds, {o.primary_subset} prompts, threshold "
                   f"{o.threshold:g}; {kinds} below, every benchmark in the CSV."),
         Table(f"mapping_effect_{o.primary_subset}",
-              f"Loose vs strict binary mapping on the {kinds} (study Table 2).", tuple(cols),
+              f"Loose vs strict binary mapping on the {kinds} (study Table 2); means over "
+              f"seeds, no intervals. {BOLD_RULE}", tuple(cols),
               frame),
     ]
     if left_out:

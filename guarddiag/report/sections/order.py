@@ -20,10 +20,12 @@ from guarddiag.report.sections.overview import (
 )
 from guarddiag.report.sections.scores import section_load, section_outside, section_scores
 from guarddiag.report.sections.sorry import SORRY_SECTIONS
+from guarddiag.report.sections.threshold_free import section_threshold_free
 
 DEFAULT_SECTIONS: tuple[SectionBuilder, ...] = (
     section_summary, section_contamination, section_scores, section_load, section_rank,
-    section_mapping, section_outside, section_correlation, section_val, section_pool,
+    section_mapping, section_outside, section_threshold_free, section_correlation, section_val,
+    section_pool,
     section_study, section_disclosure,
 )
 """The report's sections, in order; the disclosure card is always last."""

@@ -22,6 +22,7 @@ from guarddiag.report.sections.competence import (
     competence_payload,
     competence_summary,
 )
+from guarddiag.report.sections.provenance import provenance_blocks, provenance_payload
 
 
 def load_lists(ctx: ReportContext) -> dict[str, list[str]]:
@@ -83,7 +84,9 @@ def section_summary(ctx: ReportContext) -> Section:
         f"benchmark subsets. A score is the share of a benchmark's prompts read as unsafe "
         f"({cohort_words(ctx)}). A single run's score carries its {int(o.confidence * 100)}% "
         "Wilson interval; a recipe's mean over seeds runs from the lowest to the highest "
-        "Wilson bound of its seeds (holding the seed range); the seeded prompt bootstrap "
+        "Wilson bound of its seeds (holding the seed range) — one interval, "
+        "'seed-range+wilson', that for a single run is its Wilson interval, so no column "
+        "mixes two kinds; the seeded prompt bootstrap "
         f"(B = {o.n_resamples:,} resamples, seed {o.seed}) is kept for differences and spans. "
         "Every table names its interval.",
     ]
@@ -118,9 +121,11 @@ def section_summary(ctx: ReportContext) -> Section:
                "uninformative": lists["uninformative"], "undetermined": lists["undetermined"],
                "alpha": ctx.results.load.alpha, "subset": o.primary_subset,
                "mapping": o.mapping, "threshold": o.threshold,
-               "competence": competence_payload(ctx)}
+               "competence": competence_payload(ctx),
+               "provenance": provenance_payload(ctx)}
     return Section("summary", "At a glance",
-                   (*(Paragraph(p) for p in ([caution] if caution else []) + paras),
+                   (*provenance_blocks(ctx),
+                    *(Paragraph(p) for p in ([caution] if caution else []) + paras),
                     Bullets(tuple(items))), payload)
 
 
@@ -196,6 +201,7 @@ def section_disclosure(ctx: ReportContext) -> Section:
                  for name, classes in d.definitions)
     pols = tuple(f"Policy {p}: {text}" for p, text in d.policies)
     blocks: list[Block] = [
+        *provenance_blocks(ctx),
         Paragraph("What every guard paper should publish beside its scores: how much of each "
                   "benchmark the training data already held, how far scores move between seeds "
                   "of the same recipe, and what exactly 'unsafe' means."),
@@ -217,5 +223,5 @@ def section_disclosure(ctx: ReportContext) -> Section:
                "competence_caution": competence_caution(ctx),
                "mapping": d.mapping, "subset": d.subset,
                "definitions": {n: list(c) for n, c in d.definitions},
-               "policies": dict(d.policies)}
+               "policies": dict(d.policies), "provenance": provenance_payload(ctx)}
     return Section("disclosure", "Disclosure card", tuple(blocks), payload)

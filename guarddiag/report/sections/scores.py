@@ -8,6 +8,7 @@ from typing import Any
 import polars as pl
 
 from guarddiag import plots
+from guarddiag.analyses.intervals import SEED_WILSON
 from guarddiag.analyses.loadtest import MIN_PROMPTS
 from guarddiag.analyses.scores import SUBSETS
 from guarddiag.report.context import ReportContext
@@ -21,7 +22,14 @@ from guarddiag.report.document import (
     Table,
 )
 from guarddiag.report.jsonable import jsonable, records
-from guarddiag.report.sections.common import cohort_words, pivot_by_cohort
+from guarddiag.report.sections.common import (
+    BOLD_RULE,
+    capability_benchmarks,
+    cohort_words,
+    hull_words,
+    one_interval_kind,
+    pivot_by_cohort,
+)
 from guarddiag.report.sections.paired import paired_blocks, paired_payload
 
 
@@ -56,34 +64,35 @@ def section_scores(ctx: ReportContext) -> Section:
     for subset in (o.primary_subset, *(s for s in SUBSETS
                                        if s != o.primary_subset)):
         recipes = ctx.results.recipes[subset]
-        frame, cols = pivot_by_cohort(recipes.table,
-                                      entity_cols=["entity", "label_policy", "interval"])
+        # 'interval' stays in the CSV (one value: the kind every cell carries), not on screen.
+        frame, cols = pivot_by_cohort(one_interval_kind(recipes.table),
+                                      entity_cols=["entity", "label_policy", "n_runs",
+                                                   "interval"],
+                                      bold=capability_benchmarks(ctx))
         name = f"scores_{subset}_{o.mapping}"
         blocks.append(Table(
             name, f"Share read unsafe (%) per recipe and benchmark — {cohort_words(ctx, subset)}."
-            f" Interval 'seed-range+wilson' (branch recipes with several seeds): mean over seeds "
-            f"[lowest to highest {int(o.confidence * 100)}% Wilson bound of its seeds — it holds "
-            "the seed range and each seed's prompt-sampling interval]; 'wilson' (single runs "
-            f"and outside guards): score [{int(o.confidence * 100)}% Wilson interval]. Bold: "
-            "highest CAP / lowest "
-            "OVER-REF per column (the highest value, not a significant difference: see the "
-            "paired tests below the table).",
+            f" {hull_words(o.confidence)} {BOLD_RULE}",
             (Column("entity", "recipe / guard"), Column("label_policy", "labels"),
-             Column("interval", "interval"), *cols), frame))
+             Column("n_runs", "runs", "int"), *cols), frame))
         if subset == o.primary_subset:
             blocks.append(FigureBlock(f"heatmap_{subset}_{o.mapping}",
                                       plots.score_heatmap(recipes),
                                       f"Share read unsafe per recipe and benchmark "
-                                      f"({cohort_words(ctx, subset)}); study Table 1."))
+                                      f"({cohort_words(ctx, subset)}); study Table 1. Left: "
+                                      "capture on the harmful benchmarks; right: "
+                                      "over-refusal on the benign ones, each on its own "
+                                      "colour scale."))
             blocks += paired_blocks(ctx.results.paired.recipes if ctx.results.paired else None,
                                     f"paired_recipes_{subset}_{o.mapping}")
     runs = ctx.results.scores.binary(subset=o.primary_subset, mapping=o.mapping).with_columns(
         pl.col("ci_low").alias("low"), pl.col("ci_high").alias("high"))
-    frame, cols = pivot_by_cohort(runs, entity_cols=["run_id", "label_policy"])
+    frame, cols = pivot_by_cohort(runs, entity_cols=["run_id", "label_policy"],
+                                  bold=capability_benchmarks(ctx))
     blocks.append(Table(
         f"scores_runs_{o.primary_subset}_{o.mapping}",
         f"Every run with its {int(o.confidence * 100)}% Wilson interval — "
-        f"{cohort_words(ctx)}.",
+        f"{cohort_words(ctx)}. {BOLD_RULE}",
         (Column("run_id", "run"), Column("label_policy", "labels"), *cols), frame,
         collapsed=True))
     failed = ctx.results.scores.table.filter(pl.col("n_failed") > 0)
@@ -102,9 +111,13 @@ def section_scores(ctx: ReportContext) -> Section:
                          Column("score", "score", "pct", low="ci_low", high="ci_high")),
                         long, csv_only=True))
     paired = ctx.results.paired
+    recipes = ctx.results.recipes[o.primary_subset]
     return Section("scores", "Benchmark scores (Table 1)", tuple(blocks),
                    {"scores": _score_records(ctx),
-                    "paired": paired_payload(paired.recipes if paired else None)})
+                    "paired": paired_payload(paired.recipes if paired else None),
+                    "recipes": {"interval": SEED_WILSON, "subset": o.primary_subset,
+                                "mapping": o.mapping, "bold": sorted(capability_benchmarks(ctx)),
+                                "rows": records(one_interval_kind(recipes.table))}})
 
 
 def section_load(ctx: ReportContext) -> Section:
@@ -187,18 +200,19 @@ def section_outside(ctx: ReportContext) -> Section:
     title = "Outside guards beside the branches (decontaminated prompts)"
     if not ctx.results.outside.has_guards:
         return Section.omit("outside", title, "no outside-guard predictions (runs/outside/)")
-    t = ctx.results.outside.table.with_columns(
+    t = one_interval_kind(ctx.results.outside.table).with_columns(
         pl.when(pl.col("kind") == "outside").then(pl.col("entity"))
         .otherwise(pl.concat_str([pl.col("size"), pl.col("entity")], separator="/"))
         .alias("who"))
     blocks: list[Block] = [Paragraph(
-        "Guards: score [95% Wilson interval]; branch recipes: mean over seeds [lowest to "
-        "highest Wilson bound of the seeds, holding the seed range]. "
+        f"{hull_words(ctx.options.confidence)} An outside guard is one run. {BOLD_RULE} "
         "One table per binary mapping; a guard whose read-out could not follow the mapping "
         "(binary verdict only) or whose prompt set differs gets its own column.")]
     for m in sorted(set(t["mapping"].to_list())):
-        frame, cols = pivot_by_cohort(t.filter(pl.col("mapping") == m), entity_cols=["who", "kind"],
-                             cohort=("mapping_applied", "prompt_set"))
+        frame, cols = pivot_by_cohort(t.filter(pl.col("mapping") == m),
+                                      entity_cols=["who", "kind", "interval"],
+                                      cohort=("mapping_applied", "prompt_set"),
+                                      bold=capability_benchmarks(ctx))
         blocks.append(Table(f"outside_{m}", f"Outside guards vs branches — decontaminated "
                             f"prompts, {m} mapping, threshold {ctx.options.threshold:g}.",
                             (Column("who", "guard / recipe"), Column("kind", "kind"), *cols),
@@ -208,5 +222,6 @@ def section_outside(ctx: ReportContext) -> Section:
                 blocks += paired_blocks(res, f"paired_outside_{m}")
     paired = [paired_payload(r) for r in (ctx.results.paired.outside if ctx.results.paired
                                           else ())]
-    return Section("outside", title, tuple(blocks), {"rows": records(ctx.results.outside.table),
+    return Section("outside", title, tuple(blocks),
+                   {"rows": records(one_interval_kind(ctx.results.outside.table)),
                                                      "paired": paired})

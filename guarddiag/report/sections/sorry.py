@@ -50,7 +50,8 @@ def _sensitive_block(res: SorryCategoriesResult) -> Block:
         "over sizes); flips = share of prompts on which the branches' majority "
         "decisions disagree; lowest / highest: the branch with the lowest / highest "
         "capture (first size), a tie going to the branch listed first in the specs "
-        "(reference, E1…E10).",
+        "(reference, E1…E10). Bold: the largest span (most policy-sensitive), not the best "
+        "guard.",
         (Column("category", "category"), Column("domain", "domain"),
          Column("span", "span", "pp", best="max"), Column("flip_share", "flips", "pct"),
          Column("min_branch", "lowest"), Column("max_branch", "highest")),
@@ -113,7 +114,8 @@ def sorry_balance(ctx: ReportContext) -> Section:
         (Column("benchmark", "benchmark"), Column("n", "prompts", "int"),
          Column("n_mapped", "mapped", "int"), Column("pillars_tested", "pillars", "int"),
          Column("imbalance_ratio", "ratio", "num1"), Column("most", "most"),
-         Column("least", "least"), Column("untested", "untested")), summary)
+         Column("least", "least"), Column("untested", "untested"),
+         Column("category_note", "not assessable because")), summary)
     fig = FigureBlock("sorry_balance", plot_balance(res),
                       "Share of each benchmark's prompts per pillar, and its domain mix.")
     return Section(sid, title, (table, fig), {"benchmarks": summary.to_dicts()})

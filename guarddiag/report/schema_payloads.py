@@ -1,0 +1,57 @@
+"""Section payloads added in results.json version 3 (see :mod:`guarddiag.report.schema`, whose
+:class:`~guarddiag.report.schema.ResultsJson` refers to them)."""
+
+from __future__ import annotations
+
+from typing import Literal, TypedDict
+
+Record = dict[str, str | int | float | bool | None]
+"""One table row: column → value (as :data:`guarddiag.report.schema.Record`)."""
+
+
+class ProvenanceJson(TypedDict):
+    """What the branches are, from each scored run's meta.json."""
+
+    demo: bool
+    """Some branch size is a demo size (a CPU size of the size registry, random init): the
+    report opens with a do-not-cite banner."""
+    sizes: list[Record]
+    """Per (guard_kind, size): n_runs, branches, n_params_min, n_params_max, checkpoint
+    ("random init" or checkpoint names), train_rows_min, train_rows_max, demo_size."""
+    sentence: str
+
+
+class RecipesJson(TypedDict):
+    """Table 1 (primary subset and mapping): one row per recipe or guard."""
+
+    interval: Literal["seed-range+wilson"]
+    """The one interval of every cell: lowest to highest Wilson bound of the row's runs (one
+    run: its Wilson interval)."""
+    subset: str
+    mapping: str
+    bold: list[str]
+    """Benchmarks whose column marks its best value (capability-load calls only)."""
+    rows: list[Record]
+    """entity, guard_kind, size, branch, label_policy, benchmark, metric_alias, …, score, low,
+    high, interval, n_runs, seed_low, seed_high."""
+
+
+class ThresholdFreeJson(TypedDict):
+    """F1, AUPRC and over-refusal at 95 % capture per run on the paired harmful/benign sets
+    (:mod:`guarddiag.analyses.threshold_free`)."""
+
+    rows: list[Record]
+    """Per (pair, run): pair, harmful, benign, run_id, guard_kind, branch, size, seed,
+    label_policy, n_harmful, n_benign, base_rate, f1, auprc, over_refusal_at_capture (each a
+    fraction with ``_low``/``_high``), threshold_at_capture, interval."""
+    pairs: list[list[str]]
+    """[pair, harmful benchmark, benign benchmark]."""
+    missing: list[str]
+    threshold: float
+    capture: float
+    subset: str
+    mapping: str
+    interval: Literal["bootstrap-percentile"]
+    n_resamples: int
+    confidence: float
+    seed: int

@@ -1,0 +1,41 @@
+"""What was measured, in words: the demo-size banner and the branches' provenance that open
+"At a glance" and the disclosure card. Numbers come from
+:mod:`guarddiag.analyses.provenance`; this module only formats them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from guarddiag.report.context import ReportContext
+from guarddiag.report.document import Block, Paragraph
+from guarddiag.report.jsonable import records
+
+DEMO_BANNER = ("Demo-size models: do not cite these verdicts. The branches are small encoders "
+               "trained from random initialisation on a CPU ({sizes}), not guards anyone "
+               "deploys; the numbers show what the diagnostics report, not what a real guard "
+               "does.")
+
+
+def provenance_blocks(ctx: ReportContext) -> tuple[Block, ...]:
+    """The banner (demo sizes only) and one paragraph on what the branches are."""
+    prov = ctx.results.provenance
+    if prov is None:
+        return (Paragraph("What was measured: no run meta.json was found beside the "
+                          "predictions, so the branches' sizes, parameter counts and "
+                          "checkpoints are not known to this report."),)
+    blocks: list[Block] = []
+    if prov.demo:
+        demo = [r["size"] for r in prov.table.iter_rows(named=True) if r["demo_size"]]
+        blocks.append(Paragraph(DEMO_BANNER.format(sizes=", ".join(demo)), banner=True))
+    blocks.append(Paragraph(f"What was measured: {prov.sentence()}. Sizes, parameter counts, "
+                            "checkpoints and training rows are read from each run's "
+                            "meta.json; a demo size is one the size registry lists as a CPU "
+                            "size (guarddiag/model/sizes.py) with no pretrained checkpoint."))
+    return tuple(blocks)
+
+
+def provenance_payload(ctx: ReportContext) -> dict[str, Any] | None:
+    prov = ctx.results.provenance
+    if prov is None:
+        return None
+    return {"demo": prov.demo, "sizes": records(prov.table), "sentence": prov.sentence()}
