@@ -5,7 +5,8 @@ TF-IDF baselines use ``baseline/<name>/seed=<s>``). A run folder holds:
 
 * ``model.safetensors``, ``tokenizer.json`` — the guard (:mod:`guarddiag.model`);
 * ``meta.json`` — written last, so a folder whose meta says ``status: finished`` is a finished
-  run; ``train_log.jsonl`` and, while training, ``checkpoint.safetensors``;
+  run; ``train_log.jsonl`` and, while training, ``checkpoint.safetensors`` and
+  ``train.lock`` (who trains it: pid, host, start time);
 * ``scores.parquet`` + ``scores.json`` — its cached class probabilities (:class:`ScoreCache`).
 
 ``_cache/`` (tokenizers, teacher logits) and ``predictions.parquet`` sit beside the runs.
@@ -32,6 +33,8 @@ TOKENIZER_FILE = "tokenizer.json"
 META_FILE = "meta.json"
 LOG_FILE = "train_log.jsonl"
 CHECKPOINT_FILE = "checkpoint.safetensors"
+LOCK_FILE = "train.lock"
+"""Present while a process trains the run (:class:`guarddiag.train.lock.RunLock`)."""
 SCORES_FILE = "scores.parquet"
 SCORES_META = "scores.json"
 PREDICTIONS_FILE = "predictions.parquet"

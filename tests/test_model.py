@@ -206,7 +206,7 @@ def test_pretrained_checkpoint_loads_encoder_weights_and_own_tokenizer(tokenizer
         else _write_pickle_checkpoint(source, pickled)
     for f in pickled.glob("*.safetensors"):
         f.unlink()
-    with pytest.raises(GuarddiagError, match="cannot load ModernBERT safetensors"):
+    with pytest.raises(GuarddiagError, match="cannot load encoder safetensors"):
         build_guard(size="base", tokenizer=tok, seed=0, checkpoint=str(pickled))
 
 

@@ -94,7 +94,9 @@ def _add_score(guards_sub: argparse._SubParsersAction) -> None:
     run.add_argument("--batch-size", type=int, default=8, help="local model batch size")
     run.add_argument("--max-new-tokens", type=int, default=None,
                      help="generation limit (default per adapter)")
-    run.add_argument("--device", default=None, help="cuda / cpu (default: cuda if available)")
+    run.add_argument("--device", default="auto", metavar="DEVICE",
+                     help="local models: auto (CUDA when present, else the CPU), cpu, cuda, "
+                          "cuda:N or mps")
     run.add_argument("--dtype", default=None, help="float32 / bfloat16 (default by device)")
     run.add_argument("--concurrency", type=int, default=8, help="endpoint requests in flight")
     run.add_argument("--timeout", type=float, default=120.0, metavar="S",
@@ -156,13 +158,16 @@ def _run_score(args: argparse.Namespace) -> int:
     elif kind == "callable":
         options.update(target=args.target, batch_size=args.batch_size)
     elif kind == "hf-classifier":
+        from guarddiag.model.device import pick_device
+
         options.update(model=args.model, labels=args.labels, batch_size=args.batch_size,
-                       device=args.device)
+                       device=str(pick_device(args.device)))
     elif generative:
         cache = args.cache_dir or (str(paths.outside / ".cache")
                                    if args.endpoint else None)
         options.update(model=args.model, endpoint=args.endpoint, batch_size=args.batch_size,
-                       max_new_tokens=args.max_new_tokens, device=args.device, dtype=args.dtype,
+                       max_new_tokens=args.max_new_tokens, device=_local_device(args),
+                       dtype=args.dtype,
                        concurrency=args.concurrency, timeout_s=args.timeout,
                        retries=args.retries, cache_dir=cache)
         if kind == "granite-guardian":
@@ -201,6 +206,15 @@ _ONLY_FOR = {"--strict": ("file",),
              "--risk-name": ("granite-guardian",), "--risk-definition": ("granite-guardian",),
              "--categories": ("llama-guard",), "--exclude-categories": ("llama-guard",),
              "--model": ("qwen3guard", "granite-guardian", "llama-guard", "hf-classifier")}
+
+
+def _local_device(args: argparse.Namespace) -> str | None:
+    """``--device`` resolved (auto → cuda or cpu) for a local model; None for an endpoint."""
+    if not args.model:
+        return None
+    from guarddiag.model.device import pick_device
+
+    return str(pick_device(args.device))
 
 
 def _reject_unused(args: argparse.Namespace, kind: str) -> None:

@@ -1,5 +1,5 @@
-"""Sub-commands: ``branches validate|list``, ``train``, ``predict``; ``bench predict`` and
-``bench recalibrate``.
+"""Sub-commands: ``branches validate|list``, ``train`` (and ``train plan``), ``predict``; the
+``bench`` sub-commands of this area live in :mod:`guarddiag.cli.bench`.
 
 Examples::
 
@@ -8,19 +8,23 @@ Examples::
     guarddiag train --branches reference,E1 --sizes micro --seeds 43,44
     guarddiag train --sizes base --checkpoint base=/models/ModernBERT-base \\
         --checkpoint large=/models/ModernBERT-large
-    guarddiag predict
-    guarddiag bench predict
-    guarddiag bench recalibrate
+    guarddiag train --sizes small --encoder small=/models/all-MiniLM-L6-v2
+    guarddiag train --run micro/E1/seed=42 --wait
+    guarddiag train plan --json
+    guarddiag train --list-sizes
+    guarddiag predict --device cuda
+    guarddiag sweep --engine local --jobs 2
 """
 
 from __future__ import annotations
 
 import argparse
-import hashlib
+import json
 import sys
 from collections.abc import Sequence
 
 from guarddiag.cli import add_parser, add_work_paths, work_paths_from
+from guarddiag.cli.bench import add_device, add_threads, register_bench
 from guarddiag.errors import GuarddiagError
 from guarddiag.paths import resolve_data_dir
 
@@ -32,13 +36,8 @@ def register(sub: argparse._SubParsersAction, bench: argparse._SubParsersAction)
     _register_branches(sub)
     _register_train(sub)
     _register_predict(sub)
-    _register_bench(bench)
-
-
-def _add_threads(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--threads", type=int, default=None, metavar="N",
-                   help="torch threads (default: 1 for micro/tiny, which gain nothing from more "
-                        "and slow down badly on shared cores; torch's default otherwise)")
+    _register_sweep(sub)
+    register_bench(bench)
 
 
 # ----------------------------------------------------------------------------- branches
@@ -101,17 +100,7 @@ def _print_table(header: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> No
 
 # ----------------------------------------------------------------------------- train
 
-def _register_train(sub: argparse._SubParsersAction) -> None:
-    p = add_parser(
-        sub, "train", help="train branch runs (teachers → reference → branches), resumable",
-        description="Train every run of --branches × --sizes × --seeds, plus the runs they\n"
-                    "depend on, in dependency order (teachers → reference → branches). Each run\n"
-                    "writes <runs-dir>/<size>/<branch>/seed=<s>/ with model.safetensors,\n"
-                    "tokenizer.json, meta.json and train_log.jsonl. Finished runs with the same\n"
-                    "spec and inputs are skipped; an interrupted run resumes from its last\n"
-                    "checkpoint to the same final weights.\n\n"
-                    "  guarddiag train --branches all --sizes micro --seeds 42\n"
-                    "  guarddiag train --branches reference,E1 --seeds 43,44")
+def _plan_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--branches", default="all", metavar="NAMES",
                    help="'all' or comma-separated branch names (e.g. E1,E8)")
     p.add_argument("--sizes", default="micro", metavar="SIZES", help=_SIZES_HELP)
@@ -120,15 +109,63 @@ def _register_train(sub: argparse._SubParsersAction) -> None:
     add_work_paths(p, "runs", "pool", help={"pool": "labelled pool"})
     p.add_argument("--branches-dir", default=None, metavar="DIR",
                    help="folder of branch specs (default: the bundled branches/)")
-    p.add_argument("--checkpoint", action="append", default=[], metavar="SIZE=DIR|ID",
-                   help="pretrained ModernBERT weights (safetensors) and tokenizer for a size, "
-                        "e.g. base=answerdotai/ModernBERT-base or large=/models/ModernBERT-large;"
-                        " repeatable. Without it a size trains from random init with a "
-                        "tokenizer trained on the pool")
+
+
+def _register_train(sub: argparse._SubParsersAction) -> None:
+    p = add_parser(
+        sub, "train", help="train branch runs (teachers → reference → branches), resumable",
+        description="Train every run of --branches × --sizes × --seeds, plus the runs they\n"
+                    "depend on, in dependency order (teachers → reference → branches). Each run\n"
+                    "writes <runs-dir>/<size>/<branch>/seed=<s>/ with model.safetensors,\n"
+                    "tokenizer.json, meta.json and train_log.jsonl. Finished runs with the same\n"
+                    "spec and inputs are skipped; an interrupted run resumes from its last\n"
+                    "checkpoint to the same final weights. A lock file in the run folder keeps\n"
+                    "two processes from training the same run. `train plan --json` prints the\n"
+                    "dependency graph for schedulers; `--run` trains one run of it.\n\n"
+                    "  guarddiag train --branches all --sizes micro --seeds 42\n"
+                    "  guarddiag train --branches reference,E1 --seeds 43,44\n"
+                    "  guarddiag train --run micro/E1/seed=42 --wait\n"
+                    "  guarddiag train plan --json --sizes base --seeds 42,43")
+    _plan_options(p)
+    p.add_argument("--checkpoint", "--encoder", dest="checkpoint", action="append", default=[],
+                   metavar="SIZE=DIR|ID",
+                   help="pretrained encoder for a size: any Hugging Face encoder folder or hub "
+                        "id (safetensors weights and its tokenizer), e.g. "
+                        "base=answerdotai/ModernBERT-base or small=/models/all-MiniLM-L6-v2; "
+                        "repeatable. Without it a size trains ModernBERT from random init with "
+                        "a tokenizer trained on the pool")
     p.add_argument("--checkpoint-every", type=float, default=60.0, metavar="SECONDS",
                    help="wall-clock seconds between resume checkpoints")
-    _add_threads(p)
+    p.add_argument("--run", default=None, metavar="SIZE/BRANCH/seed=S",
+                   help="train exactly this run (its dependencies must be finished); "
+                        "--branches, --sizes and --seeds are then not used")
+    p.add_argument("--wait", action="store_true",
+                   help="when another process trains the run, wait for it instead of "
+                        "stopping (exit 2)")
+    p.add_argument("--list-sizes", action="store_true",
+                   help="print the size table with parameter counts and the heads' share, "
+                        "and exit")
+    add_device(p)
+    p.add_argument("--micro-batch", type=int, default=None, metavar="N",
+                   help="rows per forward pass; gradients accumulate up to the branch's "
+                        "batch size (for GPU memory)")
+    p.add_argument("--compile", action="store_true",
+                   help="torch.compile the encoder (CUDA; slower start, faster steps)")
+    add_threads(p)
     p.set_defaults(handler=_run_train)
+    actions = p.add_subparsers(dest="train_command", metavar="ACTION")
+    plan = add_parser(actions, "plan", help="the dependency graph of the plan (for schedulers)",
+                      description="Print the runs of --branches × --sizes × --seeds with their\n"
+                                  "dependencies and status in --runs-dir: a table, or with\n"
+                                  "--json nodes (id, size, branch, seed, route, folder,\n"
+                                  "status, level, needs) and edges (from, to, role). Runs of\n"
+                                  "level k need only runs of lower levels.\n\n"
+                                  "  guarddiag train plan --json --out plan.json")
+    _plan_options(plan)
+    plan.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    plan.add_argument("--out", default=None, metavar="FILE.json",
+                      help="write the JSON graph to this file instead of printing it")
+    plan.set_defaults(handler=_run_plan)
 
 
 def _parse_checkpoints(items: list[str]) -> dict[str, str]:
@@ -145,25 +182,75 @@ def _parse_checkpoints(items: list[str]) -> dict[str, str]:
 
 
 def _run_train(args: argparse.Namespace) -> int:
-    from guarddiag.train import RunOptions, train_branches
+    from guarddiag.train import RunOptions, RunSummary, train_branches, train_one
     from guarddiag.train.branches import load_branches, parse_seeds, parse_sizes
 
+    if args.list_sizes:
+        return _list_sizes()
+    if args.micro_batch is not None and args.micro_batch < 1:
+        raise GuarddiagError(f"--micro-batch: expected at least 1, got {args.micro_batch}")
     paths = work_paths_from(args)
-    sizes = parse_sizes(args.sizes)
-    seeds = parse_seeds(args.seeds)
     pretrained = _parse_checkpoints(args.checkpoint)
     branches = load_branches(args.branches_dir)
-    result = train_branches(
-        branches=branches, names=args.branches, sizes=sizes, seeds=seeds,
-        runs_dir=paths.runs, pool_path=paths.pool,
-        options=RunOptions(checkpoint_every_s=args.checkpoint_every, pretrained=pretrained,
-                           threads=args.threads))
+    options = RunOptions(checkpoint_every_s=args.checkpoint_every, pretrained=pretrained,
+                         threads=args.threads, device=args.device,
+                         micro_batch=args.micro_batch, compile=args.compile,
+                         wait_for_lock=args.wait)
+    runs: tuple[RunSummary, ...]
+    if args.run:
+        runs = (train_one(branches=branches, run_id=args.run, runs_dir=paths.runs,
+                          pool_path=paths.pool, options=options),)
+    else:
+        runs = train_branches(
+            branches=branches, names=args.branches, sizes=parse_sizes(args.sizes),
+            seeds=parse_seeds(args.seeds), runs_dir=paths.runs, pool_path=paths.pool,
+            options=options).runs
     rows = [(r.run_id, r.status, f"{r.wall_s:.1f}", str(r.n_rows), str(r.steps),
-             f"{r.val_acc_a:.3f}", f"{r.val_acc_b:.3f}") for r in result.runs]
+             f"{r.val_acc_a:.3f}", f"{r.val_acc_b:.3f}") for r in runs]
     _print_table(("run", "status", "wall_s", "rows", "steps", "val_acc_A", "val_acc_B"), rows)
-    total = sum(r.wall_s for r in result.runs)
-    print(f"{len(result.runs)} run(s), {total:.0f}s of training; val accuracy is on the "
+    total = sum(r.wall_s for r in runs)
+    print(f"{len(runs)} run(s), {total:.0f}s of training; val accuracy is on the "
           f"kept checkpoint's val sample")
+    return 0
+
+
+def _list_sizes() -> int:
+    from guarddiag.model import SIZES
+    from guarddiag.model.guard import size_param_counts
+
+    rows = []
+    for name, size in SIZES.items():
+        total, heads = size_param_counts(name)
+        rows.append((name, str(size.hidden_size), str(size.num_hidden_layers),
+                     str(size.vocab_size), f"{total:,}", f"{heads:,}",
+                     f"{100 * heads / total:.4f} %", size.pretrained or "-"))
+    _print_table(("size", "hidden", "layers", "vocab", "params", "head_params", "head_share",
+                  "checkpoint"), rows)
+    print("random-init ModernBERT shapes with each size's vocabulary; a run on a pretrained "
+          "--encoder records its own counts and head share in meta.json")
+    return 0
+
+
+def _run_plan(args: argparse.Namespace) -> int:
+    from guarddiag.train.branches import load_branches, parse_seeds, parse_sizes
+    from guarddiag.train.plan import plan_graph
+
+    graph = plan_graph(load_branches(args.branches_dir), names=args.branches,
+                       sizes=parse_sizes(args.sizes), seeds=parse_seeds(args.seeds),
+                       runs_dir=work_paths_from(args).runs)
+    if args.out:
+        from guarddiag.files import write_json
+
+        write_json(graph.to_dict(), args.out)
+        print(f"wrote {args.out}: {len(graph.nodes)} runs in {graph.to_dict()['levels']} "
+              f"level(s)")
+        return 0
+    if args.json:
+        print(json.dumps(graph.to_dict(), indent=2))
+        return 0
+    rows = [(n.id, n.route, str(n.level), n.status, ", ".join(n.needs) or "-")
+            for n in graph.nodes]
+    _print_table(("run", "route", "level", "status", "needs"), rows)
     return 0
 
 
@@ -188,7 +275,8 @@ def _register_predict(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--batch-size", type=int, default=64, help="prompts per scoring batch")
     p.add_argument("--no-baseline", action="store_true",
                    help="leave the TF-IDF baseline out")
-    _add_threads(p)
+    add_device(p)
+    add_threads(p)
     p.set_defaults(handler=_run_predict)
 
 
@@ -200,7 +288,7 @@ def _run_predict(args: argparse.Namespace) -> int:
         runs_dir=paths.runs, pool_path=paths.pool, audit_dir=paths.audit,
         benchmarks=args.benchmarks, data_dir=resolve_data_dir(args.data_dir),
         derived_dir=paths.derived, batch_size=args.batch_size,
-        baseline=not args.no_baseline, threads=args.threads)
+        baseline=not args.no_baseline, threads=args.threads, device=args.device)
     rows = [(r.run_id, r.guard_kind, str(r.n_scored), str(r.n_total), f"{r.seconds:.1f}")
             for r in result.runs]
     _print_table(("run", "kind", "scored_now", "prompts", "seconds"), rows)
@@ -212,123 +300,66 @@ def _run_predict(args: argparse.Namespace) -> int:
     return 0
 
 
-# ----------------------------------------------------------------------------- bench
+# ----------------------------------------------------------------------------- sweep
 
-def _register_bench(bench: argparse._SubParsersAction) -> None:
+def _register_sweep(sub: argparse._SubParsersAction) -> None:
     p = add_parser(
-        bench, "predict", help="examples/s: length-bucketed batches vs padding to max length",
-        description="Score the same prompts twice with one guard: length-sorted batches padded\n"
-                    "per batch (what `guarddiag predict` does) and input-order batches padded\n"
-                    "to the max length. Prints examples/s of each and the speed-up (aim ≥ 3×).\n"
-                    "Prompts: every available benchmark subset (else the pool's val split).")
-    p.add_argument("--run", default=None, metavar="DIR",
-                   help="a finished run folder (default: a fresh random-init guard of --size "
-                        "with a tokenizer trained on the pool, the same cost per token)")
-    p.add_argument("--size", default="micro", help="model size when --run is not given")
-    p.add_argument("--max-length", type=int, default=96,
-                   help="max tokens when --run is not given")
-    p.add_argument("--n", type=int, default=4000, help="prompts to score (a fixed sample)")
-    p.add_argument("--batch-size", type=int, default=64, help="prompts per batch")
-    add_work_paths(p, "pool", help={"pool": "labelled pool"})
-    _add_threads(p)
-    p.set_defaults(handler=_run_bench_predict)
-
-    r = add_parser(
-        bench, "recalibrate",
-        help="speed-up of cached-state head-only training over recomputing the encoder",
-        description="Head-only recalibration two ways on the same rows and batches: encoder\n"
-                    "states computed once and cached (what route 3 does) vs the frozen encoder\n"
-                    "re-run for every batch. Prints both times and the speed-up (aim ≥ 10×) and\n"
-                    "checks that both end at the same head weights.")
-    r.add_argument("--run", default=None, metavar="DIR",
-                   help="a finished run to recalibrate (default: a fresh random-init guard)")
-    r.add_argument("--size", default="micro", help="model size when --run is not given")
-    r.add_argument("--max-length", type=int, default=96,
-                   help="max tokens when --run is not given")
-    r.add_argument("--rows", type=int, default=3000, help="calibration rows (pool train split)")
-    r.add_argument("--epochs", type=int, default=10, help="head-training epochs")
-    r.add_argument("--batch-size", type=int, default=64, help="rows per step")
-    add_work_paths(r, "pool", help={"pool": "labelled pool"})
-    _add_threads(r)
-    r.set_defaults(handler=_run_bench_recalibrate)
+        sub, "sweep", help="train the grid as parallel tasks (process pool or Ray), then predict",
+        description="Train every run of --branches × --sizes × --seeds as parallel tasks that\n"
+                    "respect the dependencies (teachers → reference → branches; head-only after\n"
+                    "its encoder), then score every run in parallel and write the predictions\n"
+                    "table (the same bytes as `train` + `predict`). --engine local uses a\n"
+                    "process pool of --jobs workers; --engine ray submits Ray tasks (num_gpus=1\n"
+                    "per CUDA run, else num_cpus=1), retried on worker loss; pip install -e\n"
+                    "\".[ray]\". Reruns resume from the runs folder.\n\n"
+                    "  guarddiag sweep --engine local --jobs 2\n"
+                    "  guarddiag sweep --engine ray --address auto --sizes base --seeds 42,43")
+    _plan_options(p)
+    add_work_paths(p, "audit", "derived")
+    p.add_argument("--engine", default="local", choices=("local", "ray"),
+                   help="local process pool or a Ray cluster")
+    p.add_argument("--jobs", type=int, default=2, help="local engine: runs at a time")
+    p.add_argument("--address", default=None, metavar="ADDR",
+                   help="Ray cluster address (auto: the running cluster; default: start one)")
+    p.add_argument("--checkpoint", "--encoder", dest="checkpoint", action="append", default=[],
+                   metavar="SIZE=DIR|ID", help="pretrained encoder for a size, as for train")
+    p.add_argument("--benchmarks", default="all", metavar="IDS",
+                   help="benchmark ids to score, as for predict")
+    p.add_argument("--batch-size", type=int, default=64, help="prompts per scoring batch")
+    p.add_argument("--no-predict", action="store_true", help="train only")
+    add_device(p)
+    p.set_defaults(handler=_run_sweep)
 
 
-def _bench_guard(args: argparse.Namespace, pool):
-    """A finished run, or a fresh guard of --size with a tokenizer trained on the pool."""
-    from guarddiag.model import LoadedGuard, build_guard, get_size, load_guard, train_tokenizer
+def _run_sweep(args: argparse.Namespace) -> int:
+    from guarddiag.predict import predict_runs
+    from guarddiag.predict.sweep import ScoreTask, sweep
+    from guarddiag.train import RunOptions
+    from guarddiag.train.branches import parse_seeds, parse_sizes
 
-    if args.run:
-        return load_guard(args.run)
-    size = get_size(args.size, where="--size")
-    tok = train_tokenizer(pool.split("train")["text"].to_list(), vocab_size=size.vocab_size)
-    model = build_guard(size=size.name, tokenizer=tok, seed=0)
-    model.eval()
-    return LoadedGuard(model, tok, args.max_length, {})
-
-
-def _bench_texts(args: argparse.Namespace, pool) -> tuple[list[str], str]:
-    from guarddiag.pool.table import hash_order
-
-    texts: list[str] = []
-    source = "benchmarks"
-    try:
-        from guarddiag.data import load_benchmarks
-
-        bset = load_benchmarks("all", data_dir=resolve_data_dir(args.data_dir))
-        for frame in bset.frames.values():
-            texts += frame["text"].to_list()
-    except (ImportError, GuarddiagError):
-        texts = []
-    if not texts:
-        texts = hash_order(pool.split("val"), "bench")["text"].to_list()
-        source = "pool val split"
-    # A fixed, order-free sample: every run of the bench times the same prompts.
-    texts = sorted(set(texts), key=lambda t: hashlib.sha256(t.encode()).hexdigest())[:args.n]
-    return texts, source
-
-
-def _run_bench_predict(args: argparse.Namespace) -> int:
-    import torch
-
-    from guarddiag.model import auto_threads, torch_threads
-    from guarddiag.pool.table import read_pool
-    from guarddiag.predict import bench_predict
-
-    pool = read_pool(work_paths_from(args).pool)
-    guard = _bench_guard(args, pool)
-    texts, source = _bench_texts(args, pool)
-    threads = args.threads or auto_threads([guard.meta.get("model", {}).get("size", args.size)])
-    with torch_threads(threads):
-        res = bench_predict(guard, texts, batch_size=args.batch_size)
-    print(f"{res.n_texts} prompts from {source}, batch {res.batch_size}, max length "
-          f"{res.max_length} tokens (mean {res.mean_tokens:.1f}), torch threads "
-          f"{threads or torch.get_num_threads()}")
-    print(f"length-bucketed, padded per batch : {res.bucketed_ex_per_s:9.1f} examples/s")
-    print(f"input order, padded to max length : {res.padded_ex_per_s:9.1f} examples/s")
-    print(f"speed-up: {res.speedup:.2f}x (aim >= 3x); max |Δp| between the two: "
-          f"{res.max_abs_diff:.2e}")
-    return 0
-
-
-def _run_bench_recalibrate(args: argparse.Namespace) -> int:
-    from guarddiag.model import auto_threads, torch_threads
-    from guarddiag.pool.table import read_pool, sample_split
-    from guarddiag.train import bench_recalibrate, label_rows
-
-    pool = read_pool(work_paths_from(args).pool)
-    guard = _bench_guard(args, pool)
-    frame = sample_split(pool, "train", args.rows)
-    rows = label_rows(frame, fraction=1.0, anchors=False, where=str(pool.path))
-    threads = args.threads or auto_threads([guard.meta.get("model", {}).get("size", args.size)])
-    with torch_threads(threads):
-        res = bench_recalibrate(guard, rows, epochs=args.epochs, batch_size=args.batch_size)
-    print(f"{res.n_rows} calibration rows, {res.epochs} epochs, batch {args.batch_size}")
-    print(f"cached states : {res.cache_s:7.2f}s encoder pass + {res.cached_train_s:7.2f}s "
-          f"head training = {res.cache_s + res.cached_train_s:7.2f}s")
-    print(f"recomputing   : {res.recompute_train_s:7.2f}s (encoder re-run for every batch)")
-    print(f"speed-up: {res.speedup:.1f}x over the whole run (aim >= 10x); "
-          f"{res.per_epoch_speedup:.0f}x per epoch once cached; the two routes' class "
-          f"probabilities differ by at most {res.max_abs_diff:.1e}")
+    paths = work_paths_from(args)
+    sizes = parse_sizes(args.sizes)
+    data_dir = resolve_data_dir(args.data_dir)
+    score = None if args.no_predict else ScoreTask(
+        "", str(paths.pool), args.benchmarks, str(data_dir) if data_dir else None,
+        str(paths.derived), args.batch_size, args.device, None)
+    res = sweep(names=args.branches, sizes=sizes, seeds=parse_seeds(args.seeds),
+                runs_dir=paths.runs, pool_path=paths.pool, branches_dir=args.branches_dir,
+                options=RunOptions(pretrained=_parse_checkpoints(args.checkpoint),
+                                   device=args.device),
+                engine=args.engine, jobs=args.jobs, address=args.address, score=score)
+    rows = [(r.run_id, r.status, f"{r.wall_s:.1f}", f"{r.val_acc_a:.3f}", f"{r.val_acc_b:.3f}")
+            for r in res.runs]
+    _print_table(("run", "status", "wall_s", "val_acc_A", "val_acc_B"), rows)
+    print(f"{len(res.runs)} run(s) trained in {res.train_wall_s:.1f}s wall on the {res.engine} "
+          f"engine" + (f" ({res.jobs} at a time)" if res.engine == "local" else "")
+          + (f"; {res.n_scored} prompts scored in {res.score_wall_s:.1f}s" if score else ""))
+    if score is not None:
+        out = predict_runs(runs_dir=paths.runs, pool_path=paths.pool, audit_dir=paths.audit,
+                           benchmarks=args.benchmarks, data_dir=data_dir,
+                           derived_dir=paths.derived, batch_size=args.batch_size,
+                           device=args.device)
+        print(f"wrote {out.path}: {out.n_rows} rows, {len(out.runs)} runs")
     return 0
 
 

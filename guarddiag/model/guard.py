@@ -1,4 +1,5 @@
-"""The guard model: a ModernBERT encoder and three linear heads, built seeded."""
+"""The guard model: an encoder (ModernBERT by default, or any Hugging Face encoder checkpoint)
+and three linear heads, built seeded."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from guarddiag.model.sizes import N_CLASSES, N_PILLARS, ModelSize, get_size
 from guarddiag.model.tokenizer import GuardTokenizer, SpecialIds
 
 if TYPE_CHECKING:
-    from transformers import ModernBertModel
+    from transformers import PreTrainedModel
 
 
 @dataclass(frozen=True)
@@ -39,9 +40,9 @@ class GuardHeads(nn.Module):
 
 
 class GuardModel(nn.Module):
-    """ModernBERT encoder + the three heads."""
+    """An encoder (ModernBERT, or any ``AutoModel`` encoder) + the three heads."""
 
-    def __init__(self, encoder: ModernBertModel):
+    def __init__(self, encoder: PreTrainedModel):
         super().__init__()
         self.encoder = encoder
         hidden = encoder.config.hidden_size
@@ -121,21 +122,16 @@ def build_guard(*, size: str, tokenizer: GuardTokenizer, seed: int,
                 checkpoint: str | None = None) -> GuardModel:
     """A guard of the given size; pretrained encoder weights when ``checkpoint`` is given.
 
-    ``checkpoint`` is a local folder or a hub id readable by ``from_pretrained``; only its
-    safetensors weights are read.
+    ``checkpoint`` is a local folder or a hub id of any Hugging Face encoder (``AutoModel``:
+    ModernBERT, BERT, MiniLM…) readable by ``from_pretrained``; only its safetensors weights
+    are read. Without it the size's ModernBERT shape is built from random init.
     """
     from transformers import ModernBertModel
 
     spec = get_size(size)
     with seeded_init(seed):
         if checkpoint:
-            try:
-                encoder = ModernBertModel.from_pretrained(
-                    checkpoint, use_safetensors=True, attn_implementation="sdpa")
-            except (OSError, ValueError) as exc:
-                raise GuarddiagError(
-                    f"checkpoint {checkpoint}: cannot load ModernBERT safetensors weights "
-                    f"({str(exc).splitlines()[0]})") from None
+            encoder = load_pretrained_encoder(checkpoint)
             if encoder.config.vocab_size < tokenizer.vocab_size:
                 raise GuarddiagError(
                     f"checkpoint {checkpoint}: vocabulary {encoder.config.vocab_size} is smaller "
@@ -143,7 +139,60 @@ def build_guard(*, size: str, tokenizer: GuardTokenizer, seed: int,
         else:
             encoder = ModernBertModel(encoder_config(
                 spec, vocab_size=tokenizer.vocab_size, special_ids=tokenizer.special_ids()))
-        encoder.config._attn_implementation = "sdpa"
+        if encoder.config.model_type == "modernbert":
+            encoder.config._attn_implementation = "sdpa"
         return GuardModel(encoder)
 
 
+def load_pretrained_encoder(checkpoint: str) -> Any:
+    """Any Hugging Face encoder's safetensors weights, with SDPA attention where the
+    architecture has it (else its default attention)."""
+    from transformers import AutoModel
+
+    try:
+        try:
+            return AutoModel.from_pretrained(checkpoint, use_safetensors=True,
+                                             attn_implementation="sdpa")
+        except ValueError as exc:
+            if "sdpa" not in str(exc).lower() and "attention" not in str(exc).lower():
+                raise
+            return AutoModel.from_pretrained(checkpoint, use_safetensors=True)
+    except (OSError, ValueError, KeyError) as exc:
+        raise GuarddiagError(
+            f"checkpoint {checkpoint}: cannot load encoder safetensors weights "
+            f"({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})") from None
+
+
+def encoder_from_config(config: dict[str, Any]) -> Any:
+    """An encoder with random weights from a saved ``encoder_config`` (a run's meta.json):
+    ModernBERT as before, any other ``model_type`` through ``AutoModel``."""
+    from transformers import AutoConfig, AutoModel, ModernBertConfig, ModernBertModel
+
+    config = dict(config)
+    model_type = config.get("model_type", "modernbert")
+    if model_type == "modernbert":
+        encoder = ModernBertModel(ModernBertConfig.from_dict(config))
+        encoder.config._attn_implementation = "sdpa"
+        return encoder
+    config.pop("model_type", None)
+    try:
+        cfg = AutoConfig.for_model(model_type, **config)
+    except (ValueError, KeyError) as exc:
+        raise GuarddiagError(f"encoder model_type {model_type!r}: not an architecture this "
+                             f"transformers knows ({exc})") from None
+    return AutoModel.from_config(cfg)
+
+
+def size_param_counts(size: str) -> tuple[int, int]:
+    """(all parameters, head parameters) of a random-init guard of ``size`` with the size's
+    own vocabulary, counted on the meta device (no memory, no init)."""
+    from transformers import ModernBertModel
+
+    spec = get_size(size)
+    special: SpecialIds = {"pad_token_id": 0, "cls_token_id": 2, "sep_token_id": 3,
+                           "bos_token_id": 2, "eos_token_id": 3}
+    with torch.device("meta"):
+        model = GuardModel(ModernBertModel(encoder_config(
+            spec, vocab_size=spec.vocab_size, special_ids=special)))
+    total = sum(p.numel() for p in model.parameters())
+    return total, sum(p.numel() for p in model.heads.parameters())

@@ -9,6 +9,7 @@ import torch
 
 from guarddiag.errors import GuarddiagError
 from guarddiag.labels import CLASSES
+from guarddiag.model.device import DeviceSetup
 from guarddiag.model.guard import length_sorted_batches, pad_batch
 from guarddiag.model.store import LoadedGuard
 
@@ -19,7 +20,8 @@ def guard_logits(guard: LoadedGuard, texts: Sequence[str], *, batch_size: int = 
 
     ``bucketed`` sorts prompts by token length and pads each batch to its longest prompt;
     ``bucketed=False`` keeps input order and pads every batch to ``max_length`` (only for the
-    ``bench predict`` contrast).
+    ``bench predict`` contrast). Runs where the guard's weights are (:func:`load_guard`'s
+    ``device``): on CUDA under bf16 autocast; on the CPU in float32 as always.
     """
     if batch_size < 1:
         raise GuarddiagError(f"batch size must be at least 1, got {batch_size}")
@@ -33,12 +35,14 @@ def guard_logits(guard: LoadedGuard, texts: Sequence[str], *, batch_size: int = 
                    for i in range(0, len(ids), batch_size)]
     model = guard.model
     model.eval()
+    setup = DeviceSetup.of(next(model.parameters()).device)
     with torch.inference_mode():
         for idx in batches:
             x, mask = pad_batch([ids[i] for i in idx], pad_id=guard.tokenizer.pad_id,
                                 length=None if bucketed else max_length)
-            logits = model(x, mask, with_span=False).class_logits
-            out[idx] = logits.float().numpy()
+            with setup.autocast():
+                logits = model(setup.put(x), setup.put(mask), with_span=False).class_logits
+            out[idx] = logits.float().cpu().numpy()
     return out
 
 

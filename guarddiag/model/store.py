@@ -7,9 +7,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from guarddiag.errors import GuarddiagError
 from guarddiag.files import read_json
-from guarddiag.model.guard import GuardModel, seeded_init
+from guarddiag.model.guard import GuardModel, encoder_from_config, seeded_init
 from guarddiag.model.tokenizer import GuardTokenizer
 from guarddiag.model.weights import PICKLE_SUFFIXES, load_weights, save_weights, state_to_cpu
 from guarddiag.runs import META_FILE, MODEL_FILE
@@ -22,10 +24,13 @@ def model_meta(model: GuardModel, tokenizer: GuardTokenizer, *, size: str, max_l
     for key in ("_attn_implementation_autoset", "transformers_version", "architectures",
                 "dtype", "torch_dtype"):
         cfg.pop(key, None)
+    n_params = sum(p.numel() for p in model.parameters())
+    n_head = sum(p.numel() for p in model.heads.parameters())
     return {"size": size, "max_length": int(max_length), "checkpoint": checkpoint,
+            "encoder": cfg.get("model_type", "modernbert"),
             "encoder_config": cfg, "tokenizer": tokenizer.describe(),
-            "n_params": sum(p.numel() for p in model.parameters()),
-            "n_head_params": sum(p.numel() for p in model.heads.parameters())}
+            "n_params": n_params, "n_head_params": n_head,
+            "head_share": n_head / n_params}
 
 
 def save_guard(model: GuardModel, tokenizer: GuardTokenizer, folder: str | Path, *,
@@ -57,10 +62,9 @@ def read_model_meta(folder: str | Path) -> dict[str, Any]:
     return meta
 
 
-def load_guard(folder: str | Path) -> LoadedGuard:
-    """Load a run folder written by :func:`save_guard` (safetensors only), in eval mode."""
-    from transformers import ModernBertConfig, ModernBertModel
-
+def load_guard(folder: str | Path, *, device: torch.device | None = None) -> LoadedGuard:
+    """Load a run folder written by :func:`save_guard` (safetensors only), in eval mode, on
+    ``device`` (default: where it was built, the CPU)."""
     folder = Path(folder)
     weights = folder / MODEL_FILE
     if not weights.exists():
@@ -73,16 +77,16 @@ def load_guard(folder: str | Path) -> LoadedGuard:
     meta = read_model_meta(folder)
     section = meta["model"]
     tokenizer = GuardTokenizer.load(folder, tokens=section.get("tokenizer", {}).get("tokens"))
-    cfg = ModernBertConfig.from_dict(dict(section["encoder_config"]))
     with seeded_init(0):
-        encoder = ModernBertModel(cfg)
-    encoder.config._attn_implementation = "sdpa"
+        encoder = encoder_from_config(dict(section["encoder_config"]))
     model = GuardModel(encoder)
     missing, unexpected = model.load_state_dict(state, strict=False)
     if missing or unexpected:
         what = f"missing {missing[:3]}" if missing else f"unexpected {unexpected[:3]}"
         raise GuarddiagError(f"{weights}: weights do not match the model in meta.json ({what})")
     model.eval()
+    if device is not None and device.type != "cpu":
+        model.to(device)
     return LoadedGuard(model, tokenizer, int(section["max_length"]), meta)
 
 

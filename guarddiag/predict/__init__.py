@@ -4,7 +4,8 @@
 :mod:`guarddiag.predictions`): one row per (run, benchmark, prompt), for every finished branch
 run and the TF-IDF baseline, on every available benchmark subset and on the pool's val split
 (benchmark ``pool_val``). Batches are sorted by length and padded per batch, under
-``torch.inference_mode``. Scoring is incremental: a run's scores are kept beside it
+``torch.inference_mode``, on ``--device`` (CUDA in bf16 autocast when present; the CPU in
+float32, as always, otherwise). Scoring is incremental: a run's scores are kept beside it
 (``scores.parquet`` + ``scores.json``) and only benchmarks whose inputs changed are re-scored;
 benchmarks scored earlier but outside this call's selection are kept, not dropped.
 

@@ -11,11 +11,13 @@ from typing import Any
 
 import numpy as np
 import polars as pl
+import torch
 
 from guarddiag import audit, data, predictions
 from guarddiag.errors import GuarddiagError
 from guarddiag.files import sha256_file, write_parquet
 from guarddiag.labels import CLASSES, LOOSE, PROB_COLUMNS
+from guarddiag.model.device import describe_device, pick_device
 from guarddiag.model.logits import guard_logits, softmax
 from guarddiag.model.store import load_guard
 from guarddiag.model.threads import auto_threads, torch_threads
@@ -32,7 +34,7 @@ from guarddiag.runs import (
 )
 
 
-def _inputs(*, pool_path: Path, benchmarks: str | Sequence[str], data_dir: Path | None,
+def scoring_inputs(*, pool_path: Path, benchmarks: str | Sequence[str], data_dir: Path | None,
             derived_dir: Path | None) -> tuple[list[ScoringInput], list[str], Pool]:
     """The selected benchmark subsets that are available, the ids of those that are not, and
     the pool (its val split is scored as benchmark ``pool_val``)."""
@@ -79,17 +81,20 @@ def predict_runs(*, runs_dir: str | Path, pool_path: str | Path,
                  audit_dir: str | Path | None = None, benchmarks: str | Sequence[str] = "all",
                  data_dir: str | Path | None = None, derived_dir: str | Path | None = None,
                  out_path: str | Path | None = None, batch_size: int = 64,
-                 baseline: bool = True, threads: int | None = None) -> PredictResult:
+                 baseline: bool = True, threads: int | None = None,
+                 device: str = "auto") -> PredictResult:
     """Score every finished run (and the TF-IDF baseline) into one predictions table.
 
     ``threads``: torch intra-op threads (None: 1 when every run is a CPU size, see
-    :func:`guarddiag.model.auto_threads`)."""
+    :func:`guarddiag.model.auto_threads`). ``device``: auto (CUDA when present), cpu, cuda,
+    cuda:N or mps; on CUDA the guards score under bf16 autocast."""
     runs_dir = Path(runs_dir)
+    dev = pick_device(device)
     out_path = Path(out_path) if out_path is not None else runs_dir / PREDICTIONS_FILE
     run_dirs = finished_runs(runs_dir)
     if not run_dirs:
         raise GuarddiagError(f"{runs_dir}: no finished runs; run `guarddiag train` first")
-    inputs, unavailable, pool = _inputs(
+    inputs, unavailable, pool = scoring_inputs(
         pool_path=Path(pool_path), benchmarks=benchmarks,
         data_dir=Path(data_dir) if data_dir else None,
         derived_dir=Path(derived_dir) if derived_dir else None)
@@ -97,11 +102,13 @@ def predict_runs(*, runs_dir: str | Path, pool_path: str | Path,
     say(f"scoring {len(run_dirs)} run(s) on {len(inputs)} subset(s), {n_prompts} prompts each"
         + (f"; unavailable: {', '.join(unavailable)}" if unavailable else ""))
 
+    say(describe_device(dev, spec=device))
     metas = {d: read_run_meta(d) for d in run_dirs}
     if threads is None:
         threads = auto_threads(m["size"] for m in metas.values())
     with torch_threads(threads):
-        frames, report = _score_runs(run_dirs, metas, inputs, batch_size=batch_size)
+        frames, report = _score_runs(run_dirs, metas, inputs, batch_size=batch_size,
+                                     device=dev)
     if baseline:
         for run_id, info, scores, n_scored, secs in score_baselines(
                 pool=pool, inputs=inputs, runs_dir=runs_dir):
@@ -120,7 +127,8 @@ def predict_runs(*, runs_dir: str | Path, pool_path: str | Path,
 
 
 def _score_runs(run_dirs: list[Path], metas: dict[Path, dict[str, Any]],
-                inputs: list[ScoringInput], *, batch_size: int
+                inputs: list[ScoringInput], *, batch_size: int,
+                device: torch.device | None = None
                 ) -> tuple[list[pl.DataFrame], list[RunScoring]]:
     n_prompts = sum(len(i.texts) for i in inputs)
     frames: list[pl.DataFrame] = []
@@ -128,24 +136,32 @@ def _score_runs(run_dirs: list[Path], metas: dict[Path, dict[str, Any]],
     for run_dir in run_dirs:
         t0 = time.monotonic()
         meta = metas[run_dir]
-        cache = ScoreCache.open(run_dir, sha256_file(run_dir / MODEL_FILE))
-        todo = cache.missing(inputs)
-        if todo:
-            guard = load_guard(run_dir)
-            bar = progress(total=sum(len(i.texts) for i in todo), desc=meta["run_id"],
-                           unit="ex")
-            for inp in todo:
-                probs = softmax(guard_logits(guard, inp.texts, batch_size=batch_size))
-                cache.put(inp, score_frame(inp, probs))
-                bar.update(len(inp.texts))
-            bar.close()
-        scores = cache.save()
+        scores, n_scored = fill_score_cache(run_dir, inputs, batch_size=batch_size,
+                                            device=device, desc=meta["run_id"])
         frames.append(_with_run_columns(
             scores, run_id=meta["run_id"], guard_kind="branch", branch=meta["branch"],
             size=meta["size"], seed=meta["seed"], label_policy=meta["label_policy"]))
-        report.append(RunScoring(meta["run_id"], "branch", sum(len(i.texts) for i in todo),
-                                 n_prompts, round(time.monotonic() - t0, 2)))
+        report.append(RunScoring(meta["run_id"], "branch", n_scored, n_prompts,
+                                 round(time.monotonic() - t0, 2)))
     return frames, report
+
+
+def fill_score_cache(run_dir: Path, inputs: list[ScoringInput], *, batch_size: int,
+                     device: torch.device | None = None, desc: str = ""
+                     ) -> tuple[pl.DataFrame, int]:
+    """Score ``inputs`` not yet in the run's score cache and save it: (every subset's scores,
+    prompts scored now). A sweep fans this out over runs; ``predict_runs`` then only reads."""
+    cache = ScoreCache.open(run_dir, sha256_file(run_dir / MODEL_FILE))
+    todo = cache.missing(inputs)
+    if todo:
+        guard = load_guard(run_dir, device=device)
+        bar = progress(total=sum(len(i.texts) for i in todo), desc=desc, unit="ex")
+        for inp in todo:
+            probs = softmax(guard_logits(guard, inp.texts, batch_size=batch_size))
+            cache.put(inp, score_frame(inp, probs))
+            bar.update(len(inp.texts))
+        bar.close()
+    return cache.save(), sum(len(i.texts) for i in todo)
 
 
 def _with_run_columns(scores: pl.DataFrame, *, run_id: str, guard_kind: str, branch: str,

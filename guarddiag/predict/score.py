@@ -16,6 +16,7 @@ import polars as pl
 
 from guarddiag.errors import GuarddiagError
 from guarddiag.labels import PROB_COLUMNS
+from guarddiag.model.device import pick_device
 from guarddiag.model.logits import guard_logits, softmax
 from guarddiag.model.store import load_guard
 from guarddiag.runs import SCORES_SCHEMA
@@ -24,13 +25,15 @@ POOL_VAL = "pool_val"
 """Benchmark id of the pool's val split in the predictions table."""
 
 
-def score_texts(run_dir: str | Path, texts: Sequence[str], *, batch_size: int = 64
-                ) -> np.ndarray:
-    """Class probabilities [n, 4] (labels.CLASSES order) of a finished run for ``texts``."""
+def score_texts(run_dir: str | Path, texts: Sequence[str], *, batch_size: int = 64,
+                device: str = "auto") -> np.ndarray:
+    """Class probabilities [n, 4] (labels.CLASSES order) of a finished run for ``texts``,
+    on ``device`` (auto: CUDA when present, else the CPU; cpu, cuda, cuda:N or mps)."""
     for i, t in enumerate(texts):
         if not isinstance(t, str) or not t.strip():
             raise GuarddiagError(f"texts[{i}]: empty or non-string text")
-    return softmax(guard_logits(load_guard(run_dir), texts, batch_size=batch_size))
+    guard = load_guard(run_dir, device=pick_device(device))
+    return softmax(guard_logits(guard, texts, batch_size=batch_size))
 
 
 @dataclass(frozen=True)

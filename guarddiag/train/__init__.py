@@ -21,7 +21,10 @@ Modules, one job each: :mod:`~guarddiag.train.branches` (the specs and the plan)
 :mod:`~guarddiag.train.schedule`, :mod:`~guarddiag.train.checkpoint` (resume files, the log),
 :mod:`~guarddiag.train.options`, :mod:`~guarddiag.train.full` (routes 1-2),
 :mod:`~guarddiag.train.head_only` and :mod:`~guarddiag.train.whitening` (route 3),
-:mod:`~guarddiag.train.runner` and :mod:`~guarddiag.train.bench` (``bench recalibrate``).
+:mod:`~guarddiag.train.runner`, :mod:`~guarddiag.train.lock` (one process per run),
+:mod:`~guarddiag.train.plan` (a run by id, the dependency graph),
+:mod:`~guarddiag.train.bench` (``bench recalibrate``) and :mod:`~guarddiag.train.speed`
+(``bench train``, ``bench gpu``).
 The pool table and its hash-ordered samples are :mod:`guarddiag.pool.table`; the run-folder
 layout is :mod:`guarddiag.runs`.
 
@@ -53,6 +56,7 @@ from guarddiag.train.runner import (
     RunSummary,
     TrainResult,
     train_branches,
+    train_one,
     train_run,
 )
 from guarddiag.train.whitening import Whitening
@@ -97,5 +101,6 @@ __all__ = [
     "train_full",
     "train_head_only",
     "train_heads",
+    "train_one",
     "train_run",
 ]

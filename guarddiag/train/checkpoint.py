@@ -20,7 +20,7 @@ def _flatten_optimizer(opt: torch.optim.Optimizer) -> tuple[dict[str, torch.Tens
     tensors = {}
     for pid, state in sd["state"].items():
         for key, value in state.items():
-            tensors[f"optim.{pid}.{key}"] = value.detach().clone().contiguous()
+            tensors[f"optim.{pid}.{key}"] = value.detach().to("cpu").clone().contiguous()
     return tensors, sd["param_groups"]
 
 

@@ -22,6 +22,7 @@ import torch
 
 from guarddiag.errors import GuarddiagError
 from guarddiag.files import sha256_file
+from guarddiag.model.device import CPU, DeviceSetup, iter_chunks
 from guarddiag.model.guard import GuardModel, build_guard, length_sorted_batches
 from guarddiag.model.logits import guard_logits
 from guarddiag.model.sizes import get_size
@@ -53,16 +54,19 @@ def tokenizer_for(pool: Pool, *, vocab_size: int, cache_dir: Path) -> GuardToken
 
 
 def teacher_logits(teacher_dir: Path, texts: list[str], *, cache_dir: Path,
-                   batch_size: int = 128) -> np.ndarray:
+                   batch_size: int = 128, device: torch.device | None = None) -> np.ndarray:
     """A teacher's class logits for ``texts``, cached on disk by teacher weights and texts."""
     digest = hashlib.sha256()
     digest.update(sha256_file(teacher_dir / MODEL_FILE).encode())
+    if device is not None and device.type != "cpu":
+        # logits from an autocast (bf16) pass are not the CPU's float32 ones: never mix them
+        digest.update(f"device:{device.type}".encode())
     for t in texts:
         digest.update(t.encode("utf-8") + b"\x1f")
     path = cache_dir / f"{digest.hexdigest()[:32]}.safetensors"
     if path.is_file():
         return load_weights(path)["logits"].numpy()
-    logits = guard_logits(load_guard(teacher_dir), texts, batch_size=batch_size)
+    logits = guard_logits(load_guard(teacher_dir, device=device), texts, batch_size=batch_size)
     save_weights({"logits": torch.from_numpy(logits)}, path)
     return logits
 
@@ -80,24 +84,27 @@ class EvalResult:
 
 
 def batch_loss(model: GuardModel, idx: list[int], enc: EncodedRows, rows: LabelledRows, *,
-               pad_id: int, teacher: np.ndarray | None, weights: LossWeights
-               ) -> tuple[torch.Tensor, dict[str, float], torch.Tensor]:
+               pad_id: int, teacher: np.ndarray | None, weights: LossWeights,
+               dev: DeviceSetup = CPU) -> tuple[torch.Tensor, dict[str, float], torch.Tensor]:
     """One batch through the full model and the guard loss: (loss, its parts, class logits).
-    ``teacher`` holds the teacher's class logits for every row (route 2), else None."""
-    batch = collate(idx, enc, rows, pad_id=pad_id)
-    out = model(batch["input_ids"], batch["attention_mask"], with_span=True)
-    t = torch.from_numpy(teacher[idx]) if teacher is not None else None
-    loss, parts = guard_loss(out.class_logits, out.pillar_logits, out.span_logits,
-                             classes=batch["classes"], pillars=batch["pillars"],
-                             span_targets=batch["span_targets"], span_mask=batch["span_mask"],
-                             teacher_logits=t, weights=weights)
+    ``teacher`` holds the teacher's class logits for every row (route 2), else None. On the
+    CPU, ``dev`` changes nothing; on CUDA the batch moves there and runs under autocast."""
+    batch = dev.put_all(collate(idx, enc, rows, pad_id=pad_id))
+    with dev.autocast():
+        out = model(batch["input_ids"], batch["attention_mask"], with_span=True)
+        t = dev.put(torch.from_numpy(teacher[idx])) if teacher is not None else None
+        loss, parts = guard_loss(out.class_logits, out.pillar_logits, out.span_logits,
+                                 classes=batch["classes"], pillars=batch["pillars"],
+                                 span_targets=batch["span_targets"],
+                                 span_mask=batch["span_mask"], teacher_logits=t,
+                                 weights=weights)
     return loss, parts, out.class_logits
 
 
 def evaluate_val(model: GuardModel, enc: EncodedRows, rows: LabelledRows, *,
                  labels_a: np.ndarray, labels_b: np.ndarray, target: np.ndarray,
                  teacher: np.ndarray | None, weights: LossWeights, pad_id: int,
-                 batch_size: int) -> EvalResult:
+                 batch_size: int, dev: DeviceSetup = CPU) -> EvalResult:
     """On the val rows: the training objective (logged), and 4-class accuracy against policy
     A, policy B and the recipe's target (which chooses the kept weights)."""
     model.eval()
@@ -106,10 +113,10 @@ def evaluate_val(model: GuardModel, enc: EncodedRows, rows: LabelledRows, *,
     with torch.inference_mode():
         for idx in length_sorted_batches(enc.lengths, batch_size):
             loss, _, class_logits = batch_loss(model, idx, enc, rows, pad_id=pad_id,
-                                               teacher=teacher, weights=weights)
+                                               teacher=teacher, weights=weights, dev=dev)
             total += float(loss) * len(idx)
             n += len(idx)
-            pred[idx] = class_logits.argmax(-1).numpy()
+            pred[idx] = class_logits.argmax(-1).cpu().numpy()
     model.train()
     return EvalResult(total / max(n, 1), float((pred == labels_a).mean()),
                       float((pred == labels_b).mean()), float((pred == target).mean()))
@@ -138,7 +145,8 @@ class FullData:
 
 
 def prepare_data(spec: BranchSpec, run: PlannedRun, pool: Pool, runs_dir: Path, *,
-                 pretrained: str | None, weights: LossWeights) -> FullData:
+                 pretrained: str | None, weights: LossWeights,
+                 device: torch.device | None = None) -> FullData:
     """Tokenizer, labelled train and val rows, and the teacher's logits for a distill run."""
     size = get_size(run.size)
     if pretrained:
@@ -161,8 +169,8 @@ def prepare_data(spec: BranchSpec, run: PlannedRun, pool: Pool, runs_dir: Path, 
     if spec.distill and run.teacher:
         cache = runs_dir / CACHE_DIR / "teacher_logits"
         teacher_dir = runs_dir / run.teacher
-        teach = teacher_logits(teacher_dir, rows.texts, cache_dir=cache)
-        teach_val = teacher_logits(teacher_dir, val_rows.texts, cache_dir=cache)
+        teach = teacher_logits(teacher_dir, rows.texts, cache_dir=cache, device=device)
+        teach_val = teacher_logits(teacher_dir, val_rows.texts, cache_dir=cache, device=device)
     val_target = recipe_target(val_rows.classes, teach_val, distill_weight=weights.distill_weight)
     return FullData(tokenizer, max_length, rows, enc, val_rows, val_enc, labels_a, labels_b,
                     val_target, teach, teach_val)
@@ -189,6 +197,8 @@ class FullRoute:
         self.options, self.fingerprint = options, fingerprint
         self.pretrained = options.pretrained.get(run.size)
         self.weights = LossWeights.of(spec)
+        self.dev = DeviceSetup.of(options.device)
+        self.scaler = self.dev.scaler()
         self.ckpt_path = run_dir / CHECKPOINT_FILE
         self.step = 0
         self.best: dict[str, torch.Tensor] | None = None
@@ -198,9 +208,15 @@ class FullRoute:
     def setup(self, pool: Pool, runs_dir: Path) -> None:
         spec, run = self.spec, self.run
         self.data = prepare_data(spec, run, pool, runs_dir, pretrained=self.pretrained,
-                                 weights=self.weights)
+                                 weights=self.weights, device=self.dev.device)
         self.model = build_guard(size=run.size, tokenizer=self.data.tokenizer, seed=run.seed,
                                  checkpoint=self.pretrained)
+        if not self.dev.is_cpu:
+            self.model.to(self.dev.device)
+        if self.options.compile:
+            # Module.compile keeps the parameter names, so checkpoints and saved weights are
+            # the same files as without it.
+            self.model.encoder.compile()
         self.opt = build_optimizer(self.model, spec)
         self.steps_per_epoch = math.ceil(len(self.data.rows) / spec.batch_size)
         self.total = self.steps_per_epoch * spec.epochs
@@ -229,6 +245,8 @@ class FullRoute:
         self.model.load_state_dict(m_state)
         self.opt.load_state_dict(o_state)
         self.best, self.step, self.best_info = best, info["step"], info["best"]
+        if self.scaler is not None and info.get("scaler"):
+            self.scaler.load_state_dict(info["scaler"])
         self.resumed = True
         return info["log_lines"]
 
@@ -249,17 +267,50 @@ class FullRoute:
         finally:
             bar.close()
 
+    def _forward_backward(self, idx: list[int]) -> dict[str, float]:
+        """Gradients of one step's loss; with ``micro_batch``, accumulated over micro-batches,
+        each weighted by its share of the rows. Dropout draws from a generator seeded by
+        (run seed, step), so a resumed run replays the same masks (ModernBERT has none)."""
+        data = self.data
+        chunks = list(iter_chunks(idx, self.options.micro_batch))
+        total: dict[str, float] = {}
+        rng_devices = [self.dev.device] if self.dev.device.type == "cuda" else []
+        with torch.random.fork_rng(devices=rng_devices):
+            torch.manual_seed(self.run.seed * 1_000_003 + self.step)
+            for k, chunk in enumerate(chunks):
+                loss, parts, _ = batch_loss(self.model, chunk, data.enc, data.rows,
+                                            pad_id=data.tokenizer.pad_id,
+                                            teacher=data.teacher, weights=self.weights,
+                                            dev=self.dev)
+                if k == 0:
+                    self.opt.zero_grad(set_to_none=True)
+                if len(chunks) > 1:
+                    loss = loss * (len(chunk) / len(idx))
+                if self.scaler is not None:
+                    self.scaler.scale(loss).backward()
+                else:
+                    loss.backward()
+                share = len(chunk) / len(idx)
+                for key, v in parts.items():
+                    total[key] = total.get(key, 0.0) + v * share
+        return parts if len(chunks) == 1 else total
+
+    def _optimizer_step(self) -> None:
+        if self.scaler is not None:
+            self.scaler.unscale_(self.opt)
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
+            self.scaler.step(self.opt)
+            self.scaler.update()
+            return
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
+        self.opt.step()
+
     def _train_step(self, idx: list[int], *, epoch: int, bar: Any) -> None:
-        opt, data, options = self.opt, self.data, self.options
+        opt, options = self.opt, self.options
         for g in opt.param_groups:
             g["lr"] = lr_at(self.step, total=self.total, peak=self.spec.lr, warmup=self.warmup)
-        loss, parts, _ = batch_loss(self.model, idx, data.enc, data.rows,
-                                    pad_id=data.tokenizer.pad_id, teacher=data.teacher,
-                                    weights=self.weights)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
-        opt.step()
+        parts = self._forward_backward(idx)
+        self._optimizer_step()
         self.step += 1
         self.steps_here += 1
         self.seen += len(idx)
@@ -288,7 +339,7 @@ class FullRoute:
                           labels_b=data.labels_b, target=data.val_target,
                           teacher=data.teacher_val, weights=self.weights,
                           pad_id=data.tokenizer.pad_id,
-                          batch_size=self.options.eval_batch_size)
+                          batch_size=self.options.eval_batch_size, dev=self.dev)
         improved = self.best_info is None or ev.acc_target > self.best_info["val_acc_target"]
         if improved:
             self.best = state_to_cpu(self.model)
@@ -302,7 +353,8 @@ class FullRoute:
     def _checkpoint(self) -> None:
         save_checkpoint(self.ckpt_path, model=self.model, opt=self.opt, best=self.best,
                         info={"fingerprint": self.fingerprint, "step": self.step,
-                              "best": self.best_info, "log_lines": len(self.log.lines)})
+                              "best": self.best_info, "log_lines": len(self.log.lines),
+                              **({"scaler": self.scaler.state_dict()} if self.scaler else {})})
         self.last_ckpt = time.monotonic()
 
     def save(self) -> dict[str, Any]:
@@ -318,6 +370,8 @@ class FullRoute:
                 "n_rows": len(data.rows), "n_val_rows": len(data.val_rows),
                 "resumed": self.resumed,
                 "train_wall_s_this_process": round(time.monotonic() - self.t_start, 2),
+                **self.dev.record(), "micro_batch": self.options.micro_batch,
+                "compiled": self.options.compile,
                 "label_counts": label_counts(data.rows)}
 
 

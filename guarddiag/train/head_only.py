@@ -19,6 +19,7 @@ import numpy as np
 import torch
 
 from guarddiag.errors import GuarddiagError
+from guarddiag.model.device import CPU, DeviceSetup
 from guarddiag.model.guard import GuardHeads, GuardModel, length_sorted_batches
 from guarddiag.model.sizes import N_PILLARS
 from guarddiag.model.store import load_guard, save_guard
@@ -70,8 +71,9 @@ class CachedStates:
 
 def encoder_states(model: GuardModel, enc: EncodedRows, rows: LabelledRows, *,
                    idx: Sequence[int] | None = None, pad_id: int,
-                   batch_size: int = 128) -> CachedStates:
-    """Run the frozen encoder once over ``rows`` (or the subset ``idx``, renumbered)."""
+                   batch_size: int = 128, dev: DeviceSetup = CPU) -> CachedStates:
+    """Run the frozen encoder once over ``rows`` (or the subset ``idx``, renumbered), on the
+    model's device (``dev``); the cached states are float32 on the CPU."""
     pick = list(range(len(rows))) if idx is None else [int(i) for i in idx]
     hidden = model.config.hidden_size
     cls = torch.zeros((len(pick), hidden))
@@ -82,7 +84,11 @@ def encoder_states(model: GuardModel, enc: EncodedRows, rows: LabelledRows, *,
     with torch.no_grad():
         for local in length_sorted_batches(lengths, batch_size):
             batch = collate([pick[j] for j in local], enc, rows, pad_id=pad_id)
-            states = model.encode(batch["input_ids"], batch["attention_mask"])
+            with dev.autocast():
+                states = model.encode(dev.put(batch["input_ids"]),
+                                      dev.put(batch["attention_mask"]))
+            if not dev.is_cpu:
+                states = states.float().cpu()
             cls[local] = states[:, 0]
             sel = batch["span_mask"]
             if bool(sel.any()):
@@ -236,9 +242,12 @@ def check_encoder_unchanged(model: GuardModel, before: dict[str, torch.Tensor], 
 def train_head_only(spec: BranchSpec, run: PlannedRun, run_dir: Path, pool: Pool,
                     runs_dir: Path, options: RunOptions) -> dict[str, Any]:
     """Recalibrate the parent's heads into ``run_dir``; returns its meta's training record."""
+    dev = DeviceSetup.of(options.device)
     parent = load_guard(runs_dir / (run.parent or ""))
     model, tokenizer = parent.model, parent.tokenizer
     parent_encoder = {k: v.clone() for k, v in model.encoder_state_dict().items()}
+    if not dev.is_cpu:
+        model.to(dev.device)
     cal_frame, counts = calibration_frame(pool, spec)
     val_frame = sample_split(pool, "val", spec.val_rows)
     rows = label_rows(cal_frame, fraction=spec.policy_a_fraction, anchors=False,
@@ -255,12 +264,16 @@ def train_head_only(spec: BranchSpec, run: PlannedRun, run_dir: Path, pool: Pool
 
     t0 = time.monotonic()
     feats = encoder_states(model, enc, rows, pad_id=tokenizer.pad_id,
-                           batch_size=options.eval_batch_size)
+                           batch_size=options.eval_batch_size, dev=dev)
     log.write({"event": "cached_states", "rows": len(rows),
                "span_tokens": int(feats.token_states.shape[0]),
                "seconds": round(time.monotonic() - t0, 3)})
     val_feats = encoder_states(model, val_enc, val_rows, pad_id=tokenizer.pad_id,
-                               batch_size=options.eval_batch_size)
+                               batch_size=options.eval_batch_size, dev=dev)
+    # The heads are three linear layers over cached states: they train on the CPU wherever
+    # the encoder ran, so this route's arithmetic is the same on every machine.
+    if not dev.is_cpu:
+        model.to("cpu")
     judge = HeadEvaluation(model, val_feats, val_rows, labels_a=labels_a, labels_b=labels_b,
                            weights=weights, log=log)
     info = train_heads(model, features=feats.rows, classes=rows.classes, pillars=rows.pillars,
@@ -276,4 +289,5 @@ def train_head_only(spec: BranchSpec, run: PlannedRun, run_dir: Path, pool: Pool
     log.write({"event": "done", "step": info["steps"], "kept_step": info["best_step"]})
     return {"model": model_section, "best": best_info,
             "steps": info["steps"], "n_rows": len(rows), "n_val_rows": len(val_rows),
-            "resumed": False, "calibration": counts, "label_counts": label_counts(rows)}
+            "resumed": False, "calibration": counts, "label_counts": label_counts(rows),
+            **dev.record()}

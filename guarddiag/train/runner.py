@@ -21,6 +21,7 @@ import polars as pl
 
 from guarddiag.errors import GuarddiagError
 from guarddiag.files import sha256_file, write_meta
+from guarddiag.model.device import describe_device, pick_device
 from guarddiag.model.threads import auto_threads, torch_threads
 from guarddiag.pool.table import Pool, read_pool
 from guarddiag.progress import say
@@ -34,7 +35,9 @@ from guarddiag.runs import (
 from guarddiag.train.branches import BranchSet, BranchSpec, PlannedRun, plan_runs
 from guarddiag.train.full import train_full
 from guarddiag.train.head_only import train_head_only
+from guarddiag.train.lock import RunLock
 from guarddiag.train.options import RunOptions
+from guarddiag.train.plan import find_run
 
 TRAINING_VERSION = 2
 """Bumped whenever a change to this package changes what a run learns; it is part of every
@@ -84,12 +87,24 @@ def _run_fingerprint(spec: BranchSpec, run: PlannedRun, pool: Pool, runs_dir: Pa
 
 def train_run(spec: BranchSpec, run: PlannedRun, *, pool: Pool, runs_dir: Path,
               options: RunOptions | None = None) -> RunSummary:
-    """Train one planned run (its dependencies must be finished), or skip it if done."""
+    """Train one planned run (its dependencies must be finished), or skip it if done.
+
+    The run folder's lock (:class:`~guarddiag.train.lock.RunLock`) is held throughout, so two
+    processes never train the same run; the second one, once it gets the lock, finds the run
+    finished and skips it."""
     options = options or RunOptions()
     run_dir = runs_dir / run.run_id
     for dep in run.deps():
         if finished_meta(runs_dir / dep) is None:
             raise GuarddiagError(f"{run.run_id}: needs the finished run {dep} first")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    with RunLock(run_dir, run_id=run.run_id, wait=options.wait_for_lock):
+        return _train_locked(spec, run, pool=pool, runs_dir=runs_dir, options=options)
+
+
+def _train_locked(spec: BranchSpec, run: PlannedRun, *, pool: Pool, runs_dir: Path,
+                  options: RunOptions) -> RunSummary:
+    run_dir = runs_dir / run.run_id
     fingerprint, inputs = _run_fingerprint(spec, run, pool, runs_dir, options)
     done = finished_meta(run_dir)
     if done is not None:
@@ -99,7 +114,6 @@ def train_run(spec: BranchSpec, run: PlannedRun, *, pool: Pool, runs_dir: Path,
             return _summary(run, done, status="skipped", wall_s=0.0)
         say(f"{run.run_id}: spec or inputs changed since it was trained; retraining")
         (run_dir / META_FILE).unlink()
-    run_dir.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
     if spec.head_only:
         info = train_head_only(spec, run, run_dir, pool, runs_dir, options)
@@ -139,14 +153,16 @@ def train_branches(*, branches: BranchSet, names: str | Sequence[str] = "all",
                    options: RunOptions | None = None) -> TrainResult:
     """Train every run of the plan in dependency order; finished runs are skipped."""
     runs_dir = Path(runs_dir)
+    options = options or RunOptions()
+    device_line = describe_device(pick_device(options.device), spec=options.device)
     plan = plan_runs(branches, names=names, sizes=sizes, seeds=seeds)
     pool = read_pool(pool_path)
-    options = options or RunOptions()
     threads = options.threads if options.threads is not None else \
         auto_threads(r.size for r in plan)
     say(f"training plan, {len(plan)} run(s) into {runs_dir}"
         + (f" ({threads} torch thread(s))" if threads else "") + ": "
         + ", ".join(r.run_id for r in plan))
+    say(device_line)
     out = []
     with torch_threads(threads):
         for run in plan:
@@ -154,3 +170,22 @@ def train_branches(*, branches: BranchSet, names: str | Sequence[str] = "all",
                                  options=options))
     return TrainResult(tuple(out), runs_dir)
 
+
+
+def train_one(*, branches: BranchSet, run_id: str, runs_dir: str | Path,
+              pool_path: str | Path, options: RunOptions | None = None) -> RunSummary:
+    """Train exactly the run ``run_id`` (``<size>/<branch>/seed=<s>``) once its dependencies
+    are finished — for Slurm arrays and sweeps, where each task trains one run."""
+    runs_dir = Path(runs_dir)
+    options = options or RunOptions()
+    say(describe_device(pick_device(options.device), spec=options.device))
+    run = find_run(branches, run_id)
+    for dep in run.deps():
+        if finished_meta(runs_dir / dep) is None:
+            raise GuarddiagError(f"{run.run_id}: its dependency {dep} is not finished; "
+                                 f"train it first (guarddiag train --run {dep})")
+    pool = read_pool(pool_path)
+    threads = options.threads if options.threads is not None else auto_threads([run.size])
+    with torch_threads(threads):
+        return train_run(branches[run.branch], run, pool=pool, runs_dir=runs_dir,
+                         options=options)

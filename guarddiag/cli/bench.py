@@ -1,0 +1,268 @@
+"""``bench`` sub-commands of the model area: ``predict`` (batching), ``recalibrate`` (cached
+states), ``train`` (fine-tuning and scoring examples/s of any encoder) and ``gpu`` (the device
+check).
+
+Examples::
+
+    guarddiag bench predict
+    guarddiag bench recalibrate
+    guarddiag bench train --encoder /models/all-MiniLM-L6-v2
+    guarddiag bench gpu
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+
+from guarddiag.cli import add_parser, add_work_paths, work_paths_from
+from guarddiag.errors import GuarddiagError
+from guarddiag.paths import resolve_data_dir
+
+DEVICE_HELP = ("auto (CUDA when present, else the CPU), cpu, cuda, cuda:N or mps; on CUDA bf16 "
+               "autocast (fp16 with a gradient scaler where bf16 is absent)")
+
+
+def add_device(p: argparse.ArgumentParser, *, default: str = "auto") -> None:
+    p.add_argument("--device", default=default, metavar="DEVICE", help=DEVICE_HELP)
+
+
+def add_threads(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--threads", type=int, default=None, metavar="N",
+                   help="torch threads (default: 1 for micro/tiny, which gain nothing from more "
+                        "and slow down badly on shared cores; torch's default otherwise)")
+
+
+def register_bench(bench: argparse._SubParsersAction) -> None:
+    _register_predict_recalibrate(bench)
+    _register_train(bench)
+    _register_gpu(bench)
+
+
+def _register_predict_recalibrate(bench: argparse._SubParsersAction) -> None:
+    p = add_parser(
+        bench, "predict", help="examples/s: length-bucketed batches vs padding to max length",
+        description="Score the same prompts twice with one guard: length-sorted batches padded\n"
+                    "per batch (what `guarddiag predict` does) and input-order batches padded\n"
+                    "to the max length. Prints examples/s of each and the speed-up (aim ≥ 3×).\n"
+                    "Prompts: every available benchmark subset (else the pool's val split).")
+    p.add_argument("--run", default=None, metavar="DIR",
+                   help="a finished run folder (default: a fresh random-init guard of --size "
+                        "with a tokenizer trained on the pool, the same cost per token)")
+    p.add_argument("--size", default="micro", help="model size when --run is not given")
+    p.add_argument("--encoder", default=None, metavar="DIR|ID",
+                   help="a Hugging Face encoder (folder or hub id) with its own tokenizer, "
+                        "instead of a random-init --size")
+    p.add_argument("--max-length", type=int, default=96,
+                   help="max tokens when --run is not given")
+    p.add_argument("--n", type=int, default=4000, help="prompts to score (a fixed sample)")
+    add_device(p)
+    p.add_argument("--batch-size", type=int, default=64, help="prompts per batch")
+    add_work_paths(p, "pool", help={"pool": "labelled pool"})
+    add_threads(p)
+    p.set_defaults(handler=_run_bench_predict)
+
+    r = add_parser(
+        bench, "recalibrate",
+        help="speed-up of cached-state head-only training over recomputing the encoder",
+        description="Head-only recalibration two ways on the same rows and batches: encoder\n"
+                    "states computed once and cached (what route 3 does) vs the frozen encoder\n"
+                    "re-run for every batch. Prints both times and the speed-up (aim ≥ 10×) and\n"
+                    "checks that both end at the same head weights.")
+    r.add_argument("--run", default=None, metavar="DIR",
+                   help="a finished run to recalibrate (default: a fresh random-init guard)")
+    r.add_argument("--size", default="micro", help="model size when --run is not given")
+    r.add_argument("--max-length", type=int, default=96,
+                   help="max tokens when --run is not given")
+    r.add_argument("--rows", type=int, default=3000, help="calibration rows (pool train split)")
+    r.add_argument("--epochs", type=int, default=10, help="head-training epochs")
+    r.add_argument("--batch-size", type=int, default=64, help="rows per step")
+    add_work_paths(r, "pool", help={"pool": "labelled pool"})
+    add_threads(r)
+    r.set_defaults(handler=_run_bench_recalibrate)
+
+
+def _bench_guard(args: argparse.Namespace, pool):
+    """A finished run, a guard on --encoder's pretrained weights, or a fresh guard of --size
+    with a tokenizer trained on the pool; on --device."""
+    from guarddiag.model import (
+        LoadedGuard,
+        build_guard,
+        get_size,
+        load_guard,
+        pretrained_tokenizer,
+        train_tokenizer,
+    )
+    from guarddiag.model.device import pick_device
+
+    device = pick_device(getattr(args, "device", "cpu"))
+    if args.run:
+        return load_guard(args.run, device=device)
+    size = get_size(args.size, where="--size")
+    encoder = getattr(args, "encoder", None)
+    if encoder:
+        tok = pretrained_tokenizer(encoder)
+    else:
+        tok = train_tokenizer(pool.split("train")["text"].to_list(), vocab_size=size.vocab_size)
+    model = build_guard(size=size.name, tokenizer=tok, seed=0, checkpoint=encoder)
+    model.eval()
+    if device.type != "cpu":
+        model.to(device)
+    return LoadedGuard(model, tok, args.max_length, {})
+
+
+def _bench_texts(args: argparse.Namespace, pool) -> tuple[list[str], str]:
+    from guarddiag.pool.table import hash_order
+
+    texts: list[str] = []
+    source = "benchmarks"
+    try:
+        from guarddiag.data import load_benchmarks
+
+        bset = load_benchmarks("all", data_dir=resolve_data_dir(args.data_dir))
+        for frame in bset.frames.values():
+            texts += frame["text"].to_list()
+    except (ImportError, GuarddiagError):
+        texts = []
+    if not texts:
+        texts = hash_order(pool.split("val"), "bench")["text"].to_list()
+        source = "pool val split"
+    # A fixed, order-free sample: every run of the bench times the same prompts.
+    texts = sorted(set(texts), key=lambda t: hashlib.sha256(t.encode()).hexdigest())[:args.n]
+    return texts, source
+
+
+def _run_bench_predict(args: argparse.Namespace) -> int:
+    import torch
+
+    from guarddiag.model import auto_threads, torch_threads
+    from guarddiag.pool.table import read_pool
+    from guarddiag.predict import bench_predict
+
+    pool = read_pool(work_paths_from(args).pool)
+    guard = _bench_guard(args, pool)
+    texts, source = _bench_texts(args, pool)
+    threads = args.threads or auto_threads([guard.meta.get("model", {}).get("size", args.size)])
+    with torch_threads(threads):
+        res = bench_predict(guard, texts, batch_size=args.batch_size)
+    print(f"{res.n_texts} prompts from {source}, batch {res.batch_size}, max length "
+          f"{res.max_length} tokens (mean {res.mean_tokens:.1f}), torch threads "
+          f"{threads or torch.get_num_threads()}")
+    print(f"length-bucketed, padded per batch : {res.bucketed_ex_per_s:9.1f} examples/s")
+    print(f"input order, padded to max length : {res.padded_ex_per_s:9.1f} examples/s")
+    print(f"speed-up: {res.speedup:.2f}x (aim >= 3x); max |Δp| between the two: "
+          f"{res.max_abs_diff:.2e}")
+    return 0
+
+
+def _run_bench_recalibrate(args: argparse.Namespace) -> int:
+    from guarddiag.model import auto_threads, torch_threads
+    from guarddiag.pool.table import read_pool, sample_split
+    from guarddiag.train import bench_recalibrate, label_rows
+
+    pool = read_pool(work_paths_from(args).pool)
+    guard = _bench_guard(args, pool)
+    frame = sample_split(pool, "train", args.rows)
+    rows = label_rows(frame, fraction=1.0, anchors=False, where=str(pool.path))
+    threads = args.threads or auto_threads([guard.meta.get("model", {}).get("size", args.size)])
+    with torch_threads(threads):
+        res = bench_recalibrate(guard, rows, epochs=args.epochs, batch_size=args.batch_size)
+    print(f"{res.n_rows} calibration rows, {res.epochs} epochs, batch {args.batch_size}")
+    print(f"cached states : {res.cache_s:7.2f}s encoder pass + {res.cached_train_s:7.2f}s "
+          f"head training = {res.cache_s + res.cached_train_s:7.2f}s")
+    print(f"recomputing   : {res.recompute_train_s:7.2f}s (encoder re-run for every batch)")
+    print(f"speed-up: {res.speedup:.1f}x over the whole run (aim >= 10x); "
+          f"{res.per_epoch_speedup:.0f}x per epoch once cached; the two routes' class "
+          f"probabilities differ by at most {res.max_abs_diff:.1e}")
+    return 0
+
+
+def _register_train(bench: argparse._SubParsersAction) -> None:
+    t = add_parser(
+        bench, "train", help="fine-tuning and scoring examples/s of a guard on any encoder",
+        description="Time whole-guard fine-tuning steps (class loss, AdamW) and scoring on the\n"
+                    "same prompts, for a random-init --size or a pretrained --encoder (any\n"
+                    "Hugging Face encoder folder or hub id, with its own tokenizer). Prints\n"
+                    "examples/s of each and the heads' share of the parameters.\n\n"
+                    "  guarddiag bench train --encoder /models/all-MiniLM-L6-v2 --n 256")
+    t.add_argument("--run", default=None, metavar="DIR", help="a finished run folder")
+    t.add_argument("--encoder", default=None, metavar="DIR|ID",
+                   help="pretrained encoder (default: a random-init guard of --size)")
+    t.add_argument("--size", default="micro", help="model size when --encoder is not given")
+    t.add_argument("--max-length", type=int, default=64, help="max tokens per prompt")
+    t.add_argument("--n", type=int, default=256, help="prompts to time (a fixed sample)")
+    t.add_argument("--batch-size", type=int, default=32, help="prompts per step")
+    add_work_paths(t, "pool", help={"pool": "labelled pool"})
+    add_device(t)
+    add_threads(t)
+    t.set_defaults(handler=_run_bench_train)
+
+
+def _run_bench_train(args: argparse.Namespace) -> int:
+    import torch
+
+    from guarddiag.model import torch_threads
+    from guarddiag.pool.table import read_pool
+    from guarddiag.train.speed import bench_train
+
+    pool = read_pool(work_paths_from(args).pool)
+    guard = _bench_guard(args, pool)
+    texts, source = _bench_texts(args, pool)
+    with torch_threads(args.threads):
+        threads = torch.get_num_threads()
+        res = bench_train(guard, texts, batch_size=args.batch_size,
+                          encoder=args.encoder or args.run or args.size, device=args.device)
+    print(f"{res.encoder}: {res.n_params:,} parameters, heads {100 * res.head_share:.3f} %; "
+          f"{res.n_texts} prompts from {source}, batch {res.batch_size}, max length "
+          f"{res.max_length}, {res.device}, torch threads {threads}")
+    print(f"training (full fine-tuning) : {res.train_ex_per_s:9.1f} examples/s")
+    print(f"scoring (length-bucketed)   : {res.score_ex_per_s:9.1f} examples/s")
+    return 0
+
+
+def _register_gpu(bench: argparse._SubParsersAction) -> None:
+    g = add_parser(
+        bench, "gpu", help="device check: one bf16 training step and scoring batch on CUDA vs CPU",
+        description="One training step and one scoring batch of a random-init guard of --size\n"
+                    "(default: the ModernBERT-base shape) on CUDA in bf16 (fp16 where bf16 is\n"
+                    "absent), beside the same batch on the CPU in float32. Prints examples/s of\n"
+                    "each and fails (exit 1) when the class probabilities differ by more than\n"
+                    "--tolerance. Without CUDA it says so and exits 2.\n\n"
+                    "  guarddiag bench gpu\n"
+                    "  guarddiag bench gpu --device cuda:1 --batch-size 32")
+    g.add_argument("--device", default="cuda", metavar="DEVICE", help="cuda or cuda:N")
+    g.add_argument("--size", default="base", help="model shape (random init)")
+    g.add_argument("--batch-size", type=int, default=8, help="prompts per batch")
+    g.add_argument("--seq-len", type=int, default=128, help="tokens per prompt (padded)")
+    g.add_argument("--tolerance", type=float, default=None,
+                   help="largest accepted |p_cuda - p_cpu| (default 0.02, see "
+                        "guarddiag.train.speed.DEVICE_CHECK_TOLERANCE)")
+    g.set_defaults(handler=_run_bench_gpu)
+
+
+def _run_bench_gpu(args: argparse.Namespace) -> int:
+    import torch
+
+    from guarddiag.model.device import pick_device
+    from guarddiag.train.speed import DEVICE_CHECK_TOLERANCE, device_check
+
+    if not torch.cuda.is_available():
+        raise GuarddiagError(f"bench gpu: CUDA is not available on this machine (torch "
+                             f"{torch.__version__}); the device check needs an NVIDIA GPU")
+    device = pick_device(args.device)
+    if device.type != "cuda":
+        raise GuarddiagError(f"--device {args.device}: bench gpu checks a CUDA device")
+    tol = DEVICE_CHECK_TOLERANCE if args.tolerance is None else args.tolerance
+    res = device_check(device=str(device), size=args.size, batch_size=args.batch_size,
+                       seq_len=args.seq_len, tolerance=tol)
+    print(f"{res.size}-shaped guard, batch {res.batch_size} x {res.seq_len} tokens; "
+          f"{res.device} ({torch.cuda.get_device_name(device)}) in {res.dtype} vs cpu "
+          f"float32 ({torch.get_num_threads()} threads)")
+    print(f"scoring  : {res.score_ex_per_s:10.1f} examples/s on {res.device}, "
+          f"{res.score_ex_per_s_cpu:10.1f} on cpu")
+    print(f"training : {res.train_ex_per_s:10.1f} examples/s on {res.device}, "
+          f"{res.train_ex_per_s_cpu:10.1f} on cpu")
+    verdict = "OK" if res.passed else "FAILED"
+    print(f"max |p_{res.device} - p_cpu| = {res.max_abs_diff:.2e} (tolerance {res.tolerance:g}): "
+          f"{verdict}")
+    return 0 if res.passed else 1

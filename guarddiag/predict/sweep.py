@@ -1,0 +1,224 @@
+"""``guarddiag sweep``: the branch × size × seed grid as parallel tasks, then the predictions.
+
+Each run is one task (:func:`train_task`, i.e. ``train --run``), submitted once the runs it
+needs are finished (teachers → reference → branches; head-only runs after their encoder), so
+independent runs train side by side. Each finished run is then scored in its own task
+(:func:`score_task`, which fills the run's score cache), and the predictions table is assembled
+from the caches exactly as ``guarddiag predict`` does — the same bytes as the sequential path.
+
+Engines: ``local`` (a process pool of ``jobs`` workers; a worker that dies is replaced and its
+task resubmitted) and ``ray`` (``pip install -e ".[ray]"``; one task per run with
+``num_gpus=1`` on CUDA or ``num_cpus`` on the CPU, retried on worker loss). Either way a run
+folder's lock keeps a run from being trained twice, and a rerun resumes from the runs folder:
+finished runs are skipped, interrupted ones resume from their checkpoints.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass, field, replace
+from multiprocessing import get_context
+from pathlib import Path
+from typing import Any
+
+from guarddiag.errors import GuarddiagError
+from guarddiag.model.device import pick_device
+from guarddiag.model.threads import torch_threads
+from guarddiag.predict.runner import fill_score_cache, scoring_inputs
+from guarddiag.progress import say
+from guarddiag.train.branches import load_branches, plan_runs
+from guarddiag.train.options import RunOptions
+from guarddiag.train.runner import RunSummary, train_one
+
+ENGINES = ("local", "ray")
+
+
+@dataclass(frozen=True)
+class SweepTask:
+    """Everything a worker needs to train or score one run (picklable)."""
+
+    run_id: str
+    runs_dir: str
+    pool_path: str
+    branches_dir: str | None
+    options: RunOptions = field(default_factory=RunOptions)
+
+
+def train_task(task: SweepTask) -> RunSummary:
+    """Train one run in a worker (``train --run``); waits for a lock another holds."""
+    options = replace(task.options, wait_for_lock=True)
+    return train_one(branches=load_branches(task.branches_dir), run_id=task.run_id,
+                     runs_dir=task.runs_dir, pool_path=task.pool_path, options=options)
+
+
+@dataclass(frozen=True)
+class ScoreTask:
+    run_dir: str
+    pool_path: str
+    benchmarks: str | tuple[str, ...]
+    data_dir: str | None
+    derived_dir: str | None
+    batch_size: int
+    device: str
+    threads: int | None
+
+
+def score_task(task: ScoreTask) -> int:
+    """Fill one run's score cache in a worker; returns the prompts scored."""
+    inputs, _, _ = scoring_inputs(
+        pool_path=Path(task.pool_path), benchmarks=task.benchmarks,
+        data_dir=Path(task.data_dir) if task.data_dir else None,
+        derived_dir=Path(task.derived_dir) if task.derived_dir else None)
+    with torch_threads(task.threads):
+        _, n = fill_score_cache(Path(task.run_dir), inputs, batch_size=task.batch_size,
+                                device=pick_device(task.device), desc=task.run_dir)
+    return n
+
+
+# ----------------------------------------------------------------------------- engines
+
+class LocalEngine:
+    """A spawn-context process pool; a broken pool (a worker killed) is rebuilt and the tasks
+    that were in flight are resubmitted, up to ``retries`` times."""
+
+    def __init__(self, jobs: int, *, retries: int = 3):
+        self.jobs, self.retries = jobs, retries
+        self.pool = self._new_pool()
+        self.futures: dict[Future[Any], tuple[str, Callable[[Any], Any], Any]] = {}
+
+    def _new_pool(self) -> ProcessPoolExecutor:
+        # spawn: a forked child would inherit torch's thread pools and locks mid-state
+        return ProcessPoolExecutor(max_workers=self.jobs, mp_context=get_context("spawn"))
+
+    def submit(self, key: str, fn: Callable[[Any], Any], arg: Any, *, gpu: bool) -> None:
+        self.futures[self.pool.submit(fn, arg)] = (key, fn, arg)
+
+    def next_done(self) -> tuple[str, Any]:
+        done, _ = wait(list(self.futures), return_when=FIRST_COMPLETED)
+        fut = next(iter(done))
+        key, fn, arg = self.futures.pop(fut)
+        try:
+            return key, fut.result()
+        except BrokenProcessPool:
+            if self.retries <= 0:
+                raise GuarddiagError(f"{key}: a sweep worker died and the retries are "
+                                     f"used up") from None
+            self.retries -= 1
+            say(f"{key}: a sweep worker died; restarting the pool and resubmitting")
+            pending = [(key, fn, arg), *self.futures.values()]
+            self.pool.shutdown(wait=False, cancel_futures=True)
+            self.pool, self.futures = self._new_pool(), {}
+            for k, f, a in pending:
+                self.submit(k, f, a, gpu=False)
+            return self.next_done()
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=True)
+
+
+class RayEngine:
+    """Ray tasks: ``num_gpus=1`` for a CUDA run, else ``num_cpus=1``; ``max_retries`` reruns a
+    task whose worker died (the run resumes from its checkpoint)."""
+
+    def __init__(self, *, address: str | None, retries: int = 3):
+        try:
+            import ray
+        except ImportError:
+            raise GuarddiagError('--engine ray: Ray is not installed; pip install -e ".[ray]" '
+                                 '(or use --engine local)') from None
+        self.ray = ray
+        if not ray.is_initialized():
+            ray.init(address=address, include_dashboard=False, log_to_driver=False)
+        self.retries = retries
+        self.refs: dict[Any, str] = {}
+
+    def submit(self, key: str, fn: Callable[[Any], Any], arg: Any, *, gpu: bool) -> None:
+        remote = self.ray.remote(fn).options(
+            num_gpus=1 if gpu else 0, num_cpus=0 if gpu else 1, max_retries=self.retries)
+        self.refs[remote.remote(arg)] = key
+
+    def next_done(self) -> tuple[str, Any]:
+        done, _ = self.ray.wait(list(self.refs), num_returns=1)
+        key = self.refs.pop(done[0])
+        return key, self.ray.get(done[0])
+
+    def close(self) -> None:
+        pass
+
+
+# ----------------------------------------------------------------------------- the sweep
+
+@dataclass(frozen=True)
+class SweepResult:
+    runs: tuple[RunSummary, ...]
+    n_scored: int
+    train_wall_s: float
+    score_wall_s: float
+    engine: str
+    jobs: int
+
+
+def sweep(*, names: str | Sequence[str] = "all", sizes: Sequence[str] = ("micro",),
+          seeds: Sequence[int] = (42,), runs_dir: str | Path, pool_path: str | Path,
+          branches_dir: str | Path | None = None, options: RunOptions | None = None,
+          engine: str = "local", jobs: int = 2, address: str | None = None,
+          score: ScoreTask | None = None) -> SweepResult:
+    """Train the plan with up to ``jobs`` runs at a time, dependencies first; then, with
+    ``score`` (its ``run_dir`` is ignored), fill every run's score cache in parallel."""
+    if engine not in ENGINES:
+        raise GuarddiagError(f"--engine {engine!r}: expected one of {', '.join(ENGINES)}")
+    if jobs < 1:
+        raise GuarddiagError(f"--jobs: expected at least 1, got {jobs}")
+    options = options or RunOptions()
+    gpu = pick_device(options.device).type == "cuda"
+    plan = plan_runs(load_branches(branches_dir), names=names, sizes=sizes, seeds=seeds)
+    bdir = str(branches_dir) if branches_dir is not None else None
+    eng: LocalEngine | RayEngine = (LocalEngine(jobs) if engine == "local"
+                                    else RayEngine(address=address))
+    say(f"sweep: {len(plan)} run(s) on the {engine} engine"
+        + (f", {jobs} at a time" if engine == "local" else ""))
+    try:
+        t0 = time.monotonic()
+        summaries = _train_plan(eng, plan, SweepTask("", str(runs_dir), str(pool_path), bdir,
+                                                     options), gpu=gpu, jobs=jobs)
+        t1 = time.monotonic()
+        n_scored = 0
+        if score is not None:
+            for run in plan:
+                eng.submit(run.run_id, score_task,
+                           replace(score, run_dir=str(Path(runs_dir) / run.run_id)), gpu=gpu)
+            for _ in plan:
+                n_scored += int(eng.next_done()[1])
+        t2 = time.monotonic()
+    finally:
+        eng.close()
+    return SweepResult(tuple(summaries[r.run_id] for r in plan), n_scored,
+                       round(t1 - t0, 2), round(t2 - t1, 2), engine, jobs)
+
+
+def _train_plan(eng: LocalEngine | RayEngine, plan: Sequence[Any], base: SweepTask, *,
+                gpu: bool, jobs: int) -> dict[str, RunSummary]:
+    """Submit each run once every run it needs has finished; at most ``jobs`` in flight on
+    the local engine (Ray schedules by the resources each task asks for)."""
+    pending = list(plan)
+    done: dict[str, RunSummary] = {}
+    in_flight = 0
+    while pending or in_flight:
+        for run in list(pending):
+            if in_flight >= jobs and isinstance(eng, LocalEngine):
+                break
+            if all(d in done for d in run.deps()):
+                eng.submit(run.run_id, train_task, replace(base, run_id=run.run_id), gpu=gpu)
+                pending.remove(run)
+                in_flight += 1
+        if not in_flight:
+            missing = sorted({d for r in pending for d in r.deps() if d not in done})
+            raise GuarddiagError(f"sweep: runs {', '.join(missing)} are needed but not in "
+                                 f"the plan")
+        key, summary = eng.next_done()
+        done[key] = summary
+        in_flight -= 1
+    return done
