@@ -110,7 +110,8 @@ def test_run_judge_reads_prompt_and_response(tmp_path, monkeypatch):
     """The run: judge wiring, with the loaded model replaced by a scripted scorer."""
     seen = {}
 
-    def fake_scorer(run_dir, batch_size):
+    def fake_scorer(run_dir, batch_size, device):
+        assert device == "auto"  # the default: CUDA when present, else the CPU
         seen["loaded"] = run_dir
 
         def score(texts):
@@ -130,7 +131,7 @@ def test_run_judge_reads_prompt_and_response(tmp_path, monkeypatch):
     assert res.records["verdict"].to_list() == ["fulfil", "refuse"]
     assert res.agreement == 1.0
     # Under the strict mapping BOUNDARY_SAFE counts as unsafe too.
-    monkeypatch.setattr(judge_mod, "_run_scorer", lambda run_dir, batch_size: (
+    monkeypatch.setattr(judge_mod, "_run_scorer", lambda run_dir, batch_size, device: (
         lambda texts: np.array([[0.2, 0.6, 0.2, 0.0]] * len(texts))))
     from guarddiag.labels import STRICT
 

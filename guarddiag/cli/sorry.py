@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from guarddiag.cli import add_parser, add_work_paths, work_paths_from
+from guarddiag.cli.bench import add_device
 from guarddiag.errors import GuarddiagError
 
 _BALANCE = """\
@@ -120,6 +121,7 @@ def register(sub: argparse._SubParsersAction, bench: argparse._SubParsersAction)
     j.add_argument("--threshold", type=float, default=0.5,
                    help="P(unsafe) at or above which a run:/guard: judge says fulfil")
     j.add_argument("--batch-size", type=int, default=64, help="run: judge batch size")
+    add_device(j)
     j.add_argument("--out", default=None, metavar="FILE.json",
                    help="also write the summary JSON (and per-record verdicts beside it)")
     j.set_defaults(handler=_run_judge_eval)
@@ -177,8 +179,8 @@ def _run_balance(args: argparse.Namespace) -> int:
     rows = []
     for b in run.result.benchmarks:
         if not b.assessable:
-            rows.append([b.benchmark, b.n, 0, "-", "-", "not assessable (no category metadata)"
-                         if not b.has_map else "not assessable (no mapped category)", "", ""])
+            rows.append([b.benchmark, b.n, 0, "-", "-", f"not assessable ({b.category_note})",
+                         "", ""])
             continue
         rows.append([b.benchmark, b.n, b.n_mapped, f"{24 - len(b.untested)}/24",
                      f"{b.imbalance_ratio:.1f}", ", ".join(b.most), ", ".join(b.least),
@@ -252,7 +254,8 @@ def _run_judge_eval(args: argparse.Namespace) -> int:
 
     result = run_judge_eval(records=args.records, judge=args.judge, mapping=args.mapping,
                             threshold=args.threshold, batch_size=args.batch_size,
-                            guard_options=_guard_options(args.guard_option), out=args.out)
+                            guard_options=_guard_options(args.guard_option), out=args.out,
+                            device=args.device)
     kappa = "undefined" if result.kappa is None else f"{result.kappa:.3f}"
     n_agree = round(result.agreement * result.n)
     print(f"judge: {result.judge}")

@@ -47,7 +47,14 @@ class ReportResult:
                          f"{t['p_value']['exact']} ({t['p_value']['value']:.4g}, {t['tail']})")
         return lines
 
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: where the report went, its files, its sections and results.json."""
+        return {"out_dir": str(self.out_dir), "files": [str(p) for p in self.files],
+                "sections": [{"section": s, "omitted": n} for s, n in self.sections],
+                "results": dict(self.results)}
+
     def to_frame(self) -> pl.DataFrame:
+        """One row per section: its id and, when omitted, why."""
         return pl.DataFrame({"section": [s for s, _ in self.sections],
                              "omitted": [n for _, n in self.sections]},
                             schema={"section": pl.String, "omitted": pl.String})

@@ -43,6 +43,7 @@ from guarddiag.errors import GuarddiagError
 from guarddiag.files import read_table
 from guarddiag.guards import get_adapter
 from guarddiag.labels import CLASSES, LOOSE, BinaryMapping
+from guarddiag.progress import say
 from guarddiag.stats import cohen_kappa
 
 LABELS: tuple[str, ...] = ("fulfil", "refuse")
@@ -128,7 +129,8 @@ def judge_texts(prompts: Sequence[str], responses: Sequence[str]) -> list[str]:
             for p, r in zip(prompts, responses, strict=True)]
 
 
-def _run_scorer(run_dir: Path, batch_size: int) -> Callable[[list[str]], np.ndarray]:
+def _run_scorer(run_dir: Path, batch_size: int, device: str
+                ) -> Callable[[list[str]], np.ndarray]:
     """Load a run once and return its scorer: texts -> class probabilities [n, 4].
 
     This is ``guarddiag.predict.score_texts`` split in two, so that loading the model is not
@@ -136,19 +138,23 @@ def _run_scorer(run_dir: Path, batch_size: int) -> Callable[[list[str]], np.ndar
     """
     # Imported here: guarddiag.model loads torch, which only a run-backed judge needs.
     from guarddiag.model import guard_logits, load_guard, softmax
+    from guarddiag.model.device import describe_device, pick_device
 
-    guard = load_guard(run_dir)
+    where = pick_device(device)
+    say(describe_device(where, spec=device))
+    guard = load_guard(run_dir, device=where)
     return lambda texts: softmax(guard_logits(guard, texts, batch_size=batch_size))
 
 
 def run_judge(run_dir: str | os.PathLike[str], *, mapping: BinaryMapping = LOOSE,
-              threshold: float = 0.5, batch_size: int = 64) -> JudgeFn:
-    """A judge backed by a trained guarddiag run (its class probabilities), loaded now."""
+              threshold: float = 0.5, batch_size: int = 64, device: str = "auto") -> JudgeFn:
+    """A judge backed by a trained guarddiag run (its class probabilities), loaded now on
+    ``device`` (auto: CUDA when present, else the CPU)."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise GuarddiagError(f"--judge run:{run_dir}: run folder not found")
     unsafe = np.array(mapping.unsafe_mask())
-    scorer = _run_scorer(run_dir, batch_size)
+    scorer = _run_scorer(run_dir, batch_size, device)
 
     def judge(prompts: Sequence[str], responses: Sequence[str]) -> list[str | None]:
         probs = np.asarray(scorer(judge_texts(prompts, responses)))
@@ -188,8 +194,8 @@ def guard_judge(adapter: str, *, mapping: BinaryMapping = LOOSE, threshold: floa
 
 
 def make_judge(spec: str, *, mapping: BinaryMapping = LOOSE, threshold: float = 0.5,
-               batch_size: int = 64, guard_options: dict[str, object] | None = None
-               ) -> JudgeFn:
+               batch_size: int = 64, guard_options: dict[str, object] | None = None,
+               device: str = "auto") -> JudgeFn:
     """``keyword`` | ``run:<run dir>`` | ``guard:<adapter name>`` (built with
     ``guard_options``, e.g. ``{"model": "/models/Qwen3Guard-Gen-4B"}``)."""
     if spec == "keyword":
@@ -198,7 +204,7 @@ def make_judge(spec: str, *, mapping: BinaryMapping = LOOSE, threshold: float = 
     if sep and rest.strip():
         if kind == "run":
             return run_judge(rest.strip(), mapping=mapping, threshold=threshold,
-                             batch_size=batch_size)
+                             batch_size=batch_size, device=device)
         if kind == "guard":
             return guard_judge(rest.strip(), mapping=mapping, threshold=threshold,
                                **(guard_options or {}))
@@ -267,14 +273,15 @@ def score_judge(records: pl.DataFrame, verdicts: Sequence[str | None], *, judge:
 def evaluate_judge(records: pl.DataFrame | str | os.PathLike[str], judge: str | JudgeFn, *,
                    judge_name: str | None = None, mapping: BinaryMapping = LOOSE,
                    threshold: float = 0.5, batch_size: int = 64,
-                   guard_options: dict[str, object] | None = None) -> JudgeEvalResult:
+                   guard_options: dict[str, object] | None = None,
+                   device: str = "auto") -> JudgeEvalResult:
     """Build the judge, time one pass over the records, and score it against the humans."""
     if not isinstance(records, pl.DataFrame):
         records = load_records(records)
     else:
         records = check_records(records)
     fn = make_judge(judge, mapping=mapping, threshold=threshold, batch_size=batch_size,
-                    guard_options=guard_options) if isinstance(judge, str) else judge
+                    guard_options=guard_options, device=device) if isinstance(judge, str) else judge
     name = judge_name or (judge if isinstance(judge, str)
                           else str(getattr(judge, "__name__", "judge")))
     prompts, responses = records["prompt"].to_list(), records["response"].to_list()

@@ -120,11 +120,12 @@ def run_jaccard(*, ids: str = "all", pool: str | os.PathLike[str] | None = None,
 def run_judge_eval(*, records: str | os.PathLike[str], judge: str, mapping: str = "loose",
                    threshold: float = 0.5, batch_size: int = 64,
                    guard_options: dict[str, object] | None = None,
-                   out: str | os.PathLike[str] | None = None) -> JudgeEvalResult:
+                   out: str | os.PathLike[str] | None = None,
+                   device: str = "auto") -> JudgeEvalResult:
     """Score a judge on a records file; with ``out``, write the summary JSON and, beside it,
     the per-record verdicts as CSV."""
     result = evaluate_judge(records, judge, mapping=get_mapping(mapping), threshold=threshold,
-                            batch_size=batch_size, guard_options=guard_options)
+                            batch_size=batch_size, guard_options=guard_options, device=device)
     if out is not None:
         out = Path(out)
         write_json({**result.summary(), "records": str(records),
