@@ -52,15 +52,19 @@ def score_guard(guard: GuardAdapter | GuardFunction, *,
                 benchmarks: str | Sequence[str] = "all", name: str | None = None,
                 runs_dir: str | Path = "work/runs", audit_dir: str | Path | None = "work/audit",
                 data_dir: str | Path | None = None, derived_dir: str | Path | None = None,
-                mapping: str = "loose", batch_size: int = 64) -> GuardScoreResult:
+                mapping: str = "loose", batch_size: int = 64,
+                definition: str | None = None) -> GuardScoreResult:
     """Score an outside guard on the benchmarks; writes ``<runs_dir>/outside/<name>.parquet``.
 
     ``guard`` is a guard adapter or a plain function from prompt texts to one answer each
     (P(unsafe), a label, or class probabilities); ``name`` defaults to the function's name.
-    Answers already saved for the same guard are reused, so an interrupted run resumes.
+    ``definition`` says in one sentence what "unsafe" means for the guard (shown beside
+    Table 2). Answers already saved for the same guard are reused, so an interrupted run
+    resumes.
     """
     adapter = (guard if isinstance(guard, GuardAdapter)
-               else CallableGuardAdapter(function=guard, name=name, batch_size=batch_size))
+               else CallableGuardAdapter(function=guard, name=name, batch_size=batch_size,
+                                         definition=definition))
     try:
         return score_adapter(adapter, benchmarks=benchmarks, runs_dir=runs_dir,
                              audit_dir=audit_dir, data_dir=data_dir, derived_dir=derived_dir,

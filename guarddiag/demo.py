@@ -137,7 +137,7 @@ def _score_outside(*, data_dir: Path, work: paths.WorkPaths) -> None:
             "has no outside guard")
         return
     guard = CallableGuardAdapter(function=profanity.moderate, name=profanity.NAME,
-                                 batch_size=1024)
+                                 batch_size=1024, definition=profanity.DEFINITION)
     result = score_guard(guard, benchmarks="all,derived", runs_dir=work.runs,
                          audit_dir=work.audit, data_dir=data_dir, derived_dir=work.derived)
     say(f"demo: {profanity.NAME}: {result.n_prompts:,} prompts, {result.n_asked:,} asked, "

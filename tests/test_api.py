@@ -156,3 +156,17 @@ def test_import_guarddiag_stays_light():
     assert out == ""
     assert callable(guarddiag.run_audit)
     assert callable(guarddiag.run_report)
+
+
+def test_a_guards_definition_reaches_table_2(real_data_dir, tmp_path):
+    """What "unsafe" means for a guard is stated beside its scores (issue 15: the demo's
+    outside guard with its operational definition)."""
+    sentence = "unsafe = the prompt contains the word kill"
+    guarddiag.score_guard(_keyword, benchmarks=["xstest_safe", "xstest_unsafe"], name="kw",
+                          runs_dir=tmp_path / "runs", audit_dir=None, definition=sentence)
+    meta = json.loads((tmp_path / "runs" / "outside" / "kw.meta.json").read_text("utf-8"))
+    assert meta["definition"] == sentence
+    report = guarddiag.run_report(tmp_path / "runs", out=tmp_path / "rep", n_resamples=100)
+    assert report.to_dict()["results"]["results"]["outside"]["definitions"] == {
+        "guard/kw": sentence}
+    assert f"kw: {sentence}" in (tmp_path / "rep" / "report.md").read_text("utf-8")

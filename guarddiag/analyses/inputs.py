@@ -55,6 +55,9 @@ class ReportInputs:
     pool_sources: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     """Per pool source, its row counts as the pool stage recorded them (``meta.json`` beside
     pool.parquet: read, sampled, kept); empty where that file is absent."""
+    outside_definitions: Mapping[str, str] = field(default_factory=dict)
+    """Per outside guard (run id ``guard/<name>``), what "unsafe" means for it, from
+    ``runs/outside/<name>.meta.json``; guards that state none are absent."""
     run_meta: pl.DataFrame | None = field(default=None, repr=False)
     """Per scored run with a ``meta.json`` in the runs folder: size, parameters, checkpoint,
     training rows (:data:`~guarddiag.analyses.provenance.RUN_META_SCHEMA`); None where no run
@@ -176,6 +179,17 @@ def _meta_row(meta: Mapping[str, Any]) -> dict[str, Any]:
             "train_rows": rows if isinstance(rows, int) else None}
 
 
+def read_outside_definitions(runs_dir: Path) -> dict[str, str]:
+    """Each outside guard's operational definition, by run id, in name order."""
+    out: dict[str, str] = {}
+    for path in sorted((Path(runs_dir) / "outside").glob("*.meta.json")):
+        meta = files.read_json(path)
+        definition = meta.get("definition") if isinstance(meta, dict) else None
+        if isinstance(definition, str) and definition and isinstance(meta.get("run_id"), str):
+            out[meta["run_id"]] = definition
+    return out
+
+
 def read_run_meta(runs_dir: Path, run_ids: set[str]) -> pl.DataFrame | None:
     """The provenance fields of each scored run's ``meta.json`` (``<size>/<branch>/seed=<s>``
     and ``baseline/<name>/seed=<s>`` folders), in run-id order; None where there are none."""
@@ -195,7 +209,7 @@ def load_inputs(options: InputOptions) -> ReportInputs:
     pool, pool_file, agreement, agreement_file = _read_pool(options.pool_path, notes)
     summary, audit_file = _read_audit(options.audit_dir, notes)
     audit_overlap, pool_sources = _read_overlap_origin(options.audit_dir, options.pool_path)
-    manifests = load_manifests(derived_dir=options.derived_dir)
+    manifests = load_manifests(derived_dir=options.derived_dir, data_dir=options.data_dir)
     derived_from = {k: m.derived_from for k, m in manifests.items()
                     if m.derived and m.derived_from}
     scored = sorted(set(predictions["benchmark"].to_list()) - {"pool_val"})
@@ -212,4 +226,5 @@ def load_inputs(options: InputOptions) -> ReportInputs:
         notes=tuple(notes), derived_from=derived_from, benchmark_frames=frames,
         unavailable_benchmarks=unavailable, audit_overlap=audit_overlap,
         pool_sources=pool_sources,
-        run_meta=read_run_meta(options.runs_dir, set(predictions["run_id"].to_list())))
+        run_meta=read_run_meta(options.runs_dir, set(predictions["run_id"].to_list())),
+        outside_definitions=read_outside_definitions(options.runs_dir))

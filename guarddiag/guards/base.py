@@ -124,6 +124,12 @@ class GuardAdapter(ABC):
         each call, so this bounds the work a kill can lose."""
         return 256
 
+    @property
+    def definition(self) -> str:
+        """What "unsafe" means for this guard, in one sentence (its operational definition),
+        shown beside Table 2; empty when the adapter cannot say."""
+        return ""
+
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release models, threads."""
 

@@ -87,7 +87,8 @@ class CallableGuardAdapter(GuardAdapter):
     kind = "callable"
 
     def __init__(self, *, function: GuardFunction | None = None, target: str | None = None,
-                 name: str | None = None, batch_size: int = 64) -> None:
+                 name: str | None = None, batch_size: int = 64,
+                 definition: str | None = None) -> None:
         if (function is None) == (target is None):
             raise GuarddiagError("guard 'callable' needs exactly one of a function or "
                                  "--target package.module:function")
@@ -99,6 +100,11 @@ class CallableGuardAdapter(GuardAdapter):
         default = (target or "").rpartition(":")[2].rpartition(".")[2]
         self.name = name or (slug(default) if default else _function_name(self.function))
         self.batch_size = batch_size
+        self._definition = definition or ""
+
+    @property
+    def definition(self) -> str:
+        return self._definition
 
     @property
     def chunk_size(self) -> int:

@@ -287,7 +287,7 @@ def score_guard(adapter: GuardAdapter, *, benchmarks: str | Sequence[str] = "all
     sha256 = inputs.benchmark_sha256 or {}
     files.write_json({
         "guard": name, "run_id": RUN_PREFIX + name, "adapter": adapter.describe(),
-        "source": getattr(adapter, "source", None),
+        "source": getattr(adapter, "source", None), "definition": adapter.definition or None,
         "fingerprint": fp, "benchmarks": sorted(ordered),
         "unavailable": list(inputs.unavailable),
         "benchmark_sha256": {b: sha256.get(b) for b in sorted(ordered)},

@@ -29,6 +29,7 @@ Changes in version 3
 - New section ``threshold_free`` (:class:`ThresholdFreeJson`): F1 at the threshold, AUPRC and
   over-refusal at 95 % capture per run on XSTest, JailbreakBench, WildGuardTest and OR-Bench
   harmful/benign pairs, with bootstrap-percentile intervals.
+- ``outside.definitions``: each outside guard's operational definition (run id → sentence).
 - ``sorry_balance.benchmarks`` records: new ``category_note`` (why a benchmark is not
   assessable: no category values, or categories present but not mapped to the pillars).
 
@@ -353,6 +354,8 @@ class OutsideJson(TypedDict):
     interval is ``seed-range+wilson`` (a guard is one run: its Wilson interval)."""
     paired: list[PairedJson]
     """Per mapping: each outside guard vs the reference recipe of each size."""
+    definitions: dict[str, str]
+    """Per outside guard (run id), what "unsafe" means for it, as its adapter states it."""
 
 
 class SpearmanJson(TypedDict):

@@ -208,6 +208,12 @@ def section_outside(ctx: ReportContext) -> Section:
         f"{hull_words(ctx.options.confidence)} An outside guard is one run. {BOLD_RULE} "
         "One table per binary mapping; a guard whose read-out could not follow the mapping "
         "(binary verdict only) or whose prompt set differs gets its own column.")]
+    definitions = ctx.results.inputs.outside_definitions
+    if definitions:
+        blocks.append(Paragraph("What \"unsafe\" means for each outside guard (its operational "
+                                "definition; a score measures that, not harm in general):"))
+        blocks.append(Bullets(tuple(f"{run_id.removeprefix('guard/')}: {text}"
+                                    for run_id, text in definitions.items())))
     for m in sorted(set(t["mapping"].to_list())):
         frame, cols = pivot_by_cohort(t.filter(pl.col("mapping") == m),
                                       entity_cols=["who", "kind", "interval"],
@@ -224,4 +230,4 @@ def section_outside(ctx: ReportContext) -> Section:
                                           else ())]
     return Section("outside", title, tuple(blocks),
                    {"rows": records(one_interval_kind(ctx.results.outside.table)),
-                                                     "paired": paired})
+                    "paired": paired, "definitions": dict(definitions)})
