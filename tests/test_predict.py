@@ -168,8 +168,8 @@ def test_survives_decontam_comes_from_the_audit(setup, fake_data, monkeypatch, t
     audit = tmp_path / "audit"
     audit.mkdir()
     monkeypatch.setattr(guarddiag.audit, "load_decontaminated",
-                        lambda d: {"harmbench_copyright": frozenset({"1", "3"}),
-                                   "xstest_safe": frozenset({"1", "2", "3", "4"})})
+                        lambda d, derived_from: {"harmbench_copyright": frozenset({"1", "3"}),
+                                                 "xstest_safe": frozenset({"1", "2", "3", "4"})})
     res = predict_runs(runs_dir=runs, pool_path=pool, audit_dir=audit, baseline=False)
     t = pl.read_parquet(res.path).filter(pl.col("run_id") == "micro/reference/seed=42")
     copy = dict(t.filter(pl.col("benchmark") == "harmbench_copyright")

@@ -21,8 +21,8 @@ from guarddiag.audit.result import (
 from guarddiag.errors import GuarddiagError
 from guarddiag.figures import paper_style, save_figure
 
-__all__ = ["AUDIT_FIGURE_SAVE", "load_audit", "load_decontaminated", "load_if_current",
-           "plot_overlap", "save_audit_figure", "write_audit"]
+__all__ = ["AUDIT_FIGURE_SAVE", "inherit_decontamination", "load_audit", "load_decontaminated",
+           "load_if_current", "plot_overlap", "save_audit_figure", "write_audit"]
 
 AUDIT_FIGURE_SAVE: Mapping[str, Any] = {
     "dpi": 200, "style": None, "settle": False, "bbox_inches": None,
@@ -140,12 +140,15 @@ def _read_ids(path: Path) -> list[str]:
 
 
 def load_decontaminated(audit_dir: str | Path, *,
+                        derived_from: Mapping[str, str] | None = None,
                         _doc: Mapping[str, Any] | None = None) -> dict[str, frozenset[str]]:
     """Prompt ids that survive decontamination, per audited benchmark.
 
     Benchmarks that were unavailable at audit time are absent from the mapping. Each list is
     checked against the count in summary.json, so a truncated file is an error, not a silently
-    smaller benchmark.
+    smaller benchmark. ``derived_from`` (derived subset → base subset, see
+    :func:`guarddiag.data.derived_bases`) makes mutated subsets inherit their base's
+    decontamination (:func:`inherit_decontamination`).
     """
     audit_dir = Path(audit_dir)
     summary_path = audit_dir / "summary.json"
@@ -159,6 +162,24 @@ def load_decontaminated(audit_dir: str | Path, *,
             raise GuarddiagError(f"{path}: {len(ids)} ids, summary.json says {expected} "
                                  "unique ids; rerun `guarddiag audit`")
         out[name] = frozenset(ids)
+    return inherit_decontamination(out, derived_from or {})
+
+
+def inherit_decontamination(kept: Mapping[str, frozenset[str]],
+                            derived_from: Mapping[str, str]) -> dict[str, frozenset[str]]:
+    """A derived (mutated) subset keeps a prompt only where its base prompt survives.
+
+    Mutated rows keep their base prompt's id, so a base prompt found in the pool is
+    contaminated in every encoding of it. A derived subset the audit covered itself (its mutated
+    text checked against the pool too) keeps the ids that survive both; one it did not cover
+    gets its base's list. Derived subsets of an unaudited base are left as they are.
+    """
+    out = dict(kept)
+    for derived, base in derived_from.items():
+        if base not in kept:
+            continue
+        own = kept.get(derived)
+        out[derived] = kept[base] if own is None else own & kept[base]
     return out
 
 

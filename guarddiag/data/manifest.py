@@ -86,7 +86,7 @@ subset: study, extra and user), ``study`` (the 15), ``extra`` (the other built-i
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -103,6 +103,7 @@ __all__ = [
     "BenchmarkFile",
     "BenchmarkManifest",
     "default_derived_dir",
+    "derived_bases",
     "load_manifests",
     "resolve_ids",
     "user_manifests_root",
@@ -532,6 +533,11 @@ def _parse_file(entry: Any, loc: str, problems: Problems, *, derived: bool,
         origin=values.get("origin"), urls=urls, archive_member=values.get("archive_member"),
         archive_sha256=values.get("archive_sha256"), text_fields=values.get("text_fields"),
         id_prefix=values["id_prefix"], tree_levels=values.get("tree_levels", ()))
+
+
+def derived_bases(manifests: Mapping[str, BenchmarkManifest]) -> dict[str, str]:
+    """Each derived (mutated) subset's base subset id, in manifest order."""
+    return {k: m.derived_from for k, m in manifests.items() if m.derived_from is not None}
 
 
 def resolve_ids(ids: str | Sequence[str], manifests: dict[str, BenchmarkManifest]) -> list[str]:

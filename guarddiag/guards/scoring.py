@@ -125,11 +125,14 @@ def _verdict_from_record(rec: dict[str, Any]) -> GuardVerdict:
                         error=rec.get("error"), answered=bool(rec.get("answered", True)))
 
 
-def _decontaminated(audit_dir: Path | None) -> dict[str, frozenset[str]] | None:
-    # The same rule as `guarddiag predict`, so every run agrees on each prompt's flag.
+def _decontaminated(audit_dir: Path | None, *, derived_dir: str | Path | None,
+                    data_dir: str | Path | None) -> dict[str, frozenset[str]] | None:
+    # The same rule as `guarddiag predict`, so every run agrees on each prompt's flag: derived
+    # subsets inherit their base's decontamination.
     if audit_dir is None or not Path(audit_dir).is_dir():
         return None
-    return load_decontaminated(audit_dir)
+    bases = data.derived_bases(data.load_manifests(derived_dir=derived_dir, data_dir=data_dir))
+    return load_decontaminated(audit_dir, derived_from=bases)
 
 
 @dataclass(frozen=True)
@@ -276,7 +279,8 @@ def score_guard(adapter: GuardAdapter, *, benchmarks: str | Sequence[str] = "all
     n_asked = _ask(adapter, name, pending, fp=fp, chunk_size=chunk_size, raw_path=raw_path,
                    done=done, n_reused=n_reused)
 
-    decontam = _decontaminated(Path(audit_dir) if audit_dir is not None else None)
+    decontam = _decontaminated(Path(audit_dir) if audit_dir is not None else None,
+                               derived_dir=derived_dir, data_dir=data_dir)
     table = validate(_table(name, adapter.kind, ordered, done, decontam),
                      source=str(table_path))
     files.write_parquet(table, table_path)

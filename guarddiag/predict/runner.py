@@ -4,7 +4,7 @@ predictions table (schema: :mod:`guarddiag.predictions`)."""
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -117,7 +117,9 @@ def predict_runs(*, runs_dir: str | Path, pool_path: str | Path,
             report.append(RunScoring(run_id, "baseline", n_scored, n_prompts, secs))
 
     table = pl.concat(frames)
-    decontam, note = _decontam(audit_dir)
+    bases = data.derived_bases(data.load_manifests(
+        derived_dir=derived_dir, data_dir=data_dir))
+    decontam, note = _decontam(audit_dir, bases)
     table = _add_decontam(table, decontam)
     table = predictions.validate(table, source=str(out_path))
     table = table.sort(["run_id", "benchmark", "prompt_id"])
@@ -180,13 +182,14 @@ def _with_run_columns(scores: pl.DataFrame, *, run_id: str, guard_kind: str, bra
         pl.lit("ok").alias("status"))
 
 
-def _decontam(audit_dir: str | Path | None) -> tuple[dict[str, frozenset[str]] | None, str]:
+def _decontam(audit_dir: str | Path | None, derived_from: Mapping[str, str]
+              ) -> tuple[dict[str, frozenset[str]] | None, str]:
     if audit_dir is None or not Path(audit_dir).is_dir():
         note = (f"no audit folder at {audit_dir}; survives_decontam is True everywhere "
                 f"(run `guarddiag audit` for decontaminated scores)")
         say(note)
         return None, note
-    found = audit.load_decontaminated(audit_dir)
+    found = audit.load_decontaminated(audit_dir, derived_from=derived_from)
     return found, f"survives_decontam from {audit_dir} ({len(found)} benchmark lists)"
 
 
@@ -199,8 +202,8 @@ def _add_decontam(table: pl.DataFrame, decontam: dict[str, frozenset[str]] | Non
         schema={"benchmark": pl.String, "prompt_id": pl.String}, orient="row",
     ).with_columns(pl.lit(True).alias("_kept"))
     audited = list(decontam)
-    # A subset the audit did not cover (the pool's own val split, derived subsets) is not
-    # contaminated by definition of the audit: it counts as surviving.
+    # A subset the audit did not cover (the pool's own val split) is not contaminated by
+    # definition of the audit: it counts as surviving. Derived subsets carry their base's list.
     return (table.join(keep, on=["benchmark", "prompt_id"], how="left")
             .with_columns(pl.when(pl.col("benchmark").is_in(audited))
                           .then(pl.col("_kept").fill_null(False))
