@@ -19,7 +19,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from guarddiag.audit.result import DEFAULT_THRESHOLD, AuditResult
+from guarddiag.audit.result import (
+    DEFAULT_SHORT_THRESHOLD,
+    DEFAULT_SHORT_WORDS,
+    DEFAULT_THRESHOLD,
+    AuditResult,
+)
 from guarddiag.audit.run import audit_pool
 from guarddiag.guards.base import GuardAdapter
 from guarddiag.guards.callable import CallableGuardAdapter, GuardFunction
@@ -33,10 +38,12 @@ __all__ = ["run_audit", "run_report", "score_guard"]
 
 
 def run_audit(pool: str | Path, *, benchmarks: str | Sequence[str] = "all",
-          out: str | Path = "work/audit", text_column: str = "text",
-          id_column: str | None = "prompt_id", near_dup: bool = True,
-          threshold: float = DEFAULT_THRESHOLD, drop_near: bool = False,
-          data_dir: str | Path | None = None, force: bool = False) -> AuditResult:
+              out: str | Path = "work/audit", text_column: str = "text",
+              id_column: str | None = "prompt_id", near_dup: bool = True,
+              threshold: float = DEFAULT_THRESHOLD, drop_near: bool = False,
+              short_words: int = DEFAULT_SHORT_WORDS,
+              short_threshold: float = DEFAULT_SHORT_THRESHOLD,
+              data_dir: str | Path | None = None, force: bool = False) -> AuditResult:
     """Which benchmark prompts sit in the training ``pool`` (exact and, by default, near).
 
     ``benchmarks`` is ``"all"``, ``"study"``, a comma-separated string or a list of subset ids.
@@ -45,7 +52,8 @@ def run_audit(pool: str | Path, *, benchmarks: str | Sequence[str] = "all",
     """
     return audit_pool(pool, benchmarks=benchmarks, out_dir=out, text_column=text_column,
                       id_column=id_column, near_dup=near_dup, threshold=threshold,
-                      drop_near=drop_near, data_dir=data_dir, force=force)
+                      drop_near=drop_near, short_words=short_words,
+                      short_threshold=short_threshold, data_dir=data_dir, force=force)
 
 
 def score_guard(guard: GuardAdapter | GuardFunction, *,
@@ -75,10 +83,10 @@ def score_guard(guard: GuardAdapter | GuardFunction, *,
 
 
 def run_report(runs_dir: str | Path, *, out: str | Path = "reports/report",
-           pool: str | Path | None = None, audit_dir: str | Path | None = None,
-           data_dir: str | Path | None = None, mapping: str = "loose",
-           n_resamples: int = 2000, seed: int = 0, alpha: float = 0.05,
-           title: str = "guarddiag report") -> ReportResult:
+               pool: str | Path | None = None, audit_dir: str | Path | None = None,
+               data_dir: str | Path | None = None, mapping: str = "loose",
+               n_resamples: int = 2000, seed: int = 0, alpha: float = 0.05,
+               title: str = "guarddiag report") -> ReportResult:
     """Render the diagnostic report from the saved predictions in ``runs_dir`` into ``out``.
 
     ``pool`` (pool.parquet) and ``audit_dir`` are optional: without them the pool and

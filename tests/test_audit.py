@@ -121,7 +121,10 @@ def test_exact_overlap_hand_counted():
 
 
 def test_near_duplicates_hand_counted():
-    res = audit_frames(POOL_IDS, POOL_TEXTS, {"A": BENCH_A, "B": BENCH_B}, near_dup=True)
+    # The plain Jaccard rule (the short-prompt rule off; it is tested below and in
+    # test_audit_examples.py).
+    res = audit_frames(POOL_IDS, POOL_TEXTS, {"A": BENCH_A, "B": BENCH_B}, near_dup=True,
+                       short_words=0)
     near = res.overlap.filter(pl.col("kind") == "near").select(
         "benchmark", "prompt_id", "pool_id", "similarity").rows()
     # a3 {explain how vaccines work} vs p4 (+do): 4/5 = 0.8 -> near (threshold is inclusive).
@@ -132,9 +135,12 @@ def test_near_duplicates_hand_counted():
     counts = {b.benchmark: (b.n_exact, b.n_near, b.n_kept) for b in res.benchmarks}
     assert counts == {"A": (2, 1, 3), "B": (3, 0, 1)}       # near kept by default (exact drop)
     dropped = audit_frames(POOL_IDS, POOL_TEXTS, {"A": BENCH_A, "B": BENCH_B}, near_dup=True,
-                           drop_near=True)
+                           drop_near=True, short_words=0)
     assert dropped.decontaminated["A"] == ("a4", "a5")
     assert dropped.benchmarks[0].pct_removed == 100 * 3 / 5
+    # By default a3 (4 distinct words < 10) is short and needs 0.9: 0.8 is not near.
+    default = audit_frames(POOL_IDS, POOL_TEXTS, {"A": BENCH_A, "B": BENCH_B}, near_dup=True)
+    assert default.overlap.filter(pl.col("kind") == "near").height == 0
 
 
 def test_near_count_excludes_prompts_with_an_exact_overlap():
@@ -215,8 +221,11 @@ def test_near_dup_recall_and_precision_against_brute_force():
     res = audit_frames([f"p{j}" for j in range(len(pool))], pool, {"B": frame}, near_dup=True)
     got = {(int(b[1:]), int(p[1:])) for b, p in res.overlap.filter(pl.col("kind") == "near")
            .select("prompt_id", "pool_id").rows()}
-    expected = {(i, j) for i, j in oracle if normalise(bench[i]) != normalise(pool[j])}
+    # ... and a short prompt (< 10 distinct words) keeps only pairs at Jaccard >= 0.9.
+    expected = {(i, j) for i, j in oracle if normalise(bench[i]) != normalise(pool[j])
+                and (len(bench_sets[i]) >= 10 or jaccard(bench_sets[i], pool_sets[j]) >= 0.9)}
     assert got == expected
+    assert any(len(bench_sets[i]) < 10 for i, _ in oracle)   # the rule is exercised
 
 
 @pytest.mark.parametrize("threshold", [0.5, 0.7, 0.9, 1.0])
@@ -238,7 +247,7 @@ def test_threshold_out_of_range_is_an_error(bad):
 
 def test_written_outputs_round_trip_and_are_deterministic(tmp_path):
     res = audit_frames(POOL_IDS, POOL_TEXTS, {"A": BENCH_A, "B": BENCH_B}, near_dup=True,
-                       sha256={"A": "aa", "B": "bb"})
+                       sha256={"A": "aa", "B": "bb"}, short_words=0)
     first, second = tmp_path / "one", tmp_path / "two"
     write_audit(res, first)
     write_audit(res, second)
@@ -334,9 +343,13 @@ def test_audit_pool_reuses_a_finished_audit_and_redoes_a_changed_one(tmp_path,
 def test_cli_prints_table_and_gates_on_fail_above(tmp_path, fake_benchmarks, capsys):
     pool = _write_pool(tmp_path / "pool.parquet")
     out = tmp_path / "audit"
-    base = ["audit", "--pool", str(pool), "--out", str(out), "--near-dup"]
+    base = ["audit", "--pool", str(pool), "--out", str(out), "--near-dup", "--short-words", "0"]
     assert main([*base, "--fail-above", "75"]) == 0     # B removes exactly 75%: not above
     table = capsys.readouterr().out
+    assert "near = word-set Jaccard ≥ 0.8;" in table.splitlines()[0]   # short rule off
+    main(["audit", "--pool", str(pool), "--out", str(tmp_path / "a2"), "--near-dup"])
+    assert ("near = word-set Jaccard ≥ 0.8 (≥ 0.9 for prompts under 10 words);"
+            in capsys.readouterr().out.splitlines()[0])                    # the default rule
     assert re.search(r"^A\s+5\s+2\s+40\.0\s+1\s+20\.0\s+3$", table, re.M)
     assert re.search(r"^B\s+4\s+3\s+75\.0\s+0\s+0\.0\s+1$", table, re.M)
     assert re.search(r"^gone\s+unavailable \(files absent; public source: hf:example/gone\)$",

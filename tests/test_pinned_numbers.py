@@ -427,9 +427,14 @@ def test_near_duplicates_of_one_word_prompts():
     bench = pl.DataFrame({"prompt_id": ["b1", "b2", "b3"],
                           "text": ["Hello", "cats dogs birds fish", "unrelated words here"]})
     result = audit_frames(["p1", "p2"], ["hello hello", "cats dogs birds fish mice"],
-                          {"toy": bench}, near_dup=True, threshold=0.8)
+                          {"toy": bench}, near_dup=True, threshold=0.8, short_words=0)
     (overlap,) = result.benchmarks
     assert (overlap.n_exact, overlap.n_near) == (0, 2)
+    # With the default short-prompt rule both prompts are short (1 and 4 words) and need 0.9:
+    # {hello} keeps its 1.0, the 0.8 pair goes.
+    default = audit_frames(["p1", "p2"], ["hello hello", "cats dogs birds fish mice"],
+                           {"toy": bench}, near_dup=True)
+    assert (default.benchmarks[0].n_exact, default.benchmarks[0].n_near) == (0, 1)
     pairs = result.overlap.select("prompt_id", "pool_id", "kind", "similarity").rows()
     assert pairs == [("b1", "p1", "near", 1.0), ("b2", "p2", "near", 0.8)]
 

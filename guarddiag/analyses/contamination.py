@@ -30,6 +30,10 @@ class ContaminationResult:
     unavailable: Mapping[str, str]
     examples: Mapping[str, tuple[Mapping[str, Any], ...]] = field(repr=False)
     """Example matched pairs per benchmark (benchmark_text, pool_text, kind, …)."""
+    short_words: int | None = None
+    """Benchmark prompts with fewer distinct words need ``short_threshold`` for a near
+    duplicate (None: an audit from before this rule)."""
+    short_threshold: float | None = None
 
     def to_frame(self) -> pl.DataFrame:
         return self.table.clone()
@@ -67,4 +71,5 @@ def contamination_table(summary: Mapping[str, Any], *,
         table=pl.DataFrame(rows, schema=SCHEMA), pool_rows=summary.get("pool_rows"),
         near_dup=bool(summary.get("near_dup")), near_threshold=summary.get("threshold"),
         normalisation=summary.get("normalisation"),
-        unavailable=dict(summary.get("unavailable") or {}), examples=examples)
+        unavailable=dict(summary.get("unavailable") or {}), examples=examples,
+        short_words=summary.get("short_words"), short_threshold=summary.get("short_threshold"))

@@ -10,18 +10,21 @@ import polars as pl
 from guarddiag.audit.exact import Match, exact_matches, index_forms
 from guarddiag.audit.neardup import check_threshold, near_matches
 from guarddiag.audit.result import (
+    DEFAULT_SHORT_THRESHOLD,
+    DEFAULT_SHORT_WORDS,
     DEFAULT_THRESHOLD,
     N_EXAMPLES,
     OVERLAP_SCHEMA,
+    SAME_WORDS_NOTE,
     AuditResult,
     BenchmarkOverlap,
     UnavailableBenchmark,
 )
 from guarddiag.errors import GuarddiagError
 from guarddiag.progress import say
-from guarddiag.text import normalise
+from guarddiag.text import normalise, words_of_normal_form
 
-__all__ = ["audit_frames"]
+__all__ = ["audit_frames", "stricter_for_short"]
 
 _EXAMPLE_CHARS = 300
 Expanded = tuple[int, int, bool, int, float]
@@ -31,13 +34,23 @@ Expanded = tuple[int, int, bool, int, float]
 def audit_frames(pool_ids: Sequence[str], pool_texts: Sequence[str],
                  benchmarks: Mapping[str, pl.DataFrame], *, near_dup: bool = False,
                  threshold: float = DEFAULT_THRESHOLD, drop_near: bool = False,
+                 short_words: int = DEFAULT_SHORT_WORDS,
+                 short_threshold: float = DEFAULT_SHORT_THRESHOLD,
                  sha256: Mapping[str, str] | None = None,
                  unavailable: Sequence[UnavailableBenchmark] = ()) -> AuditResult:
     """Audit pool rows against benchmark frames (columns ``prompt_id``, ``text``); writes nothing.
 
     Pool ids must be unique and texts non-empty (:func:`guarddiag.audit.read_pool` checks both).
+    A benchmark prompt of fewer than ``short_words`` distinct words has a near duplicate only at
+    Jaccard ≥ ``short_threshold`` (:func:`stricter_for_short`).
     """
     threshold = check_threshold(threshold)
+    short_threshold = check_threshold(short_threshold)
+    if short_threshold < threshold:
+        raise GuarddiagError(f"short-prompt threshold {short_threshold:g} is below the near "
+                             f"threshold {threshold:g}: it must be as strict or stricter")
+    if short_words < 0:
+        raise GuarddiagError(f"short-prompt word count must be ≥ 0, got {short_words}")
     if drop_near and not near_dup:
         raise GuarddiagError("drop_near needs near_dup: near duplicates are only found with "
                              "near_dup=True")
@@ -51,7 +64,9 @@ def audit_frames(pool_ids: Sequence[str], pool_texts: Sequence[str],
     pool_forms = [normalise(t) for t in pool_texts]
     matches: list[Match] = exact_matches(index, pool_forms)
     if near_dup:
-        matches += near_matches(index.forms, pool_forms, threshold=threshold)
+        matches += stricter_for_short(
+            near_matches(index.forms, pool_forms, threshold=threshold), index.forms,
+            short_words=short_words, short_threshold=short_threshold)
 
     # Expand to (benchmark, prompt) pairs, ordered by benchmark, prompt, kind, pool row.
     expanded: list[Expanded] = sorted(
@@ -74,11 +89,27 @@ def audit_frames(pool_ids: Sequence[str], pool_texts: Sequence[str],
             benchmark=name, n=len(ids), n_exact=len(exact_rows),
             n_near=len(near_rows) if near_dup else None, n_kept=len(decontaminated[name]),
             sha256=(sha256 or {}).get(name),
-            examples=_examples(part, ids, bench_texts[b], pool_ids, pool_texts)))
+            examples=_examples(part, exact_rows, ids, bench_texts[b], pool_ids, pool_texts)))
     return AuditResult(benchmarks=tuple(results), unavailable=tuple(unavailable),
                        overlap=_overlap_frame(expanded, names, bench_ids, pool_ids),
                        decontaminated=decontaminated, pool_rows=len(pool_texts),
-                       near_dup=near_dup, threshold=threshold, drop_near=drop_near)
+                       near_dup=near_dup, threshold=threshold, drop_near=drop_near,
+                       short_words=short_words, short_threshold=short_threshold)
+
+
+def stricter_for_short(near: list[Match], forms: Sequence[str], *, short_words: int,
+                       short_threshold: float) -> list[Match]:
+    """Drop near matches of short benchmark prompts (fewer than ``short_words`` distinct words)
+    whose Jaccard is below ``short_threshold``; longer prompts keep every match."""
+    n_words: dict[int, int] = {}
+    kept = []
+    for match in near:
+        key, similarity = match[0], match[3]
+        if key not in n_words:
+            n_words[key] = len(set(words_of_normal_form(forms[key])))
+        if similarity >= short_threshold or n_words[key] >= short_words:
+            kept.append(match)
+    return kept
 
 
 def _benchmark_columns(benchmarks: Mapping[str, pl.DataFrame]
@@ -106,20 +137,27 @@ def _overlap_frame(expanded: list[Expanded], names: list[str], bench_ids: list[l
         schema=OVERLAP_SCHEMA)
 
 
-def _examples(part: list[tuple[int, bool, int, float]], ids: list[str], texts: list[str],
-              pool_ids: Sequence[str], pool_texts: Sequence[str]) -> tuple[dict[str, Any], ...]:
+def _examples(part: list[tuple[int, bool, int, float]], exact_rows: set[int], ids: list[str],
+              texts: list[str], pool_ids: Sequence[str], pool_texts: Sequence[str]
+              ) -> tuple[dict[str, Any], ...]:
     out = []
     for want_near in (False, True):
         # One example per benchmark prompt, first prompts first: the reader sees distinct items.
-        seen: set[int] = set()
+        # A prompt counted as exact is never shown as a near example (the counts never do).
+        seen: set[int] = set(exact_rows) if want_near else set()
+        shown = 0
         for row, is_near, p, similarity in part:
             if is_near != want_near or row in seen:
                 continue
             seen.add(row)
-            out.append({"kind": "near" if is_near else "exact", "prompt_id": ids[row],
-                        "pool_id": pool_ids[p], "similarity": round(similarity, 4),
-                        "benchmark_text": _clip(texts[row]), "pool_text": _clip(pool_texts[p])})
-            if len(seen) == N_EXAMPLES:
+            shown += 1
+            example = {"kind": "near" if is_near else "exact", "prompt_id": ids[row],
+                       "pool_id": pool_ids[p], "similarity": round(similarity, 4),
+                       "benchmark_text": _clip(texts[row]), "pool_text": _clip(pool_texts[p])}
+            if is_near and similarity == 1.0:
+                example["note"] = SAME_WORDS_NOTE
+            out.append(example)
+            if shown == N_EXAMPLES:
                 break
     return tuple(out)
 

@@ -12,6 +12,8 @@ import polars as pl
 
 from guarddiag import files
 from guarddiag.audit.result import (
+    DEFAULT_SHORT_THRESHOLD,
+    DEFAULT_SHORT_WORDS,
     FORMAT_VERSION,
     OVERLAP_SCHEMA,
     AuditResult,
@@ -73,11 +75,15 @@ def _summary_doc(result: AuditResult) -> dict[str, Any]:
         "pool_rows": result.pool_rows,
         "near_dup": result.near_dup,
         "threshold": result.threshold,
+        "short_words": result.short_words,
+        "short_threshold": result.short_threshold,
         "decontamination_drops": "exact+near" if result.drop_near else "exact",
         "normalisation": "Unicode NFKC, casefold, punctuation/symbols to space, whitespace "
                          "collapsed (guarddiag.text.normalise)",
-        "near_definition": f"word-set Jaccard >= {result.threshold:g} between normal forms, "
-                           "no exact overlap; prefix-filter join, no pair lost",
+        "near_definition": f"word-set Jaccard >= {result.threshold:g} between normal forms "
+                           f"(>= {result.short_threshold:g} for benchmark prompts of fewer "
+                           f"than {result.short_words} distinct words), no exact overlap; "
+                           "prefix-filter join, no pair lost",
         "benchmarks": {b.benchmark: {
             "n": b.n, "n_exact": b.n_exact, "pct_exact": round(b.pct_exact, 4),
             "n_near": b.n_near, "pct_near": None if b.pct_near is None else round(b.pct_near, 4),
@@ -130,7 +136,9 @@ def load_audit(audit_dir: str | Path) -> AuditResult:
         overlap=overlap.cast(pl.Schema(OVERLAP_SCHEMA)), decontaminated=deco,
         pool_rows=doc["pool_rows"], near_dup=doc["near_dup"], threshold=doc["threshold"],
         drop_near=doc["decontamination_drops"] == "exact+near", out_dir=audit_dir,
-        titles=doc.get("titles", {}))
+        titles=doc.get("titles", {}),
+        short_words=doc.get("short_words", DEFAULT_SHORT_WORDS),
+        short_threshold=doc.get("short_threshold", DEFAULT_SHORT_THRESHOLD))
 
 
 def _read_ids(path: Path) -> list[str]:

@@ -9,7 +9,8 @@ from typing import Any
 
 import polars as pl
 
-__all__ = ["DEFAULT_THRESHOLD", "FORMAT_VERSION", "N_EXAMPLES", "OVERLAP_SCHEMA", "AuditResult",
+__all__ = ["DEFAULT_SHORT_THRESHOLD", "DEFAULT_SHORT_WORDS", "DEFAULT_THRESHOLD",
+           "FORMAT_VERSION", "N_EXAMPLES", "OVERLAP_SCHEMA", "SAME_WORDS_NOTE", "AuditResult",
            "BenchmarkOverlap", "UnavailableBenchmark"]
 
 DEFAULT_THRESHOLD = 0.8
@@ -17,6 +18,16 @@ DEFAULT_THRESHOLD = 0.8
 
 0.8 keeps paraphrases that change a word or two of a 10–20-word prompt and rejects prompts that
 only share a template ("Generate the lyrics of <title>") with another title."""
+
+DEFAULT_SHORT_WORDS = 10
+"""A benchmark prompt with fewer distinct words than this is *short* for near-dup detection."""
+DEFAULT_SHORT_THRESHOLD = 0.9
+"""The stricter Jaccard a short prompt's near duplicate needs. In a prompt of n distinct words one
+changed word gives Jaccard (n − 1)/(n + 1), 0.8 at nine words, and on a short prompt that one
+word is often the whole meaning ("… gut a fish" / "… gut a human"); at 0.9 a single changed word
+counts only from 19 words up, while an added or repeated word still counts from nine."""
+SAME_WORDS_NOTE = "same words, other order"
+"""How a near pair with Jaccard 1.0 (equal word sets, different normal forms) is labelled."""
 
 N_EXAMPLES = 3
 """Example pairs kept per benchmark and kind in summary.json."""
@@ -83,6 +94,9 @@ class AuditResult:
     threshold: float
     drop_near: bool
     out_dir: Path | None = None
+    short_words: int = DEFAULT_SHORT_WORDS
+    """Prompts with fewer distinct words need ``short_threshold`` to have a near duplicate."""
+    short_threshold: float = DEFAULT_SHORT_THRESHOLD
     titles: Mapping[str, str] = field(default_factory=dict)
     """Readable subset names (manifest titles) for figures; ids when absent."""
 
@@ -99,7 +113,8 @@ class AuditResult:
         """JSON-ready: options, per-benchmark counts (as :meth:`to_frame`), unavailable subsets
         with their reasons, and the surviving prompt ids per benchmark."""
         return {"pool_rows": self.pool_rows, "near_dup": self.near_dup,
-                "threshold": self.threshold, "drop_near": self.drop_near,
+                "threshold": self.threshold, "short_words": self.short_words,
+                "short_threshold": self.short_threshold, "drop_near": self.drop_near,
                 "out_dir": None if self.out_dir is None else str(self.out_dir),
                 "benchmarks": self.to_frame().to_dicts(),
                 "unavailable": [{"benchmark": u.benchmark, "reason": u.reason}
@@ -112,7 +127,9 @@ class AuditResult:
 
     def render(self) -> str:
         """The per-benchmark table as fixed-width text (what ``guarddiag audit`` prints)."""
-        near = (f"near = word-set Jaccard ≥ {self.threshold:g}" if self.near_dup
+        short = (f" (≥ {self.short_threshold:g} for prompts under {self.short_words} words)"
+                 if self.short_words > 0 else "")
+        near = (f"near = word-set Jaccard ≥ {self.threshold:g}{short}" if self.near_dup
                 else "near-dup off")
         lines = [f"pool: {self.pool_rows:,} rows; exact = equal after normalisation; {near}; "
                  f"decontamination drops {'exact + near' if self.drop_near else 'exact'}",

@@ -18,6 +18,8 @@ from guarddiag.audit.neardup import check_threshold
 from guarddiag.audit.outputs import load_if_current, write_audit
 from guarddiag.audit.read import read_pool
 from guarddiag.audit.result import (
+    DEFAULT_SHORT_THRESHOLD,
+    DEFAULT_SHORT_WORDS,
     DEFAULT_THRESHOLD,
     FORMAT_VERSION,
     AuditResult,
@@ -33,6 +35,8 @@ def audit_pool(pool: str | Path, *, text_column: str = "text",
                id_column: str | None = "prompt_id", benchmarks: str | Sequence[str] = "all",
                data_dir: str | Path | None = None, derived_dir: str | Path | None = None,
                near_dup: bool = False, threshold: float = DEFAULT_THRESHOLD,
+               short_words: int = DEFAULT_SHORT_WORDS,
+               short_threshold: float = DEFAULT_SHORT_THRESHOLD,
                drop_near: bool = False, out_dir: str | Path, force: bool = False,
                figure: bool = True) -> AuditResult:
     """Audit a pool file against benchmark subsets and write the results to ``out_dir``.
@@ -58,7 +62,8 @@ def audit_pool(pool: str | Path, *, text_column: str = "text",
                         for s in bench_set.unavailable)
     pool_sha = files.sha256_file(pool)
     options = {"text_column": text_column, "id_column": id_column, "near_dup": near_dup,
-               "threshold": threshold, "drop_near": drop_near}
+               "threshold": threshold, "drop_near": drop_near, "short_words": short_words,
+               "short_threshold": short_threshold}
     key = _cache_key(pool_sha, bench_set.sha256, list(bench_set.frames), unavailable, options)
     if not force:
         cached = load_if_current(out_dir, key)
@@ -69,6 +74,7 @@ def audit_pool(pool: str | Path, *, text_column: str = "text",
 
     ids, texts = read_pool(pool, text_column=text_column, id_column=id_column)
     result = audit_frames(ids, texts, bench_set.frames, near_dup=near_dup, threshold=threshold,
+                          short_words=short_words, short_threshold=short_threshold,
                           drop_near=drop_near, sha256=bench_set.sha256, unavailable=unavailable)
     manifests = data.load_manifests(derived_dir=derived_dir, data_dir=data_dir)
     result = replace(result, titles={k: m.title for k, m in manifests.items()})

@@ -55,6 +55,16 @@ def register(sub: argparse._SubParsersAction, bench: argparse._SubParsersAction)
                         help="also find near duplicates (word-set Jaccard >= --threshold)")
     parser.add_argument("--threshold", type=float, default=0.8, metavar="J",
                         help="word-set Jaccard at or above which a pool row is a near duplicate")
+    # Defaults live in guarddiag.audit.result (importing it here would load polars for --help);
+    # tests/test_cli.py checks that the help states them.
+    parser.add_argument("--short-words", type=int, default=None, metavar="N",
+                        help="benchmark prompts with fewer distinct words than N are short: one "
+                             "changed word can flip their meaning ('gut a fish' / 'gut a "
+                             "human'), so their near duplicates need --short-threshold "
+                             "(default 10)")
+    parser.add_argument("--short-threshold", type=float, default=None, metavar="J",
+                        help="word-set Jaccard a short prompt's near duplicate needs "
+                             "(default 0.9)")
     parser.add_argument("--drop-near", action="store_true",
                         help="decontaminated lists drop near duplicates too (default: exact "
                              "overlaps only, as in the study); needs --near-dup")
@@ -97,6 +107,7 @@ def register(sub: argparse._SubParsersAction, bench: argparse._SubParsersAction)
 
 def _run_audit(args: argparse.Namespace) -> int:
     from guarddiag.audit import audit_pool
+    from guarddiag.audit.result import DEFAULT_SHORT_THRESHOLD, DEFAULT_SHORT_WORDS
     from guarddiag.progress import say
 
     paths = work_paths_from(args)
@@ -106,6 +117,10 @@ def _run_audit(args: argparse.Namespace) -> int:
                         benchmarks=args.benchmarks, data_dir=resolve_data_dir(args.data_dir),
                         derived_dir=paths.derived, near_dup=args.near_dup,
                         threshold=args.threshold, drop_near=args.drop_near, out_dir=out,
+                        short_words=(DEFAULT_SHORT_WORDS if args.short_words is None
+                                     else args.short_words),
+                        short_threshold=(DEFAULT_SHORT_THRESHOLD if args.short_threshold is None
+                                         else args.short_threshold),
                         force=args.force)
     print(result.render())
     say(f"audit: wrote {out}/ (overlap.parquet, decontaminated/, summary.json, "

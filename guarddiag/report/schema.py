@@ -29,6 +29,9 @@ Changes in version 3
 - New section ``threshold_free`` (:class:`ThresholdFreeJson`): F1 at the threshold, AUPRC and
   over-refusal at 95 % capture per run on XSTest, JailbreakBench, WildGuardTest and OR-Bench
   harmful/benign pairs, with bootstrap-percentile intervals.
+- ``contamination.short_words`` / ``short_threshold``: the stricter near-duplicate Jaccard for
+  short prompts; near examples never repeat an exact one, and a Jaccard-1.0 near example
+  carries ``note`` "same words, other order".
 - ``outside.definitions``: each outside guard's operational definition (run id → sentence).
 - ``sorry_balance.benchmarks`` records: new ``category_note`` (why a benchmark is not
   assessable: no category values, or categories present but not mapped to the pillars).
@@ -181,6 +184,10 @@ class ContaminationJson(TypedDict):
     pool_rows: int | None
     near_threshold: float | None
     near_dup: bool
+    short_words: int | None
+    """Benchmark prompts with fewer distinct words need ``short_threshold`` (None: an audit
+    from before this rule)."""
+    short_threshold: float | None
     unavailable: dict[str, str]
 
 

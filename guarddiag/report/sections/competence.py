@@ -52,18 +52,17 @@ def competence_summary(ctx: ReportContext) -> str:
 
 
 def competence_blocks(ctx: ReportContext) -> list[Block]:
-    """The caution (if any) and the per-benchmark table, for the disclosure card."""
+    """The gate's summary and per-benchmark table, for the disclosure card (its caution opens
+    the card, with the other cautions: :func:`~.provenance.provenance_blocks`)."""
     c = ctx.results.competence
     if c is None:
         return [Paragraph(competence_summary(ctx))]
-    caution = competence_caution(ctx)
     excluded = "; ".join(f"{b} left out: {why}" for b, why in c.excluded)
     cols = (Column("size", "size"), Column("benchmark", "benchmark"),
             Column("n_scored", "prompts", "int"),
             Column("score", "reference CAP", "pct", low="low", high="high"),
             Column("n_runs", "seeds", "int"))
     return [
-        *([Paragraph(caution)] if caution else []),
         Paragraph(competence_summary(ctx) + f" {excluded}."),
         Table("competence", f"Competence gate: CAP of the {c.branch} recipe on the clear-harm "
               f"study benchmarks ({c.subset} prompts, {c.mapping} mapping). "

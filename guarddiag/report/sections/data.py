@@ -27,8 +27,12 @@ def section_contamination(ctx: ReportContext) -> Section:
     if c is None:
         return Section.omit("contamination", title, "no audit summary.json was found")
     t = c.table
-    near = (f"near duplicates (word-set Jaccard ≥ {c.near_threshold:g}, no exact overlap) "
-            "are a separate column" if c.near_dup else "near-duplicate search was not run")
+    short = ("" if c.short_words is None or c.short_threshold is None else
+             f"; ≥ {c.short_threshold:g} for prompts of fewer than {c.short_words} distinct "
+             "words, where one changed word can flip the meaning")
+    near = (f"near duplicates (word-set Jaccard ≥ {c.near_threshold:g}{short}; no exact "
+            "overlap) are a separate column. A near pair of Jaccard 1.0 has the same words in "
+            "another order" if c.near_dup else "near-duplicate search was not run")
     columns = (Column("benchmark", "benchmark"), Column("n", "n", "int"),
                Column("n_exact", "exact", "int"), Column("share_exact", "exact %", "pct"),
                Column("n_near", "near", "int"), Column("share_near", "near %", "pct"),
@@ -48,14 +52,16 @@ def section_contamination(ctx: ReportContext) -> Section:
         ex = c.examples.get(bench) or ()
         items = []
         for e in ex:
-            items.append((f"{bench} {e.get('kind', '')} · prompt {e.get('prompt_id', '')}",
-                          str(e.get("benchmark_text", ""))))
+            note = f" ({e['note']})" if e.get("note") else ""
+            items.append((f"{bench} {e.get('kind', '')}{note} · prompt "
+                          f"{e.get('prompt_id', '')}", str(e.get("benchmark_text", ""))))
             items.append((f"pool row {e.get('pool_id', '')} (similarity "
                           f"{e.get('similarity', '')})", str(e.get("pool_text", ""))))
         if items:
             blocks.append(Examples(f"Example overlaps: {bench}", tuple(items)))
     payload = {"benchmarks": records(t), "pool_rows": c.pool_rows,
                "near_threshold": c.near_threshold, "near_dup": c.near_dup,
+               "short_words": c.short_words, "short_threshold": c.short_threshold,
                "unavailable": dict(c.unavailable)}
     return Section("contamination", title, tuple(blocks), payload)
 

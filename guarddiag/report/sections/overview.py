@@ -124,8 +124,8 @@ def section_summary(ctx: ReportContext) -> Section:
                "competence": competence_payload(ctx),
                "provenance": provenance_payload(ctx)}
     return Section("summary", "At a glance",
-                   (*provenance_blocks(ctx),
-                    *(Paragraph(p) for p in ([caution] if caution else []) + paras),
+                   (*provenance_blocks(ctx, caution=caution),
+                    *(Paragraph(p) for p in paras),
                     Bullets(tuple(items))), payload)
 
 
@@ -201,7 +201,7 @@ def section_disclosure(ctx: ReportContext) -> Section:
                  for name, classes in d.definitions)
     pols = tuple(f"Policy {p}: {text}" for p, text in d.policies)
     blocks: list[Block] = [
-        *provenance_blocks(ctx),
+        *provenance_blocks(ctx, caution=competence_caution(ctx)),
         Paragraph("What every guard paper should publish beside its scores: how much of each "
                   "benchmark the training data already held, how far scores move between seeds "
                   "of the same recipe, and what exactly 'unsafe' means."),

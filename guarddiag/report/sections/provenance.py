@@ -16,17 +16,21 @@ DEMO_BANNER = ("Demo-size models: do not cite these verdicts. The branches are s
                "does.")
 
 
-def provenance_blocks(ctx: ReportContext) -> tuple[Block, ...]:
-    """The banner (demo sizes only) and one paragraph on what the branches are."""
+def provenance_blocks(ctx: ReportContext, *, caution: str | None = None) -> tuple[Block, ...]:
+    """The cautions first — the banner (demo sizes only), then ``caution`` (the competence
+    gate's, when the branches detect too little harm) — then one paragraph on what the branches
+    are."""
     prov = ctx.results.provenance
-    if prov is None:
-        return (Paragraph("What was measured: no run meta.json was found beside the "
-                          "predictions, so the branches' sizes, parameter counts and "
-                          "checkpoints are not known to this report."),)
     blocks: list[Block] = []
-    if prov.demo:
+    if prov is not None and prov.demo:
         demo = [r["size"] for r in prov.table.iter_rows(named=True) if r["demo_size"]]
         blocks.append(Paragraph(DEMO_BANNER.format(sizes=", ".join(demo)), banner=True))
+    if caution:
+        blocks.append(Paragraph(caution))
+    if prov is None:
+        return (*blocks, Paragraph("What was measured: no run meta.json was found beside the "
+                                   "predictions, so the branches' sizes, parameter counts and "
+                                   "checkpoints are not known to this report."))
     blocks.append(Paragraph(f"What was measured: {prov.sentence()}. Sizes, parameter counts, "
                             "checkpoints and training rows are read from each run's "
                             "meta.json; a demo size is one the size registry lists as a CPU "
