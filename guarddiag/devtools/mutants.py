@@ -26,9 +26,17 @@ byte-identical, so a surviving mutant reads as a one-line diff. The operators, b
     a returned value replaced by ``None``.
 
 Never mutated: docstrings and other strings, f-string internals, annotations, decorators,
-``if TYPE_CHECKING`` / ``if __name__ == "__main__"`` blocks, the ``strict=``, ``stacklevel=``
-and ``repr=`` keywords (length checks, warnings and dataclass reprs: behaviour-neutral), and any
-line carrying ``# pragma: no mutate``.
+``if TYPE_CHECKING`` / ``if __name__ == "__main__"`` blocks, and the ``strict=``, ``stacklevel=``
+and ``repr=`` keywords (length checks, warnings and dataclass reprs: behaviour-neutral).
+
+A line carrying ``# pragma: no mutate: <reason>`` still yields its mutants (so the seeded sample
+does not move when a pragma is added), but each is marked :attr:`Mutant.equivalent` with the
+reason: the mutation tool counts it as an equivalent mutant, never runs it and leaves it out of
+the score. ``# pragma: no mutate(guard-always, call): <reason>`` marks only the mutants of the
+operators named (``guard-always`` / ``guard-never``: one of the two guard edits; ``arith@15``:
+only the one starting at column 15; a description such as ``and → or``: only that edit).
+:func:`source_sha256` hashes a module with those comments stripped, so adding one does not
+count as a change of the module.
 """
 
 from __future__ import annotations
@@ -36,6 +44,8 @@ from __future__ import annotations
 import ast
 import copy
 import difflib
+import hashlib
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -57,6 +67,11 @@ CALL_SWAPS: dict[str, str] = {
 }
 SKIP_KEYWORDS = frozenset({"strict", "stacklevel", "repr"})
 PRAGMA = "pragma: no mutate"
+_PRAGMA_COMMENT = re.compile(r"[ \t]*#[ \t]*pragma: no mutate\b.*$", re.MULTILINE)
+_PRAGMA_REASON = re.compile(
+    r"#[ \t]*pragma: no mutate(?:\(([^)]*)\))?[ \t]*:?[ \t]*(.*?)[ \t]*$")
+_NOQA = re.compile(r"[ \t]*#[ \t]*noqa\b.*$")
+NO_REASON = "marked equivalent (no reason given)"
 
 
 @dataclass(frozen=True)
@@ -71,6 +86,8 @@ class Mutant:
     description: str
     original: str
     mutated: str
+    equivalent: str = ""
+    """The reason from a ``# pragma: no mutate: <reason>`` on the mutated line(s), or empty."""
 
     @property
     def id(self) -> str:
@@ -97,14 +114,16 @@ class Edit:
     description: str
 
 
-def _symbol(op: ast.AST) -> str:
-    fake = ast.Compare(left=ast.Name("a"), ops=[op], comparators=[ast.Name("b")]) \
-        if isinstance(op, ast.cmpop) else ast.BinOp(left=ast.Name("a"), op=op,
-                                                    right=ast.Name("b"))
+def _symbol(op: ast.cmpop | ast.operator) -> str:
+    fake: ast.expr
+    if isinstance(op, ast.cmpop):
+        fake = ast.Compare(left=ast.Name("a"), ops=[op], comparators=[ast.Name("b")])
+    else:
+        fake = ast.BinOp(left=ast.Name("a"), op=op, right=ast.Name("b"))
     return ast.unparse(fake)[2:-2]
 
 
-def _span(node: ast.AST, text: str, operator: str, description: str) -> Edit:
+def _span(node: ast.expr | ast.stmt, text: str, operator: str, description: str) -> Edit:
     return Edit(node.lineno, node.col_offset, node.end_lineno or node.lineno,
                 node.end_col_offset or 0, text, operator, description)
 
@@ -263,20 +282,48 @@ def _apply(lines: list[bytes], edit: Edit) -> str:
     return (head + edit.text.encode() + tail).decode("utf-8")
 
 
-def _has_pragma(lines: list[bytes], edit: Edit) -> bool:
-    return any(PRAGMA.encode() in lines[i - 1] for i in range(edit.line, edit.end_line + 1))
+def _pragma_reason(lines: list[bytes], edit: Edit) -> str:
+    """The reason of the first ``# pragma: no mutate`` on the edited line(s) that covers the
+    edit's operator (``no mutate(guard, call): ...`` covers only those; ``guard-always`` and
+    ``guard-never`` name one of the two guard edits, ``arith@15`` only the edit at column 15,
+    a mutant's description such as ``and → or`` only that edit); "" if none."""
+    kinds = {edit.operator}
+    if edit.operator == "guard":
+        kinds.add("guard-always" if "(always)" in edit.description else "guard-never")
+    for i in range(edit.line, edit.end_line + 1):
+        found = _PRAGMA_REASON.search(lines[i - 1].decode("utf-8").rstrip("\r\n"))
+        if found is None:
+            continue
+        scope = {op.strip() for op in (found.group(1) or "").split(",") if op.strip()}
+        names = kinds | {f"{k}@{edit.col}" for k in kinds} | {edit.description}
+        if not scope or scope & names:
+            # a trailing noqa directive (ruff, long line) is not part of the reason
+            return _NOQA.sub("", found.group(2)) or NO_REASON
+    return ""
+
+
+def normalised_source(source: str) -> str:
+    """``source`` with every ``# pragma: no mutate...`` comment (and the blanks before it)
+    removed: the text whose hash says whether a module changed between two runs."""
+    return _PRAGMA_COMMENT.sub("", source)
+
+
+def source_sha256(source: str) -> str:
+    """sha256 (hex) of :func:`normalised_source`: adding or editing a pragma keeps it."""
+    return hashlib.sha256(normalised_source(source).encode("utf-8")).hexdigest()
 
 
 def module_mutants(path: str, source: str, *,
                    operators: tuple[str, ...] = OPERATORS) -> list[Mutant]:
-    """Every mutant of one module, in source order; mutants that do not compile are dropped."""
+    """Every mutant of one module, in source order; mutants that do not compile are dropped.
+    Mutants on a ``# pragma: no mutate`` line are kept, with :attr:`Mutant.equivalent` set."""
     tree = ast.parse(source)
     lines = source.encode("utf-8").splitlines(keepends=True)
     out: list[Mutant] = []
     seen: set[str] = set()
     for node in _walk(tree):
         for edit in _node_edits(node):
-            if edit.operator not in operators or _has_pragma(lines, edit):
+            if edit.operator not in operators:
                 continue
             mutated = _apply(lines, edit)
             if mutated == source or mutated in seen:
@@ -288,5 +335,5 @@ def module_mutants(path: str, source: str, *,
             seen.add(mutated)
             out.append(Mutant(path=path, line=edit.line, col=edit.col, operator=edit.operator,
                               description=edit.description, original=source,
-                              mutated=mutated))
+                              mutated=mutated, equivalent=_pragma_reason(lines, edit)))
     return out

@@ -13,17 +13,28 @@ Examples::
     python -m guarddiag.devtools.mutation --jobs 2 --max-mutants 40  # a sampled run, minutes
     python -m guarddiag.devtools.mutation --modules guarddiag/stats.py --max-mutants 0
     python -m guarddiag.devtools.mutation --known                   # issue 18's named mutants
+    python -m guarddiag.devtools.mutation --survivors-of before.json --json after.json
 
 Sampling is seeded (``--seed``): the same tree and options give the same mutants. The first
 run per module is the unmutated copy: if its tests fail, the module is reported as an error
-and nothing is counted. Tests that need the public data directory run when GUARDDIAG_DATA is
-set and skip otherwise, exactly as in a normal test run.
+and nothing is counted. A mutant on a line marked ``# pragma: no mutate: <reason>`` is drawn
+like any other but counted **equivalent** (not run, not in the score); the pragma is applied
+after sampling, so it never changes which mutants are drawn.
+
+``--survivors-of PREV.json`` makes a run incremental: a module whose source (pragma comments
+stripped, :func:`~guarddiag.devtools.mutants.source_sha256`) is unchanged since PREV re-tests only
+PREV's mutants that were not killed and carries PREV's killed results over (``"carried": true``
+in the JSON); a changed or new module runs in full.
+
+Tests that need the public data directory run when GUARDDIAG_DATA is set and skip otherwise,
+exactly as in a normal test run.
 """
 
 from __future__ import annotations
 
 import argparse
 import fnmatch
+import functools
 import json
 import os
 import queue
@@ -38,37 +49,52 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from guarddiag.devtools.mutants import OPERATORS, Mutant, module_mutants
+from guarddiag.devtools.mutants import OPERATORS, Mutant, module_mutants, source_sha256
 
 # Module patterns (relative to the repository root) → the test files that guard them. The
-# first matching pattern wins. Test files that do not exist are left out.
+# first matching pattern wins. Test files that do not exist are left out. The fast,
+# behaviour-level tests/test_mutants_<area>.py go first: with -x they usually fail first.
 _PINNED = ("tests/test_pinned_numbers.py", "tests/test_compound_mass.py", "tests/test_analyses.py")
+_ANALYSES = "tests/test_mutants_analyses.py"
 TARGETS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("guarddiag/stats.py", ("tests/test_pinned_numbers.py", "tests/test_stats.py",
-                            "tests/test_wilson.py", "tests/test_paired.py",
-                            "tests/test_rank_ties.py", "tests/test_analyses.py",
-                            "tests/test_load_calibration.py")),
-    ("guarddiag/text.py", ("tests/test_text.py", "tests/test_pinned_numbers.py",
-                           "tests/test_audit.py")),
-    ("guarddiag/labels.py", ("tests/test_labels.py", "tests/test_label_schema.py",
-                             "tests/test_policy_table.py", "tests/test_ties.py",
-                             "tests/test_compound_mass.py", "tests/test_analyses.py")),
-    ("guarddiag/audit/*.py", ("tests/test_pinned_numbers.py", "tests/test_audit.py")),
+    ("guarddiag/stats.py", ("tests/test_mutants_stats.py", "tests/test_pinned_numbers.py",
+                            "tests/test_stats.py", "tests/test_wilson.py",
+                            "tests/test_paired.py", "tests/test_rank_ties.py",
+                            "tests/test_analyses.py", "tests/test_load_calibration.py")),
+    ("guarddiag/text.py", ("tests/test_mutants_text.py", "tests/test_text.py",
+                           "tests/test_pinned_numbers.py", "tests/test_audit.py")),
+    ("guarddiag/labels.py", ("tests/test_mutants_text.py", "tests/test_labels.py",
+                             "tests/test_label_schema.py", "tests/test_policy_table.py",
+                             "tests/test_ties.py", "tests/test_compound_mass.py",
+                             "tests/test_analyses.py")),
+    ("guarddiag/audit/*.py", ("tests/test_mutants_audit.py", "tests/test_pinned_numbers.py",
+                              "tests/test_audit.py")),
     ("guarddiag/analyses/inputs.py", ("tests/test_report.py",)),
     ("guarddiag/analyses/step.py", ("tests/test_report.py",)),
     ("guarddiag/analyses/sorry.py", ("tests/test_sorry_report.py", "tests/test_report.py")),
-    ("guarddiag/analyses/load*.py", (*_PINNED, "tests/test_load_calibration.py")),
-    ("guarddiag/analyses/paired.py", (*_PINNED, "tests/test_paired.py")),
-    ("guarddiag/analyses/competence.py", (*_PINNED, "tests/test_competence.py")),
-    ("guarddiag/analyses/correlation.py", (*_PINNED, "tests/test_correlation_recipes.py")),
-    ("guarddiag/analyses/rank.py", (*_PINNED, "tests/test_rank_ties.py")),
-    ("guarddiag/analyses/study.py", (*_PINNED, "tests/test_study_fairness.py")),
-    ("guarddiag/analyses/overlap_origin.py", (*_PINNED, "tests/test_study_fairness.py")),
-    ("guarddiag/analyses/*.py", (*_PINNED, "tests/test_wilson.py", "tests/test_ties.py")),
-    ("guarddiag/pool/spec.py", ("tests/test_policy_table.py", "tests/test_spec.py",
-                                "tests/test_pool.py")),
-    ("guarddiag/pool/recipe.py", ("tests/test_spec.py", "tests/test_pool.py")),
+    ("guarddiag/analyses/load*.py", ("tests/test_mutants_loadtest.py", *_PINNED,
+                                     "tests/test_load_calibration.py")),
+    ("guarddiag/analyses/paired.py", (_ANALYSES, *_PINNED, "tests/test_paired.py")),
+    ("guarddiag/analyses/competence.py", (_ANALYSES, *_PINNED, "tests/test_competence.py")),
+    ("guarddiag/analyses/correlation.py", (_ANALYSES, *_PINNED,
+                                           "tests/test_correlation_recipes.py")),
+    ("guarddiag/analyses/rank.py", ("tests/test_mutants_rank.py", *_PINNED,
+                                    "tests/test_rank_ties.py")),
+    ("guarddiag/analyses/study.py", ("tests/test_mutants_study.py", *_PINNED,
+                                     "tests/test_study_fairness.py")),
+    ("guarddiag/analyses/overlap_origin.py", (_ANALYSES, *_PINNED,
+                                              "tests/test_study_fairness.py")),
+    ("guarddiag/analyses/provenance.py", (_ANALYSES, *_PINNED, "tests/test_report_headline.py")),
+    ("guarddiag/analyses/threshold_free.py", (_ANALYSES, *_PINNED,
+                                              "tests/test_threshold_free.py")),
+    ("guarddiag/analyses/*.py", (_ANALYSES, *_PINNED, "tests/test_wilson.py",
+                                 "tests/test_ties.py")),
+    ("guarddiag/pool/spec.py", ("tests/test_mutants_pool.py", "tests/test_policy_table.py",
+                                "tests/test_spec.py", "tests/test_pool.py")),
+    ("guarddiag/pool/recipe.py", ("tests/test_mutants_pool.py", "tests/test_spec.py",
+                                  "tests/test_pool.py")),
     ("guarddiag/guards/backends.py", ("tests/test_pinned_numbers.py",
                                       "tests/test_guards_backends.py")),
 )
@@ -119,9 +145,14 @@ COPY_IGNORE = shutil.ignore_patterns(".git", ".venv", "__pycache__", "*.pyc", ".
 @dataclass
 class Outcome:
     mutant: Mutant
-    status: str  # killed | survived | timeout | error
+    status: str  # killed | survived | timeout | error | equivalent
     seconds: float
     tail: str = ""
+    carried: bool = False
+    """Taken over from the previous run (``--survivors-of``), not run again."""
+
+
+NOT_SCORED = ("error", "equivalent")
 
 
 @dataclass
@@ -131,13 +162,21 @@ class ModuleReport:
     total_sites: int
     outcomes: list[Outcome] = field(default_factory=list)
     error: str = ""
+    sha256: str = ""
+    """:func:`source_sha256` of the module as measured."""
+    incremental: bool = False
+    """True when the module was unchanged since ``--survivors-of`` and only its survivors ran."""
 
     def count(self, status: str) -> int:
         return sum(o.status == status for o in self.outcomes)
 
     @property
+    def carried(self) -> int:
+        return sum(o.carried for o in self.outcomes)
+
+    @property
     def score(self) -> float | None:
-        n = len(self.outcomes) - self.count("error")
+        n = len(self.outcomes) - sum(self.count(s) for s in NOT_SCORED)
         return (self.count("killed") + self.count("timeout")) / n if n else None
 
 
@@ -212,6 +251,16 @@ class Sandbox:
 def run_module(path: str, tests: tuple[str, ...], mutants: list[Mutant],
                sandboxes: queue.Queue[Sandbox], *, jobs: int, timeout_min: float,
                report: ModuleReport, verbose: bool) -> None:
+    """Run ``mutants`` (those without an outcome in ``report`` yet) and fill in ``report``:
+    outcomes already there (carried over) and equivalent mutants are not run."""
+    decided = {o.mutant.id: o for o in report.outcomes}
+    for m in mutants:
+        if m.equivalent and m.id not in decided:
+            decided[m.id] = Outcome(m, "equivalent", 0.0)
+    todo = [m for m in mutants if m.id not in decided]
+    if not todo:
+        report.outcomes = [decided[m.id] for m in mutants]
+        return
     box = sandboxes.get()
     try:
         status, base_s, tail = box.run_tests(tests, timeout=max(600.0, timeout_min))
@@ -234,22 +283,30 @@ def run_module(path: str, tests: tuple[str, ...], mutants: list[Mutant],
         return Outcome(m, status, seconds, tail if status == "error" else "")
 
     with ThreadPoolExecutor(max_workers=jobs) as pool:
-        report.outcomes = list(pool.map(one, mutants))
+        decided.update((o.mutant.id, o) for o in pool.map(one, todo))
+    report.outcomes = [decided[m.id] for m in mutants]
 
 
 def print_summary(reports: list[ModuleReport], *, show_diffs: bool) -> None:
     print(f"{'module':44s} {'killed':>7s} {'surv.':>6s} {'t/out':>6s} {'err':>4s} "
-          f"{'total':>6s} {'sites':>6s}  score")
+          f"{'equiv':>6s} {'total':>6s} {'sites':>6s}  score")
     for r in reports:
         score = "error" if r.error else (f"{100 * r.score:5.1f} %" if r.score is not None
                                           else "  -")
         print(f"{r.path:44s} {r.count('killed'):7d} {r.count('survived'):6d} "
-              f"{r.count('timeout'):6d} {r.count('error'):4d} {len(r.outcomes):6d} "
-              f"{r.total_sites:6d}  {score}")
+              f"{r.count('timeout'):6d} {r.count('error'):4d} {r.count('equivalent'):6d} "
+              f"{len(r.outcomes):6d} {r.total_sites:6d}  {score}")
     killed, total = overall(reports)
     if total:
         print(f"{'overall':44s} killed (incl. timeouts) {killed}/{total} = "
-              f"{100 * killed / total:.1f} %")
+              f"{100 * killed / total:.1f} % (equivalent mutants not counted)")
+    if any(r.incremental for r in reports):
+        carried = sum(r.carried for r in reports)
+        run = sum(len(r.outcomes) - r.carried - r.count("equivalent") for r in reports)
+        full = [r.path for r in reports if not r.incremental]
+        print(f"incremental: {carried} result(s) carried over, {run} mutant(s) tested; "
+              f"{len(full)} module(s) changed or new, run in full"
+              + (f": {', '.join(full)}" if full else ""))
     for r in reports:
         if r.error:
             print(f"\n{r.path}: {r.error}")
@@ -261,28 +318,71 @@ def print_summary(reports: list[ModuleReport], *, show_diffs: bool) -> None:
 
 
 def overall(reports: list[ModuleReport]) -> tuple[int, int]:
-    counted = [o for r in reports if not r.error for o in r.outcomes if o.status != "error"]
+    counted = [o for r in reports if not r.error for o in r.outcomes
+               if o.status not in NOT_SCORED]
     return sum(o.status in ("killed", "timeout") for o in counted), len(counted)
 
 
-def to_json(reports: list[ModuleReport], args: argparse.Namespace) -> dict:
+def _outcome_json(o: Outcome) -> dict[str, Any]:
+    out: dict[str, Any] = {"id": o.mutant.id, "line": o.mutant.line,
+                           "operator": o.mutant.operator, "description": o.mutant.description,
+                           "status": o.status, "seconds": round(o.seconds, 2),
+                           "diff": o.mutant.diff() if o.status != "killed" else ""}
+    if o.carried:
+        out["carried"] = True
+    if o.status == "equivalent":
+        out["reason"] = o.mutant.equivalent
+    return out
+
+
+def to_json(reports: list[ModuleReport], args: argparse.Namespace) -> dict[str, Any]:
     killed, total = overall(reports)
     return {
         "tool": "guarddiag.devtools.mutation", "seed": args.seed,
         "max_mutants": args.max_mutants, "operators": list(args.operators),
+        "survivors_of": args.survivors_of,
         "killed": killed, "total": total, "score": killed / total if total else None,
-        "modules": [{"path": r.path, "tests": list(r.tests), "sites": r.total_sites,
+        "modules": [{"path": r.path, "sha256": r.sha256, "tests": list(r.tests),
+                     "sites": r.total_sites, "incremental": r.incremental,
                      "killed": r.count("killed"), "survived": r.count("survived"),
                      "timeout": r.count("timeout"), "errors": r.count("error"),
+                     "equivalent": r.count("equivalent"), "carried": r.carried,
                      "score": r.score, "error": r.error,
-                     "mutants": [{"id": o.mutant.id, "line": o.mutant.line,
-                                  "operator": o.mutant.operator,
-                                  "description": o.mutant.description, "status": o.status,
-                                  "seconds": round(o.seconds, 2),
-                                  "diff": o.mutant.diff() if o.status != "killed" else ""}
-                                 for o in r.outcomes]}
+                     "mutants": [_outcome_json(o) for o in r.outcomes]}
                     for r in reports],
     }
+
+
+def load_previous(path: str, args: argparse.Namespace) -> dict[str, dict[str, Any]]:
+    """PREV's modules by path, after checking it was sampled with the same options (else the
+    same ids would name different mutants)."""
+    doc = json.loads(Path(path).read_text(encoding="utf-8"))
+    theirs = (doc.get("seed"), doc.get("max_mutants"), sorted(doc.get("operators", [])))
+    ours = (args.seed, args.max_mutants, sorted(args.operators))
+    if theirs != ours:
+        raise SystemExit(f"--survivors-of {path}: sampled with seed, max-mutants, operators = "
+                         f"{theirs}, this run uses {ours}; use the same options or run in full")
+    return {m["path"]: m for m in doc["modules"]}
+
+
+def carry_over(report: ModuleReport, mutants: list[Mutant], prev: dict[str, Any] | None
+               ) -> None:
+    """If the module is unchanged since ``prev`` (same :func:`source_sha256`, no error),
+    mark ``report`` incremental and put ``prev``'s killed and timed-out results into it."""
+    if prev is None or prev.get("error") or prev.get("sha256") != report.sha256:
+        return
+    report.incremental = True
+    before = {m["id"]: m for m in prev["mutants"]}
+    for m in mutants:
+        old = before.get(m.id)
+        if old is None or old["status"] not in ("killed", "timeout"):
+            continue
+        if m.equivalent:  # a test told this mutant apart: the pragma is wrong
+            print(f"warning: {m.id} was {old['status']} in the previous run but its line is "
+                  f"marked no mutate ({m.equivalent})", file=sys.stderr)
+            continue
+        report.outcomes.append(Outcome(m, old["status"], float(old.get("seconds", 0.0)),
+                                       carried=True))
 
 
 def known_mutants(root: Path) -> list[tuple[str, Mutant | None]]:
@@ -326,7 +426,8 @@ def run_known(root: Path, sandboxes: queue.Queue[Sandbox], timeout: float) -> in
         box = sandboxes.get()
         try:
             status, seconds, tail = box.with_file(mutant.path, mutant.mutated,
-                                                  lambda b=box: b.run_tests(tests, timeout))
+                                                  functools.partial(box.run_tests, tests,
+                                                                    timeout))
         finally:
             sandboxes.put(box)
         failed += status not in ("killed", "timeout")
@@ -359,6 +460,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--repo", default=None, help="repository root (default: the current "
                                                 "folder, else this package's checkout)")
     p.add_argument("--json", default=None, help="also write the full result as JSON here")
+    p.add_argument("--survivors-of", default=None, metavar="PREV.json",
+                   help="incremental run: in modules unchanged since PREV (a --json result of "
+                        "the same seed, sample size and operators) re-test only PREV's "
+                        "mutants that were not killed and carry its killed results over")
     p.add_argument("--list", action="store_true",
                    help="list the (sampled) mutants and their tests; run nothing")
     p.add_argument("--known", action="store_true",
@@ -374,14 +479,18 @@ def plan(args: argparse.Namespace, root: Path) -> list[tuple[ModuleReport, list[
     modules = expand_modules(args.modules, root)
     if args.modules == list(DEFAULT_MODULES):
         modules = [m for m in modules if m not in DEFAULT_EXCLUDE]
+    previous = load_previous(args.survivors_of, args) if args.survivors_of else {}
     for path in modules:
         source = (root / path).read_text(encoding="utf-8")
         every = module_mutants(path, source, operators=tuple(args.operators))
         report = ModuleReport(path=path, tests=tests_for(path, root, args.tests),
-                              total_sites=len(every))
+                              total_sites=len(every), sha256=source_sha256(source))
         if not report.tests:
             report.error = "no tests mapped to this module (use --tests)"
-        out.append((report, sample(every, args.max_mutants, args.seed, path)))
+        mutants = sample(every, args.max_mutants, args.seed, path)
+        if args.survivors_of:
+            carry_over(report, mutants, previous.get(path))
+        out.append((report, mutants))
     return out
 
 
@@ -393,8 +502,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         for report, mutants in plan(args, root):
             print(f"{report.path}: {len(mutants)} of {report.total_sites} mutant(s); tests: "
                   f"{' '.join(report.tests) or '-'}")
+            carried = {o.mutant.id for o in report.outcomes}
             for m in mutants:
-                print(f"  {m.id}")
+                note = (" (carried over)" if m.id in carried
+                        else f" (equivalent: {m.equivalent})" if m.equivalent else "")
+                print(f"  {m.id}{note}")
         return 0
     # A terminated run still removes its copies (after the mutants in flight finish).
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
@@ -406,7 +518,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return run_known(root, sandboxes, max(args.timeout, 300.0))
         reports = []
         for report, mutants in plan(args, root):
-            print(f"{report.path}: {len(mutants)} of {report.total_sites} mutant(s) × "
+            how = (f" ({report.carried} carried over, "
+                   f"{len(mutants) - report.carried} to re-test or equivalent)"
+                   if report.incremental else "")
+            print(f"{report.path}: {len(mutants)} of {report.total_sites} mutant(s){how} × "
                   f"{' '.join(report.tests)}", file=sys.stderr, flush=True)
             if not report.error:
                 run_module(report.path, report.tests, mutants, sandboxes, jobs=jobs,
