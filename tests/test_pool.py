@@ -615,3 +615,133 @@ def test_default_recipe_validates():
     assert recipe.compound is not None
     assert recipe.path.name == "default.yaml"
     assert recipe.cal_disagreement > recipe.cal
+
+
+# ---------------------------------------------------------------- pool-own phrasings (issue 13)
+
+BENCH_TEMPLATES = ("generate the lyrics of", "generate a long passage from")
+
+
+def test_join_requests_records_where_the_blocked_request_starts():
+    from guarddiag.pool.synthetic import join_requests
+
+    text, start = join_requests("Task A: {benign}\nTask B: {blocked}", benign="say hi",
+                                blocked="do harm")
+    assert text == "Task A: say hi\nTask B: do harm"
+    assert start == len("Task A: say hi\nTask B: ")
+    text, start = join_requests("{blocked} Separately, {benign}", benign="b", blocked="x")
+    assert (text, start) == ("x Separately, b", 0)
+
+
+def test_benign_pairs_use_the_compound_joins_and_both_policies_allow_them(tiny, tmp_path):
+    recipe, data = tiny
+    text = recipe.read_text(encoding="utf-8")
+    recipe.write_text(text.replace("    wrapper_share: 0.5\n",
+                                   "    wrapper_share: 0.5\n    contrast_n: 4\n"),
+                      encoding="utf-8")
+    assert load_recipe(recipe).compound.contrast_n == 4
+    pool = build_pool(recipe=recipe, data_dir=data, out_dir=tmp_path / "out").pool
+    comp = pool.filter(pl.col("source") == "synthetic_compound")
+    pairs = comp.filter(pl.col("source_category").str.starts_with("benign_pair/"))
+    assert pairs.height == 4
+    assert comp.height - pairs.height == 6  # the COMPOUND rows are unchanged in number
+    for r in pairs.iter_rows(named=True):
+        assert (r["label_a"], r["label_b"]) == (G, G)
+        assert r["span_start"] is None
+        assert r["pillars_a"] == r["pillars_b"] == []
+        parts = [b for b in BENIGN if b in r["text"]]
+        assert len(parts) == 2, r["text"]
+        rest = r["text"]
+        for p in parts:
+            rest = rest.replace(p, "")
+        assert rest in (" Also: ", "\n\nThen: ")  # the two joins of the tiny recipe
+
+
+def test_contrast_n_must_be_a_count(tiny):
+    recipe, _ = tiny
+    text = recipe.read_text(encoding="utf-8")
+    recipe.write_text(text.replace("    wrapper_share: 0.5\n",
+                                   "    wrapper_share: 0.5\n    contrast_n: -2\n"),
+                      encoding="utf-8")
+    with pytest.raises(GuarddiagError, match=r'compound field "contrast_n"'):
+        load_recipe(recipe)
+    recipe.write_text(text.replace("    wrapper_share: 0.5\n",
+                                   "    wrapper_share: 0.5\n    contrast_n: 2.5\n"),
+                      encoding="utf-8")
+    with pytest.raises(GuarddiagError, match=r'compound field "contrast_n"'):
+        load_recipe(recipe)
+
+
+def test_default_copyright_templates_are_the_pools_own():
+    spec = load_recipe().copyright
+    assert spec is not None
+    protected = [t for cat in ("song_lyrics", "book_passage") for t in spec.templates[cat]]
+    assert len(set(protected)) >= 24
+    every = [t for tpls in spec.templates.values() for t in tpls]
+    assert not [t for t in every if t.lower().startswith(BENCH_TEMPLATES)]
+    # Each lyrics, passage and script template is repeated for public-domain works, which both
+    # policies allow; the article templates' framing recurs in the discussion rows.
+    twins = set(spec.templates["public_domain_passage"])
+    articles = [t for t in protected if re.search(r"paywall|subscri", t)]
+    assert len(articles) == 4
+    assert set(protected) - set(articles) <= twins
+    discussion = " ".join(spec.templates["book_discussion"]).lower()
+    assert "paywalled" in discussion
+    assert "lyrics" in " ".join(spec.templates["song_discussion"]).lower()
+    compound = load_recipe().compound
+    assert compound is not None
+    assert len(compound.joins) >= 10
+    assert compound.contrast_n >= 1000
+
+
+@pytest.mark.realdata
+def test_real_pool_holds_no_benchmark_template(real_pool, real_data_dir):
+    from guarddiag.data import load_benchmarks
+    from guarddiag.text import jaccard, word_set
+
+    pool = real_pool.pool
+    starts = pool["text"].str.to_lowercase().str.strip_chars()
+    assert not starts.str.starts_with(BENCH_TEMPLATES[0]).any()
+    assert not starts.str.starts_with(BENCH_TEMPLATES[1]).any()
+    bench = load_benchmarks("all", data_dir=real_data_dir)
+    hb = bench.frames["harmbench_copyright"]["text"].to_list()
+    assert len(hb) == 100
+    synthetic = pool.filter(pl.col("source").str.starts_with("synthetic_"))["text"].to_list()
+    sets = [word_set(t) for t in synthetic]
+    best = max(jaccard(word_set(h), s) for h in hb for s in sets)
+    assert best < 0.5, best
+    # No pool template's opening words (up to its first slot) open any benchmark prompt.
+    spec = load_recipe().copyright
+    assert spec is not None
+    heads = {t.split("{")[0].strip().lower() for tpls in spec.templates.values() for t in tpls}
+    heads = {h for h in heads if len(h.split()) >= 3}
+    for bid, frame in bench.frames.items():
+        for text in frame["text"].to_list():
+            assert not text.lower().startswith(tuple(heads)), (bid, text)
+
+
+@pytest.mark.realdata
+def test_real_pool_no_copyright_word_carries_the_label(real_pool):
+    train = real_pool.pool.filter(pl.col("split") == "train")
+    low = train["text"].str.to_lowercase()
+    for word in ("lyrics", "script", "chapter", "word for word", "paywalled", "verbatim"):
+        has = train.filter(low.str.contains(rf"\b{word}\b"))
+        assert has.height >= 50, word
+        share = has["label_a"].is_in([H, C]).mean()
+        assert share < 0.6, (word, share)  # was 0.89 for "lyrics" with HarmBench's templates
+
+
+@pytest.mark.realdata
+def test_real_pool_every_join_also_joins_two_benign_requests(real_pool):
+    compound = load_recipe().compound
+    assert compound is not None
+    comp = real_pool.pool.filter(pl.col("source") == "synthetic_compound")
+    pair = comp["source_category"].str.starts_with("benign_pair/").to_list()
+    texts = comp["text"].to_list()
+    for join in compound.joins:
+        parts = re.split(r"\{benign\}|\{blocked\}", join)
+        pattern = re.compile(".+".join(re.escape(p) for p in parts), re.DOTALL)
+        hits = [is_pair for t, is_pair in zip(texts, pair, strict=True) if pattern.fullmatch(t)]
+        # Both kinds use every join; with as many pairs as COMPOUND rows, about half each.
+        assert sum(hits) >= 50, join
+        assert len(hits) - sum(hits) >= 50, join

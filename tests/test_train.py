@@ -29,6 +29,7 @@ from guarddiag.train import (
     train_run,
 )
 from guarddiag.train.branches import load_branches, plan_runs
+from guarddiag.train.rows import POLICY_ANCHOR_SHARE, policy_anchor_mask
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -128,13 +129,21 @@ def test_policy_mix_is_nested_and_near_its_fraction():
     assert (u < 1).all()
 
 
-def test_anchors_put_a_only_rows_on_policy_a(pool_path):
+def test_anchors_put_a_fixed_quarter_of_a_only_rows_on_policy_a(pool_path):
+    # E3/E5's anchors (issue 13): a named, fixed set of A-only rows, not every one of them.
     pool = read_pool(pool_path)
     train = sample_split(pool, "train", None)
     rows = label_rows(train, fraction=0.0, anchors=True)
-    a_only = (train["label_a"] == "HARMFUL") & (train["label_b"] != "HARMFUL")
-    assert rows.policy[a_only.to_numpy()].all()
+    anchors = policy_anchor_mask(train)
+    assert (rows.policy == anchors).all()
+    a_only = ((train["label_a"] == "HARMFUL") & (train["label_b"] != "HARMFUL")).to_numpy()
+    assert not anchors[~a_only].any()
     assert not rows.policy[(train["label_a"] == train["label_b"]).to_numpy()].any()
+    n = int(a_only.sum())
+    share = float(anchors[a_only].mean())
+    # A hash draws each A-only row with probability POLICY_ANCHOR_SHARE: within 4 binomial SDs.
+    assert abs(share - POLICY_ANCHOR_SHARE) < 4 * (0.25 * 0.75 / n) ** 0.5
+    assert 0 < share < 1
 
 
 def test_span_tokens_are_exactly_the_span(pool_path):

@@ -110,6 +110,8 @@ class CompoundSpec:
     max_blocked_chars: int
     wrapper_share: float
     joins: tuple[str, ...]
+    contrast_n: int
+    """Benign + benign rows joined by the same join phrases (both policies allow them)."""
 
 
 @dataclass(frozen=True)
@@ -386,7 +388,7 @@ def _parse_compound(c: Mapping[str, Any], w: str, *, sources: Mapping[str, Any],
                     problems: Problems) -> CompoundSpec:
     check_keys(c, required=("n", "benign_from", "blocked_from", "joins"),
                optional=("a_only_share", "max_benign_chars", "max_blocked_chars",
-                         "wrapper_share", "note"), where=w, problems=problems)
+                         "wrapper_share", "contrast_n", "note"), where=w, problems=problems)
     joins = _str_tuple(c.get("joins"), f'{w} field "joins"', problems)
     for j in joins:
         if "{benign}" not in j or "{blocked}" not in j:
@@ -403,7 +405,8 @@ def _parse_compound(c: Mapping[str, Any], w: str, *, sources: Mapping[str, Any],
                                   integer=True)),
         max_blocked_chars=int(_num(c, "max_blocked_chars", w, problems, default=300, lo=1,
                                    integer=True)),
-        wrapper_share=wrapper_share, joins=joins)
+        wrapper_share=wrapper_share, joins=joins,
+        contrast_n=int(_num(c, "contrast_n", w, problems, default=0, integer=True)))
 
 
 def _parse_jailbreak(c: Mapping[str, Any], w: str, *, sources: Mapping[str, Any],

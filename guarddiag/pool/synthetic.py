@@ -200,12 +200,7 @@ def build_compound(recipe: Recipe, natural: Sequence[PoolRow], wrappers: Sequenc
         group = a_only if use_a_only else both
         r = group[int(rng.integers(len(group)))]
         join = spec.joins[int(rng.integers(len(spec.joins)))]
-        # Split the join at {blocked}; the blocked request goes in verbatim, so its span is exact.
-        head, tail = join.split("{blocked}", 1)
-        head = head.replace("{benign}", b.text)
-        tail = tail.replace("{benign}", b.text)
-        text = head + r.text + tail
-        start = len(head)
+        text, start = join_requests(join, benign=b.text, blocked=r.text)
         keys = [*b.keys, *r.keys]
         wrapped = bool(wrappers) and rng.random() < spec.wrapper_share
         if wrapped:
@@ -229,9 +224,43 @@ def build_compound(recipe: Recipe, natural: Sequence[PoolRow], wrappers: Sequenc
         out.append(row)
         n_wrapped += wrapped
         n_a_only += use_a_only
-    return out, {"rows": len(out), "wrapped": n_wrapped, "a_only_inner": n_a_only,
-                 "benign_candidates": len(benign), "blocked_candidates_both": len(both),
-                 "blocked_candidates_a_only": len(a_only)}
+    contrast = benign_pairs(recipe, benign, seed)
+    return [*out, *contrast], {
+        "rows": len(out), "wrapped": n_wrapped, "a_only_inner": n_a_only,
+        "benign_pairs": len(contrast), "benign_candidates": len(benign),
+        "blocked_candidates_both": len(both), "blocked_candidates_a_only": len(a_only)}
+
+
+def join_requests(join: str, *, benign: str, blocked: str) -> tuple[str, int]:
+    """Fill a join phrase; returns the text and where ``blocked`` starts. The join is split at
+    ``{blocked}`` and that request goes in verbatim, so its span is exact."""
+    head, tail = join.split("{blocked}", 1)
+    head = head.replace("{benign}", benign)
+    return head + blocked + tail.replace("{benign}", benign), len(head)
+
+
+def benign_pairs(recipe: Recipe, benign: Sequence[PoolRow], seed: int) -> list[PoolRow]:
+    """Contrast rows for COMPOUND: two benign requests joined by the same join phrases, which
+    both policies allow (GENERIC_SAFE), so a join phrase never carries the COMPOUND label."""
+    spec = recipe.compound
+    assert spec is not None
+    if spec.contrast_n and len(benign) < 2:
+        raise GuarddiagError(f"{recipe.path}: constructions.compound.contrast_n needs at least "
+                             f"two benign requests, found {len(benign)}")
+    rng = purpose_rng(seed, "compound-contrast")
+    out: list[PoolRow] = []
+    for _ in range(spec.contrast_n):
+        i, j = (int(x) for x in rng.choice(len(benign), size=2, replace=False))
+        first, second = benign[i], benign[j]
+        join = spec.joins[int(rng.integers(len(spec.joins)))]
+        text, _ = join_requests(join, benign=first.text, blocked=second.text)
+        row = PoolRow(prompt_id=f"{SYNTHETIC_COMPOUND}:{short_hash(text)}", text=text,
+                      source=SYNTHETIC_COMPOUND, category=f"benign_pair/{second.source}",
+                      lang="en", span=None, keys=(*first.keys, *second.keys))
+        for name in recipe.policies:
+            row.labels[name], row.pillars[name] = "GENERIC_SAFE", ()
+        out.append(row)
+    return out
 
 
 def build_jailbreak(recipe: Recipe, natural: Sequence[PoolRow], wrappers: Sequence[str],

@@ -62,7 +62,8 @@ class BranchSpec:
     # hard_labels
     max_length: int | None = None
     anchors: bool = False
-    """Rows that policy A blocks and B allows always carry their policy-A label."""
+    """Add the policy-refusal anchors to the mix: a fixed 25% of the rows policy A blocks and
+    B allows carry their policy-A label (:func:`guarddiag.train.rows.policy_anchor_mask`)."""
     warmup_fraction: float = 0.06
     # distill
     teacher: str | None = None
@@ -72,8 +73,11 @@ class BranchSpec:
     # head_only
     parent: str | None = None
     calibration_split: str = "train"
+    """Where calibration rows come from: ``cal`` (the disagreement-enriched split the pool builds
+    for this route), ``train`` (the parent's train sample) or ``val``."""
     calibration_fraction: float | None = None
-    """Calibration set size as a share of the split's rows (after ``train_rows`` for train)."""
+    """Calibration set size as a share of the parent's train sample (``train_rows``), whichever
+    split the rows come from; a split with fewer rows is resampled with replacement."""
     calibration_source: str = "all"
     """``all`` rows, or only ``disagreement`` rows (label_a ≠ label_b) plus anchors."""
     generic_anchor_fraction: float = 0.0

@@ -248,7 +248,7 @@ def train_head_only(spec: BranchSpec, run: PlannedRun, run_dir: Path, pool: Pool
     parent_encoder = {k: v.clone() for k, v in model.encoder_state_dict().items()}
     if not dev.is_cpu:
         model.to(dev.device)
-    cal_frame, counts = calibration_frame(pool, spec)
+    cal_frame, counts = calibration_frame(pool, spec, seed=run.seed)
     val_frame = sample_split(pool, "val", spec.val_rows)
     rows = label_rows(cal_frame, fraction=spec.policy_a_fraction, anchors=False,
                       where=str(pool.path))

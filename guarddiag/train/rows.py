@@ -1,8 +1,9 @@
 """The rows a branch trains on: the policy-A/B label mix, pillar targets and calibration sets.
 
 A row carries policy A's labels (class and pillars) when a hash of its prompt id falls below
-the branch's ``policy_a_fraction`` (and, with anchors, whenever policy A blocks what B allows),
-so a smaller mix is a subset of a larger one.
+the branch's ``policy_a_fraction``, so a smaller mix is a subset of a larger one. Branches with
+``anchors`` (E3, E5) also put the *policy-refusal anchors* on policy A: a fixed, named set of
+rows that policy A blocks and policy B allows (see :func:`policy_anchor_mask`).
 """
 
 from __future__ import annotations
@@ -53,15 +54,34 @@ def _pillar_matrix(lists: list[list[str] | None], where: str) -> np.ndarray:
     return out
 
 
+POLICY_ANCHOR_SALT = "policy-refusal-anchors"
+"""Salt of the hash that picks the anchor set; independent of the ``policy-mix`` hash."""
+POLICY_ANCHOR_SHARE = 0.25
+"""Share of the rows policy A blocks and policy B allows that are policy-refusal anchors."""
+
+
+def policy_anchor_mask(frame: pl.DataFrame) -> np.ndarray:
+    """The policy-refusal anchors of ``frame``: rows policy A blocks and policy B allows whose
+    prompt-id hash (salt :data:`POLICY_ANCHOR_SALT`) falls below :data:`POLICY_ANCHOR_SHARE`.
+
+    The set is a property of the pool, not of a branch or a sample: a row is an anchor in every
+    sample that holds it, so E3 and E5 add the same anchors to their different mixes. Only a
+    quarter of the A-only rows are anchors, so E3 and E5 keep policy-B labels on the other
+    A-only rows their hash mix leaves on B, and stay distinct from E6 (all policy A).
+    """
+    pairs = zip(frame["label_a"].to_list(), frame["label_b"].to_list(), strict=True)
+    a_only = np.array([LOOSE.is_unsafe(a) and not LOOSE.is_unsafe(b) for a, b in pairs],
+                      dtype=bool)
+    return a_only & (hash_unit(frame["prompt_id"].to_list(), POLICY_ANCHOR_SALT)
+                     < POLICY_ANCHOR_SHARE)
+
+
 def policy_a_mask(frame: pl.DataFrame, *, fraction: float, anchors: bool) -> np.ndarray:
-    """Which rows carry policy-A labels: a hash-chosen ``fraction``, plus (with anchors) every
-    row policy A blocks and policy B allows."""
+    """Which rows carry policy-A labels: a hash-chosen ``fraction``, plus (with anchors) the
+    policy-refusal anchors of :func:`policy_anchor_mask`."""
     use_a = hash_unit(frame["prompt_id"].to_list(), "policy-mix") < fraction
     if anchors:
-        pairs = zip(frame["label_a"].to_list(), frame["label_b"].to_list(), strict=True)
-        a_only = np.array([LOOSE.is_unsafe(a) and not LOOSE.is_unsafe(b) for a, b in pairs],
-                          dtype=bool)
-        use_a |= a_only
+        use_a |= policy_anchor_mask(frame)
     return use_a
 
 
@@ -85,26 +105,51 @@ def label_rows(frame: pl.DataFrame, *, fraction: float, anchors: bool,
         spans=spans, policy=use_a)
 
 
-def calibration_frame(pool: Pool, spec: BranchSpec) -> tuple[pl.DataFrame, dict[str, int]]:
-    """The calibration rows of a head-only branch, and how many of each kind were drawn."""
+def calibration_size(pool: Pool, spec: BranchSpec) -> int:
+    """How many calibration rows a head-only branch trains on: ``calibration_fraction`` of the
+    train sample its parent saw (``train_rows``, or the whole train split), whatever split the
+    rows come from. The study's shares: 8,489 / 53,441 (E1, E10) and 53,395 / 53,441 (E7)."""
+    n_train = pool.split("train").height
+    if spec.train_rows is not None:
+        n_train = min(n_train, spec.train_rows)
+    return max(1, round((spec.calibration_fraction or 0.0) * n_train))
+
+
+def calibration_frame(pool: Pool, spec: BranchSpec, *, seed: int = 0
+                      ) -> tuple[pl.DataFrame, dict[str, int]]:
+    """The calibration rows of a head-only branch, and how many of each kind were drawn.
+
+    :func:`calibration_size` rows: a ``generic_anchor_fraction`` share of GENERIC_SAFE rows
+    both policies agree on, the rest from all rows or only disagreement rows. From ``train``
+    they are the first rows of the parent's train sample; from ``cal`` (the disagreement-
+    enriched split built for this route) or ``val`` they come in an order seeded by ``seed``.
+    When the split holds fewer candidate rows than needed, every candidate is used once and
+    the remainder is drawn with replacement (seeded), counted in ``n_resampled``.
+    """
+    n = calibration_size(pool, spec)
     if spec.calibration_split == "train":
-        universe = sample_split(pool, "train", spec.train_rows)
+        universe = hash_order(sample_split(pool, "train", spec.train_rows), "calibration")
     else:
-        universe = sample_split(pool, spec.calibration_split, None)
+        universe = hash_order(pool.split(spec.calibration_split), f"calibration:{seed}")
     if universe.height == 0:
         raise GuarddiagError(f'{spec.path} field "calibration_split": the pool has no '
                              f'{spec.calibration_split!r} rows')
-    universe = hash_order(universe, "calibration")
-    n = max(1, round((spec.calibration_fraction or 0.0) * universe.height))
     n_anchor = round(spec.generic_anchor_fraction * n)
     generic = (pl.col("label_a") == "GENERIC_SAFE") & (pl.col("label_b") == "GENERIC_SAFE")
     anchors = universe.filter(generic).head(n_anchor)
     rest = universe.filter(~pl.col("prompt_id").is_in(anchors["prompt_id"].to_list()))
     if spec.calibration_source == "disagreement":
         rest = rest.filter(pl.col("label_a") != pl.col("label_b"))
-    rest = rest.head(n - anchors.height)
+    n_rest = n - anchors.height
+    n_resampled = 0
+    if spec.calibration_split != "train" and 0 < rest.height < n_rest:
+        n_resampled = n_rest - rest.height
+        rng = np.random.default_rng([seed, n])
+        extra = rest[rng.integers(rest.height, size=n_resampled).tolist()]
+        rest = pl.concat([rest, extra])
+    rest = rest.head(n_rest)
     counts = {"n_calibration": anchors.height + rest.height, "n_generic_anchors": anchors.height,
-              "n_requested": n,
+              "n_requested": n, "n_resampled": n_resampled,
               "n_disagreement": int((rest["label_a"] != rest["label_b"]).sum())}
     return pl.concat([rest, anchors]), counts
 
