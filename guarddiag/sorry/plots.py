@@ -50,9 +50,16 @@ def save_sorry_figure(fig: Figure, stem: str | Path) -> tuple[Path, Path]:
     :func:`guarddiag.figures.save_figure` with the settings these figures were first written
     with (matplotlib's rc defaults, a tight box with the default padding, no settling draw,
     matplotlib's own PNG metadata, no PDF creation date), so their files keep their bytes.
+    The figure is closed afterwards: these commands run inside long processes (tests, the
+    demo), where pyplot would otherwise keep every figure alive.
     """
-    return save_figure(fig, stem, style=None, bbox_inches="tight", settle=False,
-                       png_metadata=None, pdf_metadata={"CreationDate": None})
+    import matplotlib.pyplot as plt
+
+    try:
+        return save_figure(fig, stem, style=None, bbox_inches="tight", settle=False,
+                           png_metadata=None, pdf_metadata={"CreationDate": None})
+    finally:
+        plt.close(fig)
 
 
 def plot_balance(result: BalanceResult) -> Figure:
