@@ -43,17 +43,21 @@ def run_audit(pool: str | Path, *, benchmarks: str | Sequence[str] = "all",
               threshold: float = DEFAULT_THRESHOLD, drop_near: bool = False,
               short_words: int = DEFAULT_SHORT_WORDS,
               short_threshold: float = DEFAULT_SHORT_THRESHOLD,
-              data_dir: str | Path | None = None, force: bool = False) -> AuditResult:
+              data_dir: str | Path | None = None, force: bool = False,
+              templates: bool = False, drop_template: bool = False) -> AuditResult:
     """Which benchmark prompts sit in the training ``pool`` (exact and, by default, near).
 
     ``benchmarks`` is ``"all"``, ``"study"``, a comma-separated string or a list of subset ids.
     Writes the audit folder ``out`` (overlap.parquet, decontaminated/, summary.json) and returns
     the :class:`~guarddiag.audit.result.AuditResult`; a rerun with the same inputs reuses it.
+    ``templates=True`` adds template overlaps (same sentence, other titles;
+    :mod:`guarddiag.audit.template`), ``drop_template=True`` drops them when decontaminating.
     """
     return audit_pool(pool, benchmarks=benchmarks, out_dir=out, text_column=text_column,
                       id_column=id_column, near_dup=near_dup, threshold=threshold,
                       drop_near=drop_near, short_words=short_words,
-                      short_threshold=short_threshold, data_dir=data_dir, force=force)
+                      short_threshold=short_threshold, data_dir=data_dir, force=force,
+                      templates=templates, drop_template=drop_template)
 
 
 def score_guard(guard: GuardAdapter | GuardFunction, *,

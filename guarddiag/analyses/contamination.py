@@ -1,8 +1,12 @@
 """The contamination audit's per-benchmark overlap, read from the audit's summary.json.
 
-Shares are recomputed from the counts (``n_exact / n``, ``n_near / n``) as fractions, so the
-report does not depend on how the audit rounded its percentages. Exact overlaps and near
-duplicates are separate columns (a prompt counts as near only when it has no exact overlap).
+Shares are recomputed from the counts (``n_exact / n``, ``n_near / n``, ``n_template / n``) as
+fractions, so the report does not depend on how the audit rounded its percentages. Exact
+overlaps, near duplicates and (when the audit compared them) template overlaps are separate
+columns (a prompt counts as near or template only when it has no exact overlap).
+
+:func:`copy_items` scores HarmBench-copyright's two item kinds apart: its lyrics and its book
+passages are two templates, and a pool can hold one and not the other.
 """
 
 from __future__ import annotations
@@ -13,7 +17,9 @@ from typing import Any
 
 import polars as pl
 
+from guarddiag.analyses.scores import compute_scores
 from guarddiag.errors import GuarddiagError
+from guarddiag.labels import BinaryMapping
 
 SCHEMA = {"benchmark": pl.String, "n": pl.Int64, "n_exact": pl.Int64, "share_exact": pl.Float64,
           "n_near": pl.Int64, "share_near": pl.Float64, "n_kept": pl.Int64,
@@ -34,6 +40,9 @@ class ContaminationResult:
     """Benchmark prompts with fewer distinct words need ``short_threshold`` for a near
     duplicate (None: an audit from before this rule)."""
     short_threshold: float | None = None
+    templates: bool = False
+    """The audit compared template forms: the table has ``n_template`` and ``share_template``."""
+    template_definition: str | None = None
 
     def to_frame(self) -> pl.DataFrame:
         return self.table.clone()
@@ -49,6 +58,7 @@ def contamination_table(summary: Mapping[str, Any], *,
     if not isinstance(benches, Mapping):
         raise GuarddiagError(f'{source} field "benchmarks": expected a mapping of benchmark ids')
     order = summary.get("benchmark_order") or sorted(benches)
+    templates = bool(summary.get("templates"))
     rows, examples = [], {}
     for name in order:
         entry = benches.get(name)
@@ -65,11 +75,45 @@ def contamination_table(summary: Mapping[str, Any], *,
                      "n_near": None if n_near is None else int(n_near),
                      "share_near": None if n_near is None or not n else int(n_near) / n,
                      "n_kept": n_kept, "sha256": entry.get("sha256")})
+        if templates:
+            n_template = entry.get("n_template")
+            rows[-1] |= {"n_template": None if n_template is None else int(n_template),
+                         "share_template": (None if n_template is None or not n
+                                            else int(n_template) / n)}
         examples[str(name)] = tuple(e for e in entry.get("examples") or ()
                                     if isinstance(e, Mapping))
+    schema = SCHEMA | ({"n_template": pl.Int64, "share_template": pl.Float64} if templates
+                       else {})
     return ContaminationResult(
-        table=pl.DataFrame(rows, schema=SCHEMA), pool_rows=summary.get("pool_rows"),
+        table=pl.DataFrame(rows, schema=schema), pool_rows=summary.get("pool_rows"),
         near_dup=bool(summary.get("near_dup")), near_threshold=summary.get("threshold"),
         normalisation=summary.get("normalisation"),
         unavailable=dict(summary.get("unavailable") or {}), examples=examples,
-        short_words=summary.get("short_words"), short_threshold=summary.get("short_threshold"))
+        short_words=summary.get("short_words"), short_threshold=summary.get("short_threshold"),
+        templates=templates, template_definition=summary.get("template_definition"))
+
+
+COPY_BENCHMARK = "harmbench_copyright"
+COPY_ITEM_KINDS = ("lyrics", "passage")
+"""HarmBench-copyright's item kinds: the prefix of each prompt id (``lyrics_wonderful_world``,
+``passage_snow_crash``; the upstream Tags column says the same, "lyrics" or "book")."""
+
+
+def copy_items(predictions: pl.DataFrame, *, mapping: BinaryMapping, threshold: float,
+               confidence: float, subset: str) -> pl.DataFrame | None:
+    """COPY per item kind: each run's capture on HarmBench-copyright's lyrics and passage
+    prompts apart, as :func:`~guarddiag.analyses.scores.compute_scores` rows whose
+    ``benchmark`` is ``harmbench_copyright:lyrics`` or ``harmbench_copyright:passage`` (an id
+    of another prefix goes to ``harmbench_copyright:other``). None when the benchmark was not
+    scored or no prompt id names its kind."""
+    prefix = pl.col("prompt_id").str.split("_").list.first()
+    part = predictions.filter(pl.col("benchmark") == COPY_BENCHMARK)
+    if not part.select(prefix.is_in(list(COPY_ITEM_KINDS)).any()).item():
+        return None
+    item = pl.when(prefix.is_in(list(COPY_ITEM_KINDS))).then(prefix).otherwise(pl.lit("other"))
+    part = part.with_columns(pl.concat_str([pl.lit(COPY_BENCHMARK + ":"), item])
+                             .alias("benchmark"))
+    kinds = dict.fromkeys(part["benchmark"].unique().to_list(), "harmful")
+    scored = compute_scores(part, kinds=kinds, mappings=(mapping,), threshold=threshold,
+                            confidence=confidence, source=COPY_BENCHMARK)
+    return scored.binary(subset=subset, mapping=mapping.name)

@@ -1,4 +1,5 @@
-"""``audit_frames``: exact and near overlaps of pool rows with benchmark frames, in memory."""
+"""``audit_frames``: exact, near and template overlaps of pool rows with benchmark frames, in
+memory."""
 
 from __future__ import annotations
 
@@ -20,15 +21,18 @@ from guarddiag.audit.result import (
     BenchmarkOverlap,
     UnavailableBenchmark,
 )
+from guarddiag.audit.template import template_matches
 from guarddiag.errors import GuarddiagError
 from guarddiag.progress import say
 from guarddiag.text import normalise, words_of_normal_form
 
-__all__ = ["audit_frames", "stricter_for_short"]
+__all__ = ["KINDS", "audit_frames", "stricter_for_short"]
 
 _EXAMPLE_CHARS = 300
-Expanded = tuple[int, int, bool, int, float]
-"""(benchmark index, row, is near, pool row, similarity)."""
+KINDS = ("exact", "near", "template")
+"""Overlap kinds in their sort order; ``Expanded`` holds a kind's index."""
+Expanded = tuple[int, int, int, int, float]
+"""(benchmark index, row, kind index in :data:`KINDS`, pool row, similarity)."""
 
 
 def audit_frames(pool_ids: Sequence[str], pool_texts: Sequence[str],
@@ -37,23 +41,20 @@ def audit_frames(pool_ids: Sequence[str], pool_texts: Sequence[str],
                  short_words: int = DEFAULT_SHORT_WORDS,
                  short_threshold: float = DEFAULT_SHORT_THRESHOLD,
                  sha256: Mapping[str, str] | None = None,
-                 unavailable: Sequence[UnavailableBenchmark] = ()) -> AuditResult:
+                 unavailable: Sequence[UnavailableBenchmark] = (), templates: bool = False,
+                 drop_template: bool = False) -> AuditResult:
     """Audit pool rows against benchmark frames (columns ``prompt_id``, ``text``); writes nothing.
 
     Pool ids must be unique and texts non-empty (:func:`guarddiag.audit.read_pool` checks both).
     A benchmark prompt of fewer than ``short_words`` distinct words has a near duplicate only at
-    Jaccard ≥ ``short_threshold`` (:func:`stricter_for_short`).
+    Jaccard ≥ ``short_threshold`` (:func:`stricter_for_short`). ``templates=True`` adds the
+    template column (:mod:`guarddiag.audit.template`); ``drop_template`` drops those prompts
+    from the decontaminated lists too.
     """
-    threshold = check_threshold(threshold)
-    short_threshold = check_threshold(short_threshold)
-    if short_threshold < threshold:
-        raise GuarddiagError(f"short-prompt threshold {short_threshold:g} is below the near "
-                             f"threshold {threshold:g}: it must be as strict or stricter")
-    if short_words < 0:
-        raise GuarddiagError(f"short-prompt word count must be ≥ 0, got {short_words}")
-    if drop_near and not near_dup:
-        raise GuarddiagError("drop_near needs near_dup: near duplicates are only found with "
-                             "near_dup=True")
+    threshold, short_threshold = _check_options(
+        threshold=threshold, short_threshold=short_threshold, short_words=short_words,
+        near_dup=near_dup, drop_near=drop_near, templates=templates,
+        drop_template=drop_template)
     if len(pool_ids) != len(pool_texts):
         raise GuarddiagError(f"{len(pool_ids)} pool ids for {len(pool_texts)} texts")
     names = list(benchmarks)
@@ -69,32 +70,62 @@ def audit_frames(pool_ids: Sequence[str], pool_texts: Sequence[str],
             short_words=short_words, short_threshold=short_threshold)
 
     # Expand to (benchmark, prompt) pairs, ordered by benchmark, prompt, kind, pool row.
-    expanded: list[Expanded] = sorted(
-        (b, row, kind != "exact", p, similarity)
-        for key, p, kind, similarity in matches for b, row in index.members[key])
-    by_bench: dict[int, list[tuple[int, bool, int, float]]] = {}
-    for b, row, is_near, p, similarity in expanded:
-        by_bench.setdefault(b, []).append((row, is_near, p, similarity))
+    expanded: list[Expanded] = [
+        (b, row, KINDS.index(kind), p, similarity)
+        for key, p, kind, similarity in matches for b, row in index.members[key]]
+    if templates:
+        say(f"audit: template forms of {len(pool_texts):,} pool rows")
+        exact = {(b, row) for b, row, kind, _, _ in expanded if kind == 0}
+        expanded += [(b, row, 2, p, similarity) for b, row, p, similarity
+                     in template_matches(bench_texts, pool_texts, pool_forms)
+                     if (b, row) not in exact]
+    expanded.sort()
+    by_bench: dict[int, list[tuple[int, int, int, float]]] = {}
+    for b, row, kind, p, similarity in expanded:
+        by_bench.setdefault(b, []).append((row, kind, p, similarity))
 
     results: list[BenchmarkOverlap] = []
     decontaminated: dict[str, tuple[str, ...]] = {}
     for b, name in enumerate(names):
         part = by_bench.get(b, [])
-        exact_rows = {row for row, is_near, _, _ in part if not is_near}
-        near_rows = {row for row, is_near, _, _ in part if is_near} - exact_rows
-        dropped = exact_rows | near_rows if drop_near else exact_rows
+        exact_rows = {row for row, kind, _, _ in part if kind == 0}
+        near_rows = {row for row, kind, _, _ in part if kind == 1} - exact_rows
+        template_rows = {row for row, kind, _, _ in part if kind == 2}
+        dropped = (exact_rows | (near_rows if drop_near else set())
+                   | (template_rows if drop_template else set()))
         ids = bench_ids[b]
         decontaminated[name] = tuple(pid for row, pid in enumerate(ids) if row not in dropped)
         results.append(BenchmarkOverlap(
             benchmark=name, n=len(ids), n_exact=len(exact_rows),
             n_near=len(near_rows) if near_dup else None, n_kept=len(decontaminated[name]),
             sha256=(sha256 or {}).get(name),
-            examples=_examples(part, exact_rows, ids, bench_texts[b], pool_ids, pool_texts)))
+            examples=_examples(part, exact_rows, ids, bench_texts[b], pool_ids, pool_texts),
+            n_template=len(template_rows) if templates else None))
     return AuditResult(benchmarks=tuple(results), unavailable=tuple(unavailable),
                        overlap=_overlap_frame(expanded, names, bench_ids, pool_ids),
                        decontaminated=decontaminated, pool_rows=len(pool_texts),
                        near_dup=near_dup, threshold=threshold, drop_near=drop_near,
-                       short_words=short_words, short_threshold=short_threshold)
+                       short_words=short_words, short_threshold=short_threshold,
+                       templates=templates, drop_template=drop_template)
+
+
+def _check_options(*, threshold: float, short_threshold: float, short_words: int,
+                   near_dup: bool, drop_near: bool, templates: bool, drop_template: bool
+                   ) -> tuple[float, float]:
+    threshold = check_threshold(threshold)
+    short_threshold = check_threshold(short_threshold)
+    if short_threshold < threshold:
+        raise GuarddiagError(f"short-prompt threshold {short_threshold:g} is below the near "
+                             f"threshold {threshold:g}: it must be as strict or stricter")
+    if short_words < 0:
+        raise GuarddiagError(f"short-prompt word count must be ≥ 0, got {short_words}")
+    if drop_near and not near_dup:
+        raise GuarddiagError("drop_near needs near_dup: near duplicates are only found with "
+                             "near_dup=True")
+    if drop_template and not templates:
+        raise GuarddiagError("drop_template needs templates: template overlaps are only found "
+                             "with templates=True")
+    return threshold, short_threshold
 
 
 def stricter_for_short(near: list[Match], forms: Sequence[str], *, short_words: int,
@@ -132,29 +163,30 @@ def _overlap_frame(expanded: list[Expanded], names: list[str], bench_ids: list[l
         {"benchmark": [names[b] for b, *_ in expanded],
          "prompt_id": [bench_ids[b][row] for b, row, *_ in expanded],
          "pool_id": [pool_ids[p] for _, _, _, p, _ in expanded],
-         "kind": ["near" if is_near else "exact" for _, _, is_near, _, _ in expanded],
+         "kind": [KINDS[kind] for _, _, kind, _, _ in expanded],
          "similarity": [similarity for *_, similarity in expanded]},
         schema=OVERLAP_SCHEMA)
 
 
-def _examples(part: list[tuple[int, bool, int, float]], exact_rows: set[int], ids: list[str],
+def _examples(part: list[tuple[int, int, int, float]], exact_rows: set[int], ids: list[str],
               texts: list[str], pool_ids: Sequence[str], pool_texts: Sequence[str]
               ) -> tuple[dict[str, Any], ...]:
     out = []
-    for want_near in (False, True):
+    for want in range(len(KINDS)):
         # One example per benchmark prompt, first prompts first: the reader sees distinct items.
-        # A prompt counted as exact is never shown as a near example (the counts never do).
-        seen: set[int] = set(exact_rows) if want_near else set()
+        # A prompt counted as exact is never shown as a near or template example (the counts
+        # never do).
+        seen: set[int] = set(exact_rows) if want else set()
         shown = 0
-        for row, is_near, p, similarity in part:
-            if is_near != want_near or row in seen:
+        for row, kind, p, similarity in part:
+            if kind != want or row in seen:
                 continue
             seen.add(row)
             shown += 1
-            example = {"kind": "near" if is_near else "exact", "prompt_id": ids[row],
+            example = {"kind": KINDS[kind], "prompt_id": ids[row],
                        "pool_id": pool_ids[p], "similarity": round(similarity, 4),
                        "benchmark_text": _clip(texts[row]), "pool_text": _clip(pool_texts[p])}
-            if is_near and similarity == 1.0:
+            if kind == 1 and similarity == 1.0:
                 example["note"] = SAME_WORDS_NOTE
             out.append(example)
             if shown == N_EXAMPLES:

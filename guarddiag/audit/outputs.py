@@ -20,6 +20,7 @@ from guarddiag.audit.result import (
     BenchmarkOverlap,
     UnavailableBenchmark,
 )
+from guarddiag.audit.template import TEMPLATE_DEFINITION
 from guarddiag.errors import GuarddiagError
 from guarddiag.figures import paper_style, save_figure
 
@@ -70,25 +71,39 @@ def write_audit(result: AuditResult, out_dir: str | Path, *, figure: bool = True
 
 
 def _summary_doc(result: AuditResult) -> dict[str, Any]:
-    return {
+    doc: dict[str, Any] = {
         "format": FORMAT_VERSION,
         "pool_rows": result.pool_rows,
         "near_dup": result.near_dup,
         "threshold": result.threshold,
         "short_words": result.short_words,
         "short_threshold": result.short_threshold,
-        "decontamination_drops": "exact+near" if result.drop_near else "exact",
+        "decontamination_drops": result.drops,
         "normalisation": "Unicode NFKC, casefold, punctuation/symbols to space, whitespace "
                          "collapsed (guarddiag.text.normalise)",
         "near_definition": f"word-set Jaccard >= {result.threshold:g} between normal forms "
                            f"(>= {result.short_threshold:g} for benchmark prompts of fewer "
                            f"than {result.short_words} distinct words), no exact overlap; "
                            "prefix-filter join, no pair lost",
-        "benchmarks": {b.benchmark: {
-            "n": b.n, "n_exact": b.n_exact, "pct_exact": round(b.pct_exact, 4),
-            "n_near": b.n_near, "pct_near": None if b.pct_near is None else round(b.pct_near, 4),
+    }
+    # The template keys appear only when templates were compared: an audit without them writes
+    # the same summary.json as before they existed.
+    if result.templates:
+        doc |= {"templates": True, "template_definition": TEMPLATE_DEFINITION}
+    benches = {}
+    for b in result.benchmarks:
+        entry = {"n": b.n, "n_exact": b.n_exact, "pct_exact": round(b.pct_exact, 4),
+                 "n_near": b.n_near,
+                 "pct_near": None if b.pct_near is None else round(b.pct_near, 4)}
+        if result.templates:
+            entry |= {"n_template": b.n_template,
+                      "pct_template": None if b.pct_template is None
+                      else round(b.pct_template, 4)}
+        benches[b.benchmark] = entry | {
             "n_kept": b.n_kept, "pct_removed": round(b.pct_removed, 4), "sha256": b.sha256,
-            "examples": list(b.examples)} for b in result.benchmarks},
+            "examples": list(b.examples)}
+    return doc | {
+        "benchmarks": benches,
         "benchmark_order": [b.benchmark for b in result.benchmarks],
         "unavailable": {u.benchmark: u.reason for u in result.unavailable},
         "titles": {k: v for k, v in result.titles.items()
@@ -121,12 +136,14 @@ def load_audit(audit_dir: str | Path) -> AuditResult:
         raise GuarddiagError(f"{summary_path}: audit format {doc.get('format')!r}, expected "
                              f"{FORMAT_VERSION}; rerun `guarddiag audit`")
     kept = load_decontaminated(audit_dir, _doc=doc)
+    drops = str(doc["decontamination_drops"]).split("+")
     benches = []
     for name in doc["benchmark_order"]:
         entry = doc["benchmarks"][name]
         benches.append(BenchmarkOverlap(
             benchmark=name, n=entry["n"], n_exact=entry["n_exact"], n_near=entry["n_near"],
-            n_kept=entry["n_kept"], sha256=entry["sha256"], examples=tuple(entry["examples"])))
+            n_kept=entry["n_kept"], sha256=entry["sha256"], examples=tuple(entry["examples"]),
+            n_template=entry.get("n_template")))
     overlap = files.read_table(audit_dir / "overlap.parquet")
     deco = {name: tuple(_read_ids(audit_dir / "decontaminated" / f"{name}.txt"))
             for name in kept}
@@ -135,7 +152,8 @@ def load_audit(audit_dir: str | Path) -> AuditResult:
         unavailable=tuple(UnavailableBenchmark(k, v) for k, v in doc["unavailable"].items()),
         overlap=overlap.cast(pl.Schema(OVERLAP_SCHEMA)), decontaminated=deco,
         pool_rows=doc["pool_rows"], near_dup=doc["near_dup"], threshold=doc["threshold"],
-        drop_near=doc["decontamination_drops"] == "exact+near", out_dir=audit_dir,
+        drop_near="near" in drops, drop_template="template" in drops,
+        templates=bool(doc.get("templates")), out_dir=audit_dir,
         titles=doc.get("titles", {}),
         short_words=doc.get("short_words", DEFAULT_SHORT_WORDS),
         short_threshold=doc.get("short_threshold", DEFAULT_SHORT_THRESHOLD))
@@ -195,7 +213,7 @@ def inherit_decontamination(kept: Mapping[str, frozenset[str]],
 
 def plot_overlap(result: AuditResult) -> Any:
     """Horizontal bars: % of each benchmark's prompts with an exact overlap and (separately) a
-    near duplicate in the pool. Returns a matplotlib Figure."""
+    near duplicate and a template overlap in the pool. Returns a matplotlib Figure."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -212,23 +230,28 @@ def plot_overlap(result: AuditResult) -> Any:
     with paper_style(style):
         fig, ax = plt.subplots(figsize=(6.3, 0.8 + 0.28 * max(count, 1)), layout="constrained")
         ys = list(range(count))
-        height = 0.38 if result.near_dup else 0.6
         exact = [b.pct_exact for b in benches]
-        off = height / 2 if result.near_dup else 0.0
-        bars = ax.barh([y - off for y in ys[:len(benches)]], exact, height=height,
-                       color="#2b5d8a", label="exact (after normalisation)")
-        _annotate(ax, bars, [b.n_exact for b in benches])
+        series = [(exact, [b.n_exact for b in benches], "#2b5d8a",
+                   "exact (after normalisation)")]
         if result.near_dup:
-            near = [b.pct_near or 0.0 for b in benches]
-            bars = ax.barh([y + off for y in ys[:len(benches)]], near, height=height,
-                           color="#e39a3b",
-                           label=f"near duplicate (word-set Jaccard ≥ {result.threshold:g})")
-            _annotate(ax, bars, [b.n_near or 0 for b in benches])
+            series.append(([b.pct_near or 0.0 for b in benches],
+                           [b.n_near or 0 for b in benches], "#e39a3b",
+                           f"near duplicate (word-set Jaccard ≥ {result.threshold:g})"))
+        if result.templates:
+            series.append(([b.pct_template or 0.0 for b in benches],
+                           [b.n_template or 0 for b in benches], "#7a9a4a",
+                           "template (same sentence, other titles)"))
+        height = {1: 0.6, 2: 0.38}.get(len(series), 0.26)
+        for i, (pct, counts, color, label) in enumerate(series):
+            shift = (i - (len(series) - 1) / 2) * height
+            bars = ax.barh([y + shift for y in ys[:len(benches)]], pct, height=height,
+                           color=color, label=label)
+            _annotate(ax, bars, counts)
         ax.set_yticks(ys, labels)
         ax.set_ylim(count - 0.5, -0.5)
         for tick in ax.get_yticklabels()[len(benches):]:
             tick.set_color("#888888")
-        top = max([*exact, *([b.pct_near or 0.0 for b in benches]), 1.0])
+        top = max([*exact, *(v for pct, *_ in series[1:] for v in pct), 1.0])
         ax.set_xlim(0, min(100.0, top * 1.18 + 2))
         ax.set_xlabel(f"benchmark prompts found in the {result.pool_rows:,}-row training pool "
                       "(%)")

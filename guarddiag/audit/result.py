@@ -56,6 +56,9 @@ class BenchmarkOverlap:
     """Digest of the subset's source files (from the benchmark loader)."""
     examples: tuple[dict[str, Any], ...] = ()
     """A few matched pairs with both texts, for a reader to eyeball."""
+    n_template: int | None = None
+    """Prompts with a template overlap but no exact overlap; None when templates were not
+    compared (:mod:`guarddiag.audit.template`)."""
 
     @property
     def pct_exact(self) -> float:
@@ -64,6 +67,10 @@ class BenchmarkOverlap:
     @property
     def pct_near(self) -> float | None:
         return None if self.n_near is None else _pct(self.n_near, self.n)
+
+    @property
+    def pct_template(self) -> float | None:
+        return None if self.n_template is None else _pct(self.n_template, self.n)
 
     @property
     def pct_removed(self) -> float:
@@ -99,27 +106,47 @@ class AuditResult:
     short_threshold: float = DEFAULT_SHORT_THRESHOLD
     titles: Mapping[str, str] = field(default_factory=dict)
     """Readable subset names (manifest titles) for figures; ids when absent."""
+    templates: bool = False
+    """Template overlaps were looked for (``n_template`` per benchmark)."""
+    drop_template: bool = False
+    """Decontamination drops template overlaps too."""
 
     def to_frame(self) -> pl.DataFrame:
-        return pl.DataFrame(
-            [{"benchmark": b.benchmark, "n": b.n, "n_exact": b.n_exact,
-              "pct_exact": b.pct_exact, "n_near": b.n_near, "pct_near": b.pct_near,
-              "n_kept": b.n_kept, "pct_removed": b.pct_removed} for b in self.benchmarks],
-            schema={"benchmark": pl.String, "n": pl.Int64, "n_exact": pl.Int64,
-                    "pct_exact": pl.Float64, "n_near": pl.Int64, "pct_near": pl.Float64,
-                    "n_kept": pl.Int64, "pct_removed": pl.Float64})
+        """Per benchmark: counts and percentages (``n_template``, ``pct_template`` only when
+        templates were compared)."""
+        schema = {"benchmark": pl.String, "n": pl.Int64, "n_exact": pl.Int64,
+                  "pct_exact": pl.Float64, "n_near": pl.Int64, "pct_near": pl.Float64,
+                  "n_kept": pl.Int64, "pct_removed": pl.Float64}
+        rows = [{"benchmark": b.benchmark, "n": b.n, "n_exact": b.n_exact,
+                 "pct_exact": b.pct_exact, "n_near": b.n_near, "pct_near": b.pct_near,
+                 "n_kept": b.n_kept, "pct_removed": b.pct_removed} for b in self.benchmarks]
+        if self.templates:
+            schema |= {"n_template": pl.Int64, "pct_template": pl.Float64}
+            for row, b in zip(rows, self.benchmarks, strict=True):
+                row |= {"n_template": b.n_template, "pct_template": b.pct_template}
+        return pl.DataFrame(rows, schema=schema)
+
+    @property
+    def drops(self) -> str:
+        """What decontamination drops: ``exact``, ``exact+near``, ``exact+template`` or
+        ``exact+near+template``."""
+        return "+".join(k for k, on in (("exact", True), ("near", self.drop_near),
+                                        ("template", self.drop_template)) if on)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready: options, per-benchmark counts (as :meth:`to_frame`), unavailable subsets
         with their reasons, and the surviving prompt ids per benchmark."""
-        return {"pool_rows": self.pool_rows, "near_dup": self.near_dup,
-                "threshold": self.threshold, "short_words": self.short_words,
-                "short_threshold": self.short_threshold, "drop_near": self.drop_near,
-                "out_dir": None if self.out_dir is None else str(self.out_dir),
-                "benchmarks": self.to_frame().to_dicts(),
-                "unavailable": [{"benchmark": u.benchmark, "reason": u.reason}
-                                for u in self.unavailable],
-                "decontaminated": {k: list(v) for k, v in self.decontaminated.items()}}
+        doc: dict[str, Any] = {
+            "pool_rows": self.pool_rows, "near_dup": self.near_dup,
+            "threshold": self.threshold, "short_words": self.short_words,
+            "short_threshold": self.short_threshold, "drop_near": self.drop_near}
+        if self.templates:
+            doc |= {"templates": True, "drop_template": self.drop_template}
+        return doc | {"out_dir": None if self.out_dir is None else str(self.out_dir),
+                      "benchmarks": self.to_frame().to_dicts(),
+                      "unavailable": [{"benchmark": u.benchmark, "reason": u.reason}
+                                      for u in self.unavailable],
+                      "decontaminated": {k: list(v) for k, v in self.decontaminated.items()}}
 
     def above(self, pct: float) -> list[BenchmarkOverlap]:
         """Benchmarks whose decontamination removes more than ``pct`` percent of prompts."""
@@ -131,14 +158,18 @@ class AuditResult:
                  if self.short_words > 0 else "")
         near = (f"near = word-set Jaccard ≥ {self.threshold:g}{short}" if self.near_dup
                 else "near-dup off")
-        lines = [f"pool: {self.pool_rows:,} rows; exact = equal after normalisation; {near}; "
-                 f"decontamination drops {'exact + near' if self.drop_near else 'exact'}",
-                 f"{'benchmark':<28}{'n':>7}{'exact':>8}{'%':>7}{'near':>7}{'%':>7}{'kept':>7}"]
+        template = "; template = same sentence, other titles" if self.templates else ""
+        lines = [f"pool: {self.pool_rows:,} rows; exact = equal after normalisation; {near}"
+                 f"{template}; decontamination drops {self.drops.replace('+', ' + ')}",
+                 f"{'benchmark':<28}{'n':>7}{'exact':>8}{'%':>7}{'near':>7}{'%':>7}"
+                 + (f"{'templ':>7}{'%':>7}" if self.templates else "") + f"{'kept':>7}"]
         for b in self.benchmarks:
             near_n = "—" if b.n_near is None else f"{b.n_near:,}"
             near_p = "—" if b.pct_near is None else f"{b.pct_near:.1f}"
+            tmpl = ("" if not self.templates else
+                    f"{b.n_template or 0:>7,}{b.pct_template or 0.0:>7.1f}")
             lines.append(f"{b.benchmark:<28}{b.n:>7,}{b.n_exact:>8,}{b.pct_exact:>7.1f}"
-                         f"{near_n:>7}{near_p:>7}{b.n_kept:>7,}")
+                         f"{near_n:>7}{near_p:>7}{tmpl}{b.n_kept:>7,}")
         for u in self.unavailable:
             lines.append(f"{u.benchmark:<28} unavailable ({u.reason})")
         return "\n".join(lines)

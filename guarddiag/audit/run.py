@@ -38,12 +38,15 @@ def audit_pool(pool: str | Path, *, text_column: str = "text",
                short_words: int = DEFAULT_SHORT_WORDS,
                short_threshold: float = DEFAULT_SHORT_THRESHOLD,
                drop_near: bool = False, out_dir: str | Path, force: bool = False,
-               figure: bool = True) -> AuditResult:
+               figure: bool = True, templates: bool = False,
+               drop_template: bool = False) -> AuditResult:
     """Audit a pool file against benchmark subsets and write the results to ``out_dir``.
 
     ``benchmarks`` is ``"all"``, ``"study"``, a comma-separated string or a list of subset ids;
     subsets whose files are absent are listed in ``AuditResult.unavailable``. A rerun with the
     same pool, benchmark files and options returns the saved result (``force=True`` recomputes).
+    ``templates=True`` also counts template overlaps (:mod:`guarddiag.audit.template`);
+    ``drop_template=True`` drops them from the decontaminated lists.
 
     Example (CPU, seconds)::
 
@@ -55,6 +58,9 @@ def audit_pool(pool: str | Path, *, text_column: str = "text",
     if drop_near and not near_dup:
         raise GuarddiagError("--drop-near needs --near-dup: near duplicates are only found "
                              "with --near-dup")
+    if drop_template and not templates:
+        raise GuarddiagError("--drop-template needs --templates: template overlaps are only "
+                             "found with --templates")
     if not pool.is_file():
         raise GuarddiagError(f"{pool}: pool file not found")
     bench_set = data.load_benchmarks(benchmarks, data_dir=data_dir, derived_dir=derived_dir)
@@ -64,6 +70,9 @@ def audit_pool(pool: str | Path, *, text_column: str = "text",
     options = {"text_column": text_column, "id_column": id_column, "near_dup": near_dup,
                "threshold": threshold, "drop_near": drop_near, "short_words": short_words,
                "short_threshold": short_threshold}
+    if templates:
+        # Only when on: an audit without templates keeps the cache key and meta.json it had.
+        options |= {"templates": True, "drop_template": drop_template}
     key = _cache_key(pool_sha, bench_set.sha256, list(bench_set.frames), unavailable, options)
     if not force:
         cached = load_if_current(out_dir, key)
@@ -75,7 +84,8 @@ def audit_pool(pool: str | Path, *, text_column: str = "text",
     ids, texts = read_pool(pool, text_column=text_column, id_column=id_column)
     result = audit_frames(ids, texts, bench_set.frames, near_dup=near_dup, threshold=threshold,
                           short_words=short_words, short_threshold=short_threshold,
-                          drop_near=drop_near, sha256=bench_set.sha256, unavailable=unavailable)
+                          drop_near=drop_near, sha256=bench_set.sha256, unavailable=unavailable,
+                          templates=templates, drop_template=drop_template)
     manifests = data.load_manifests(derived_dir=derived_dir, data_dir=data_dir)
     result = replace(result, titles={k: m.title for k, m in manifests.items()})
     write_audit(result, out_dir, figure=figure,

@@ -18,7 +18,8 @@ Contamination audit of a training pool against public benchmark subsets.
 Per benchmark it counts exact overlaps (equal after normalisation: Unicode NFKC, casefold,
 punctuation and symbols to spaces, whitespace collapsed) and, with --near-dup, near duplicates
 as a separate column (word-set Jaccard >= --threshold, found with a prefix-filter index that
-loses no pair). It writes overlap.parquet, decontaminated/<benchmark>.txt, summary.json,
+loses no pair) and, with --templates, template overlaps (the same sentence with other quoted
+titles or names). It writes overlap.parquet, decontaminated/<benchmark>.txt, summary.json,
 overlap.png/.pdf and meta.json to --out, and prints the per-benchmark table.
 
 Exit status: 0 = done, 1 = a benchmark is above --fail-above, 2 = bad input.
@@ -68,6 +69,13 @@ def register(sub: argparse._SubParsersAction, bench: argparse._SubParsersAction)
     parser.add_argument("--drop-near", action="store_true",
                         help="decontaminated lists drop near duplicates too (default: exact "
                              "overlaps only, as in the study); needs --near-dup")
+    parser.add_argument("--templates", action="store_true",
+                        help="also count template overlaps: a pool row that is the benchmark "
+                             "prompt with other quoted titles or names ('Generate the lyrics of "
+                             "\"X\" by Y' for another X and Y)")
+    parser.add_argument("--drop-template", action="store_true",
+                        help="decontaminated lists drop template overlaps too; needs "
+                             "--templates")
     parser.add_argument("--fail-above", type=float, default=None, metavar="PCT",
                         help="exit with status 1 when decontamination removes more than PCT%% "
                              "of any benchmark (a release gate)")
@@ -121,7 +129,8 @@ def _run_audit(args: argparse.Namespace) -> int:
                                      else args.short_words),
                         short_threshold=(DEFAULT_SHORT_THRESHOLD if args.short_threshold is None
                                          else args.short_threshold),
-                        force=args.force)
+                        force=args.force, templates=args.templates,
+                        drop_template=args.drop_template)
     print(result.render())
     say(f"audit: wrote {out}/ (overlap.parquet, decontaminated/, summary.json, "
         "overlap.png, overlap.pdf, meta.json)")

@@ -32,6 +32,9 @@ Changes in version 3
 - ``contamination.short_words`` / ``short_threshold``: the stricter near-duplicate Jaccard for
   short prompts; near examples never repeat an exact one, and a Jaccard-1.0 near example
   carries ``note`` "same words, other order".
+- ``contamination.templates`` / ``template_definition`` (only when the audit compared
+  template forms) and per-benchmark n_template, share_template; ``scores.copy_items`` (where
+  harmbench_copyright is scored): COPY per item kind, lyrics and passage.
 - ``outside.definitions``: each outside guard's operational definition (run id → sentence).
 - ``sorry_balance.benchmarks`` records: new ``category_note`` (why a benchmark is not
   assessable: no category values, or categories present but not mapped to the pillars).
@@ -178,7 +181,7 @@ class SummaryJson(TypedDict):
     """Null where no run meta.json was found."""
 
 
-class ContaminationJson(TypedDict):
+class _ContaminationBase(TypedDict):
     benchmarks: list[Record]
     """Per benchmark: n, n_exact, share_exact, n_near, share_near, n_kept, sha256."""
     pool_rows: int | None
@@ -189,6 +192,14 @@ class ContaminationJson(TypedDict):
     from before this rule)."""
     short_threshold: float | None
     unavailable: dict[str, str]
+
+
+class ContaminationJson(_ContaminationBase, total=False):
+    templates: bool
+    """Present (true) when the audit compared template forms; ``benchmarks`` records then
+    carry n_template and share_template (same sentence, other titles; no exact overlap)."""
+    template_definition: str | None
+    """The audit's description of a template overlap (summary.json)."""
 
 
 class RunJson(TypedDict):
@@ -262,12 +273,19 @@ class PairedJson(TypedDict):
     fraction), p_value (exact McNemar, two-sided), p_holm, significant."""
 
 
-class ScoresJson(TypedDict):
+class _ScoresBase(TypedDict):
     scores: list[ScoreJson]
     paired: PairedJson | None
     """Each student branch recipe vs the reference recipe of its size (primary cohort); a
     recipe's prompt decision is the majority of its seeds."""
     recipes: RecipesJson
+
+
+class ScoresJson(_ScoresBase, total=False):
+    copy_items: list[Record]
+    """Present where harmbench_copyright is scored: COPY split by item kind (prompt-id prefix
+    ``lyrics`` / ``passage``), one score row per run (primary subset and mapping; columns of
+    ``scores``' long table, ``benchmark`` = ``harmbench_copyright:<kind>``)."""
 
 
 class LoadJson(TypedDict):

@@ -3,6 +3,8 @@ dual-policy pool."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import polars as pl
 
 from guarddiag import plots
@@ -36,10 +38,17 @@ def section_contamination(ctx: ReportContext) -> Section:
     columns = (Column("benchmark", "benchmark"), Column("n", "n", "int"),
                Column("n_exact", "exact", "int"), Column("share_exact", "exact %", "pct"),
                Column("n_near", "near", "int"), Column("share_near", "near %", "pct"),
+               *((Column("n_template", "template", "int"),
+                  Column("share_template", "template %", "pct")) if c.templates else ()),
                Column("n_kept", "kept", "int"))
+    template = ("" if not c.templates else
+                " Template overlaps (a separate column, no exact overlap) are pool rows that ask "
+                "the prompt's sentence about other titles or names: quoted spans and capitalised "
+                "names after 'by', 'from' or 'of' are masked before comparing "
+                f"({c.template_definition or 'see audit'}).")
     blocks: list[Block] = [
         Paragraph(f"Exact overlap = equal after normalisation ({c.normalisation or 'see audit'}"
-                  f"); {near}. Pool: {c.pool_rows or 0:,} rows."),
+                  f"); {near}. Pool: {c.pool_rows or 0:,} rows.{template}"),
         Table("overlap", "Benchmark prompts found in the training pool", columns, t),
         FigureBlock("overlap", plots.overlap_bars(c),
                     "Share of each benchmark's prompts found in the training pool "
@@ -59,10 +68,12 @@ def section_contamination(ctx: ReportContext) -> Section:
                           f"{e.get('similarity', '')})", str(e.get("pool_text", ""))))
         if items:
             blocks.append(Examples(f"Example overlaps: {bench}", tuple(items)))
-    payload = {"benchmarks": records(t), "pool_rows": c.pool_rows,
+    payload: dict[str, Any] = {"benchmarks": records(t), "pool_rows": c.pool_rows,
                "near_threshold": c.near_threshold, "near_dup": c.near_dup,
                "short_words": c.short_words, "short_threshold": c.short_threshold,
                "unavailable": dict(c.unavailable)}
+    if c.templates:
+        payload |= {"templates": True, "template_definition": c.template_definition}
     return Section("contamination", title, tuple(blocks), payload)
 
 

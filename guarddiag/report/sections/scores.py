@@ -8,9 +8,11 @@ from typing import Any
 import polars as pl
 
 from guarddiag import plots
+from guarddiag.analyses.contamination import copy_items
 from guarddiag.analyses.intervals import SEED_WILSON
 from guarddiag.analyses.loadtest import MIN_PROMPTS
 from guarddiag.analyses.scores import SUBSETS
+from guarddiag.labels import get_mapping
 from guarddiag.report.context import ReportContext
 from guarddiag.report.document import (
     Block,
@@ -112,12 +114,27 @@ def section_scores(ctx: ReportContext) -> Section:
                         long, csv_only=True))
     paired = ctx.results.paired
     recipes = ctx.results.recipes[o.primary_subset]
-    return Section("scores", "Benchmark scores (Table 1)", tuple(blocks),
-                   {"scores": _score_records(ctx),
-                    "paired": paired_payload(paired.recipes if paired else None),
-                    "recipes": {"interval": SEED_WILSON, "subset": o.primary_subset,
-                                "mapping": o.mapping, "bold": sorted(capability_benchmarks(ctx)),
-                                "rows": records(one_interval_kind(recipes.table))}})
+    payload: dict[str, Any] = {
+        "scores": _score_records(ctx),
+        "paired": paired_payload(paired.recipes if paired else None),
+        "recipes": {"interval": SEED_WILSON, "subset": o.primary_subset, "mapping": o.mapping,
+                    "bold": sorted(capability_benchmarks(ctx)),
+                    "rows": records(one_interval_kind(recipes.table))}}
+    items = copy_items(ctx.results.inputs.predictions, mapping=get_mapping(o.mapping),
+                       threshold=o.threshold, confidence=o.confidence, subset=o.primary_subset)
+    if items is not None and items.height:
+        frame, cols = pivot_by_cohort(items.with_columns(pl.col("ci_low").alias("low"),
+                                                         pl.col("ci_high").alias("high")),
+                                      entity_cols=["run_id", "label_policy"], bold=())
+        blocks.insert(-1, Table(
+            f"copy_items_{o.primary_subset}_{o.mapping}",
+            "COPY by item kind: HarmBench-copyright's song lyrics and book passages are two "
+            "request templates, scored apart (prompt-id prefix lyrics_ / passage_) — "
+            f"{cohort_words(ctx)}, {int(o.confidence * 100)}% Wilson intervals.",
+            (Column("run_id", "run"), Column("label_policy", "labels"), *cols), frame,
+            collapsed=True))
+        payload["copy_items"] = records(items)
+    return Section("scores", "Benchmark scores (Table 1)", tuple(blocks), payload)
 
 
 def section_load(ctx: ReportContext) -> Section:
