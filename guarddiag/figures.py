@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 __all__ = ["PAPER_STYLE", "PDF_METADATA", "PNG_DPI", "PNG_METADATA", "figure_bytes",
-           "paper_style", "save_figure"]
+           "paper_style", "release_figure", "save_figure"]
 
 PAPER_STYLE: Mapping[str, object] = {
     "font.family": "DejaVu Sans",
@@ -123,3 +123,11 @@ def save_figure(fig: Figure, stem: str | Path, *, dpi: int = PNG_DPI,
             tmp.write_bytes(data)
         out.append(path)
     return out[0], out[1]
+
+
+def release_figure(fig: Figure) -> None:
+    """Drop ``fig`` from pyplot's registry once it is saved (the object stays usable), so a long
+    process (the test run, the demo) does not keep every figure it ever drew."""
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)

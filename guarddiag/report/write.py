@@ -11,7 +11,7 @@ import polars as pl
 
 from guarddiag import files
 from guarddiag.errors import GuarddiagError
-from guarddiag.figures import save_figure
+from guarddiag.figures import release_figure, save_figure
 from guarddiag.report.document import FigureBlock, Report, Table
 from guarddiag.report.render.html import render_html
 from guarddiag.report.render.markdown import render_markdown
@@ -83,6 +83,7 @@ def write_report(report: Report, out_dir: str | Path, *,
                                                     f"{b.name}.tex"))
             elif isinstance(b, FigureBlock):
                 png, pdf = save_figure(b.figure, out_dir / "figures" / b.name)
+                release_figure(b.figure)
                 pngs[b.name] = png.read_bytes()
                 written += [png, pdf]
     for sub, suffixes in (("tables", (".csv", ".tex")), ("figures", (".png", ".pdf"))):

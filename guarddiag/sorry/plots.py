@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from guarddiag.figures import save_figure
+from guarddiag.figures import release_figure, save_figure
 from guarddiag.sorry.jaccard import SORRY_BENCH_MEAN_MAX_JACCARD
 from guarddiag.sorry.taxonomy import DOMAINS
 
@@ -53,13 +53,11 @@ def save_sorry_figure(fig: Figure, stem: str | Path) -> tuple[Path, Path]:
     The figure is closed afterwards: these commands run inside long processes (tests, the
     demo), where pyplot would otherwise keep every figure alive.
     """
-    import matplotlib.pyplot as plt
-
     try:
         return save_figure(fig, stem, style=None, bbox_inches="tight", settle=False,
                            png_metadata=None, pdf_metadata={"CreationDate": None})
     finally:
-        plt.close(fig)
+        release_figure(fig)
 
 
 def plot_balance(result: BalanceResult) -> Figure:
