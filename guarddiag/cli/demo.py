@@ -11,7 +11,8 @@ _DESCRIPTION = """\
 Run the whole study at CPU size, in order: data check (pulling data when there is none), pool
 build, contamination audit, training of the teachers, the reference and E1-E10 (seed 42) plus
 seeds 43/44 of the seed-floor recipes, SORRY-Bench's deterministic mutations of sorrybench,
-prediction on every available benchmark and mutated subset, and the report.
+prediction on every available benchmark and mutated subset, a real outside guard
+(alt-profanity-check, when the demo extra is installed) on the same prompts, and the report.
 
 Resumable: a re-run reuses the finished audit, skips finished training runs, resumes an
 interrupted one from its last checkpoint and scores only runs not yet scored. About 10-25
