@@ -58,6 +58,7 @@ from guarddiag.devtools.mutants import OPERATORS, Mutant, module_mutants, source
 # behaviour-level tests/test_mutants_<area>.py go first: with -x they usually fail first.
 _PINNED = ("tests/test_pinned_numbers.py", "tests/test_compound_mass.py", "tests/test_analyses.py")
 _ANALYSES = "tests/test_mutants_analyses.py"
+_REPORT_INPUTS = "tests/test_mutants_report_inputs.py"
 TARGETS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("guarddiag/stats.py", ("tests/test_mutants_stats.py", "tests/test_pinned_numbers.py",
                             "tests/test_stats.py", "tests/test_wilson.py",
@@ -69,8 +70,11 @@ TARGETS: tuple[tuple[str, tuple[str, ...]], ...] = (
                              "tests/test_label_schema.py", "tests/test_policy_table.py",
                              "tests/test_ties.py", "tests/test_compound_mass.py",
                              "tests/test_analyses.py")),
-    ("guarddiag/audit/*.py", ("tests/test_mutants_audit.py", "tests/test_pinned_numbers.py",
-                              "tests/test_audit.py")),
+    ("guarddiag/audit/*.py", ("tests/test_mutants_audit.py", "tests/test_mutants_audit_display.py",
+                              "tests/test_mutants_audit_template.py",
+                              "tests/test_pinned_numbers.py", "tests/test_audit_examples.py",
+                              "tests/test_audit_templates.py", "tests/test_audit.py",
+                              "tests/test_derived_decontam.py")),
     ("guarddiag/analyses/inputs.py", ("tests/test_report.py",)),
     ("guarddiag/analyses/step.py", ("tests/test_report.py",)),
     ("guarddiag/analyses/sorry.py", ("tests/test_sorry_report.py", "tests/test_report.py")),
@@ -86,15 +90,19 @@ TARGETS: tuple[tuple[str, tuple[str, ...]], ...] = (
                                      "tests/test_study_fairness.py")),
     ("guarddiag/analyses/overlap_origin.py", (_ANALYSES, *_PINNED,
                                               "tests/test_study_fairness.py")),
-    ("guarddiag/analyses/provenance.py", (_ANALYSES, *_PINNED, "tests/test_report_headline.py")),
-    ("guarddiag/analyses/threshold_free.py", (_ANALYSES, *_PINNED,
+    ("guarddiag/analyses/provenance.py", (_REPORT_INPUTS, _ANALYSES, *_PINNED,
+                                          "tests/test_report_headline.py")),
+    ("guarddiag/analyses/threshold_free.py", (_REPORT_INPUTS, _ANALYSES, *_PINNED,
                                               "tests/test_threshold_free.py")),
+    ("guarddiag/analyses/contamination.py", (_ANALYSES, *_PINNED, "tests/test_wilson.py",
+                                             "tests/test_ties.py", "tests/test_study_fairness.py",
+                                             "tests/test_audit_templates.py")),
     ("guarddiag/analyses/*.py", (_ANALYSES, *_PINNED, "tests/test_wilson.py",
                                  "tests/test_ties.py")),
     ("guarddiag/pool/spec.py", ("tests/test_mutants_pool.py", "tests/test_policy_table.py",
                                 "tests/test_spec.py", "tests/test_pool.py")),
     ("guarddiag/pool/recipe.py", ("tests/test_mutants_pool.py", "tests/test_spec.py",
-                                  "tests/test_pool.py")),
+                                  "tests/test_pool.py", "tests/test_branch_rows.py")),
     ("guarddiag/guards/backends.py", ("tests/test_pinned_numbers.py",
                                       "tests/test_guards_backends.py")),
 )
