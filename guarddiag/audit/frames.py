@@ -51,7 +51,7 @@ def audit_frames(pool_ids: Sequence[str], pool_texts: Sequence[str],
     template column (:mod:`guarddiag.audit.template`); ``drop_template`` drops those prompts
     from the decontaminated lists too.
     """
-    threshold, short_threshold = _check_options(
+    threshold, short_threshold = check_options(
         threshold=threshold, short_threshold=short_threshold, short_words=short_words,
         near_dup=near_dup, drop_near=drop_near, templates=templates,
         drop_template=drop_template)
@@ -109,9 +109,12 @@ def audit_frames(pool_ids: Sequence[str], pool_texts: Sequence[str],
                        templates=templates, drop_template=drop_template)
 
 
-def _check_options(*, threshold: float, short_threshold: float, short_words: int,
-                   near_dup: bool, drop_near: bool, templates: bool, drop_template: bool
-                   ) -> tuple[float, float]:
+def check_options(*, threshold: float, short_threshold: float, short_words: int,
+                  near_dup: bool, drop_near: bool, templates: bool, drop_template: bool
+                  ) -> tuple[float, float]:
+    """The audit's option rules, in one place: both thresholds in (0, 1], the short-prompt one
+    at least as strict, a non-negative word count, and no drop option without its search.
+    Returns the checked (threshold, short_threshold)."""
     threshold = check_threshold(threshold)
     short_threshold = check_threshold(short_threshold)
     if short_threshold < threshold:

@@ -22,7 +22,7 @@ from guarddiag.audit.result import (
 )
 from guarddiag.audit.template import TEMPLATE_DEFINITION
 from guarddiag.errors import GuarddiagError
-from guarddiag.figures import paper_style, save_figure
+from guarddiag.figures import paper_style, release_figure, save_figure
 
 __all__ = ["AUDIT_FIGURE_SAVE", "inherit_decontamination", "load_audit", "load_decontaminated",
            "load_if_current", "plot_overlap", "save_audit_figure", "write_audit"]
@@ -40,10 +40,8 @@ bounding-box crop, no dates or versions in the metadata."""
 def save_audit_figure(fig: Any, stem: Path) -> None:
     """Save ``fig`` as ``<stem>.png`` and ``<stem>.pdf`` with :data:`AUDIT_FIGURE_SAVE`, then
     close it."""
-    import matplotlib.pyplot as plt  # only when a figure is saved: keeps the import light
-
     save_figure(fig, stem, **AUDIT_FIGURE_SAVE)
-    plt.close(fig)
+    release_figure(fig)
 
 
 def write_audit(result: AuditResult, out_dir: str | Path, *, figure: bool = True,

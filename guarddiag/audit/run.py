@@ -13,8 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from guarddiag import data, files
-from guarddiag.audit.frames import audit_frames
-from guarddiag.audit.neardup import check_threshold
+from guarddiag.audit.frames import audit_frames, check_options
 from guarddiag.audit.outputs import load_if_current, write_audit
 from guarddiag.audit.read import read_pool
 from guarddiag.audit.result import (
@@ -54,13 +53,16 @@ def audit_pool(pool: str | Path, *, text_column: str = "text",
     """
     pool = Path(pool)
     out_dir = Path(out_dir)
-    threshold = check_threshold(threshold)
+    # The drop rules in the command line's words first, then every option rule before any I/O.
     if drop_near and not near_dup:
         raise GuarddiagError("--drop-near needs --near-dup: near duplicates are only found "
                              "with --near-dup")
     if drop_template and not templates:
         raise GuarddiagError("--drop-template needs --templates: template overlaps are only "
                              "found with --templates")
+    threshold, short_threshold = check_options(
+        threshold=threshold, short_threshold=short_threshold, short_words=short_words,
+        near_dup=near_dup, drop_near=drop_near, templates=templates, drop_template=drop_template)
     if not pool.is_file():
         raise GuarddiagError(f"{pool}: pool file not found")
     bench_set = data.load_benchmarks(benchmarks, data_dir=data_dir, derived_dir=derived_dir)
