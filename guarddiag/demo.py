@@ -31,9 +31,11 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from guarddiag import paths
 from guarddiag.audit import audit_pool
+from guarddiag.cores import usable_cores
 from guarddiag.data import pull, subset_status
 from guarddiag.errors import GuarddiagError
 from guarddiag.files import write_json
@@ -43,6 +45,10 @@ from guarddiag.guards.scoring import score_guard
 from guarddiag.pool import build_pool
 from guarddiag.progress import say
 from guarddiag.sorry.mutate import mutate_benchmark, resolve_mutations
+
+if TYPE_CHECKING:
+    from guarddiag.train.branches import BranchSet
+    from guarddiag.train.runner import RunSummary
 
 DEMO_SIZE = "micro"
 DEMO_SEED = 42
@@ -71,6 +77,9 @@ class DemoOptions:
     """Base URL of a served copy of the data directory, for ``data pull``."""
     n_resamples: int = 2000
     """Prompt-bootstrap resamples per score in the report."""
+    jobs: int = field(default_factory=usable_cores)
+    """Runs trained (and scored) at a time, each in its own process with one torch thread;
+    1 trains them one after another in this process. The bytes are the same either way."""
 
 
 @dataclass(frozen=True)
@@ -144,12 +153,43 @@ def _score_outside(*, data_dir: Path, work: paths.WorkPaths) -> None:
         f"{result.n_reused:,} reused")
 
 
+def _train(branches: BranchSet, options: DemoOptions, work: paths.WorkPaths
+           ) -> list[RunSummary]:
+    """Every run at seed 42, then the floor recipes at the floor seeds: ``jobs`` at a time in
+    worker processes (dependencies first), or one after another here with ``jobs`` 1."""
+    from guarddiag.predict.sweep import merge_plans, sweep
+    from guarddiag.train import train_branches
+    from guarddiag.train.branches import plan_runs
+
+    plan = merge_plans(
+        plan_runs(branches, names="all", sizes=(options.size,), seeds=(options.seed,)),
+        plan_runs(branches, names=list(options.floor_branches), sizes=(options.size,),
+                  seeds=options.floor_seeds) if options.floor_seeds else [])
+    if options.jobs > 1:
+        return list(sweep(plan=plan, runs_dir=work.runs, pool_path=work.pool, engine="local",
+                          jobs=options.jobs).runs)
+    return list(train_branches(branches=branches, plan=plan, runs_dir=work.runs,
+                               pool_path=work.pool).runs)
+
+
+def _score_in_parallel(runs: list[RunSummary], options: DemoOptions, work: paths.WorkPaths,
+                       data_dir: Path) -> None:
+    """Fill every run's score cache ``jobs`` at a time (``predict_runs`` then only reads them;
+    the same bytes as scoring there)."""
+    if options.jobs < 2:
+        return
+    from guarddiag.predict.sweep import ScoreTask, score_runs
+
+    score_runs(run_dirs=[work.runs / r.run_id for r in runs], engine="local", jobs=options.jobs,
+               score=ScoreTask("", str(work.pool), "all,derived", str(data_dir),
+                               str(work.derived), batch_size=64, device="auto", threads=1))
+
+
 def run_demo(options: DemoOptions = DemoOptions()) -> DemoResult:
     """Run every stage of the study at demo size; see the module docstring."""
     # torch, transformers and matplotlib load only when the stages that need them run.
     from guarddiag.predict import predict_runs
     from guarddiag.report import ReportOptions, make_report
-    from guarddiag.train import train_branches
     from guarddiag.train.branches import load_branches, select_branches
 
     data_dir = paths.resolve_data_dir(options.data_dir)
@@ -186,18 +226,11 @@ def run_demo(options: DemoOptions = DemoOptions()) -> DemoResult:
     t = stage(f"train all branches ({options.size}, seed {options.seed}) and the seed floor "
               f"({', '.join(options.floor_branches)} × seeds "
               f"{', '.join(map(str, options.floor_seeds))})", 5)
-    trained = train_branches(branches=branches, names="all", sizes=(options.size,),
-                             seeds=(options.seed,), runs_dir=work.runs,
-                             pool_path=work.pool)
-    runs = list(trained.runs)
-    if options.floor_seeds:
-        floor = train_branches(branches=branches, names=list(options.floor_branches),
-                               sizes=(options.size,), seeds=options.floor_seeds,
-                               runs_dir=work.runs, pool_path=work.pool)
-        runs += [r for r in floor.runs if r.run_id not in {x.run_id for x in runs}]
+    runs = _train(branches, options, work)
     times["train"] = time.perf_counter() - t
 
     t = stage("predict", 6)
+    _score_in_parallel(runs, options, work, data_dir)
     predict_runs(runs_dir=work.runs, pool_path=work.pool, audit_dir=work.audit,
                  benchmarks="all,derived", data_dir=data_dir, derived_dir=work.derived)
     times["predict"] = time.perf_counter() - t
@@ -213,7 +246,8 @@ def run_demo(options: DemoOptions = DemoOptions()) -> DemoResult:
         derived_dir=work.derived, title="guarddiag demo report"))
     times["report"] = time.perf_counter() - t
 
-    write_json({"stage_seconds": {k: round(v, 1) for k, v in times.items()},
+    write_json({"jobs": options.jobs,
+                "stage_seconds": {k: round(v, 1) for k, v in times.items()},
                 "runs": [{"run_id": r.run_id, "status": r.status, "wall_s": round(r.wall_s, 1),
                           "val_acc_a": r.val_acc_a} for r in runs]},
                Path(options.work_dir) / "demo_timings.json")

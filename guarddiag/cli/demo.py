@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from guarddiag.cli import add_parser
+from guarddiag.cores import usable_cores
 
 _DESCRIPTION = """\
 Run the whole study at CPU size, in order: data check (pulling data when there is none), pool
@@ -13,6 +14,9 @@ build, contamination audit, training of the teachers, the reference and E1-E10 (
 seeds 43/44 of the seed-floor recipes, SORRY-Bench's deterministic mutations of sorrybench,
 prediction on every available benchmark and mutated subset, a real outside guard
 (alt-profanity-check, when the demo extra is installed) on the same prompts, and the report.
+
+Training and scoring run --jobs runs at a time (default: one per usable core), each in its own
+process with one torch thread; the bytes are the same as one after another (--jobs 1).
 
 Resumable: a re-run reuses the finished audit, skips finished training runs, resumes an
 interrupted one from its last checkpoint and scores only runs not yet scored. About 10-25
@@ -33,6 +37,16 @@ def _seeds(text: str) -> tuple[int, ...]:
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}"
                                          ) from None
+
+
+def _jobs(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {text!r}")
+    return n
 
 
 def register(sub, bench) -> None:
@@ -58,6 +72,9 @@ def register(sub, bench) -> None:
                    help="served copy of a data directory, used when no data is present")
     p.add_argument("--bootstrap", type=int, default=2000, metavar="B",
                    help="prompt-bootstrap resamples per score in the report")
+    p.add_argument("--jobs", type=_jobs, default=usable_cores(), metavar="N",
+                   help="runs trained and scored at a time (default: usable cores, here "
+                        "%(default)s; 1 = one after another in this process)")
     p.set_defaults(handler=_run_demo)
 
 
@@ -68,7 +85,7 @@ def _run_demo(args: argparse.Namespace) -> int:
         data_dir=args.data_dir, work_dir=args.work_dir, out_dir=args.out,
         floor_branches=args.floor_branches, floor_seeds=args.floor_seeds,
         mutations=args.mutations, mirror=args.mirror,
-        n_resamples=args.bootstrap))
+        n_resamples=args.bootstrap, jobs=args.jobs))
     print(f"demo report: {result.out_dir / 'report.html'}")
     print("stage times: " + ", ".join(f"{k} {v:.0f} s" for k, v in result.stage_seconds.items()))
     for line in result.headline:

@@ -25,6 +25,7 @@ from collections.abc import Sequence
 
 from guarddiag.cli import add_parser, add_work_paths, work_paths_from
 from guarddiag.cli.bench import add_device, add_threads, register_bench
+from guarddiag.cores import usable_cores
 from guarddiag.errors import GuarddiagError
 from guarddiag.paths import resolve_data_dir
 
@@ -318,7 +319,8 @@ def _register_sweep(sub: argparse._SubParsersAction) -> None:
     add_work_paths(p, "audit", "derived")
     p.add_argument("--engine", default="local", choices=("local", "ray"),
                    help="local process pool or a Ray cluster")
-    p.add_argument("--jobs", type=int, default=2, help="local engine: runs at a time")
+    p.add_argument("--jobs", type=int, default=usable_cores(), metavar="N",
+                   help="local engine: runs at a time (default: usable cores, here %(default)s)")
     p.add_argument("--address", default=None, metavar="ADDR",
                    help="Ray cluster address (auto: the running cluster; default: start one)")
     p.add_argument("--checkpoint", "--encoder", dest="checkpoint", action="append", default=[],
@@ -332,6 +334,7 @@ def _register_sweep(sub: argparse._SubParsersAction) -> None:
 
 
 def _run_sweep(args: argparse.Namespace) -> int:
+    from guarddiag.model.threads import auto_threads
     from guarddiag.predict import predict_runs
     from guarddiag.predict.sweep import ScoreTask, sweep
     from guarddiag.train import RunOptions
@@ -342,7 +345,7 @@ def _run_sweep(args: argparse.Namespace) -> int:
     data_dir = resolve_data_dir(args.data_dir)
     score = None if args.no_predict else ScoreTask(
         "", str(paths.pool), args.benchmarks, str(data_dir) if data_dir else None,
-        str(paths.derived), args.batch_size, args.device, None)
+        str(paths.derived), args.batch_size, args.device, auto_threads(sizes))
     res = sweep(names=args.branches, sizes=sizes, seeds=parse_seeds(args.seeds),
                 runs_dir=paths.runs, pool_path=paths.pool, branches_dir=args.branches_dir,
                 options=RunOptions(pretrained=_parse_checkpoints(args.checkpoint),

@@ -15,6 +15,9 @@ finished runs are skipped, interrupted ones resume from their checkpoints.
 
 from __future__ import annotations
 
+import os
+import signal
+import sys
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
@@ -29,11 +32,22 @@ from guarddiag.model.device import pick_device
 from guarddiag.model.threads import torch_threads
 from guarddiag.predict.runner import fill_score_cache, scoring_inputs
 from guarddiag.progress import say
-from guarddiag.train.branches import load_branches, plan_runs
+from guarddiag.train.branches import PlannedRun, load_branches, plan_runs
 from guarddiag.train.options import RunOptions
 from guarddiag.train.runner import RunSummary, train_one
 
 ENGINES = ("local", "ray")
+
+
+def merge_plans(*plans: Sequence[PlannedRun]) -> list[PlannedRun]:
+    """One plan from several (e.g. the grid at seed 42, then the seed-floor recipes at other
+    seeds): each run once, at its first place. Every input lists a run's dependencies before it,
+    so the merged plan does too."""
+    seen: dict[str, PlannedRun] = {}
+    for plan in plans:
+        for run in plan:
+            seen.setdefault(run.run_id, run)
+    return list(seen.values())
 
 
 @dataclass(frozen=True)
@@ -80,6 +94,20 @@ def score_task(task: ScoreTask) -> int:
 
 # ----------------------------------------------------------------------------- engines
 
+def die_with_parent(parent_pid: int) -> None:
+    """Worker initializer: on Linux, have the kernel SIGKILL this worker when the sweep's
+    process dies (a killed ``guarddiag demo`` leaves no orphan training on). Elsewhere a no-op;
+    an orphan then finishes its run, and the run's lock keeps a rerun from training it twice."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    pr_set_pdeathsig = 1
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
+    if os.getppid() != parent_pid:  # the parent died before the call above
+        os._exit(1)
+
+
 class LocalEngine:
     """A spawn-context process pool; a broken pool (a worker killed) is rebuilt and the tasks
     that were in flight are resubmitted, up to ``retries`` times."""
@@ -91,7 +119,8 @@ class LocalEngine:
 
     def _new_pool(self) -> ProcessPoolExecutor:
         # spawn: a forked child would inherit torch's thread pools and locks mid-state
-        return ProcessPoolExecutor(max_workers=self.jobs, mp_context=get_context("spawn"))
+        return ProcessPoolExecutor(max_workers=self.jobs, mp_context=get_context("spawn"),
+                                   initializer=die_with_parent, initargs=(os.getpid(),))
 
     def submit(self, key: str, fn: Callable[[Any], Any], arg: Any, *, gpu: bool) -> None:
         self.futures[self.pool.submit(fn, arg)] = (key, fn, arg)
@@ -162,19 +191,24 @@ class SweepResult:
 
 
 def sweep(*, names: str | Sequence[str] = "all", sizes: Sequence[str] = ("micro",),
-          seeds: Sequence[int] = (42,), runs_dir: str | Path, pool_path: str | Path,
+          seeds: Sequence[int] = (42,), plan: Sequence[PlannedRun] | None = None,
+          runs_dir: str | Path, pool_path: str | Path,
           branches_dir: str | Path | None = None, options: RunOptions | None = None,
           engine: str = "local", jobs: int = 2, address: str | None = None,
           score: ScoreTask | None = None) -> SweepResult:
     """Train the plan with up to ``jobs`` runs at a time, dependencies first; then, with
-    ``score`` (its ``run_dir`` is ignored), fill every run's score cache in parallel."""
+    ``score`` (its ``run_dir`` is ignored), fill every run's score cache in parallel.
+
+    The plan is ``names`` × ``sizes`` × ``seeds``, or ``plan`` as given (e.g. from
+    :func:`merge_plans`)."""
     if engine not in ENGINES:
         raise GuarddiagError(f"--engine {engine!r}: expected one of {', '.join(ENGINES)}")
     if jobs < 1:
         raise GuarddiagError(f"--jobs: expected at least 1, got {jobs}")
     options = options or RunOptions()
     gpu = pick_device(options.device).type == "cuda"
-    plan = plan_runs(load_branches(branches_dir), names=names, sizes=sizes, seeds=seeds)
+    if plan is None:
+        plan = plan_runs(load_branches(branches_dir), names=names, sizes=sizes, seeds=seeds)
     bdir = str(branches_dir) if branches_dir is not None else None
     eng: LocalEngine | RayEngine = (LocalEngine(jobs) if engine == "local"
                                     else RayEngine(address=address))
@@ -185,18 +219,35 @@ def sweep(*, names: str | Sequence[str] = "all", sizes: Sequence[str] = ("micro"
         summaries = _train_plan(eng, plan, SweepTask("", str(runs_dir), str(pool_path), bdir,
                                                      options), gpu=gpu, jobs=jobs)
         t1 = time.monotonic()
-        n_scored = 0
-        if score is not None:
-            for run in plan:
-                eng.submit(run.run_id, score_task,
-                           replace(score, run_dir=str(Path(runs_dir) / run.run_id)), gpu=gpu)
-            for _ in plan:
-                n_scored += int(eng.next_done()[1])
+        n_scored = 0 if score is None else _score_plan(
+            eng, [Path(runs_dir) / run.run_id for run in plan], score, gpu=gpu)
         t2 = time.monotonic()
     finally:
         eng.close()
     return SweepResult(tuple(summaries[r.run_id] for r in plan), n_scored,
                        round(t1 - t0, 2), round(t2 - t1, 2), engine, jobs)
+
+
+def score_runs(*, run_dirs: Sequence[str | Path], score: ScoreTask, engine: str = "local",
+               jobs: int = 2, address: str | None = None) -> int:
+    """Fill the score caches of finished runs in parallel (``predict_runs`` then only reads
+    them); returns the prompts scored."""
+    if engine not in ENGINES:
+        raise GuarddiagError(f"--engine {engine!r}: expected one of {', '.join(ENGINES)}")
+    gpu = pick_device(score.device).type == "cuda"
+    eng: LocalEngine | RayEngine = (LocalEngine(jobs) if engine == "local"
+                                    else RayEngine(address=address))
+    try:
+        return _score_plan(eng, [Path(d) for d in run_dirs], score, gpu=gpu)
+    finally:
+        eng.close()
+
+
+def _score_plan(eng: LocalEngine | RayEngine, run_dirs: Sequence[Path], score: ScoreTask, *,
+                gpu: bool) -> int:
+    for run_dir in run_dirs:
+        eng.submit(str(run_dir), score_task, replace(score, run_dir=str(run_dir)), gpu=gpu)
+    return sum(int(eng.next_done()[1]) for _ in run_dirs)
 
 
 def _train_plan(eng: LocalEngine | RayEngine, plan: Sequence[Any], base: SweepTask, *,

@@ -149,13 +149,16 @@ def _summary(run: PlannedRun, meta: dict[str, Any], *, status: str,
 
 def train_branches(*, branches: BranchSet, names: str | Sequence[str] = "all",
                    sizes: Sequence[str] = ("micro",), seeds: Sequence[int] = (42,),
+                   plan: Sequence[PlannedRun] | None = None,
                    runs_dir: str | Path, pool_path: str | Path,
                    options: RunOptions | None = None) -> TrainResult:
-    """Train every run of the plan in dependency order; finished runs are skipped."""
+    """Train every run of the plan (``names`` × ``sizes`` × ``seeds``, or ``plan`` as given)
+    in dependency order; finished runs are skipped."""
     runs_dir = Path(runs_dir)
     options = options or RunOptions()
     device_line = describe_device(pick_device(options.device), spec=options.device)
-    plan = plan_runs(branches, names=names, sizes=sizes, seeds=seeds)
+    if plan is None:
+        plan = plan_runs(branches, names=names, sizes=sizes, seeds=seeds)
     pool = read_pool(pool_path)
     threads = options.threads if options.threads is not None else \
         auto_threads(r.size for r in plan)
