@@ -26,8 +26,9 @@ from guarddiag.audit.result import (
     AuditResult,
 )
 from guarddiag.audit.run import audit_pool
+from guarddiag.errors import GuarddiagError
 from guarddiag.guards.base import GuardAdapter
-from guarddiag.guards.callable import CallableGuardAdapter, GuardFunction
+from guarddiag.guards.callable import CallableGuardAdapter, GuardFunction, PairGuardFunction
 from guarddiag.guards.scoring import GuardScoreResult
 from guarddiag.guards.scoring import score_guard as score_adapter
 from guarddiag.report.context import ReportOptions
@@ -60,23 +61,30 @@ def run_audit(pool: str | Path, *, benchmarks: str | Sequence[str] = "all",
                       templates=templates, drop_template=drop_template)
 
 
-def score_guard(guard: GuardAdapter | GuardFunction, *,
+def score_guard(guard: GuardAdapter | GuardFunction | PairGuardFunction, *,
                 benchmarks: str | Sequence[str] = "all", name: str | None = None,
                 runs_dir: str | Path = "work/runs", audit_dir: str | Path | None = "work/audit",
                 data_dir: str | Path | None = None, derived_dir: str | Path | None = None,
                 mapping: str = "loose", batch_size: int = 64,
-                definition: str | None = None) -> GuardScoreResult:
+                definition: str | None = None, input: str | None = None) -> GuardScoreResult:
     """Score an outside guard on the benchmarks; writes ``<runs_dir>/outside/<name>.parquet``.
 
     ``guard`` is a guard adapter or a plain function from prompt texts to one answer each
     (P(unsafe), a label, or class probabilities); ``name`` defaults to the function's name.
     ``definition`` says in one sentence what "unsafe" means for the guard (shown beside
     Table 2). Answers already saved for the same guard are reused, so an interrupted run
-    resumes.
+    resumes. ``input="prompt+response"`` scores a function ``fn(prompts, responses)`` on
+    benchmarks that carry a model's responses (WildGuardTest); an adapter says what it reads
+    itself.
     """
-    adapter = (guard if isinstance(guard, GuardAdapter)
-               else CallableGuardAdapter(function=guard, name=name, batch_size=batch_size,
-                                         definition=definition))
+    if isinstance(guard, GuardAdapter):
+        if input is not None and input != guard.input:
+            raise GuarddiagError(f"guard {guard.name!r} reads {guard.input}, not {input}: "
+                                 f"set input when building the adapter")
+        adapter = guard
+    else:
+        adapter = CallableGuardAdapter(function=guard, name=name, batch_size=batch_size,
+                                       definition=definition, input=input or "prompt")
     try:
         return score_adapter(adapter, benchmarks=benchmarks, runs_dir=runs_dir,
                              audit_dir=audit_dir, data_dir=data_dir, derived_dir=derived_dir,

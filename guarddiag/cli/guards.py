@@ -5,6 +5,8 @@ Examples::
     guarddiag guards list
     guarddiag guards score --adapter file --file my_guard.csv
     guarddiag guards score --adapter callable --target my_guards:moderate
+    guarddiag guards score --adapter any-guardrail --target harm_guard --input prompt+response \
+        --benchmarks wildguardtest_harmful,wildguardtest_benign
     guarddiag guards score --adapter qwen3guard --endpoint http://127.0.0.1:8000/v1#Qwen/Qwen3Guard-Gen-4B
     guarddiag guards score --adapter hf-classifier --model ./my-guard --labels my-guard-labels.yaml
     guarddiag label --policy policy_c.md --committee committee.yaml --pool work/pool/pool.parquet
@@ -44,6 +46,9 @@ def _add_score(guards_sub: argparse._SubParsersAction) -> None:
                     "Unparseable answers are status 'failed', counted, never read as safe.\n\n"
                     "  guarddiag guards score --adapter file --file my_guard.csv\n"
                     "  guarddiag guards score --adapter callable --target my_guards:moderate\n"
+                    "  guarddiag guards score --adapter any-guardrail --target harm_guard \\\n"
+                    "      --option threshold=0.5 --input prompt+response \\\n"
+                    "      --benchmarks wildguardtest_harmful,wildguardtest_benign\n"
                     "  guarddiag guards score --adapter qwen3guard \\\n"
                     "      --endpoint http://127.0.0.1:8000/v1#Qwen/Qwen3Guard-Gen-4B\n"
                     "  guarddiag guards score --adapter granite-guardian \\\n"
@@ -52,7 +57,7 @@ def _add_score(guards_sub: argparse._SubParsersAction) -> None:
                     "      --labels my-guard-labels.yaml")
     score.add_argument("--adapter", required=True, metavar="NAME",
                        help="qwen3guard, granite-guardian, llama-guard, hf-classifier, "
-                            "callable or file "
+                            "callable, any-guardrail or file "
                             "(see `guarddiag guards list`)")
     src = score.add_argument_group("the guard")
     src.add_argument("--model", default=None, metavar="PATH|ID",
@@ -66,7 +71,15 @@ def _add_score(guards_sub: argparse._SubParsersAction) -> None:
     src.add_argument("--target", default=None, metavar="MODULE:FUNCTION",
                      help="callable: a function list[str] -> list of P(unsafe), labels or "
                           "class probabilities, e.g. my_guards.keyword:moderate (importable "
-                          "from the current directory or the installed packages)")
+                          "from the current directory or the installed packages); "
+                          "any-guardrail: the guardrail's name, e.g. harm_guard")
+    src.add_argument("--option", action="append", default=None, metavar="KEY=VALUE",
+                     help="any-guardrail: a create or validate parameter of the guardrail "
+                          "(model_id, threshold, policy …; repeatable; values read as YAML)")
+    src.add_argument("--input", default=None, choices=("prompt", "prompt+response"),
+                     help="callable, any-guardrail: what the guard reads (default prompt); "
+                          "prompt+response needs benchmarks with responses (WildGuardTest) "
+                          "and, for callable, a function fn(prompts, responses)")
     src.add_argument("--strict", action="store_true", default=None,
                      help="file: a row matching no prompt of the selected benchmarks is an "
                           "error (default: such rows are skipped and counted)")
@@ -90,7 +103,11 @@ def _add_score(guards_sub: argparse._SubParsersAction) -> None:
         "audit": "contamination audit (for survives_decontam)"})
     where.add_argument("--mapping", default="loose", choices=("loose", "strict"),
                        help="binary read-out of the printed summary (both are stored)")
-    run = score.add_argument_group("running")
+    _add_running(score.add_argument_group("running"))
+    score.set_defaults(handler=_run_score)
+
+
+def _add_running(run: argparse._ArgumentGroup) -> None:
     run.add_argument("--batch-size", type=int, default=8, help="local model batch size")
     run.add_argument("--max-new-tokens", type=int, default=None,
                      help="generation limit (default per adapter)")
@@ -105,7 +122,6 @@ def _add_score(guards_sub: argparse._SubParsersAction) -> None:
                      help="endpoint retries (exponential backoff) before a prompt fails")
     run.add_argument("--cache-dir", default=None, metavar="DIR",
                      help="endpoint response cache (default <runs-dir>/outside/.cache)")
-    score.set_defaults(handler=_run_score)
 
 
 def _add_label(sub: argparse._SubParsersAction) -> None:
@@ -144,6 +160,7 @@ def _run_list(args: argparse.Namespace) -> int:
 
 def _run_score(args: argparse.Namespace) -> int:
 
+    from guarddiag.errors import GuarddiagError
     from guarddiag.guards.registry import ADAPTERS, get_adapter
     from guarddiag.guards.scoring import score_guard
     from guarddiag.paths import resolve_data_dir
@@ -156,7 +173,15 @@ def _run_score(args: argparse.Namespace) -> int:
     if kind == "file":
         options.update(file=args.file, labels=args.labels, strict=args.strict)
     elif kind == "callable":
-        options.update(target=args.target, batch_size=args.batch_size)
+        options.update(target=args.target, batch_size=args.batch_size, input=args.input)
+    elif kind == "any-guardrail":
+        from guarddiag.guards.anyguardrail import parse_options
+
+        if not args.target:
+            raise GuarddiagError("--adapter any-guardrail needs --target <guardrail name> "
+                                 "(e.g. harm_guard)")
+        options.update(target=args.target, options=parse_options(args.option),
+                       batch_size=args.batch_size, input=args.input)
     elif kind == "hf-classifier":
         from guarddiag.model.device import pick_device
 
@@ -201,7 +226,9 @@ def _run_score(args: argparse.Namespace) -> int:
 
 
 _ONLY_FOR = {"--strict": ("file",),
-             "--file": ("file",), "--target": ("callable",), "--labels": ("file", "hf-classifier"),
+             "--file": ("file",), "--target": ("callable", "any-guardrail"),
+             "--option": ("any-guardrail",), "--input": ("callable", "any-guardrail"),
+             "--labels": ("file", "hf-classifier"),
              "--endpoint": ("qwen3guard", "granite-guardian", "llama-guard"),
              "--risk-name": ("granite-guardian",), "--risk-definition": ("granite-guardian",),
              "--categories": ("llama-guard",), "--exclude-categories": ("llama-guard",),

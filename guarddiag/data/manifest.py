@@ -33,6 +33,10 @@ Manifest fields (base subsets)
                   set to 1, ``false`` keeps rows with none set. Without ``category_field`` the
                   category is the set flags joined by ``,``.
 ``expected_count`` prompts in the subset after the filter; loading fails when it differs.
+``response_field`` optional: column holding a model's response to each prompt, for guards that
+                  score prompt + response (WildGuardTest). Never part of the prompt text, and
+                  not in the benchmark frame: only such a guard reads it
+                  (:mod:`guarddiag.guards.responses`).
 ``notes``         optional free text.
 
 File entries
@@ -153,6 +157,7 @@ BASE_FIELDS: tuple[Field, ...] = (
     Field("files", required=True),
     *_COMMON_FIELDS,
     _optional_str("filter_field"),
+    _optional_str("response_field"),
     Field("filter_values"),
     Field("flags"),
     Field("flagged", "bool"),
@@ -241,6 +246,8 @@ class BenchmarkManifest:
     flags: tuple[str, ...] = ()
     flagged: bool | None = None
     notes: str | None = None
+    response_field: str | None = None
+    """Column of a model's response to each prompt (prompt + response guards); None without."""
     derived_from: str | None = None
     mutation: str | None = None
     root: Path | None = None
@@ -413,6 +420,10 @@ def parse_manifest(path: Path, problems: Problems, *, derived_root: Path | None,
     _check_identity(values, path, derived=derived, problems=problems)
     filters = _read_filters(doc, values, where, problems)
     files = parse_files(doc.get("files"), where, problems, derived=derived, user=user)
+    response = values.get("response_field")
+    if response is not None and response in (values.get("text_fields") or ()):
+        problems.add(f'{where} field "response_field"',
+                     f"{response!r} is also a text field; a response is never part of the prompt")
     expected = values.get("expected_count")
     if derived and files and len(files) == 1 and files[0].rows != expected:
         problems.add(f'{where} files[0] field "rows"',

@@ -4,6 +4,10 @@
 >>> guard = get_adapter("qwen3guard", model="/models/Qwen3Guard-Gen-4B")
 >>> score_guard(guard, benchmarks="study", runs_dir="work/runs")
 
+A guard reads the prompt, or the prompt with a model's response (``input="prompt+response"``, on
+benchmarks whose manifests carry responses). ``any-guardrail`` (optional extra) brings that
+package's guardrails in (:mod:`guarddiag.guards.anyguardrail`).
+
 Torch and transformers are imported only when a model-backed adapter is built.
 """
 

@@ -89,6 +89,20 @@ def class_probs_from(probs: Mapping[str, float]) -> ClassProbs:
     return (vec[0], vec[1], vec[2], vec[3])
 
 
+PROMPT = "prompt"
+PROMPT_RESPONSE = "prompt+response"
+INPUTS = (PROMPT, PROMPT_RESPONSE)
+"""What a guard reads: the prompt alone, or the prompt with a model's response to it."""
+
+
+def check_input(value: str, *, guard: str) -> str:
+    """``value`` when it is one of :data:`INPUTS`; a one-line error naming ``guard`` otherwise."""
+    if value not in INPUTS:
+        raise GuarddiagError(f"guard {guard!r}: input {value!r} is not one of "
+                             f"{', '.join(INPUTS)}")
+    return value
+
+
 class GuardAdapter(ABC):
     """An outside guard: prompts in, one :class:`GuardVerdict` per prompt out."""
 
@@ -96,6 +110,10 @@ class GuardAdapter(ABC):
     """The adapter's registry name (``qwen3guard``, ``file`` …)."""
     name: str = ""
     """The guard's name: the predictions run id is ``guard/<name>``."""
+    input: str = PROMPT
+    """``prompt``, or ``prompt+response``: a response-level guard, whose
+    :meth:`score_prompts` frames carry a ``response`` column (benchmarks with responses only,
+    :mod:`guarddiag.guards.responses`)."""
 
     @abstractmethod
     def describe(self) -> dict[str, Any]:

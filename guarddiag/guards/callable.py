@@ -14,6 +14,12 @@ The function gets a list of prompt texts and returns one answer per text, in ord
 
 Anything else (a wrong length, NaN, a value outside [0, 1], an unknown label, an exception) stops
 the run with one line naming the guard and the first prompt it concerns; nothing is read as safe.
+
+A response-level guard (``input="prompt+response"``, on the command line ``--input
+prompt+response``) is a function ``fn(prompts, responses)``: it gets the prompts and, in the same
+order, a model's response to each, and answers whether the exchange is unsafe. It runs on
+benchmarks that carry responses (a manifest ``response_field``: WildGuardTest); any other is a
+one-line error naming the benchmark.
 """
 
 from __future__ import annotations
@@ -32,12 +38,23 @@ from typing import Any
 import polars as pl
 
 from guarddiag.errors import GuarddiagError
-from guarddiag.guards.base import ClassProbs, GuardAdapter, GuardVerdict, one_hot, slug
+from guarddiag.guards.base import (
+    PROMPT_RESPONSE,
+    ClassProbs,
+    GuardAdapter,
+    GuardVerdict,
+    check_input,
+    one_hot,
+    slug,
+)
 from guarddiag.guards.predfile import DEFAULT_LABELS
+from guarddiag.guards.responses import RESPONSE
 from guarddiag.labels import CLASSES
 
 GuardFunction = Callable[[list[str]], Sequence[Any]]
 """What a callable guard is: prompt texts in, one answer per text out."""
+PairGuardFunction = Callable[[list[str], list[str]], Sequence[Any]]
+"""A response-level callable guard: prompts and their responses in, one answer per pair out."""
 
 _PROB_TOL = 1e-4
 
@@ -81,24 +98,44 @@ def _fingerprint(fn: Callable[..., Any]) -> str:
     return f"{where}#{hashlib.sha256(source.encode('utf-8')).hexdigest()[:16]}"
 
 
+def _check_arity(fn: Callable[..., Any], *, guard: str, pairs: bool) -> None:
+    """A prompt guard takes one list, a prompt + response guard two; say so before scoring."""
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):  # builtins and some C callables have no signature
+        return
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    required = [p for p in positional if p.default is p.empty]
+    takes_more = any(p.kind is p.VAR_POSITIONAL for p in params)
+    if pairs and len(positional) < 2 and not takes_more:
+        raise GuarddiagError(f"guard {guard!r} scores prompt + response, so its function takes "
+                             f"two lists (prompts, responses); it takes {len(positional)}")
+    if not pairs and len(required) >= 2:
+        raise GuarddiagError(f"guard {guard!r}: its function needs {len(required)} arguments; "
+                             f"a function fn(prompts, responses) scores prompt + response "
+                             f"(input='prompt+response', --input prompt+response)")
+
+
 class CallableGuardAdapter(GuardAdapter):
     """Answers computed by a Python function over batches of prompt texts."""
 
     kind = "callable"
 
-    def __init__(self, *, function: GuardFunction | None = None, target: str | None = None,
-                 name: str | None = None, batch_size: int = 64,
-                 definition: str | None = None) -> None:
+    def __init__(self, *, function: GuardFunction | PairGuardFunction | None = None,
+                 target: str | None = None, name: str | None = None, batch_size: int = 64,
+                 definition: str | None = None, input: str = "prompt") -> None:
         if (function is None) == (target is None):
             raise GuarddiagError("guard 'callable' needs exactly one of a function or "
                                  "--target package.module:function")
         if batch_size < 1:
             raise GuarddiagError(f"guard 'callable': batch size must be ≥ 1, got {batch_size}")
         self.target = target
-        self.function: GuardFunction = function if function is not None else load_target(
-            target or "")
+        self.function: Callable[..., Sequence[Any]] = (
+            function if function is not None else load_target(target or ""))
         default = (target or "").rpartition(":")[2].rpartition(".")[2]
         self.name = name or (slug(default) if default else _function_name(self.function))
+        self.input = check_input(input, guard=self.name)
+        _check_arity(self.function, guard=self.name, pairs=self.input == PROMPT_RESPONSE)
         self.batch_size = batch_size
         self._definition = definition or ""
 
@@ -113,21 +150,30 @@ class CallableGuardAdapter(GuardAdapter):
     def describe(self) -> dict[str, Any]:
         # The function itself (module, qualified name, source digest), not how it was named:
         # a --target and the same function passed in Python give the same answers.
-        return {"adapter": self.kind, "function": _fingerprint(self.function)}
+        out = {"adapter": self.kind, "function": _fingerprint(self.function)}
+        if self.input == PROMPT_RESPONSE:
+            out["input"] = self.input
+        return out
 
     def score(self, texts: Sequence[str]) -> list[GuardVerdict]:
+        if self.input == PROMPT_RESPONSE:
+            raise GuarddiagError(f"guard {self.name!r} scores prompt + response: give it "
+                                 f"benchmark frames with a response column")
         labels = [f"prompt {i + 1} ({t[:60]!r})" for i, t in enumerate(texts)]
         return self._score(list(texts), labels)
 
     def score_prompts(self, frame: pl.DataFrame) -> list[GuardVerdict]:
         labels = [f"{b}/{p}" for b, p in zip(frame["benchmark"], frame["prompt_id"], strict=True)]
-        return self._score(frame["text"].to_list(), labels)
+        responses = (frame[RESPONSE].to_list() if self.input == PROMPT_RESPONSE else None)
+        return self._score(frame["text"].to_list(), labels, responses)
 
-    def _score(self, texts: list[str], labels: list[str]) -> list[GuardVerdict]:
+    def _score(self, texts: list[str], labels: list[str],
+               responses: list[str] | None = None) -> list[GuardVerdict]:
         if not texts:
             return []
+        args = (list(texts),) if responses is None else (list(texts), list(responses))
         try:
-            answers = self.function(list(texts))
+            answers = self.function(*args)
         except Exception as exc:  # the user's function: one line
             raise GuarddiagError(f"guard {self.name!r} raised {type(exc).__name__}: {exc} on a "
                                  f"batch of {len(texts)} starting at {labels[0]}") from None

@@ -9,6 +9,7 @@ from typing import Any
 import polars as pl
 
 from guarddiag.errors import GuarddiagError, unknown_name
+from guarddiag.guards.anyguardrail import AnyGuardrailAdapter
 from guarddiag.guards.base import GuardAdapter
 from guarddiag.guards.callable import CallableGuardAdapter
 from guarddiag.guards.classifier import HFClassifierAdapter
@@ -65,8 +66,15 @@ ADAPTERS: dict[str, AdapterInfo] = {
                     "--model <folder or hub id> and --labels <yaml>", "any", HFClassifierAdapter),
         AdapterInfo("callable", "a Python function list[str] -> P(unsafe), labels or class "
                     "probabilities, named as package.module:function (in Python, pass the "
-                    "function to guarddiag.score_guard)", "--target <package.module:function>",
+                    "function to guarddiag.score_guard); fn(prompts, responses) with --input "
+                    "prompt+response", "--target <package.module:function>",
                     "any", CallableGuardAdapter),
+        AdapterInfo("any-guardrail", "one of any-guardrail's ~40 guardrails (optional extra "
+                    "anyguardrail, Python ≥ 3.11); P(unsafe) = its score, else its valid flag; "
+                    "loads its model from the Hugging Face Hub or calls its API",
+                    "--target <any-guardrail name> [--option key=value …]",
+                    "harm_guard, duo_guard, deepset, shield_gemma, llama_guard, …",
+                    AnyGuardrailAdapter),
         AdapterInfo("file", "a guard run elsewhere: a CSV/JSONL/parquet table of prompt_id (or "
                     "text) → label, p_unsafe or class probabilities", "--file <table>",
                     "any", PredictionsFileAdapter),

@@ -10,6 +10,10 @@
   reuses every answered prompt and asks only the rest (and the ones whose request failed);
 * ``<name>.meta.json`` — the guard's settings, the benchmarks' sha256, counts, versions.
 
+A response-level guard (``adapter.input == "prompt+response"``) gets each prompt with a model's
+response (:mod:`guarddiag.guards.responses`); only benchmarks that carry responses can be scored
+by it, and its raw outputs key each answer to the prompt and the response together.
+
 ``survives_decontam`` follows the same rule as ``guarddiag predict``: the audit's
 decontaminated lists when the audit folder exists; True for a benchmark the audit did not cover
 and everywhere when there is no audit (a rerun after ``guarddiag audit`` refreshes it without
@@ -31,7 +35,8 @@ from guarddiag import data, files
 from guarddiag.audit import load_decontaminated
 from guarddiag.errors import GuarddiagError
 from guarddiag.guards.backends import repair_jsonl_tail
-from guarddiag.guards.base import GuardAdapter, GuardVerdict, check_guard_name
+from guarddiag.guards.base import PROMPT_RESPONSE, GuardAdapter, GuardVerdict, check_guard_name
+from guarddiag.guards.responses import RESPONSE, with_responses
 from guarddiag.labels import CLASSES, PROB_COLUMNS, get_mapping
 from guarddiag.predictions import validate
 from guarddiag.progress import progress, say
@@ -81,6 +86,15 @@ def fingerprint(adapter: GuardAdapter) -> str:
 
 def _text_sha(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def _asked_texts(frame: pl.DataFrame, *, pairs: bool) -> list[str]:
+    """What the guard is asked about each row: the prompt, or the prompt and its response (a
+    changed response, like a changed prompt, is asked again on a rerun)."""
+    texts: list[str] = frame["text"].to_list()
+    if not pairs:
+        return texts
+    return [f"{t}\n\x1e\n{r}" for t, r in zip(texts, frame[RESPONSE].to_list(), strict=True)]
 
 
 def _record(bench: str, pid: str, text: str, fp: str, v: GuardVerdict) -> dict[str, Any]:
@@ -151,6 +165,7 @@ def _select_inputs(adapter: GuardAdapter, name: str, *, benchmarks: str | Sequen
     """The injected ``frames``, or the selected benchmarks loaded from the data directory."""
     unavailable: tuple[str, ...] = ()
     known: list[str] | None = None
+    manifests = None
     if frames is None:
         bset = data.load_benchmarks(benchmarks, data_dir=data_dir, derived_dir=derived_dir)
         frames = bset.frames
@@ -158,25 +173,28 @@ def _select_inputs(adapter: GuardAdapter, name: str, *, benchmarks: str | Sequen
         unavailable = tuple(s.id for s in bset.unavailable)
         for status in bset.unavailable:
             say(f"skipping {status.id}: unavailable ({status.message})")
-        known = list(data.load_manifests(derived_dir=derived_dir, data_dir=data_dir))
+        manifests = data.load_manifests(derived_dir=derived_dir, data_dir=data_dir)
+        known = list(manifests)
     if not frames:
         raise GuarddiagError(f"no benchmark prompts to score (selected: {benchmarks}; "
                              f"unavailable: {', '.join(unavailable) or 'none'})")
+    if adapter.input == PROMPT_RESPONSE:
+        frames = with_responses(frames, guard=name, manifests=manifests, data_dir=data_dir)
     frames = adapter.prepare(frames, known=known)
     if not frames:
         raise GuarddiagError(f"guard {name}: none of the selected benchmarks can be scored")
     return _Inputs(frames, benchmark_sha256, unavailable)
 
 
-def _unanswered(ordered: dict[str, pl.DataFrame], done: dict[tuple[str, str], dict[str, Any]]
-                ) -> tuple[list[pl.DataFrame], int]:
+def _unanswered(ordered: dict[str, pl.DataFrame], done: dict[tuple[str, str], dict[str, Any]],
+                *, pairs: bool) -> tuple[list[pl.DataFrame], int]:
     """Per benchmark, the prompts without a usable earlier answer (with a ``benchmark``
     column), and how many earlier answers are reused."""
     pending: list[pl.DataFrame] = []
     n_reused = 0
     for bench, frame in ordered.items():
         keep = []
-        for pid, text in zip(frame["prompt_id"].to_list(), frame["text"].to_list(),
+        for pid, text in zip(frame["prompt_id"].to_list(), _asked_texts(frame, pairs=pairs),
                              strict=True):
             rec = done.get((bench, pid))
             reuse = rec is not None and rec.get("answered", True) and \
@@ -191,7 +209,7 @@ def _unanswered(ordered: dict[str, pl.DataFrame], done: dict[tuple[str, str], di
 
 def _ask(adapter: GuardAdapter, name: str, pending: list[pl.DataFrame], *, fp: str,
          chunk_size: int, raw_path: Path, done: dict[tuple[str, str], dict[str, Any]],
-         n_reused: int) -> int:
+         n_reused: int, pairs: bool) -> int:
     """Ask the guard for every pending prompt, ``chunk_size`` at a time; each answer goes into
     ``done`` and is appended to the raw log as it arrives. Returns the number asked."""
     n_asked = 0
@@ -208,7 +226,7 @@ def _ask(adapter: GuardAdapter, name: str, pending: list[pl.DataFrame], *, fp: s
                                              f"verdicts for {chunk.height} prompts")
                     for bench, pid, text, v in zip(chunk["benchmark"].to_list(),
                                                    chunk["prompt_id"].to_list(),
-                                                   chunk["text"].to_list(), verdicts,
+                                                   _asked_texts(chunk, pairs=pairs), verdicts,
                                                    strict=True):
                         rec = _record(bench, pid, text, fp, v)
                         done[(bench, pid)] = rec
@@ -272,12 +290,13 @@ def score_guard(adapter: GuardAdapter, *, benchmarks: str | Sequence[str] = "all
 
     ordered = {b: inputs.frames[b].with_columns(pl.col("prompt_id").cast(pl.String))
                for b in sorted(inputs.frames)}
-    pending, n_reused = _unanswered(ordered, done)
+    pairs = adapter.input == PROMPT_RESPONSE
+    pending, n_reused = _unanswered(ordered, done, pairs=pairs)
     chunk_size = max(1, int(chunk_size or adapter.chunk_size))
     if n_reused:
         say(f"{name}: reusing {n_reused} answer(s) from {raw_path}")
     n_asked = _ask(adapter, name, pending, fp=fp, chunk_size=chunk_size, raw_path=raw_path,
-                   done=done, n_reused=n_reused)
+                   done=done, n_reused=n_reused, pairs=pairs)
 
     decontam = _decontaminated(Path(audit_dir) if audit_dir is not None else None,
                                derived_dir=derived_dir, data_dir=data_dir)
@@ -292,6 +311,7 @@ def score_guard(adapter: GuardAdapter, *, benchmarks: str | Sequence[str] = "all
     files.write_json({
         "guard": name, "run_id": RUN_PREFIX + name, "adapter": adapter.describe(),
         "source": getattr(adapter, "source", None), "definition": adapter.definition or None,
+        **({"input": adapter.input} if pairs else {}),
         "fingerprint": fp, "benchmarks": sorted(ordered),
         "unavailable": list(inputs.unavailable),
         "benchmark_sha256": {b: sha256.get(b) for b in sorted(ordered)},
