@@ -375,3 +375,44 @@ def test_bad_options_are_one_line_errors(setup, capsys, args, expected):
     assert cli.main(["--data-dir", str(ddir), "data", "add", str(src), "--text-column", "prompt",
                      "--kind", "harmful", *args]) == 2
     assert expected in one_line_error(capsys)
+
+
+def test_a_response_column_feeds_guards_that_read_prompt_and_response(setup, tmp_path):
+    """--response-column makes the new benchmark one a response-level guard can score: each
+    prompt reaches the guard with the reply on its own row."""
+    import guarddiag
+
+    ddir, _ = setup
+    rows = [{**r, "reply": ("Sure, here is how" if i % 4 == 0 else "I can't help with that")}
+            for i, r in enumerate(red_team_rows(), start=1)]
+    src = write_csv(tmp_path / "team" / "with_replies.csv", rows)
+    assert add(ddir, src, "--response-column", "reply") == 0
+    doc = yaml.safe_load((ddir / "user_manifests" / "my_set.yaml").read_text(encoding="utf-8"))
+    assert doc["response_field"] == "reply"
+
+    seen: dict[str, str] = {}
+
+    def complied(prompts: list[str], responses: list[str]) -> list[float]:
+        seen.update(zip(prompts, responses, strict=True))
+        return [1.0 if r.startswith("Sure") else 0.0 for r in responses]
+
+    result = guarddiag.score_guard(complied, benchmarks=["my_set"], input="prompt+response",
+                                   data_dir=ddir, runs_dir=tmp_path / "runs", audit_dir=None)
+    assert seen == {r["prompt"]: r["reply"] for r in rows}
+    assert result.n_prompts == 30
+    # rows 4, 8, …, 28 complied: 7 of 30 flagged
+    table = pl.read_parquet(tmp_path / "runs" / "outside" / "complied.parquet")
+    assert table.height == 30
+    assert sorted(table.filter(pl.col("p_unsafe") == 1.0)["prompt_id"]) == \
+        [f"r{i:03d}" for i in range(4, 31, 4)]
+    # without the column, the same guard is refused with one line naming the benchmark
+    assert add(ddir, src, "--replace") == 0
+    with pytest.raises(GuarddiagError, match="my_set"):
+        guarddiag.score_guard(complied, benchmarks=["my_set"], input="prompt+response",
+                              data_dir=ddir, runs_dir=tmp_path / "runs2", audit_dir=None)
+
+
+def test_a_missing_response_column_is_a_one_line_error(setup, capsys):
+    ddir, src = setup
+    assert add(ddir, src, "--response-column", "reply") == 2
+    assert 'no column "reply" (--response-column)' in one_line_error(capsys)

@@ -100,6 +100,9 @@ def _add_add(data_sub: argparse._SubParsersAction) -> None:
                         help="column holding a category (optional)")
     adding.add_argument("--id-column", default=None, metavar="C",
                         help="column holding unique prompt ids (default: row numbers)")
+    adding.add_argument("--response-column", default=None, metavar="C",
+                        help="column holding a model's response to each prompt, for guards "
+                             "that read prompt + response (optional)")
     adding.add_argument("--title", default=None, help="a readable name (default: the id)")
     adding.add_argument("--format", default=None, dest="file_format",
                         choices=("csv", "jsonl", "jsonl.gz", "json", "parquet", "lines"),
@@ -201,7 +204,8 @@ def _run_add(args: argparse.Namespace) -> int:
 
     result = data.add_benchmark(
         args.file, subset_id=args.subset_id, text_column=args.text_column, kind=args.kind,
-        category_column=args.category_column, id_column=args.id_column, title=args.title,
+        category_column=args.category_column, id_column=args.id_column,
+        response_column=args.response_column, title=args.title,
         file_format=args.file_format, manifests_dir=args.manifests_dir,
         data_dir=resolve_data_dir(args.data_dir), replace=args.replace)
     verb = {"added": "added", "replaced": "replaced", "unchanged": "already added, unchanged:"}

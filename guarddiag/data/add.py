@@ -89,14 +89,18 @@ def _check_columns(path: Path, columns: list[str], wanted: dict[str, str | None]
 
 def _manifest_doc(*, subset_id: str, title: str | None, kind: str, path: Path, fmt: str,
                   sha256: str, rows: int, text_column: str, id_column: str | None,
-                  category_column: str | None) -> dict[str, Any]:
-    return {
+                  category_column: str | None, response_column: str | None
+                  ) -> dict[str, Any]:
+    doc: dict[str, Any] = {
         "id": subset_id, "title": title or subset_id, "kind": kind, "study": False,
         "source_kind": None, "licence": None, "text_fields": [text_column],
         "id_field": id_column, "category_field": category_column,
         "files": [{"path": str(path), "format": fmt, "sha256": sha256, "rows": rows}],
         "expected_count": rows,
     }
+    if response_column is not None:  # only then, so earlier manifests stay as they were
+        doc["response_field"] = response_column
+    return doc
 
 
 def _validate(doc: dict[str, Any], data_dir: Path) -> None:
@@ -147,15 +151,18 @@ def _previous(target: Path, doc: dict[str, Any], *, replace: bool) -> str:
 
 def add_benchmark(file: str | os.PathLike[str], *, subset_id: str, text_column: str,
                   kind: str, category_column: str | None = None, id_column: str | None = None,
-                  title: str | None = None, file_format: str | None = None,
+                  response_column: str | None = None, title: str | None = None,
+                  file_format: str | None = None,
                   manifests_dir: str | os.PathLike[str] | None = None,
                   data_dir: str | os.PathLike[str] | None = None,
                   replace: bool = False) -> AddResult:
     """Describe ``file`` as the benchmark ``subset_id`` in the user manifests folder.
 
     ``kind`` is what a guard should call every prompt (``harmful`` or ``benign``). Without
-    ``id_column`` the prompt ids are the 1-based data-row numbers. ``manifests_dir`` is the user
-    manifests folder (default: ``$GUARDDIAG_USER_MANIFESTS``, else ``<data dir>/user_manifests``).
+    ``id_column`` the prompt ids are the 1-based data-row numbers. ``response_column`` holds a
+    model's response to each prompt, for guards that read prompt + response. ``manifests_dir``
+    is the user manifests folder (default: ``$GUARDDIAG_USER_MANIFESTS``, else
+    ``<data dir>/user_manifests``).
     One-line errors name the file, row and field; re-adding a changed file under the same id
     is a checksum error unless ``replace``.
 
@@ -179,10 +186,12 @@ def add_benchmark(file: str | os.PathLike[str], *, subset_id: str, text_column: 
         raise GuarddiagError(f"{path}: no data rows")
     _check_columns(path, [c for c in raw.columns if c != ROW],
                    {"--text-column": text_column, "--id-column": id_column,
-                    "--category-column": category_column})
+                    "--category-column": category_column,
+                    "--response-column": response_column})
     doc = _manifest_doc(subset_id=subset_id, title=title, kind=kind, path=path, fmt=fmt,
                         sha256=sha256_file(path), rows=raw.height, text_column=text_column,
-                        id_column=id_column, category_column=category_column)
+                        id_column=id_column, category_column=category_column,
+                        response_column=response_column)
     target = root / f"{subset_id}.yaml"
     status = _previous(target, doc, replace=replace)
     _validate(doc, paths.resolve_data_dir(data_dir))
