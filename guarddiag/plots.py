@@ -36,21 +36,33 @@ _BENIGN_ALIASES = ("OVER-REF", "OR-H")
 # ─── figures ───────────────────────────────────────────────────────────────────────────────────
 
 def overlap_bars(contamination: ContaminationResult) -> Figure:
-    """Study Fig. 2a: % of each benchmark's prompts found in the training pool, exact and near
-    (separate bars), benchmarks sorted by exact overlap."""
+    """Study Fig. 2a: % of each benchmark's prompts found in the training pool, exact, near and
+    (when the audit compared templates) template overlap as separate bars, benchmarks sorted
+    by exact overlap."""
     t = contamination.table.sort(["share_exact", "benchmark"], descending=[False, True])
     names = t["benchmark"].to_list()
-    exact = np.array(t["share_exact"].fill_null(0).to_list()) * 100
-    near = np.array(t["share_near"].fill_null(0).to_list()) * 100
+
+    def pct(col: str) -> np.ndarray:
+        return np.array(t[col].fill_null(0).to_list()) * 100
+
+    series = [(pct("share_exact"), _BLUE, "exact (normalised text)")]
+    if contamination.near_dup:
+        series.append((pct("share_near"), _ORANGE, "near duplicate only"))
+    if contamination.templates and "share_template" in t.columns:
+        series.append((pct("share_template"), _GREEN,
+                       "template only (same sentence, other titles)"))
+    # Two series keep their old places (exact above, near below); three share the row.
+    height = 0.4 if len(series) <= 2 else 0.8 / len(series)
+    shift = [0.2, -0.2][:len(series)] if len(series) <= 2 else [height, 0.0, -height]
     with paper_style():
-        fig = _new(5.0, 0.28 * len(names) + 1.0)
+        fig = _new(5.0, 0.28 * len(names) * max(1.0, len(series) / 2) + 1.0)
         ax = fig.add_subplot()
         y = np.arange(len(names))
-        ax.barh(y + 0.2, exact, height=0.4, color=_BLUE, label="exact (normalised text)")
-        if contamination.near_dup:
-            ax.barh(y - 0.2, near, height=0.4, color=_ORANGE, label="near duplicate only")
+        for (values, color, label), dy in zip(series, shift, strict=True):
+            ax.barh(y + dy, values, height=height, color=color, label=label)
+        exact = series[0][0]
         for yi, v, n in zip(y, exact, t["n_exact"].to_list(), strict=True):
-            ax.text(v + 1, yi + 0.2, f"{v:.1f}% ({n})", va="center", fontsize=6)
+            ax.text(v + 1, yi + shift[0], f"{v:.1f}% ({n})", va="center", fontsize=6)
         ax.set_yticks(y, names)
         ax.set_xlim(0, 110)
         ax.set_xlabel("benchmark prompts also in the training pool (%)")

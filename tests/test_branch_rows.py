@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -23,6 +24,7 @@ from guarddiag.train.rows import (
     calibration_frame,
     label_rows,
     policy_anchor_mask,
+    training_frame,
 )
 
 UNSAFE = ("HARMFUL", "COMPOUND")
@@ -69,6 +71,36 @@ def test_anchors_add_only_anchor_rows_to_the_mix():
     # ... and far from all of them: most A-only rows outside the 25% mix stay on policy B.
     left_on_b = a_only & ~anchored
     assert left_on_b.sum() > 0.5 * a_only.sum()
+
+
+def _label_frame(frame: pl.DataFrame) -> pl.DataFrame:
+    return frame.with_columns(
+        pl.lit("x").alias("text"), pl.lit(None, dtype=pl.List(pl.String)).alias("pillars_a"),
+        pl.lit(None, dtype=pl.List(pl.String)).alias("pillars_b"),
+        pl.lit(None, dtype=pl.Int64).alias("span_start"),
+        pl.lit(None, dtype=pl.Int64).alias("span_end"))
+
+
+def test_anchor_rows_outside_the_sample_are_added_to_the_mix():
+    train = _label_frame(_frame(3_000)).with_columns(pl.lit("train").alias("split"))
+    pool = Pool(train, Path("pool.parquet"), "0" * 64)
+    spec = load_branches()["E3"]
+    small = replace(spec, train_rows=600)
+    got = training_frame(pool, small)
+    # Oracle: the first 600 ids in hash order (salt "sample:train"), then every anchor
+    # (A-only: i % 3 == 0, unit < 0.25) not among them, in the same hash order.
+    order = sorted(range(3_000), key=lambda i: (_oracle_unit(f"p{i}", "sample:train"), f"p{i}"))
+    sample = [f"p{i}" for i in order[:600]]
+    extra = [f"p{i}" for i in order[600:]
+             if i % 3 == 0 and _oracle_unit(f"p{i}", "policy-refusal-anchors") < 0.25]
+    assert got["prompt_id"].to_list() == sample + extra
+    assert len(extra) > 150  # about 3/4 of some 250 anchors lie outside a 20% sample
+    rows = label_rows(got, fraction=small.policy_a_fraction, anchors=True)
+    assert rows.policy[600:].all()  # added anchors carry their policy-A label
+    # E2 (no anchors) and a full-split E3 add nothing.
+    assert training_frame(pool, replace(small, anchors=False))["prompt_id"].to_list() == sample
+    assert training_frame(pool, replace(spec, train_rows=None)).equals(
+        sample_split(pool, "train", None))
 
 
 # ---------------------------------------------------------------- head-only rows from cal
@@ -136,6 +168,27 @@ def real_pool_file(real_data_dir, tmp_path_factory):
 
 def _binary(labels: list[str]) -> np.ndarray:
     return np.array([x in UNSAFE for x in labels])
+
+
+@pytest.mark.realdata
+def test_e3_and_e5_differ_from_e6_at_demo_size(real_pool_file):
+    # The demo's 8,000-row sample holds too few A ≠ B rows for 1,000 differing labels on its
+    # own rows (E5 keeps half of them on A); the anchor rows the sample left out are added,
+    # and E6 trains on none of them, so E3/E5 hold ≥ 1,000 (prompt, label) pairs E6 lacks.
+    b = load_branches()
+    pool = read_pool(real_pool_file)
+    e6 = training_frame(pool, b["E6"])
+    a6 = e6["label_a"].to_list()
+    for name in ("E3", "E5"):
+        spec = b[name]
+        mine = training_frame(pool, spec)
+        assert mine.head(e6.height)["prompt_id"].equals(e6["prompt_id"])
+        use_a = label_rows(mine, fraction=spec.policy_a_fraction, anchors=True).policy
+        labels = [x if u else y for x, y, u in
+                  zip(mine["label_a"], mine["label_b"], use_a, strict=True)]
+        shared = sum(m != x for m, x in zip(labels[:e6.height], a6, strict=True))
+        added = mine.height - e6.height
+        assert shared + added >= 1_000, (name, shared, added)
 
 
 @pytest.mark.realdata

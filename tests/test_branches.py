@@ -3,7 +3,9 @@ field, all at once; plans come out in dependency order."""
 
 from __future__ import annotations
 
+import re
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -16,7 +18,15 @@ from guarddiag.train.branches import load_branches, parse_seeds, parse_sizes, pl
 
 def test_bundled_specs_are_the_study_branches():
     b = load_branches()
-    assert b.names() == ["T_A", "T_B", "reference", *(f"E{i}" for i in range(1, 11))]
+    assert b.names() == ["T_A", "T_B", "reference", *(f"E{i}" for i in range(1, 11)),
+                         "E6-a05", "E9-a05"]
+    # The two sensitivity variants: their base branch with α = 0.5, every other field equal.
+    for base in ("E6", "E9"):
+        variant = b[f"{base}-a05"]
+        assert (variant.variant_of, variant.distill_weight, b[base].distill_weight) == (
+            base, 0.5, 0.8)
+        assert replace(variant, name=base, variant_of=None, distill_weight=0.8,
+                       description=b[base].description) == b[base]
     # SPEC §4, row by row
     assert (b["T_A"].policy_a_fraction, b["T_B"].policy_a_fraction) == (1.0, 0.0)
     assert b["T_A"].size == b["T_B"].size == "one_up"
@@ -84,6 +94,31 @@ def _folder(tmp_path: Path, **files: str) -> Path:
     return folder
 
 
+def test_variants_are_named_after_their_base_and_planned_with_all(tmp_path):
+    ok = _folder(tmp_path, E6=GOOD.format(name="E6"),
+                 **{"E6-a05": GOOD.format(name="E6-a05") + "variant_of: E6\n"})
+    b = load_branches(ok)
+    assert b["E6-a05"].variant_of == "E6"
+    # Unset, the key stays out of the resolved spec (the run fingerprint of every branch that
+    # is not a variant is what it was before variants existed).
+    assert "variant_of" not in b["E6"].resolved()
+    assert b["E6-a05"].resolved()["variant_of"] == "E6"
+    ids = [r.run_id for r in plan_runs(b, names="all", sizes=["micro"], seeds=[42])]
+    assert ids == ["micro/T/seed=42", "micro/E6/seed=42", "micro/E6-a05/seed=42"]
+    cases = [
+        ({"E6": GOOD.format(name="E6"), "E6-x": GOOD.format(name="E6-x")},
+         "a branch named 'E6-x' is a variant of 'E6': add variant_of: E6"),
+        ({"E6": GOOD.format(name="E6"), "S": GOOD.format(name="S") + "variant_of: E6\n"},
+         "a variant of 'E6' must be named E6-<tag>"),
+        ({"E7-b": GOOD.format(name="E7-b") + "variant_of: E7\n"}, "unknown branch 'E7'"),
+    ]
+    for i, (files, message) in enumerate(cases):
+        (tmp_path / str(i)).mkdir()
+        folder = _folder(tmp_path / str(i), **files)
+        with pytest.raises(SpecError, match=re.escape(message)):
+            load_branches(folder)
+
+
 @pytest.mark.parametrize(("text", "field", "message"), [
     (GOOD + "colour: blue\n", "colour", "unknown key"),
     (GOOD.replace("teacher: T", "teacher: T_X"), "teacher", "unknown branch 'T_X'"),
@@ -147,14 +182,14 @@ def test_cli_validate_prints_one_line_error_and_exit_2(tmp_path, capsys):
     assert "policy_a_fraction" in err
 
     assert main(["branches", "validate"]) == 0
-    assert "13 branch specs OK" in capsys.readouterr().out
+    assert "15 branch specs OK" in capsys.readouterr().out
 
 
 def test_bundled_specs_copy_validates(tmp_path):
     # a user starting their own set from the bundled one
     copy = tmp_path / "mine"
     shutil.copytree(branches_dir(), copy)
-    assert len(load_branches(copy).branches) == 13
+    assert len(load_branches(copy).branches) == 15
 
 
 def test_seed_and_size_options():

@@ -8,6 +8,7 @@ on the public data and check the issue's targets.
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 from collections import Counter
@@ -397,6 +398,37 @@ def test_group_aware_splits_keep_compound_rows_with_their_parts(tiny, tmp_path):
             assert split_of[inner] == r["split"]
 
 
+def test_multilingual_train_overlap_adds_train_copies_and_nothing_else(tiny, tmp_path):
+    recipe, data = tiny
+    german = recipe.read_text(encoding="utf-8").replace(
+        "  advice:\n    files:", "  advice:\n    lang: de\n    split: val\n    files:")
+    off = recipe.with_name("off.yaml")
+    off.write_text(german, encoding="utf-8")
+    on = recipe.with_name("on.yaml")
+    on.write_text(german.replace("cal_disagreement: 0.3}",
+                                 "cal_disagreement: 0.3, multilingual_train_overlap: 0.34}"),
+                  encoding="utf-8")
+    base = build_pool(recipe=off, data_dir=data, out_dir=tmp_path / "off")
+    got = build_pool(recipe=on, data_dir=data, out_dir=tmp_path / "on")
+    # 4 advice rows, one a duplicate of a benign row: 3 German val rows; round(0.34 × 3) = 1.
+    german_val = base.pool.filter(pl.col("lang") == "de")
+    assert (german_val.height, set(german_val["split"])) == (3, {"val"})
+    copies = got.pool.filter(pl.col("prompt_id").str.ends_with("@train-copy"))
+    assert copies.height == 1
+    assert copies["split"].to_list() == ["train"]
+    twin = base.pool.filter(pl.col("prompt_id") == copies["prompt_id"][0][:-len("@train-copy")])
+    assert copies.drop("prompt_id", "split").equals(twin.drop("prompt_id", "split"))
+    # Without copies the pool is the switch-off pool, row for row; the meta records the switch.
+    assert got.pool.filter(~pl.col("prompt_id").str.ends_with("@train-copy")).equals(base.pool)
+    meta = json.loads(got.meta_path.read_text(encoding="utf-8"))
+    assert meta["constructions"]["multilingual_train_overlap"] == {
+        "share": 0.34, "n_val": 3, "n_copies": 1,
+        "by_lang": {"de": {"n_val": 3, "n_copies": 1}}}
+    assert "multilingual_train_overlap" not in json.loads(
+        base.meta_path.read_text(encoding="utf-8"))["constructions"]
+    assert got.source_counts.equals(base.source_counts)
+
+
 def test_cli_pool_build_prints_agreement(tiny, tmp_path, capsys):
     recipe, data = tiny
     code = cli.main(["pool", "build", "--recipe", str(recipe), "--data-dir", str(data),
@@ -528,7 +560,8 @@ def real_pool(real_data_dir, tmp_path_factory):
 
 @pytest.mark.realdata
 def test_real_pool_size_and_disagreement_targets(real_pool):
-    pool = real_pool.pool
+    copies = real_pool.pool.filter(pl.col("prompt_id").str.ends_with("@train-copy"))
+    pool = real_pool.pool.filter(~pl.col("prompt_id").str.ends_with("@train-copy"))
     assert pool.height >= 40_000
     assert pool["text"].map_elements(normalise, return_dtype=pl.String).n_unique() == pool.height
     # Binary (loose) disagreement of at least 8% (study: 9.9%), also on English rows alone.
@@ -544,11 +577,20 @@ def test_real_pool_size_and_disagreement_targets(real_pool):
     dis = cal.filter(pl.col("label_a").is_in([H, C]) != pl.col("label_b").is_in([H, C]))
     assert dis.height >= 800
     assert (cal["label_a"] == G).sum() >= 2000
-    # Multilingual validation rows: non-English, all in val.
+    # Multilingual validation rows: non-English, all in val ...
     other = pool.filter(pl.col("lang") != "en")
     assert other.height >= 3000
     assert set(other["split"]) == {"val"}
     assert len(set(other["lang"])) == 9
+    # ... and 69.3% of each language's rows (splits.multilingual_train_overlap) also in train:
+    # 560 val rows per language, round(0.693 × 560) = 388 copies, 9 × 388 = 3,492.
+    assert dict(other.group_by("lang").len().iter_rows()) == dict.fromkeys(
+        ("ar", "bn", "de", "es", "fr", "hi", "ja", "ru", "zh"), 560)
+    assert dict(copies.group_by("lang").len().iter_rows()) == dict.fromkeys(
+        ("ar", "bn", "de", "es", "fr", "hi", "ja", "ru", "zh"), 388)
+    assert copies.height == 3_492
+    assert set(copies["split"]) == {"train"}
+    assert set(copies["text"]) <= set(other["text"])
 
 
 @pytest.mark.realdata

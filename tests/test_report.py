@@ -103,7 +103,8 @@ def test_rerun_gives_byte_identical_outputs(built, tmp_path):
 def test_scores_carry_cohorts_and_match_a_direct_count(built):
     work, out = built
     res = _results(out)
-    assert res["schema_version"] == 3  # 3: provenance, one interval kind, threshold-free
+    # 3: provenance, one interval kind, threshold-free; 4: variants apart, English VAL, VAL parts
+    assert res["schema_version"] == 4
     assert res["options"]["n_resamples"] == 200
     assert res["options"]["alpha"] == 0.05
     records = res["results"]["scores"]["scores"]

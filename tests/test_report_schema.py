@@ -31,11 +31,11 @@ def test_schema_names_every_default_section_and_the_version():
     assert set(sections["properties"]) == {
         "summary", "contamination", "scores", "load", "rank", "mapping", "outside",
         "threshold_free", "correlation", "val", "pool", "study", "disclosure", "sorry_categories",
-        "sorry_robustness", "sorry_balance"}
+        "sorry_robustness", "sorry_balance", "distill"}
 
 
 def _minimal() -> dict:
-    return {"schema_version": 3, "title": "t",
+    return {"schema_version": SCHEMA_VERSION, "title": "t",
             "options": {"mapping": "loose", "threshold": 0.5, "n_resamples": 10,
                         "confidence": 0.95, "seed": 0, "primary_subset": "decontaminated",
                         "min_seeds": 3, "alpha": 0.05, "competence_floor": 0.8,
@@ -52,7 +52,8 @@ def test_validator_accepts_a_minimal_file():
 
 
 @pytest.mark.parametrize(("change", "message"), [
-    (lambda r: r.update(schema_version=True), "$.schema_version: True is not one of [3]"),
+    (lambda r: r.update(schema_version=True),
+     f"$.schema_version: True is not one of [{SCHEMA_VERSION}]"),
     (lambda r: r["options"].update(seed=1.5), "$.options.seed: expected integer, got float"),
     (lambda r: r["options"].update(seed=False), "$.options.seed: expected integer, got bool"),
     (lambda r: r["options"].pop("mapping"), "$.options: missing key 'mapping'"),

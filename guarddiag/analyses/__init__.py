@@ -5,7 +5,8 @@ Modules: :mod:`~.scores` (CAP / OVER-REF / VAL with Wilson intervals;
 vs seed floor) and :mod:`~.loadtest` (the calibrated policy/capability call),
 :mod:`~.rank` (exact rank test), :mod:`~.mapping` and :mod:`~.tables` (mapping effect, recipe
 tables), :mod:`~.outside`, :mod:`~.correlation`, :mod:`~.competence` (the competence gate),
-:mod:`~.pool`,
+:mod:`~.pool`, :mod:`~.valsets` (VAL on English, multilingual and train-overlapping val rows),
+:mod:`~.variants` (sensitivity variants such as E6-a05 and the distillation-weight table),
 :mod:`~.contamination`, :mod:`~.disclosure`, :mod:`~.study` (beside the study's numbers;
 :mod:`~.overlap_origin`: overlap set by the pool recipe or measured), :mod:`~.paired` (exact
 McNemar with Holm for every two-guard comparison shown),
@@ -38,6 +39,13 @@ from guarddiag.analyses.sorry import SorryCategoriesResult, SorryResults, sorry_
 from guarddiag.analyses.step import AnalysisOptions, AnalysisResults, analyse, run_analyses
 from guarddiag.analyses.study import StudyComparisonResult, study_comparison
 from guarddiag.analyses.tables import RecipeTableResult, mapping_effect_by_recipe, recipe_table
+from guarddiag.analyses.valsets import ValSetsResult, val_sets
+from guarddiag.analyses.variants import (
+    DistillSensitivityResult,
+    distill_sensitivity,
+    variant_base,
+    without_variants,
+)
 
 __all__ = [
     "AnalysisOptions",
@@ -48,6 +56,7 @@ __all__ = [
     "ContaminationResult",
     "CorrelationResult",
     "DisclosureResult",
+    "DistillSensitivityResult",
     "MappingEffectResult",
     "OutsideComparisonResult",
     "PoolStatsResult",
@@ -58,6 +67,7 @@ __all__ = [
     "SorryResults",
     "StudyComparisonResult",
     "ValOverlapResult",
+    "ValSetsResult",
     "analyse",
     "benchmark_load",
     "branch_rank_test",
@@ -66,6 +76,7 @@ __all__ = [
     "compute_scores",
     "contamination_table",
     "disclosure_card",
+    "distill_sensitivity",
     "load_inputs",
     "mapping_effect",
     "mapping_effect_by_recipe",
@@ -76,5 +87,8 @@ __all__ = [
     "sorry_results",
     "study_comparison",
     "val_correlation",
+    "val_sets",
     "validation_overlap",
+    "variant_base",
+    "without_variants",
 ]

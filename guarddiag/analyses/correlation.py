@@ -1,8 +1,9 @@
 """Does validation accuracy predict policy-load or capability-load benchmark scores?
 
-Spearman's ρ (``scipy.stats.spearmanr``) between VAL (4-class accuracy under policy A, all
-languages) and the mean share read unsafe over a set of benchmarks (study: +0.74 on policy-load
-vs +0.34 on capability-load). How the points are made:
+Spearman's ρ (``scipy.stats.spearmanr``) between the primary VAL (4-class accuracy under
+policy A on the English val rows; :mod:`~guarddiag.analyses.valsets` has the other parts) and
+the mean share read unsafe over a set of benchmarks (study: +0.74 on policy-load vs +0.34 on
+capability-load). How the points are made:
 
 - **One point per recipe** — a student (size, branch) — with VAL and each benchmark score
   averaged over the recipe's seeds. Seed replicates of one recipe are not independent draws of

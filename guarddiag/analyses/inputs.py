@@ -176,7 +176,17 @@ def _meta_row(meta: Mapping[str, Any]) -> dict[str, Any]:
             "size": meta.get("size"),
             "branch": meta.get("branch", spec.get("name")),
             "n_params": model.get("n_params"), "checkpoint": model.get("checkpoint"),
-            "train_rows": rows if isinstance(rows, int) else None}
+            "train_rows": rows if isinstance(rows, int) else None,
+            "distill_weight": _distill_weight(spec)}
+
+
+def _distill_weight(spec: Mapping[str, Any]) -> float | None:
+    """α of a distilling run (its spec's ``distill_weight``), else None."""
+    routes, alpha = spec.get("routes"), spec.get("distill_weight")
+    if not (isinstance(routes, list) and "distill" in routes):
+        return None
+    return float(alpha) if isinstance(alpha, (int, float)) and not isinstance(alpha, bool) \
+        else None
 
 
 def read_outside_definitions(runs_dir: Path) -> dict[str, str]:

@@ -8,6 +8,7 @@ Definitions (SPEC §5):
   ``orbench_hard``).
 - **VAL**: 4-class accuracy on the pool's validation split (benchmark ``pool_val``) against the
   policy-A gold label ``label_a`` of pool.parquet; overall (``lang = "all"``) and per language.
+  The primary VAL (:meth:`ScoresResult.val`) is the English rows' accuracy.
 
 All scores are fractions in [0, 1] (the report shows percent).
 
@@ -58,6 +59,9 @@ from guarddiag.predictions import check_threshold, with_unsafe_probability
 
 VAL_BENCHMARK = "pool_val"
 """Benchmark id of the pool's validation split in the predictions table."""
+PRIMARY_VAL_LANG = "en"
+"""The primary VAL is accuracy on the English val rows, the only rows that choose checkpoints
+(``guarddiag.pool.table.selection_split``); other languages are reported one by one."""
 
 SUBSETS: tuple[str, ...] = ("full", "decontaminated")
 KINDS: tuple[str, ...] = ("harmful", "benign")
@@ -113,8 +117,13 @@ class ScoresResult:
             out = out.filter(pl.col("mapping") == mapping)
         return out
 
-    def val(self, *, lang: str = "all") -> pl.DataFrame:
-        return self.table.filter((pl.col("metric") == "VAL") & (pl.col("lang") == lang))
+    def val(self, *, lang: str | None = None) -> pl.DataFrame:
+        """VAL rows of one language (``all`` = every val row). By default the primary VAL:
+        English (:data:`PRIMARY_VAL_LANG`) where the val split has English rows, else all."""
+        rows = self.table.filter(pl.col("metric") == "VAL")
+        if lang is None:
+            lang = PRIMARY_VAL_LANG if rows["lang"].eq(PRIMARY_VAL_LANG).any() else "all"
+        return rows.filter(pl.col("lang") == lang)
 
 
 # ─── validation of the cohorts ─────────────────────────────────────────────────────────────────

@@ -9,7 +9,7 @@ these into document blocks.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import polars as pl
@@ -50,6 +50,12 @@ from guarddiag.analyses.tables import (
     recipe_table,
 )
 from guarddiag.analyses.threshold_free import ThresholdFreeResult, threshold_free_metrics
+from guarddiag.analyses.valsets import ValSetsResult, val_sets
+from guarddiag.analyses.variants import (
+    DistillSensitivityResult,
+    distill_sensitivity,
+    without_variants,
+)
 from guarddiag.errors import GuarddiagError
 from guarddiag.labels import MAPPINGS, BinaryMapping, get_mapping
 
@@ -123,6 +129,12 @@ class AnalysisResults:
     (:mod:`~guarddiag.analyses.threshold_free`)."""
     provenance: ProvenanceResult | None = None
     """What the branches are: sizes, parameter counts, checkpoint, training rows (run meta)."""
+    distill: DistillSensitivityResult | None = None
+    """Sensitivity variants (``E6-a05``) beside their base branches; None without variants.
+    Variant runs enter no other analysis (:mod:`~guarddiag.analyses.variants`)."""
+    val_sets: ValSetsResult | None = None
+    """VAL on English, multilingual, overlapping and non-overlapping val rows, and ρ per part
+    (:mod:`~guarddiag.analyses.valsets`); None without a pool or val predictions."""
     notes: tuple[str, ...] = ()
 
     @property
@@ -182,7 +194,14 @@ def analyse(inputs: ReportInputs, options: AnalysisOptions) -> AnalysisResults:
                              f"{', '.join(SUBSETS)}")
     contamination = (contamination_table(inputs.audit_summary, source=inputs.audit_file[0])
                      if inputs.audit_summary is not None and inputs.audit_file else None)
-    scores = _scores(inputs, options, mapping, contamination)
+    all_scores = _scores(inputs, options, mapping, contamination)
+    distill = distill_sensitivity(all_scores, subset=options.primary_subset,
+                                  mapping=mapping.name, run_meta=inputs.run_meta)
+    # Sensitivity variants appear only in their own table, never among the ten branches.
+    scores = replace(all_scores, table=without_variants(all_scores.table))
+    inputs = replace(inputs, predictions=without_variants(inputs.predictions),
+                     run_meta=(None if inputs.run_meta is None
+                               else without_variants(inputs.run_meta)))
     load = benchmark_load(scores, min_seeds=options.min_seeds, alpha=options.alpha,
                           seed=options.seed)
     subset, mname = options.primary_subset, mapping.name
@@ -217,7 +236,9 @@ def analyse(inputs: ReportInputs, options: AnalysisOptions) -> AnalysisResults:
         study=study, recipes=recipes,
         effect_by_recipe=mapping_effect_by_recipe(effect, subset=subset), sorry=sorry,
         paired=paired, competence=competence, threshold_free=threshold_free,
-        provenance=branch_provenance(inputs.run_meta),
+        provenance=branch_provenance(inputs.run_meta), distill=distill,
+        val_sets=(val_sets(inputs.predictions, inputs.pool, correlation,
+                           confidence=options.confidence) if inputs.pool is not None else None),
         notes=tuple(inputs.notes))
 
 

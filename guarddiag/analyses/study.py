@@ -103,16 +103,21 @@ def _rank_rows(rank: BranchRankResult | None) -> list[Row]:
             for size, test in rank.tests]
 
 
+_STUDY_VAL = ("multilingual val, 69.3% of it also in policy-A training files (here: the val "
+              "section's parts)")
+
+
 def _correlation_rows(correlation: CorrelationResult | None) -> list[Row]:
     if correlation is None:
         return []
     return [
-        _row("Spearman ρ(VAL, mean score on policy-load benchmarks)", "rho", 0.74, "",
-             correlation.policy.rho, f"n = {correlation.policy.n} recipes (seed means), "
-             f"{len(correlation.policy_benchmarks)} harmful study benchmark(s)"),
-        _row("Spearman ρ(VAL, mean score on capability-load benchmarks)", "rho", 0.34, "",
-             correlation.capability.rho, f"n = {correlation.capability.n} recipes (seed "
-             f"means), {len(correlation.capability_benchmarks)} harmful study benchmark(s)"),
+        _row("Spearman ρ(VAL, mean score on policy-load benchmarks)", "rho", 0.74, _STUDY_VAL,
+             correlation.policy.rho, f"English VAL; n = {correlation.policy.n} recipes (seed "
+             f"means), {len(correlation.policy_benchmarks)} harmful study benchmark(s)"),
+        _row("Spearman ρ(VAL, mean score on capability-load benchmarks)", "rho", 0.34,
+             _STUDY_VAL, correlation.capability.rho, f"English VAL; n = "
+             f"{correlation.capability.n} recipes (seed means), "
+             f"{len(correlation.capability_benchmarks)} harmful study benchmark(s)"),
     ]
 
 

@@ -14,7 +14,8 @@ Modules:
 * :mod:`~guarddiag.pool.sources` - reading a source's pinned files into rows;
 * :mod:`~guarddiag.pool.rows` - rows under construction: labelling, sampling, de-duplication;
 * :mod:`~guarddiag.pool.synthetic` - the synthetic rows;
-* :mod:`~guarddiag.pool.splits` - group-aware, stratified split assignment;
+* :mod:`~guarddiag.pool.splits` - group-aware, stratified split assignment, and the train
+  copies of multilingual val rows (``splits.multilingual_train_overlap``);
 * :mod:`~guarddiag.pool.agreement` - agreement statistics (Cohen's κ, confusion);
 * :mod:`~guarddiag.pool.build` - ``build_pool`` and ``load_pool``;
 * :mod:`~guarddiag.pool.table` - the pool as training reads it, and its hash-ordered samples.

@@ -34,7 +34,7 @@ from guarddiag.pool.rows import (
 )
 from guarddiag.pool.sources import read_source
 from guarddiag.pool.spec import BLOCKING, SPLITS, SYNTHETIC_SOURCES, UNSAFE
-from guarddiag.pool.splits import assign_splits
+from guarddiag.pool.splits import COPY_SUFFIX, assign_splits, overlap_copies
 from guarddiag.pool.synthetic import (
     benchmark_titles,
     build_compound,
@@ -114,8 +114,13 @@ def build_pool(*, recipe: str | Path | Recipe | None = None, data_dir: str | Pat
     rows_all = natural + dedupe(synthetic, seen, dropped)
 
     assign_splits(rows_all, rec, seed)
-    pool = rows_to_frame(rows_all)
-    source_counts = _source_counts(rec, pool, counts, dropped)
+    copies = overlap_copies(rows_all, rec.multilingual_train_overlap, seed)
+    if copies:
+        constructions["multilingual_train_overlap"] = _overlap_record(rows_all, copies, rec)
+    pool = rows_to_frame(rows_all + copies)
+    # A train copy is not a row its source contributed (meta.json's constructions counts it).
+    source_counts = _source_counts(
+        rec, pool.filter(~pl.col("prompt_id").str.ends_with(COPY_SUFFIX)), counts, dropped)
     overall = agreement(pool["label_a"].to_list(), pool["label_b"].to_list())
     by_split = {}
     for split in SPLITS:
@@ -191,6 +196,17 @@ def _synthetic_rows(rec: Recipe, natural: list[PoolRow], data_dir: Path, seed: i
                                                            unmapped)
         synthetic.extend(rows)
     return synthetic, constructions
+
+
+def _overlap_record(rows: list[PoolRow], copies: list[PoolRow], rec: Recipe) -> dict[str, Any]:
+    """What the multilingual overlap switch did: the share asked, val rows per language and
+    how many of them got a train copy."""
+    n_val = Counter(r.lang for r in rows if r.split == "val" and r.lang != "en")
+    n_copy = Counter(r.lang for r in copies)
+    return {"share": rec.multilingual_train_overlap, "n_val": sum(n_val.values()),
+            "n_copies": len(copies),
+            "by_lang": {lang: {"n_val": n_val[lang], "n_copies": n_copy[lang]}
+                        for lang in sorted(n_val)}}
 
 
 def _source_counts(rec: Recipe, pool: pl.DataFrame, counts: dict[str, dict[str, int]],

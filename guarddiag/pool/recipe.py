@@ -139,6 +139,9 @@ class Recipe:
     val: float
     cal: float
     cal_disagreement: float
+    multilingual_train_overlap: float = 0.0
+    """Share of the non-English val rows whose copies also enter the train split (study: 69.3%
+    of its multilingual val rows sat in policy-A training files); 0 = no copies."""
 
 RECIPE_FIELDS: tuple[Field, ...] = (
     Field("seed", "int", required=True, minimum=0),
@@ -448,7 +451,8 @@ def load_recipe(path: str | Path | None = None) -> Recipe:
     copyright_spec, compound, jailbreak = _parse_constructions(
         doc.get("constructions"), f'{where} field "constructions"', declared, titles,
         wrappers is not None, problems)
-    val, cal, cal_dis = _read_splits(doc.get("splits", {}), f'{where} field "splits"', problems)
+    val, cal, cal_dis, overlap = _read_splits(doc.get("splits", {}), f'{where} field "splits"',
+                                              problems)
     produced = set(declared) - set(SYNTHETIC_SOURCES)
     if copyright_spec is not None:
         produced.add(SYNTHETIC_COPYRIGHT)
@@ -460,7 +464,8 @@ def load_recipe(path: str | Path | None = None) -> Recipe:
     return Recipe(path=path, name=str(doc.get("name", path.stem)), seed=seed,
                   policies=policies, tagger=tagger, sources=sources, titles=titles,
                   wrappers=wrappers, copyright=copyright_spec, compound=compound,
-                  jailbreak=jailbreak, val=val, cal=cal, cal_disagreement=cal_dis)
+                  jailbreak=jailbreak, val=val, cal=cal, cal_disagreement=cal_dis,
+                  multilingual_train_overlap=overlap)
 
 
 def _read_policies(doc: Mapping[str, Any], where: str, problems: Problems
@@ -542,20 +547,23 @@ def _parse_wrappers(wdoc: Any, w: str, problems: Problems) -> WrapperSpec | None
                        require_placeholder=bool(wdoc.get("require_placeholder", True)))
 
 
-def _read_splits(splits: Any, sw: str, problems: Problems) -> tuple[float, float, float]:
-    """``val`` and ``cal`` shares, and ``cal_disagreement`` (cal's share among rows where the
-    policies disagree; defaults to ``cal``)."""
+def _read_splits(splits: Any, sw: str, problems: Problems
+                 ) -> tuple[float, float, float, float]:
+    """``val`` and ``cal`` shares, ``cal_disagreement`` (cal's share among rows where the
+    policies disagree; defaults to ``cal``) and ``multilingual_train_overlap`` (default 0)."""
     if not isinstance(splits, Mapping):
         problems.add(sw, "expected {val: f, cal: f, cal_disagreement: f}")
         splits = {}
-    check_keys(splits, required=("val", "cal"), optional=("cal_disagreement",), where=sw,
+    check_keys(splits, required=("val", "cal"),
+               optional=("cal_disagreement", "multilingual_train_overlap"), where=sw,
                problems=problems)
     val = _num(splits, "val", sw, problems, default=0.1, hi=0.5)
     cal = _num(splits, "cal", sw, problems, default=0.1, hi=0.5)
     cal_dis = _num(splits, "cal_disagreement", sw, problems, default=cal, hi=0.8)
+    overlap = _num(splits, "multilingual_train_overlap", sw, problems, default=0.0, hi=1.0)
     if val + max(cal, cal_dis) >= 1:
         problems.add(sw, "val + cal must leave rows for train")
-    return val, cal, cal_dis
+    return val, cal, cal_dis, overlap
 
 
 def _check_coverage(policies: Mapping[str, Policy], produced: set[str],

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections import defaultdict
 from collections.abc import Sequence
 
@@ -62,3 +63,40 @@ def assign_splits(rows: Sequence[PoolRow], recipe: Recipe, seed: int) -> None:
                 m.split = split
             done += len(members)
 
+
+
+OVERLAP_SALT = "multilingual-train-overlap"
+"""Salt of the hash order that picks which non-English val rows get a train copy."""
+COPY_SUFFIX = "@train-copy"
+"""Appended to a val row's prompt id to name its train copy."""
+
+
+def overlap_copies(rows: Sequence[PoolRow], share: float, seed: int) -> list[PoolRow]:
+    """Train copies of ``share`` of the non-English val rows, per language.
+
+    Mirrors the study, whose multilingual val rows sat 69.3% in policy-A training files: in
+    each language, the first ``round(share × n)`` val rows in the hash order of (seed, prompt
+    id) get a copy in train — same text, labels, pillars and source, prompt id
+    ``<id>@train-copy``. Each branch then labels the copy by its own policy mix, like any other
+    train row. English val rows never get one (English val chooses checkpoints).
+    """
+    if share <= 0:
+        return []
+    by_lang: dict[str, list[PoolRow]] = defaultdict(list)
+    for r in rows:
+        if r.split == "val" and r.lang != "en":
+            by_lang[r.lang].append(r)
+    out: list[PoolRow] = []
+    for lang in sorted(by_lang):
+        members = sorted(by_lang[lang], key=lambda r: (_overlap_key(seed, r.prompt_id),
+                                                       r.prompt_id))
+        for r in members[:round(share * len(members))]:
+            out.append(PoolRow(prompt_id=r.prompt_id + COPY_SUFFIX, text=r.text, source=r.source,
+                               category=r.category, lang=r.lang, span=r.span,
+                               labels=dict(r.labels), pillars=dict(r.pillars), keys=r.keys,
+                               split="train", norm=r.norm))
+    return out
+
+
+def _overlap_key(seed: int, prompt_id: str) -> bytes:
+    return hashlib.sha256(f"{OVERLAP_SALT}\x1f{seed}\x1f{prompt_id}".encode()).digest()

@@ -82,3 +82,25 @@ def sample_split(pool: Pool, split: str, n: int | None, *, salt: str = "sample")
     """The first ``n`` rows of a split in hash order (all rows when ``n`` is None)."""
     rows = hash_order(pool.split(split), f"{salt}:{split}")
     return rows if n is None else rows.head(n)
+
+
+SELECTION_LANG = "en"
+"""Language of the val rows that choose the kept checkpoint (the primary VAL)."""
+
+
+def selection_split(pool: Pool, n: int | None, *, salt: str = "sample") -> pl.DataFrame:
+    """The val rows that choose a run's kept checkpoint: the first ``n`` *English* val rows in
+    hash order (every val row where the pool has no ``lang`` column).
+
+    Multilingual val rows are reported per language but never choose weights: the tokenizer
+    and most training text are English, and where the pool copies some of them into train
+    (``splits.multilingual_train_overlap``) they would reward memorising those copies.
+    """
+    val = pool.split("val")
+    if "lang" in val.columns:
+        val = val.filter(pl.col("lang") == SELECTION_LANG)
+        if val.height == 0:
+            raise GuarddiagError(f'{pool.path} field "lang": no {SELECTION_LANG!r} rows in the '
+                                 "val split to choose checkpoints on")
+    rows = hash_order(val, f"{salt}:val")
+    return rows if n is None else rows.head(n)

@@ -72,6 +72,14 @@ Changes in version 2
 - Tie-breaks: ``load.by_size`` ``min_branch``/``max_branch`` and the SORRY-Bench
   policy-sensitive ``min_branch``/``max_branch`` name, among tied branches, the first in the
   specs' order (reference, E1…E10) — they were order-dependent.
+
+Changes in version 4
+--------------------
+- Sensitivity variants (branch specs with ``variant_of``, e.g. ``E6-a05``) are taken out of
+  every analysis but the new ``distill`` section (:class:`DistillJson`): they appear in no
+  scores, load, rank, correlation, paired or provenance record.
+- ``correlation``'s VAL and ``recipes[*].val`` are the primary VAL, the English val rows (were
+  all languages); ``val`` gains ``parts`` (:class:`ValPartsJson`).
 """
 
 from __future__ import annotations
@@ -82,9 +90,15 @@ import typing
 from pathlib import Path
 from typing import Any, Literal, TypedDict, Union
 
-from guarddiag.report.schema_payloads import ProvenanceJson, RecipesJson, ThresholdFreeJson
+from guarddiag.report.schema_payloads import (
+    DistillJson,
+    ProvenanceJson,
+    RecipesJson,
+    ThresholdFreeJson,
+    ValPartsJson,
+)
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 JsonScalar = str | int | float | bool | None
 Record = dict[str, JsonScalar]
@@ -414,9 +428,15 @@ class CorrelationJson(TypedDict):
     mapping: str
 
 
-class ValJson(TypedDict):
+class _ValBase(TypedDict):
     overlap: list[Record]
     """Overlap of the val split with each training source (VAL itself is in ``scores``)."""
+
+
+class ValJson(_ValBase, total=False):
+    parts: ValPartsJson
+    """VAL on the English, multilingual, overlapping and non-overlapping val rows; absent
+    where no student run scored the val split."""
 
 
 class PoolJson(TypedDict):
@@ -478,6 +498,7 @@ class SectionResultsJson(TypedDict, total=False):
     scores: ScoresJson
     load: LoadJson
     rank: RankJson
+    distill: DistillJson
     mapping: MappingJson
     outside: OutsideJson
     threshold_free: ThresholdFreeJson
@@ -494,7 +515,7 @@ class SectionResultsJson(TypedDict, total=False):
 class ResultsJson(TypedDict):
     """The whole of results.json."""
 
-    schema_version: Literal[3]
+    schema_version: Literal[4]
     title: str
     options: OptionsJson
     inputs: InputsJson

@@ -1,5 +1,6 @@
-"""Section payloads added in results.json version 3 (see :mod:`guarddiag.report.schema`, whose
-:class:`~guarddiag.report.schema.ResultsJson` refers to them)."""
+"""Section payloads added in results.json versions 3 and 4 (see
+:mod:`guarddiag.report.schema`, whose :class:`~guarddiag.report.schema.ResultsJson` refers to
+them)."""
 
 from __future__ import annotations
 
@@ -55,3 +56,28 @@ class ThresholdFreeJson(TypedDict):
     n_resamples: int
     confidence: float
     seed: int
+
+
+class ValPartsJson(TypedDict):
+    rows: list[Record]
+    """val_set (en | multilingual | multilingual_overlap | multilingual_no_overlap), n_rows."""
+    runs: list[Record]
+    """Per student run and part: run_id, size, branch, seed, label_policy, val_set, n_scored,
+    n_correct, score, ci_low, ci_high (Wilson)."""
+    recipes: list[Record]
+    """Per recipe: size, branch, n_seeds and the seed-mean VAL of each part (no interval)."""
+    spearman: list[Record]
+    """Per part and (load, kind) set: val_set, load, kind, n_benchmarks, n_recipes, rho,
+    p_value."""
+
+
+class DistillJson(TypedDict):
+    rows: list[Record]
+    """Per (size, base, variant, benchmark; benchmark ``VAL`` = the primary VAL):
+    metric_alias, base_score, base_low, base_high, variant_score, variant_low, variant_high
+    (seed-range+wilson), delta_pp, n_base_runs, n_variant_runs."""
+    recipes: list[Record]
+    """Per (size, branch): role (base | variant), base, distill_weight (α, from meta.json),
+    n_runs."""
+    subset: str
+    mapping: str

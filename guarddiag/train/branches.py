@@ -29,6 +29,10 @@ ROUTE_SETS = ({"hard_labels"}, {"hard_labels", "distill"}, {"head_only"})
 SIZE_MODES = ("same", "one_up")
 CALIBRATION_SPLITS = ("train", "cal", "val")
 CALIBRATION_SOURCES = ("all", "disagreement")
+VARIANT_NAME = re.compile(r"^(?P<base>E\d+|reference)-(?P<tag>[A-Za-z0-9_.]+)$")
+"""Name of a sensitivity variant: its base branch, a hyphen and a tag (``E6-a05``). The report's
+analyses know a variant by this name alone (``guarddiag.analyses.variants`` holds the same
+pattern), so a spec with this name must say ``variant_of`` and the reverse."""
 
 
 @dataclass(frozen=True)
@@ -62,8 +66,10 @@ class BranchSpec:
     # hard_labels
     max_length: int | None = None
     anchors: bool = False
-    """Add the policy-refusal anchors to the mix: a fixed 25% of the rows policy A blocks and
-    B allows carry their policy-A label (:func:`guarddiag.train.rows.policy_anchor_mask`)."""
+    """Add the policy-refusal anchors to the mix: a fixed 25% of the train rows policy A blocks
+    and B allows, on their policy-A label (:func:`guarddiag.train.rows.policy_anchor_mask`);
+    the ones outside the train sample are added as rows (:func:`~guarddiag.train.rows.
+    training_frame`)."""
     warmup_fraction: float = 0.06
     # distill
     teacher: str | None = None
@@ -82,6 +88,10 @@ class BranchSpec:
     """``all`` rows, or only ``disagreement`` rows (label_a ≠ label_b) plus anchors."""
     generic_anchor_fraction: float = 0.0
     """Share of the calibration set that is GENERIC_SAFE anchor rows (both policies agree)."""
+    variant_of: str | None = None
+    """A sensitivity variant of this branch (name ``<variant_of>-<tag>``): trained like any
+    branch, reported only in its own table (the distillation-weight table), never in the
+    ten-branch rank test, Table 1, the span Δb, the load call or the seed floor."""
     path: str = field(default="", compare=False)
 
     @property
@@ -110,6 +120,9 @@ class BranchSpec:
     def resolved(self) -> dict[str, Any]:
         out = asdict(self)
         out.pop("path")
+        if out["variant_of"] is None:
+            # Left out when unset, so the fingerprints of existing runs do not change.
+            out.pop("variant_of")
         out["routes"] = list(self.routes)
         return out
 
@@ -117,7 +130,7 @@ class BranchSpec:
 # Which keys a route may set; a key outside its routes is a spec error, not silently ignored.
 _COMMON = {"name", "description", "routes", "policy_a_fraction", "epochs", "lr", "batch_size",
            "train_rows", "val_rows", "size", "fixed_seed", "pillar_weight", "span_weight",
-           "weight_decay", "evals_per_epoch"}
+           "weight_decay", "evals_per_epoch", "variant_of"}
 _ROUTE_KEYS = {
     "hard_labels": {"max_length", "anchors", "warmup_fraction"},
     "distill": {"teacher", "distill_weight", "temperature"},
@@ -150,6 +163,7 @@ BRANCH_FIELDS: tuple[Field, ...] = (
     Field("span_weight", "number", minimum=0.0),
     Field("weight_decay", "number", minimum=0.0),
     Field("evals_per_epoch", "int", minimum=1),
+    Field("variant_of", "str"),
     # hard_labels
     Field("max_length", "int", minimum=8),
     Field("anchors", "bool"),
@@ -250,6 +264,7 @@ def _parse(path: Path, doc: dict[str, Any], problems: Problems) -> BranchSpec | 
         values["description"] = values["description"].strip()
     if "size" in doc:
         _check_size(path, doc, routes, problems)
+    _check_variant_name(path, doc.get("variant_of"), problems)
     if len(problems.items) > n_before or routes is None:
         return None
     values["routes"] = tuple(routes)
@@ -270,6 +285,19 @@ def _check_route_keys(path: Path, doc: dict[str, Any], routes: list[str],
     for route in routes:
         for key in sorted(_ROUTE_REQUIRED[route] - set(doc)):
             problems.add(_where(path, key), f"required by route {route}")
+
+
+def _check_variant_name(path: Path, variant_of: Any, problems: Problems) -> None:
+    """A variant is named ``<variant_of>-<tag>``, and only a variant has such a name."""
+    m = VARIANT_NAME.fullmatch(path.stem)
+    if variant_of is None and m is not None:
+        problems.add(_where(path, "variant_of"),
+                     f"a branch named {path.stem!r} is a variant of {m['base']!r}: add "
+                     f"variant_of: {m['base']}, or rename it")
+    elif isinstance(variant_of, str) and (m is None or m["base"] != variant_of):
+        problems.add(_where(path, "variant_of"),
+                     f"a variant of {variant_of!r} must be named {variant_of}-<tag> (letters, "
+                     f"digits, '_' or '.'), not {path.stem!r}")
 
 
 def _check_size(path: Path, doc: dict[str, Any], routes: list[str] | None,
@@ -313,6 +341,14 @@ def _check_links(specs: dict[str, BranchSpec], names: set[str], problems: Proble
                              f"unknown branch {target!r} ({did_you_mean(target, sorted(names))})")
             elif target == spec.name:
                 problems.add(_where(Path(spec.path), key), "a branch cannot depend on itself")
+    for spec in specs.values():
+        base = spec.variant_of
+        if base is not None and base not in names:
+            problems.add(_where(Path(spec.path), "variant_of"),
+                         f"unknown branch {base!r} ({did_you_mean(base, sorted(names))})")
+        elif base is not None and base in specs and specs[base].variant_of is not None:
+            problems.add(_where(Path(spec.path), "variant_of"),
+                         f"{base!r} is itself a variant; name the branch it varies")
     reported: set[frozenset[str]] = set()
     for start in sorted(specs, key=branch_sort_key):
         cycle = _find_cycle(start, specs)

@@ -2,7 +2,7 @@
 
 A run is a recipe in three steps (:class:`FullRoute`): ``setup`` (tokenizer, labelled rows,
 teacher logits, model, optimizer, and the checkpoint of an interrupted run), ``train`` (the
-seeded loop with evaluations on the val split and resume checkpoints) and ``save`` (the kept
+seeded loop with evaluations on the English val rows and resume checkpoints) and ``save`` (the kept
 weights: the best evaluation). The class loss is ``α·τ²·KL(teacher ‖ student) + (1−α)·CE``
 with a teacher (route 2), plain CE without (route 1).
 """
@@ -29,7 +29,7 @@ from guarddiag.model.sizes import get_size
 from guarddiag.model.store import load_guard, save_guard
 from guarddiag.model.tokenizer import GuardTokenizer, pretrained_tokenizer, train_tokenizer
 from guarddiag.model.weights import load_weights, save_weights, state_to_cpu
-from guarddiag.pool.table import Pool, sample_split
+from guarddiag.pool.table import Pool, selection_split
 from guarddiag.progress import progress, say
 from guarddiag.runs import CACHE_DIR, CHECKPOINT_FILE, LOG_FILE, MODEL_FILE, TOKENIZER_FILE
 from guarddiag.train.batches import EncodedRows, collate, encode_rows, epoch_batches
@@ -37,7 +37,13 @@ from guarddiag.train.branches import BranchSpec, PlannedRun
 from guarddiag.train.checkpoint import TrainLog, load_checkpoint, save_checkpoint
 from guarddiag.train.losses import LossWeights, guard_loss, recipe_target
 from guarddiag.train.options import RunOptions, TrainingInterrupted
-from guarddiag.train.rows import LabelledRows, label_counts, label_rows, policy_labels
+from guarddiag.train.rows import (
+    LabelledRows,
+    label_counts,
+    label_rows,
+    policy_labels,
+    training_frame,
+)
 from guarddiag.train.schedule import eval_steps, lr_at
 
 # ----------------------------------------------------------------------------- inputs
@@ -154,8 +160,8 @@ def prepare_data(spec: BranchSpec, run: PlannedRun, pool: Pool, runs_dir: Path, 
     else:
         tokenizer = tokenizer_for(pool, vocab_size=size.vocab_size,
                                   cache_dir=runs_dir / CACHE_DIR / "tokenizers")
-    train_frame = sample_split(pool, "train", spec.train_rows)
-    val_frame = sample_split(pool, "val", spec.val_rows)
+    train_frame = training_frame(pool, spec)
+    val_frame = selection_split(pool, spec.val_rows)
     rows = label_rows(train_frame, fraction=spec.policy_a_fraction, anchors=spec.anchors,
                       where=str(pool.path))
     val_rows = label_rows(val_frame, fraction=spec.policy_a_fraction, anchors=spec.anchors,

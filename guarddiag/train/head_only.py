@@ -23,7 +23,7 @@ from guarddiag.model.device import CPU, DeviceSetup
 from guarddiag.model.guard import GuardHeads, GuardModel, length_sorted_batches
 from guarddiag.model.sizes import N_PILLARS
 from guarddiag.model.store import load_guard, save_guard
-from guarddiag.pool.table import Pool, sample_split
+from guarddiag.pool.table import Pool, selection_split
 from guarddiag.runs import LOG_FILE
 from guarddiag.train.batches import EncodedRows, collate, encode_rows
 from guarddiag.train.branches import BranchSpec, PlannedRun
@@ -249,7 +249,7 @@ def train_head_only(spec: BranchSpec, run: PlannedRun, run_dir: Path, pool: Pool
     if not dev.is_cpu:
         model.to(dev.device)
     cal_frame, counts = calibration_frame(pool, spec, seed=run.seed)
-    val_frame = sample_split(pool, "val", spec.val_rows)
+    val_frame = selection_split(pool, spec.val_rows)
     rows = label_rows(cal_frame, fraction=spec.policy_a_fraction, anchors=False,
                       where=str(pool.path))
     val_rows = label_rows(val_frame, fraction=spec.policy_a_fraction, anchors=False,

@@ -2,8 +2,10 @@
 
 A row carries policy A's labels (class and pillars) when a hash of its prompt id falls below
 the branch's ``policy_a_fraction``, so a smaller mix is a subset of a larger one. Branches with
-``anchors`` (E3, E5) also put the *policy-refusal anchors* on policy A: a fixed, named set of
-rows that policy A blocks and policy B allows (see :func:`policy_anchor_mask`).
+``anchors`` (E3, E5) add the *policy-refusal anchors* to their mix, on policy A: a fixed, named
+set of train rows that policy A blocks and policy B allows (see :func:`policy_anchor_mask`). An
+anchor inside the branch's train sample carries its A label; the anchors the sample left out
+are added as rows (:func:`training_frame`).
 """
 
 from __future__ import annotations
@@ -74,6 +76,24 @@ def policy_anchor_mask(frame: pl.DataFrame) -> np.ndarray:
                       dtype=bool)
     return a_only & (hash_unit(frame["prompt_id"].to_list(), POLICY_ANCHOR_SALT)
                      < POLICY_ANCHOR_SHARE)
+
+
+def training_frame(pool: Pool, spec: BranchSpec) -> pl.DataFrame:
+    """The train rows of a full-route branch: the first ``train_rows`` rows of the train split
+    in hash order (every train row when it is null), and for a branch with ``anchors`` every
+    policy-refusal anchor of the train split that the sample left out, appended in hash order.
+
+    The anchors are rows added to the mix, as the study describes E3/E5 ("E2 plus explicit
+    policy-refusal anchor rows"), not only a relabelling of the rows the sample happens to hold:
+    at the demo's 8,000-row sample, relabelling alone touches some 160 rows.
+    """
+    sample = sample_split(pool, "train", spec.train_rows)
+    if not spec.anchors or spec.train_rows is None:
+        return sample
+    train = pool.split("train")
+    anchors = train.filter(pl.Series(policy_anchor_mask(train)))
+    extra = anchors.filter(~pl.col("prompt_id").is_in(sample["prompt_id"].to_list()))
+    return pl.concat([sample, hash_order(extra, "sample:train")])
 
 
 def policy_a_mask(frame: pl.DataFrame, *, fraction: float, anchors: bool) -> np.ndarray:

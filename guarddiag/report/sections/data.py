@@ -21,6 +21,7 @@ from guarddiag.report.document import (
 )
 from guarddiag.report.jsonable import jsonable, records
 from guarddiag.report.sections.common import pivot_by_cohort
+from guarddiag.report.sections.valparts import val_part_blocks
 
 
 def section_contamination(ctx: ReportContext) -> Section:
@@ -81,7 +82,10 @@ def section_val(ctx: ReportContext) -> Section:
     title = "Validation split: accuracy and overlap with training"
     if ctx.results.val_overlap is None:
         return Section.omit("val", title, "no pool.parquet")
-    blocks: list[Block] = []
+    blocks: list[Block] = [Paragraph(
+        "The primary VAL is 4-class accuracy under policy A on the English val rows, the only "
+        "rows that choose each run's kept checkpoint. Other languages are reported one by one "
+        "below and never choose weights.")]
     val = ctx.results.scores.table.filter(pl.col("metric") == "VAL").with_columns(
         pl.col("ci_low").alias("low"), pl.col("ci_high").alias("high"),
         pl.concat_str([pl.lit("VAL lang="), pl.col("lang")]).alias("benchmark"))
@@ -104,7 +108,14 @@ def section_val(ctx: ReportContext) -> Section:
     blocks.append(Table("val_overlap_all", "Val overlap with every training source.",
                         overlap_cols,
                         overlap, csv_only=True))
-    return Section("val", title, tuple(blocks), {"overlap": records(ctx.results.val_overlap.table)})
+    payload: dict[str, Any] = {"overlap": records(ctx.results.val_overlap.table)}
+    parts = ctx.results.val_sets
+    if parts is not None:
+        blocks += val_part_blocks(parts)
+        payload["parts"] = {"rows": records(parts.rows), "runs": records(parts.runs),
+                            "recipes": records(parts.recipes),
+                            "spearman": records(parts.spearman)}
+    return Section("val", title, tuple(blocks), payload)
 
 
 def section_pool(ctx: ReportContext) -> Section:

@@ -21,10 +21,12 @@ from guarddiag.report.sections.overview import (
 from guarddiag.report.sections.scores import section_load, section_outside, section_scores
 from guarddiag.report.sections.sorry import SORRY_SECTIONS
 from guarddiag.report.sections.threshold_free import section_threshold_free
+from guarddiag.report.sections.variants import section_distill
 
 DEFAULT_SECTIONS: tuple[SectionBuilder, ...] = (
     section_summary, section_contamination, section_scores, section_load, section_rank,
-    section_mapping, section_outside, section_threshold_free, section_correlation, section_val,
+    section_distill, section_mapping, section_outside, section_threshold_free,
+    section_correlation, section_val,
     section_pool,
     section_study, section_disclosure,
 )

@@ -95,12 +95,13 @@ def correlation_blocks(c: CorrelationResult, cohort: str) -> list[Block]:
     excluded = (f" Left out (not among the study's 15 subsets: extra or mutated sets): "
                 f"{', '.join(c.excluded)}." if c.excluded else "")
     return [
-        Paragraph("Spearman ρ between VAL (4-class accuracy under policy A) and the mean share "
-                  "read unsafe on a set of benchmarks, one point per recipe (size, branch; VAL "
-                  "and scores averaged over its seeds — seed replicates are not independent "
-                  "guards), on the study's benchmarks only, with harmful (CAP) and benign "
-                  f"(OVER-REF) benchmarks kept apart ({cohort}). Study: +0.74 (policy-load) vs "
-                  f"+0.34 (capability-load).{excluded}"),
+        Paragraph("Spearman ρ between VAL (4-class accuracy under policy A on the English val "
+                  "rows; the other parts of the val split are in the validation section) and "
+                  "the mean share read unsafe on a set of benchmarks, one point per recipe "
+                  "(size, branch; VAL and scores averaged over its seeds — seed replicates are "
+                  "not independent guards), on the study's benchmarks only, with harmful (CAP) "
+                  f"and benign (OVER-REF) benchmarks kept apart ({cohort}). Study: +0.74 "
+                  f"(policy-load) vs +0.34 (capability-load).{excluded}"),
         Table("val_correlation", "Spearman ρ (scipy.stats.spearmanr) with its two-sided "
               "p-value; n = recipes; no interval.",
               (Column("load", "load"), Column("kind", "kind"),
