@@ -22,6 +22,7 @@ from guarddiag.figures import paper_style
 
 # Colour-blind-safe pair (Okabe–Ito) for the two series every figure compares.
 _BLUE, _ORANGE, _GREY, _GREEN = "#0072B2", "#E69F00", "#999999", "#009E73"
+_PURPLE = "#CC79A7"
 
 
 def _new(width: float, height: float) -> Figure:
@@ -37,8 +38,8 @@ _BENIGN_ALIASES = ("OVER-REF", "OR-H")
 
 def overlap_bars(contamination: ContaminationResult) -> Figure:
     """Study Fig. 2a: % of each benchmark's prompts found in the training pool, exact, near and
-    (when the audit compared templates) template overlap as separate bars, benchmarks sorted
-    by exact overlap."""
+    (when the audit compared them) template and contained overlap as separate bars, benchmarks
+    sorted by exact overlap."""
     t = contamination.table.sort(["share_exact", "benchmark"], descending=[False, True])
     names = t["benchmark"].to_list()
 
@@ -51,9 +52,13 @@ def overlap_bars(contamination: ContaminationResult) -> Figure:
     if contamination.templates and "share_template" in t.columns:
         series.append((pct("share_template"), _GREEN,
                        "template only (same sentence, other titles)"))
-    # Two series keep their old places (exact above, near below); three share the row.
+    if contamination.containment and "share_contained" in t.columns:
+        series.append((pct("share_contained"), _PURPLE,
+                       "contained only (prompt inside a longer row)"))
+    # Two series keep their old places (exact above, near below); more share the row, top down.
     height = 0.4 if len(series) <= 2 else 0.8 / len(series)
-    shift = [0.2, -0.2][:len(series)] if len(series) <= 2 else [height, 0.0, -height]
+    shift = ([0.2, -0.2][:len(series)] if len(series) <= 2 else
+             [height * ((len(series) - 1) / 2 - i) for i in range(len(series))])
     with paper_style():
         fig = _new(5.0, 0.28 * len(names) * max(1.0, len(series) / 2) + 1.0)
         ax = fig.add_subplot()

@@ -41,3 +41,28 @@ def test_template_bars_beside_exact_and_near():
 def test_without_templates_only_exact_and_near():
     bars = _bars(plots.overlap_bars(contamination_table(_summary(templates=False))))
     assert bars == {"exact (normalised text)": [4.0, 25.0], "near duplicate only": [0.0, 3.0]}
+
+
+def test_contained_bars_share_the_row_with_the_other_three():
+    summary = _summary(templates=True)
+    summary["containment"] = True
+    # advbench: 5 of 50 contained (10 %); harmbench_copyright: 0 of 100.
+    summary["benchmarks"]["advbench"]["n_contained"] = 5
+    summary["benchmarks"]["harmbench_copyright"]["n_contained"] = 0
+    table = contamination_table(summary)
+    assert table.table["share_contained"].to_list() == [0.1, 0.0]
+    fig = plots.overlap_bars(table)
+    assert _bars(fig) == {
+        "exact (normalised text)": [4.0, 25.0], "near duplicate only": [0.0, 3.0],
+        "template only (same sentence, other titles)": [20.0, 74.0],
+        "contained only (prompt inside a longer row)": [10.0, 0.0]}
+    # four bars of 0.2 each, centred on the row: offsets +0.3, +0.1, -0.1, -0.3
+    ys = [round(p.get_y() + p.get_height() / 2, 9) for c in fig.axes[0].containers
+          for p in c.patches]
+    assert ys == pytest.approx([0.3, 1.3, 0.1, 1.1, -0.1, 0.9, -0.3, 0.7])
+
+
+def test_an_audit_without_containment_has_no_contained_columns():
+    table = contamination_table(_summary(templates=True)).table
+    assert "n_contained" not in table.columns
+    assert "share_contained" not in table.columns

@@ -2,8 +2,9 @@
 
 Shares are recomputed from the counts (``n_exact / n``, ``n_near / n``, ``n_template / n``) as
 fractions, so the report does not depend on how the audit rounded its percentages. Exact
-overlaps, near duplicates and (when the audit compared them) template overlaps are separate
-columns (a prompt counts as near or template only when it has no exact overlap).
+overlaps, near duplicates and (when the audit compared them) template and contained overlaps
+are separate columns (a prompt counts as near, template or contained only when it has no exact
+overlap).
 
 :func:`copy_items` scores HarmBench-copyright's two item kinds apart: its lyrics and its book
 passages are two templates, and a pool can hold one and not the other.
@@ -43,6 +44,10 @@ class ContaminationResult:
     templates: bool = False
     """The audit compared template forms: the table has ``n_template`` and ``share_template``."""
     template_definition: str | None = None
+    containment: bool = False
+    """The audit looked for prompts inside longer rows: the table has ``n_contained`` and
+    ``share_contained``."""
+    containment_definition: str | None = None
 
     def to_frame(self) -> pl.DataFrame:
         return self.table.clone()
@@ -59,6 +64,7 @@ def contamination_table(summary: Mapping[str, Any], *,
         raise GuarddiagError(f'{source} field "benchmarks": expected a mapping of benchmark ids')
     order = summary.get("benchmark_order") or sorted(benches)
     templates = bool(summary.get("templates"))
+    containment = bool(summary.get("containment"))
     rows, examples = [], {}
     for name in order:
         entry = benches.get(name)
@@ -75,22 +81,25 @@ def contamination_table(summary: Mapping[str, Any], *,
                      "n_near": None if n_near is None else int(n_near),
                      "share_near": None if n_near is None or not n else int(n_near) / n,
                      "n_kept": n_kept, "sha256": entry.get("sha256")})
-        if templates:
-            n_template = entry.get("n_template")
-            rows[-1] |= {"n_template": None if n_template is None else int(n_template),
-                         "share_template": (None if n_template is None or not n
-                                            else int(n_template) / n)}
+        for kind, on in (("template", templates), ("contained", containment)):
+            if on:
+                count = entry.get(f"n_{kind}")
+                rows[-1] |= {f"n_{kind}": None if count is None else int(count),
+                             f"share_{kind}": None if count is None or not n else int(count) / n}
         examples[str(name)] = tuple(e for e in entry.get("examples") or ()
                                     if isinstance(e, Mapping))
-    schema = SCHEMA | ({"n_template": pl.Int64, "share_template": pl.Float64} if templates
-                       else {})
+    schema = (SCHEMA | ({"n_template": pl.Int64, "share_template": pl.Float64} if templates
+                        else {})
+              | ({"n_contained": pl.Int64, "share_contained": pl.Float64} if containment
+                 else {}))
     return ContaminationResult(
         table=pl.DataFrame(rows, schema=schema), pool_rows=summary.get("pool_rows"),
         near_dup=bool(summary.get("near_dup")), near_threshold=summary.get("threshold"),
         normalisation=summary.get("normalisation"),
         unavailable=dict(summary.get("unavailable") or {}), examples=examples,
         short_words=summary.get("short_words"), short_threshold=summary.get("short_threshold"),
-        templates=templates, template_definition=summary.get("template_definition"))
+        templates=templates, template_definition=summary.get("template_definition"),
+        containment=containment, containment_definition=summary.get("containment_definition"))
 
 
 COPY_BENCHMARK = "harmbench_copyright"

@@ -1,4 +1,4 @@
-"""The results.json schema (version 3) as typed code, and the JSON Schema generated from it.
+"""The results.json schema (version 4) as typed code, and the JSON Schema generated from it.
 
 :class:`ResultsJson` is the whole file; each section's payload under ``results[<section id>]``
 has its own TypedDict (omitted sections are absent; sections added with
@@ -80,6 +80,8 @@ Changes in version 4
   scores, load, rank, correlation, paired or provenance record.
 - ``correlation``'s VAL and ``recipes[*].val`` are the primary VAL, the English val rows (were
   all languages); ``val`` gains ``parts`` (:class:`ValPartsJson`).
+- ``contamination.containment`` / ``containment_definition`` (only when the audit looked for
+  prompts inside longer pool rows) and per-benchmark n_contained, share_contained.
 """
 
 from __future__ import annotations
@@ -91,6 +93,7 @@ from pathlib import Path
 from typing import Any, Literal, TypedDict, Union
 
 from guarddiag.report.schema_payloads import (
+    ContaminationJson,
     DistillJson,
     ProvenanceJson,
     RecipesJson,
@@ -193,27 +196,6 @@ class SummaryJson(TypedDict):
     """Null where no reference run was scored on a clear-harm benchmark."""
     provenance: ProvenanceJson | None
     """Null where no run meta.json was found."""
-
-
-class _ContaminationBase(TypedDict):
-    benchmarks: list[Record]
-    """Per benchmark: n, n_exact, share_exact, n_near, share_near, n_kept, sha256."""
-    pool_rows: int | None
-    near_threshold: float | None
-    near_dup: bool
-    short_words: int | None
-    """Benchmark prompts with fewer distinct words need ``short_threshold`` (None: an audit
-    from before this rule)."""
-    short_threshold: float | None
-    unavailable: dict[str, str]
-
-
-class ContaminationJson(_ContaminationBase, total=False):
-    templates: bool
-    """Present (true) when the audit compared template forms; ``benchmarks`` records then
-    carry n_template and share_template (same sentence, other titles; no exact overlap)."""
-    template_definition: str | None
-    """The audit's description of a template overlap (summary.json)."""
 
 
 class RunJson(TypedDict):

@@ -1,6 +1,6 @@
-"""Section payloads added in results.json versions 3 and 4 (see
-:mod:`guarddiag.report.schema`, whose :class:`~guarddiag.report.schema.ResultsJson` refers to
-them)."""
+"""Section payloads: the contamination section's, and those added in results.json versions 3
+and 4 (see :mod:`guarddiag.report.schema`, whose :class:`~guarddiag.report.schema.ResultsJson`
+refers to them)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,33 @@ from typing import Literal, TypedDict
 
 Record = dict[str, str | int | float | bool | None]
 """One table row: column → value (as :data:`guarddiag.report.schema.Record`)."""
+
+
+class _ContaminationBase(TypedDict):
+    benchmarks: list[Record]
+    """Per benchmark: n, n_exact, share_exact, n_near, share_near, n_kept, sha256."""
+    pool_rows: int | None
+    near_threshold: float | None
+    near_dup: bool
+    short_words: int | None
+    """Benchmark prompts with fewer distinct words need ``short_threshold`` (None: an audit
+    from before this rule)."""
+    short_threshold: float | None
+    unavailable: dict[str, str]
+
+
+class ContaminationJson(_ContaminationBase, total=False):
+    templates: bool
+    """Present (true) when the audit compared template forms; ``benchmarks`` records then
+    carry n_template and share_template (same sentence, other titles; no exact overlap)."""
+    template_definition: str | None
+    """The audit's description of a template overlap (summary.json)."""
+    containment: bool
+    """Present (true) when the audit looked for prompts inside longer pool rows;
+    ``benchmarks`` records then carry n_contained and share_contained (most of the prompt's
+    three-word runs in one row; no exact overlap)."""
+    containment_definition: str | None
+    """The audit's description of a contained overlap (summary.json)."""
 
 
 class ProvenanceJson(TypedDict):

@@ -41,15 +41,22 @@ def section_contamination(ctx: ReportContext) -> Section:
                Column("n_near", "near", "int"), Column("share_near", "near %", "pct"),
                *((Column("n_template", "template", "int"),
                   Column("share_template", "template %", "pct")) if c.templates else ()),
+               *((Column("n_contained", "contained", "int"),
+                  Column("share_contained", "contained %", "pct")) if c.containment else ()),
                Column("n_kept", "kept", "int"))
     template = ("" if not c.templates else
                 " Template overlaps (a separate column, no exact overlap) are pool rows that ask "
                 "the prompt's sentence about other titles or names: quoted spans and capitalised "
                 "names after 'by', 'from' or 'of' are masked before comparing "
                 f"({c.template_definition or 'see audit'}).")
+    contained = ("" if not c.containment else
+                 " Contained overlaps (a separate column, no exact overlap) are pool rows that "
+                 "hold most of the prompt's three-word runs, whatever the row's length: a "
+                 "jailbreak wrapper or a post quoting the prompt "
+                 f"({c.containment_definition or 'see audit'}).")
     blocks: list[Block] = [
         Paragraph(f"Exact overlap = equal after normalisation ({c.normalisation or 'see audit'}"
-                  f"); {near}. Pool: {c.pool_rows or 0:,} rows.{template}"),
+                  f"); {near}. Pool: {c.pool_rows or 0:,} rows.{template}{contained}"),
         Table("overlap", "Benchmark prompts found in the training pool", columns, t),
         FigureBlock("overlap", plots.overlap_bars(c),
                     "Share of each benchmark's prompts found in the training pool "
@@ -75,6 +82,8 @@ def section_contamination(ctx: ReportContext) -> Section:
                "unavailable": dict(c.unavailable)}
     if c.templates:
         payload |= {"templates": True, "template_definition": c.template_definition}
+    if c.containment:
+        payload |= {"containment": True, "containment_definition": c.containment_definition}
     return Section("contamination", title, tuple(blocks), payload)
 
 
