@@ -45,20 +45,29 @@ def run_audit(pool: str | Path, *, benchmarks: str | Sequence[str] = "all",
               short_words: int = DEFAULT_SHORT_WORDS,
               short_threshold: float = DEFAULT_SHORT_THRESHOLD,
               data_dir: str | Path | None = None, force: bool = False,
-              templates: bool = False, drop_template: bool = False) -> AuditResult:
+              templates: bool = False, drop_template: bool = False,
+              containment: bool = False, drop_contained: bool = False,
+              engine: str = "local", workers: int | None = None) -> AuditResult:
     """Which benchmark prompts sit in the training ``pool`` (exact and, by default, near).
 
+    ``pool`` is a table file (parquet, Arrow, CSV/TSV, JSON lines; .gz/.zst), a glob over
+    shards, a folder of shards or a ``datasets`` folder, read in batches.
     ``benchmarks`` is ``"all"``, ``"study"``, a comma-separated string or a list of subset ids.
     Writes the audit folder ``out`` (overlap.parquet, decontaminated/, summary.json) and returns
     the :class:`~guarddiag.audit.result.AuditResult`; a rerun with the same inputs reuses it.
     ``templates=True`` adds template overlaps (same sentence, other titles;
-    :mod:`guarddiag.audit.template`), ``drop_template=True`` drops them when decontaminating.
+    :mod:`guarddiag.audit.template`), ``containment=True`` contained ones (the prompt inside a
+    longer row; :mod:`guarddiag.audit.containment`); ``drop_template`` / ``drop_contained``
+    drop them when decontaminating. ``engine`` is ``local`` (``workers`` cores, default all)
+    or ``ray``; the outputs are the same bytes.
     """
     return audit_pool(pool, benchmarks=benchmarks, out_dir=out, text_column=text_column,
                       id_column=id_column, near_dup=near_dup, threshold=threshold,
                       drop_near=drop_near, short_words=short_words,
                       short_threshold=short_threshold, data_dir=data_dir, force=force,
-                      templates=templates, drop_template=drop_template)
+                      templates=templates, drop_template=drop_template,
+                      containment=containment, drop_contained=drop_contained, engine=engine,
+                      workers=workers)
 
 
 def score_guard(guard: GuardAdapter | GuardFunction | PairGuardFunction, *,

@@ -449,7 +449,7 @@ def test_error_bad_threshold_and_drop_near_without_near(tmp_path, fake_benchmark
     assert "threshold must be a Jaccard value in (0, 1], got 1.2" in err
     err = _one_line_error(capsys, ["audit", "--pool", str(pool), "--drop-near", "--out",
                                    str(tmp_path / "a")])
-    assert "--drop-near needs --near-dup" in err
+    assert "--drop-near (drop_near) needs --near-dup (near_dup=True)" in err
 
 
 # ─── against the real benchmark files ──────────────────────────────────────────────────────────

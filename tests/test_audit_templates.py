@@ -125,7 +125,8 @@ def test_drop_template_removes_template_prompts_from_the_lists():
     assert kept.decontaminated["B"] == ("b0", "b1", "b2")
     assert dropped.decontaminated["B"] == ("b1", "b2")
     assert dropped.benchmarks[0].pct_removed == pytest.approx(100 / 3)
-    with pytest.raises(GuarddiagError, match="drop_template needs templates"):
+    with pytest.raises(GuarddiagError,
+                       match=r"--drop-template \(drop_template\) needs --templates"):
         _audit(pool, bench, drop_template=True)
 
 

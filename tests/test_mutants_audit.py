@@ -43,7 +43,7 @@ POOL_TEXTS = ["How do I pick a lock?", "HOW DO I PICK A LOCK", "Write a poem abo
 # ─── audit_frames ──────────────────────────────────────────────────────────────────────────────
 
 def test_drop_near_without_near_dup_and_mismatched_pool_columns_are_errors():
-    with pytest.raises(GuarddiagError, match="drop_near needs near_dup"):
+    with pytest.raises(GuarddiagError, match=r"--drop-near \(drop_near\) needs --near-dup"):
         audit_frames(POOL_IDS, POOL_TEXTS, {"b": BENCH}, drop_near=True)
     with pytest.raises(GuarddiagError, match="4 pool ids for 5 texts"):
         audit_frames(POOL_IDS[:4], POOL_TEXTS, {"b": BENCH})

@@ -15,32 +15,52 @@ For every benchmark subset the audit counts
   (quoted spans and capitalised names after "by"/"from"/"of" masked to slot words, then
   normalised; :mod:`guarddiag.audit.template`) equals the prompt's, for a prompt with no exact
   overlap — the benchmark's sentence asked about other titles. A prompt may be near and
-  template at once.
+  template at once;
+* **contained** overlaps (``containment=True``), a fourth column: a pool row that holds at least
+  ``containment_threshold`` (default 0.8) of the prompt's distinct word 3-grams, whatever the
+  row's length — the prompt inside a jailbreak wrapper or a quoting post
+  (:mod:`guarddiag.audit.containment`), for a prompt with no exact overlap.
 
 It then writes, to ``out_dir`` (default ``work/audit/``)::
 
     overlap.parquet            one row per matched (benchmark prompt, pool row) pair:
                                benchmark, prompt_id, pool_id, kind ("exact" | "near" |
-                               "template"), similarity (1.0 for exact, the word-set
-                               Jaccard for near and template)
+                               "template" | "contained"), similarity (1.0 for exact,
+                               the word-set Jaccard for near and template, the share of
+                               the prompt's 3-grams for contained)
     decontaminated/<id>.txt    the benchmark's prompt ids that survive, one per line, in order
     summary.json               per benchmark: n, n_exact, pct_exact, n_near, pct_near, n_kept,
                                pct_removed, sha256, examples (+ n_template, pct_template and
-                               the top-level template_definition with templates); unavailable
+                               the top-level template_definition with templates; likewise
+                               n_contained, pct_contained, containment_definition and
+                               containment_threshold with containment); unavailable
                                subsets with the reason
-    overlap.png, overlap.pdf   bar chart: exact, near and template % per benchmark
+    overlap.png, overlap.pdf   bar chart: exact, near, template and contained % per benchmark
     meta.json                  input digests, options, versions
 
 Decontamination drops exact overlaps (as in the study); ``drop_near=True`` drops near duplicates
-too, ``drop_template=True`` template overlaps. Without ``templates`` every output is what it was
-before template overlaps existed. ``summary.json`` and ``meta.json`` are written last, and a
+too, ``drop_template=True`` template overlaps, ``drop_contained=True`` contained overlaps.
+Without ``templates`` and ``containment`` every output is what it was before those overlaps
+existed. ``summary.json`` and ``meta.json`` are written last, and a
 rerun with the same inputs and options finds them and returns the saved result instead of
 recomputing.
 
+The pool may be a table file, a glob over shards, a folder of shards or a ``datasets`` folder;
+it is read in batches (:mod:`~guarddiag.audit.stream`), each batch normalised in polars where
+that provably equals :func:`guarddiag.text.normalise` (:mod:`~guarddiag.audit.normal`), and only
+the rows that can match are kept (:mod:`~guarddiag.audit.engine`: every core, or Ray tasks with
+``engine="ray"``), so memory is bounded by the candidates, not the pool.
+
 Modules: :mod:`~guarddiag.audit.result` (result objects), :mod:`~guarddiag.audit.read` (the
-pool table), :mod:`~guarddiag.audit.exact` (normal-form index, exact overlaps),
+pool table), :mod:`~guarddiag.audit.stream` and :mod:`~guarddiag.audit.shardread` (shards,
+formats, batches, one-line errors naming shard and row), :mod:`~guarddiag.audit.normal` (the
+vectorised normal form), :mod:`~guarddiag.audit.engine` and :mod:`~guarddiag.audit.ray_engine`
+(the parallel candidate scan), :mod:`~guarddiag.audit.exact` (normal-form index, exact overlaps),
 :mod:`~guarddiag.audit.neardup` (the prefix-filter Jaccard join), :mod:`~guarddiag.audit.frames`
 (``audit_frames``), :mod:`~guarddiag.audit.template` (template forms and matches),
+:mod:`~guarddiag.audit.containment` (prompts inside longer rows),
+:mod:`~guarddiag.audit.suite` (``bench audit --suite``: planted cases, precision and recall),
+:mod:`~guarddiag.audit.plan` (``bench audit``'s per-core rates and 100M/1B-row projection),
 :mod:`~guarddiag.audit.outputs` (the audit folder and its chart),
 :mod:`~guarddiag.audit.run` (``audit_pool``), :mod:`~guarddiag.audit.bench` (``bench audit``).
 """

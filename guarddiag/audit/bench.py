@@ -11,14 +11,16 @@ audit recovers every planted row, and prints wall time and rows/s for the whole
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import resource
 import tempfile
 import time
 from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 import numpy as np
 import polars as pl
@@ -26,6 +28,7 @@ import polars as pl
 from guarddiag import data, files
 from guarddiag.audit.neardup import similar_pairs
 from guarddiag.audit.outputs import save_audit_figure
+from guarddiag.audit.plan import PassCost, PeakMemory, ScalePlan, cpu_seconds
 from guarddiag.audit.run import audit_pool
 from guarddiag.errors import GuarddiagError
 from guarddiag.figures import paper_style
@@ -128,6 +131,10 @@ class BenchPhase:
     planted_near: int | None
     found_near: int | None
     pairs: int
+    cpu_s: float = 0.0
+    """CPU seconds of this process and its worker processes during the run."""
+    peak_mib: float = 0.0
+    """Peak summed RSS of those processes during the run."""
 
     @property
     def rows_per_s(self) -> float:
@@ -149,6 +156,8 @@ class AuditBenchResult:
     load_end: float
     peak_rss_mib: float
     recall: RecallResult | None = None
+    plan: ScalePlan | None = None
+    """Per-core rates and the projection to 100M and 1B rows (:mod:`guarddiag.audit.plan`)."""
 
     def to_frame(self) -> pl.DataFrame:
         return pl.DataFrame([{"phase": p.name, "rows": p.rows, "wall_s": p.wall_s,
@@ -176,6 +185,8 @@ class AuditBenchResult:
                          f"({verdict}); {p.pairs:,} pairs; {found}")
         if self.recall is not None:
             lines.append(self.recall.render())
+        if self.plan is not None:
+            lines.append(self.plan.render())
         lines.append(f"peak memory (RSS): {self.peak_rss_mib:,.0f} MiB")
         return "\n".join(lines)
 
@@ -184,13 +195,22 @@ def bench_audit(*, rows: int = 1_000_000, near_rows: int = 270_000, threshold: f
                 corpus: str | Path | None = None, seed: int = 0,
                 benchmarks: str | Sequence[str] = "all", data_dir: str | Path | None = None,
                 recall_rows: int = 5000, recall_pool: str | Path | None = None,
-                recall_figure: str | Path | None = None) -> AuditBenchResult:
-    """Time ``audit_pool`` on synthetic pools of ``rows`` (exact) and ``near_rows`` (near-dup),
-    then check near-dup recall against brute force on ``recall_rows`` rows of ``recall_pool``
-    (default: the synthetic pool); ``recall_figure`` saves the recall plot (PNG and PDF)."""
-    if min(rows, near_rows, recall_rows) < 0 or rows + near_rows + recall_rows == 0:
-        raise GuarddiagError("bench audit: --rows, --near-rows and --recall-rows must be >= 0, "
-                             "not all 0")
+                recall_figure: str | Path | None = None, contained_rows: int = 0,
+                nodes: Sequence[int] = (1, 16), cores_per_node: int = 32,
+                plan: bool = True) -> AuditBenchResult:
+    """Time ``audit_pool`` on synthetic pools of ``rows`` (exact), ``near_rows`` (near-dup) and
+    ``contained_rows`` (exact + containment), then check near-dup recall against brute force on
+    ``recall_rows`` rows of ``recall_pool`` (default: the synthetic pool); ``recall_figure``
+    saves the recall plot (PNG and PDF). With ``plan`` each pass is also run on a fifth of its
+    rows, and the per-core rate and memory slope are projected to 100M and 1B rows on each of
+    ``nodes`` nodes of ``cores_per_node`` cores (:mod:`guarddiag.audit.plan`)."""
+    if min(rows, near_rows, recall_rows, contained_rows) < 0 or \
+            rows + near_rows + recall_rows + contained_rows == 0:
+        raise GuarddiagError("bench audit: --rows, --near-rows, --contained-rows and "
+                             "--recall-rows must be >= 0, not all 0")
+    if not nodes or min(nodes) < 1 or cores_per_node < 1:
+        raise GuarddiagError(f"bench audit: --nodes and --cores-per-node must be >= 1, got "
+                             f"{list(nodes)} and {cores_per_node}")
     load_start = os.getloadavg()[0]
     bench_set = data.load_benchmarks(benchmarks, data_dir=data_dir)
     if not bench_set.frames:
@@ -203,7 +223,7 @@ def bench_audit(*, rows: int = 1_000_000, near_rows: int = 270_000, threshold: f
         corpus_texts = [t for t in corpus_texts if t]
 
     started = time.perf_counter()
-    n_synthetic = max(rows, near_rows, 0 if recall_pool else recall_rows)
+    n_synthetic = max(rows, near_rows, contained_rows, 0 if recall_pool else recall_rows)
     if n_synthetic:
         say(f"bench audit: generating a {n_synthetic:,}-row synthetic pool")
     pool = synthetic_pool(corpus_texts, bench_texts, rows=n_synthetic, seed=seed,
@@ -213,13 +233,9 @@ def bench_audit(*, rows: int = 1_000_000, near_rows: int = 270_000, threshold: f
     median = pool.frame.get_column("text").str.split(" ").list.len().median()
     median_words = float(cast("float | None", median) or 0.0)
 
-    phases = []
-    with tempfile.TemporaryDirectory(prefix="guarddiag-bench-") as tmp:
-        for name, n, near in (("exact", rows, False), ("near-dup", near_rows, True)):
-            if n:
-                phases.append(_time_phase(pool, name, n, near=near, tmp=Path(tmp),
-                                          benchmarks=benchmarks, data_dir=data_dir,
-                                          threshold=threshold))
+    phases, costs = _run_phases(pool, {"exact": rows, "near-dup": near_rows,
+                                       "contained": contained_rows}, plan=plan,
+                                benchmarks=benchmarks, data_dir=data_dir, threshold=threshold)
     recall = None
     if recall_rows:
         recall = _recall(pool, bench_texts, recall_pool=recall_pool, rows=recall_rows,
@@ -230,20 +246,52 @@ def bench_audit(*, rows: int = 1_000_000, near_rows: int = 270_000, threshold: f
         unavailable=tuple(s.id for s in bench_set.unavailable), generate_s=generate_s,
         synthetic_rows=n_synthetic,
         median_words=median_words, seed=seed, cpus=os.cpu_count() or 1,
-        load_start=load_start, load_end=os.getloadavg()[0], peak_rss_mib=peak, recall=recall)
+        load_start=load_start, load_end=os.getloadavg()[0], peak_rss_mib=peak, recall=recall,
+        plan=ScalePlan(costs=tuple(costs), nodes=tuple(nodes), cores_per_node=cores_per_node)
+        if plan and costs else None)
 
 
-def _time_phase(pool: SyntheticPool, name: str, n: int, *, near: bool, tmp: Path,
+def _run_phases(pool: SyntheticPool, sizes: dict[str, int], *, plan: bool,
                 benchmarks: str | Sequence[str], data_dir: str | Path | None,
+                threshold: float) -> tuple[list[BenchPhase], list[PassCost]]:
+    """Each pass with rows: on a fifth of them first (for the memory slope, with ``plan``),
+    then on all of them (the timed phase)."""
+    phases: list[BenchPhase] = []
+    costs: list[PassCost] = []
+    with tempfile.TemporaryDirectory(prefix="guarddiag-bench-") as tmp:
+        for name, n in sizes.items():
+            if not n:
+                continue
+            def timed(rows: int, name: str = name) -> BenchPhase:
+                return _time_phase(pool, name, rows, near=name == "near-dup",
+                                   containment=name == "contained", tmp=Path(tmp),
+                                   benchmarks=benchmarks, data_dir=data_dir,
+                                   threshold=threshold)
+            small = timed(max(1, n // 5)) if plan else None
+            phase = timed(n)
+            phases.append(phase)
+            if small is not None:
+                costs.append(PassCost(name=name, rows_small=small.rows, rows_large=n,
+                                      cpu_s=phase.cpu_s, wall_s=phase.wall_s,
+                                      peak_small_mib=small.peak_mib,
+                                      peak_large_mib=phase.peak_mib, cpu_small_s=small.cpu_s))
+    return phases, costs
+
+
+def _time_phase(pool: SyntheticPool, name: str, n: int, *, near: bool, containment: bool,
+                tmp: Path, benchmarks: str | Sequence[str], data_dir: str | Path | None,
                 threshold: float) -> BenchPhase:
     """One timed ``audit_pool`` run on the first ``n`` synthetic rows, with what it recovered."""
-    path = files.write_parquet(pool.frame.head(n), tmp / f"pool-{name}.parquet")
+    path = files.write_parquet(pool.frame.head(n), tmp / f"pool-{name}-{n}.parquet")
     say(f"bench audit: {name} audit of {n:,} rows")
-    t0 = time.perf_counter()
-    result = audit_pool(path, benchmarks=benchmarks, data_dir=data_dir, near_dup=near,
-                        threshold=threshold, out_dir=tmp / f"audit-{name}", force=True)
-    wall = time.perf_counter() - t0
-    overlap = result.overlap
+    options = {"benchmarks": benchmarks, "data_dir": data_dir, "near_dup": near,
+               "threshold": threshold, "out_dir": tmp / f"audit-{name}-{n}", "force": True,
+               "containment": containment}
+    # A fresh process per run: its peak memory and CPU time are this audit's alone, not what
+    # the bench (and earlier runs) left behind.
+    with ProcessPoolExecutor(max_workers=1,
+                             mp_context=multiprocessing.get_context("spawn")) as child:
+        overlap, wall, cpu, peak = child.submit(_audit_measured, path, options).result()
     exact_ids = set(overlap.filter(pl.col("kind") == "exact").get_column("pool_id").to_list())
     any_ids = set(overlap.get_column("pool_id").to_list())
     ids = pool.frame.get_column("prompt_id")
@@ -255,7 +303,17 @@ def _time_phase(pool: SyntheticPool, name: str, n: int, *, near: bool, tmp: Path
         found_exact=sum(i in exact_ids for i in planted_exact),
         planted_near=len(planted_near) if near else None,
         found_near=sum(i in any_ids for i in planted_near) if near else None,
-        pairs=overlap.height)
+        pairs=overlap.height, cpu_s=cpu, peak_mib=peak)
+
+
+def _audit_measured(path: Path, options: dict[str, Any]
+                    ) -> tuple[pl.DataFrame, float, float, float]:
+    """In a child process: the audit's overlap table, wall seconds, CPU seconds (with its
+    workers) and peak summed RSS in MiB."""
+    cpu0, t0 = cpu_seconds(), time.perf_counter()
+    with PeakMemory() as memory:
+        result = audit_pool(path, **options)
+    return result.overlap, time.perf_counter() - t0, cpu_seconds() - cpu0, memory.peak_mib
 
 
 def _recall(pool: SyntheticPool, bench_texts: list[str], *, recall_pool: str | Path | None,

@@ -8,9 +8,15 @@ from typing import Any
 
 import polars as pl
 
+from guarddiag.audit.containment import (
+    check_containment,
+    contained_matches,
+    index_containment,
+)
 from guarddiag.audit.exact import Match, exact_matches, index_forms
 from guarddiag.audit.neardup import check_threshold, near_matches
 from guarddiag.audit.result import (
+    DEFAULT_CONTAINMENT,
     DEFAULT_SHORT_THRESHOLD,
     DEFAULT_SHORT_WORDS,
     DEFAULT_THRESHOLD,
@@ -29,7 +35,7 @@ from guarddiag.text import normalise, words_of_normal_form
 __all__ = ["KINDS", "audit_frames", "stricter_for_short"]
 
 _EXAMPLE_CHARS = 300
-KINDS = ("exact", "near", "template")
+KINDS = ("exact", "near", "template", "contained")
 """Overlap kinds in their sort order; ``Expanded`` holds a kind's index."""
 Expanded = tuple[int, int, int, int, float]
 """(benchmark index, row, kind index in :data:`KINDS`, pool row, similarity)."""
@@ -42,19 +48,24 @@ def audit_frames(pool_ids: Sequence[str], pool_texts: Sequence[str],
                  short_threshold: float = DEFAULT_SHORT_THRESHOLD,
                  sha256: Mapping[str, str] | None = None,
                  unavailable: Sequence[UnavailableBenchmark] = (), templates: bool = False,
-                 drop_template: bool = False) -> AuditResult:
+                 drop_template: bool = False, containment: bool = False,
+                 containment_threshold: float = DEFAULT_CONTAINMENT,
+                 drop_contained: bool = False) -> AuditResult:
     """Audit pool rows against benchmark frames (columns ``prompt_id``, ``text``); writes nothing.
 
     Pool ids must be unique and texts non-empty (:func:`guarddiag.audit.read_pool` checks both).
     A benchmark prompt of fewer than ``short_words`` distinct words has a near duplicate only at
     Jaccard ≥ ``short_threshold`` (:func:`stricter_for_short`). ``templates=True`` adds the
     template column (:mod:`guarddiag.audit.template`); ``drop_template`` drops those prompts
-    from the decontaminated lists too.
+    from the decontaminated lists too. ``containment=True`` adds the contained column (a prompt
+    embedded in a longer row, :mod:`guarddiag.audit.containment`), ``drop_contained`` drops
+    those prompts too.
     """
     threshold, short_threshold = check_options(
         threshold=threshold, short_threshold=short_threshold, short_words=short_words,
         near_dup=near_dup, drop_near=drop_near, templates=templates,
-        drop_template=drop_template)
+        drop_template=drop_template, containment=containment,
+        containment_threshold=containment_threshold, drop_contained=drop_contained)
     if len(pool_ids) != len(pool_texts):
         raise GuarddiagError(f"{len(pool_ids)} pool ids for {len(pool_texts)} texts")
     names = list(benchmarks)
@@ -68,6 +79,12 @@ def audit_frames(pool_ids: Sequence[str], pool_texts: Sequence[str],
         matches += stricter_for_short(
             near_matches(index.forms, pool_forms, threshold=threshold), index.forms,
             short_words=short_words, short_threshold=short_threshold)
+    if containment:
+        say(f"audit: containment of {len(index.forms):,} benchmark texts in "
+            f"{len(pool_forms):,} pool rows")
+        matches += contained_matches(
+            index_containment(index.forms, threshold=containment_threshold,
+                              short_words=short_words), pool_forms)
 
     # Expand to (benchmark, prompt) pairs, ordered by benchmark, prompt, kind, pool row.
     expanded: list[Expanded] = [
@@ -84,34 +101,50 @@ def audit_frames(pool_ids: Sequence[str], pool_texts: Sequence[str],
     for b, row, kind, p, similarity in expanded:
         by_bench.setdefault(b, []).append((row, kind, p, similarity))
 
-    results: list[BenchmarkOverlap] = []
-    decontaminated: dict[str, tuple[str, ...]] = {}
-    for b, name in enumerate(names):
-        part = by_bench.get(b, [])
-        exact_rows = {row for row, kind, _, _ in part if kind == 0}
-        near_rows = {row for row, kind, _, _ in part if kind == 1} - exact_rows
-        template_rows = {row for row, kind, _, _ in part if kind == 2}
-        dropped = (exact_rows | (near_rows if drop_near else set())
-                   | (template_rows if drop_template else set()))
-        ids = bench_ids[b]
-        decontaminated[name] = tuple(pid for row, pid in enumerate(ids) if row not in dropped)
-        results.append(BenchmarkOverlap(
-            benchmark=name, n=len(ids), n_exact=len(exact_rows),
-            n_near=len(near_rows) if near_dup else None, n_kept=len(decontaminated[name]),
-            sha256=(sha256 or {}).get(name),
-            examples=_examples(part, exact_rows, ids, bench_texts[b], pool_ids, pool_texts),
-            n_template=len(template_rows) if templates else None))
+    drop = {1: drop_near, 2: drop_template, 3: drop_contained}
+    on = {1: near_dup, 2: templates, 3: containment}
+    results, decontaminated = _count(names, by_bench, bench_ids, bench_texts, pool_ids,
+                                     pool_texts, sha256=sha256 or {}, on=on, drop=drop)
     return AuditResult(benchmarks=tuple(results), unavailable=tuple(unavailable),
                        overlap=_overlap_frame(expanded, names, bench_ids, pool_ids),
                        decontaminated=decontaminated, pool_rows=len(pool_texts),
                        near_dup=near_dup, threshold=threshold, drop_near=drop_near,
                        short_words=short_words, short_threshold=short_threshold,
-                       templates=templates, drop_template=drop_template)
+                       templates=templates, drop_template=drop_template,
+                       containment=containment, containment_threshold=containment_threshold,
+                       drop_contained=drop_contained)
+
+
+def _count(names: list[str], by_bench: Mapping[int, list[tuple[int, int, int, float]]],
+           bench_ids: list[list[str]], bench_texts: list[list[str]], pool_ids: Sequence[str],
+           pool_texts: Sequence[str], *, sha256: Mapping[str, str], on: Mapping[int, bool],
+           drop: Mapping[int, bool]
+           ) -> tuple[list[BenchmarkOverlap], dict[str, tuple[str, ...]]]:
+    """Per benchmark, prompts by kind (a prompt with an exact overlap counts only as exact),
+    and the ids that survive dropping exact overlaps and the kinds in ``drop``."""
+    results: list[BenchmarkOverlap] = []
+    decontaminated: dict[str, tuple[str, ...]] = {}
+    for b, name in enumerate(names):
+        part = by_bench.get(b, [])
+        exact_rows = {row for row, kind, _, _ in part if kind == 0}
+        rows_of = {k: {row for row, kind, _, _ in part if kind == k} - exact_rows
+                   for k in (1, 2, 3)}
+        dropped = exact_rows.union(*(rows_of[k] for k in (1, 2, 3) if drop[k]))
+        ids = bench_ids[b]
+        decontaminated[name] = tuple(pid for row, pid in enumerate(ids) if row not in dropped)
+        count = {k: len(rows_of[k]) if on[k] else None for k in (1, 2, 3)}
+        results.append(BenchmarkOverlap(
+            benchmark=name, n=len(ids), n_exact=len(exact_rows), n_near=count[1],
+            n_kept=len(decontaminated[name]), sha256=sha256.get(name),
+            examples=_examples(part, exact_rows, ids, bench_texts[b], pool_ids, pool_texts),
+            n_template=count[2], n_contained=count[3]))
+    return results, decontaminated
 
 
 def check_options(*, threshold: float, short_threshold: float, short_words: int,
-                  near_dup: bool, drop_near: bool, templates: bool, drop_template: bool
-                  ) -> tuple[float, float]:
+                  near_dup: bool, drop_near: bool, templates: bool, drop_template: bool,
+                  containment: bool = False, containment_threshold: float = DEFAULT_CONTAINMENT,
+                  drop_contained: bool = False) -> tuple[float, float]:
     """The audit's option rules, in one place: both thresholds in (0, 1], the short-prompt one
     at least as strict, a non-negative word count, and no drop option without its search.
     Returns the checked (threshold, short_threshold)."""
@@ -122,12 +155,16 @@ def check_options(*, threshold: float, short_threshold: float, short_words: int,
                              f"threshold {threshold:g}: it must be as strict or stricter")
     if short_words < 0:
         raise GuarddiagError(f"short-prompt word count must be ≥ 0, got {short_words}")
-    if drop_near and not near_dup:
-        raise GuarddiagError("drop_near needs near_dup: near duplicates are only found with "
-                             "near_dup=True")
-    if drop_template and not templates:
-        raise GuarddiagError("drop_template needs templates: template overlaps are only found "
-                             "with templates=True")
+    for dropped, searched, kind, drop_name, search_name in (
+            (drop_near, near_dup, "near duplicates", "near", "near_dup"),
+            (drop_template, templates, "template overlaps", "template", "templates"),
+            (drop_contained, containment, "contained overlaps", "contained", "containment")):
+        if dropped and not searched:
+            flag = search_name.replace("_", "-")
+            raise GuarddiagError(f"--drop-{drop_name} (drop_{drop_name}) needs --{flag} "
+                                 f"({search_name}=True): {kind} are only found then")
+    if containment:
+        check_containment(containment_threshold)
     return threshold, short_threshold
 
 

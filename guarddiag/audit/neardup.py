@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 from collections import Counter, defaultdict
 from collections.abc import Collection, Sequence
+from dataclasses import dataclass
 
 from guarddiag.errors import GuarddiagError
 from guarddiag.progress import say
@@ -44,15 +45,22 @@ def _prefix_length(size: int, threshold: float) -> int:
     return size - math.ceil(threshold * size - _EPS) + 1
 
 
-def similar_pairs(indexed: Sequence[Collection[str]], probes: Sequence[Collection[str]], *,
-                  threshold: float) -> list[tuple[int, int, float]]:
-    """Every ``(i, j, J)`` with ``J = jaccard(indexed[i], probes[j]) >= threshold``.
+@dataclass(frozen=True)
+class PrefixIndex:
+    """The indexed side of :func:`similar_pairs`, built once and probed batch by batch (a worker
+    builds it once for every batch of pool rows it is given)."""
 
-    ``indexed`` is the smaller side (benchmark prompts), ``probes`` the larger (pool rows); both
-    are word sets (``guarddiag.text.word_set``). Empty sets match nothing. ``J`` is computed as
-    ``|a ∩ b| / |a ∪ b|``, the same float as :func:`guarddiag.text.jaccard`. Pairs come sorted by
-    ``(i, j)``.
-    """
+    threshold: float
+    sets: list[frozenset[str]]
+    sizes: list[int]
+    rank: dict[str, int]
+    """Global token order: indexed tokens by ascending document frequency, then the token."""
+    postings: dict[int, list[int]]
+    """Token rank → indexed sets whose prefix holds it."""
+
+
+def build_index(indexed: Sequence[Collection[str]], *, threshold: float) -> PrefixIndex:
+    """Index the smaller side (benchmark word sets) for :func:`probe_index`."""
     threshold = check_threshold(threshold)
     index_sets = [s if isinstance(s, frozenset) else frozenset(s) for s in indexed]
     doc_freq: Counter[str] = Counter()
@@ -60,15 +68,21 @@ def similar_pairs(indexed: Sequence[Collection[str]], probes: Sequence[Collectio
         doc_freq.update(s)
     order = sorted(doc_freq, key=lambda w: (doc_freq[w], w))
     rank = {w: r for r, w in enumerate(order)}
-
     postings: defaultdict[int, list[int]] = defaultdict(list)
-    sizes = [len(s) for s in index_sets]
     for i, s in enumerate(index_sets):
         if not s:
             continue
         for r in sorted(rank[w] for w in s)[:_prefix_length(len(s), threshold)]:
             postings[r].append(i)
+    return PrefixIndex(threshold=threshold, sets=index_sets, sizes=[len(s) for s in index_sets],
+                       rank=rank, postings=dict(postings))
 
+
+def probe_index(index: PrefixIndex, probes: Sequence[Collection[str]]
+                ) -> list[tuple[int, int, float]]:
+    """Every ``(i, j, J)`` with ``J = jaccard(indexed[i], probes[j]) >= threshold``, sorted."""
+    threshold, rank, postings = index.threshold, index.rank, index.postings
+    sizes, index_sets = index.sizes, index.sets
     pairs: list[tuple[int, int, float]] = []
     for j, probe in enumerate(probes):
         k = len(probe)
@@ -100,6 +114,18 @@ def similar_pairs(indexed: Sequence[Collection[str]], probes: Sequence[Collectio
                 pairs.append((i, j, similarity))
     pairs.sort()
     return pairs
+
+
+def similar_pairs(indexed: Sequence[Collection[str]], probes: Sequence[Collection[str]], *,
+                  threshold: float) -> list[tuple[int, int, float]]:
+    """Every ``(i, j, J)`` with ``J = jaccard(indexed[i], probes[j]) >= threshold``.
+
+    ``indexed`` is the smaller side (benchmark prompts), ``probes`` the larger (pool rows); both
+    are word sets (``guarddiag.text.word_set``). Empty sets match nothing. ``J`` is computed as
+    ``|a ∩ b| / |a ∪ b|``, the same float as :func:`guarddiag.text.jaccard`. Pairs come sorted by
+    ``(i, j)``.
+    """
+    return probe_index(build_index(indexed, threshold=threshold), probes)
 
 
 def near_matches(forms: Sequence[str], pool_forms: Sequence[str], *, threshold: float

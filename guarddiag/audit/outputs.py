@@ -11,7 +11,9 @@ from typing import Any
 import polars as pl
 
 from guarddiag import files
+from guarddiag.audit.containment import CONTAINMENT_DEFINITION
 from guarddiag.audit.result import (
+    DEFAULT_CONTAINMENT,
     DEFAULT_SHORT_THRESHOLD,
     DEFAULT_SHORT_WORDS,
     FORMAT_VERSION,
@@ -88,6 +90,10 @@ def _summary_doc(result: AuditResult) -> dict[str, Any]:
     # the same summary.json as before they existed.
     if result.templates:
         doc |= {"templates": True, "template_definition": TEMPLATE_DEFINITION}
+    if result.containment:
+        doc |= {"containment": True, "containment_threshold": result.containment_threshold,
+                "containment_definition": CONTAINMENT_DEFINITION.format(
+                    t=result.containment_threshold, short=result.short_words)}
     benches = {}
     for b in result.benchmarks:
         entry = {"n": b.n, "n_exact": b.n_exact, "pct_exact": round(b.pct_exact, 4),
@@ -97,6 +103,10 @@ def _summary_doc(result: AuditResult) -> dict[str, Any]:
             entry |= {"n_template": b.n_template,
                       "pct_template": None if b.pct_template is None
                       else round(b.pct_template, 4)}
+        if result.containment:
+            entry |= {"n_contained": b.n_contained,
+                      "pct_contained": None if b.pct_contained is None
+                      else round(b.pct_contained, 4)}
         benches[b.benchmark] = entry | {
             "n_kept": b.n_kept, "pct_removed": round(b.pct_removed, 4), "sha256": b.sha256,
             "examples": list(b.examples)}
@@ -141,7 +151,7 @@ def load_audit(audit_dir: str | Path) -> AuditResult:
         benches.append(BenchmarkOverlap(
             benchmark=name, n=entry["n"], n_exact=entry["n_exact"], n_near=entry["n_near"],
             n_kept=entry["n_kept"], sha256=entry["sha256"], examples=tuple(entry["examples"]),
-            n_template=entry.get("n_template")))
+            n_template=entry.get("n_template"), n_contained=entry.get("n_contained")))
     overlap = files.read_table(audit_dir / "overlap.parquet")
     deco = {name: tuple(_read_ids(audit_dir / "decontaminated" / f"{name}.txt"))
             for name in kept}
@@ -152,6 +162,9 @@ def load_audit(audit_dir: str | Path) -> AuditResult:
         pool_rows=doc["pool_rows"], near_dup=doc["near_dup"], threshold=doc["threshold"],
         drop_near="near" in drops, drop_template="template" in drops,
         templates=bool(doc.get("templates")), out_dir=audit_dir,
+        containment=bool(doc.get("containment")),
+        containment_threshold=doc.get("containment_threshold", DEFAULT_CONTAINMENT),
+        drop_contained="contained" in drops,
         titles=doc.get("titles", {}),
         short_words=doc.get("short_words", DEFAULT_SHORT_WORDS),
         short_threshold=doc.get("short_threshold", DEFAULT_SHORT_THRESHOLD))
@@ -211,7 +224,8 @@ def inherit_decontamination(kept: Mapping[str, frozenset[str]],
 
 def plot_overlap(result: AuditResult) -> Any:
     """Horizontal bars: % of each benchmark's prompts with an exact overlap and (separately) a
-    near duplicate and a template overlap in the pool. Returns a matplotlib Figure."""
+    near duplicate, a template overlap and a contained overlap in the pool. Returns a
+    matplotlib Figure."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -239,7 +253,11 @@ def plot_overlap(result: AuditResult) -> Any:
             series.append(([b.pct_template or 0.0 for b in benches],
                            [b.n_template or 0 for b in benches], "#7a9a4a",
                            "template (same sentence, other titles)"))
-        height = {1: 0.6, 2: 0.38}.get(len(series), 0.26)
+        if result.containment:
+            series.append(([b.pct_contained or 0.0 for b in benches],
+                           [b.n_contained or 0 for b in benches], "#8a4f7d",
+                           "contained (prompt inside a longer row)"))
+        height = {1: 0.6, 2: 0.38, 3: 0.26}.get(len(series), 0.2)
         for i, (pct, counts, color, label) in enumerate(series):
             shift = (i - (len(series) - 1) / 2) * height
             bars = ax.barh([y + shift for y in ys[:len(benches)]], pct, height=height,

@@ -9,15 +9,21 @@ from typing import Any
 
 import polars as pl
 
-__all__ = ["DEFAULT_SHORT_THRESHOLD", "DEFAULT_SHORT_WORDS", "DEFAULT_THRESHOLD",
-           "FORMAT_VERSION", "N_EXAMPLES", "OVERLAP_SCHEMA", "SAME_WORDS_NOTE", "AuditResult",
-           "BenchmarkOverlap", "UnavailableBenchmark"]
+__all__ = ["DEFAULT_CONTAINMENT", "DEFAULT_SHORT_THRESHOLD", "DEFAULT_SHORT_WORDS",
+           "DEFAULT_THRESHOLD", "FORMAT_VERSION", "N_EXAMPLES", "OVERLAP_SCHEMA",
+           "SAME_WORDS_NOTE", "AuditResult", "BenchmarkOverlap", "UnavailableBenchmark"]
 
 DEFAULT_THRESHOLD = 0.8
 """Word-set Jaccard at or above which a pool row is a near duplicate of a benchmark prompt.
 
 0.8 keeps paraphrases that change a word or two of a 10–20-word prompt and rejects prompts that
 only share a template ("Generate the lyrics of <title>") with another title."""
+
+DEFAULT_CONTAINMENT = 0.8
+"""Share of a benchmark prompt's word 3-grams a pool row must hold to contain it
+(:mod:`guarddiag.audit.containment`): one changed word in the middle of a 20-word prompt keeps
+15 of its 18 3-grams (0.83) and is found; two changed words keep 12 (0.67) and are left to the
+near-duplicate column."""
 
 DEFAULT_SHORT_WORDS = 10
 """A benchmark prompt with fewer distinct words than this is *short* for near-dup detection."""
@@ -59,6 +65,9 @@ class BenchmarkOverlap:
     n_template: int | None = None
     """Prompts with a template overlap but no exact overlap; None when templates were not
     compared (:mod:`guarddiag.audit.template`)."""
+    n_contained: int | None = None
+    """Prompts contained in a longer pool row but with no exact overlap; None when containment
+    was not looked for (:mod:`guarddiag.audit.containment`)."""
 
     @property
     def pct_exact(self) -> float:
@@ -71,6 +80,10 @@ class BenchmarkOverlap:
     @property
     def pct_template(self) -> float | None:
         return None if self.n_template is None else _pct(self.n_template, self.n)
+
+    @property
+    def pct_contained(self) -> float | None:
+        return None if self.n_contained is None else _pct(self.n_contained, self.n)
 
     @property
     def pct_removed(self) -> float:
@@ -110,6 +123,12 @@ class AuditResult:
     """Template overlaps were looked for (``n_template`` per benchmark)."""
     drop_template: bool = False
     """Decontamination drops template overlaps too."""
+    containment: bool = False
+    """Contained overlaps were looked for (``n_contained`` per benchmark)."""
+    containment_threshold: float = DEFAULT_CONTAINMENT
+    """Share of a prompt's word 3-grams a pool row must hold to contain it."""
+    drop_contained: bool = False
+    """Decontamination drops contained overlaps too."""
 
     def to_frame(self) -> pl.DataFrame:
         """Per benchmark: counts and percentages (``n_template``, ``pct_template`` only when
@@ -124,14 +143,19 @@ class AuditResult:
             schema |= {"n_template": pl.Int64, "pct_template": pl.Float64}
             for row, b in zip(rows, self.benchmarks, strict=True):
                 row |= {"n_template": b.n_template, "pct_template": b.pct_template}
+        if self.containment:
+            schema |= {"n_contained": pl.Int64, "pct_contained": pl.Float64}
+            for row, b in zip(rows, self.benchmarks, strict=True):
+                row |= {"n_contained": b.n_contained, "pct_contained": b.pct_contained}
         return pl.DataFrame(rows, schema=schema)
 
     @property
     def drops(self) -> str:
-        """What decontamination drops: ``exact``, ``exact+near``, ``exact+template`` or
-        ``exact+near+template``."""
+        """What decontamination drops: ``exact``, then ``+near``, ``+template`` and
+        ``+contained`` as chosen (``exact+near+template+contained`` at most)."""
         return "+".join(k for k, on in (("exact", True), ("near", self.drop_near),
-                                        ("template", self.drop_template)) if on)
+                                        ("template", self.drop_template),
+                                        ("contained", self.drop_contained)) if on)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready: options, per-benchmark counts (as :meth:`to_frame`), unavailable subsets
@@ -142,6 +166,9 @@ class AuditResult:
             "short_threshold": self.short_threshold, "drop_near": self.drop_near}
         if self.templates:
             doc |= {"templates": True, "drop_template": self.drop_template}
+        if self.containment:
+            doc |= {"containment": True, "containment_threshold": self.containment_threshold,
+                    "drop_contained": self.drop_contained}
         return doc | {"out_dir": None if self.out_dir is None else str(self.out_dir),
                       "benchmarks": self.to_frame().to_dicts(),
                       "unavailable": [{"benchmark": u.benchmark, "reason": u.reason}
@@ -159,15 +186,21 @@ class AuditResult:
         near = (f"near = word-set Jaccard ≥ {self.threshold:g}{short}" if self.near_dup
                 else "near-dup off")
         template = "; template = same sentence, other titles" if self.templates else ""
+        if self.containment:
+            template += (f"; contained = ≥ {self.containment_threshold:g} of the prompt's word "
+                         "3-grams in one row")
         lines = [f"pool: {self.pool_rows:,} rows; exact = equal after normalisation; {near}"
                  f"{template}; decontamination drops {self.drops.replace('+', ' + ')}",
                  f"{'benchmark':<28}{'n':>7}{'exact':>8}{'%':>7}{'near':>7}{'%':>7}"
-                 + (f"{'templ':>7}{'%':>7}" if self.templates else "") + f"{'kept':>7}"]
+                 + (f"{'templ':>7}{'%':>7}" if self.templates else "")
+                 + (f"{'contd':>7}{'%':>7}" if self.containment else "") + f"{'kept':>7}"]
         for b in self.benchmarks:
             near_n = "—" if b.n_near is None else f"{b.n_near:,}"
             near_p = "—" if b.pct_near is None else f"{b.pct_near:.1f}"
             tmpl = ("" if not self.templates else
                     f"{b.n_template or 0:>7,}{b.pct_template or 0.0:>7.1f}")
+            if self.containment:
+                tmpl += f"{b.n_contained or 0:>7,}{b.pct_contained or 0.0:>7.1f}"
             lines.append(f"{b.benchmark:<28}{b.n:>7,}{b.n_exact:>8,}{b.pct_exact:>7.1f}"
                          f"{near_n:>7}{near_p:>7}{tmpl}{b.n_kept:>7,}")
         for u in self.unavailable:

@@ -1,22 +1,30 @@
-"""``audit_pool``: audit a pool file against benchmark subsets and write the audit folder.
+"""``audit_pool``: audit a pool (one file, shards, a datasets folder) against benchmark subsets
+and write the audit folder.
 
-A rerun with the same pool, benchmark files, options and code finds its ``meta.json`` cache key
-and returns the saved result instead of recomputing.
+The pool is scanned in batches by :mod:`guarddiag.audit.engine` (all cores, or Ray), which keeps
+only the rows that can match; the audit proper runs on those. A rerun with the same pool,
+benchmark files, options and code finds its ``meta.json`` cache key and returns the saved result
+instead of recomputing.
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import polars as pl
+
 from guarddiag import data, files
+from guarddiag.audit.engine import check_engine, make_spec, scan_pool
+from guarddiag.audit.exact import index_forms
 from guarddiag.audit.frames import audit_frames, check_options
 from guarddiag.audit.outputs import load_if_current, write_audit
-from guarddiag.audit.read import read_pool
 from guarddiag.audit.result import (
+    DEFAULT_CONTAINMENT,
     DEFAULT_SHORT_THRESHOLD,
     DEFAULT_SHORT_WORDS,
     DEFAULT_THRESHOLD,
@@ -24,6 +32,8 @@ from guarddiag.audit.result import (
     AuditResult,
     UnavailableBenchmark,
 )
+from guarddiag.audit.stream import Shard, find_shards, plan_tasks, pool_digest
+from guarddiag.audit.template import template_form
 from guarddiag.errors import GuarddiagError
 from guarddiag.progress import say
 
@@ -38,43 +48,49 @@ def audit_pool(pool: str | Path, *, text_column: str = "text",
                short_threshold: float = DEFAULT_SHORT_THRESHOLD,
                drop_near: bool = False, out_dir: str | Path, force: bool = False,
                figure: bool = True, templates: bool = False,
-               drop_template: bool = False) -> AuditResult:
-    """Audit a pool file against benchmark subsets and write the results to ``out_dir``.
+               drop_template: bool = False, engine: str = "local", workers: int | None = None,
+               ray_address: str | None = None, containment: bool = False,
+               containment_threshold: float = DEFAULT_CONTAINMENT,
+               drop_contained: bool = False) -> AuditResult:
+    """Audit a pool against benchmark subsets and write the results to ``out_dir``.
 
+    ``pool`` is a table file, a glob over shards, a folder of shards or a ``datasets`` folder
+    (:mod:`guarddiag.audit.stream`). ``engine`` is ``local`` (``workers``, default every core)
+    or ``ray`` (at ``ray_address``); the outputs are the same bytes with either.
     ``benchmarks`` is ``"all"``, ``"study"``, a comma-separated string or a list of subset ids;
     subsets whose files are absent are listed in ``AuditResult.unavailable``. A rerun with the
     same pool, benchmark files and options returns the saved result (``force=True`` recomputes).
     ``templates=True`` also counts template overlaps (:mod:`guarddiag.audit.template`);
-    ``drop_template=True`` drops them from the decontaminated lists.
+    ``drop_template=True`` drops them from the decontaminated lists. ``containment=True`` also
+    counts prompts inside longer rows (:mod:`guarddiag.audit.containment`);
+    ``drop_contained=True`` drops them too.
 
     Example (CPU, seconds)::
 
         audit_pool("work/pool/pool.parquet", near_dup=True, out_dir="work/audit")
     """
-    pool = Path(pool)
-    out_dir = Path(out_dir)
+    pool, out_dir = Path(pool), Path(out_dir)
     # The drop rules in the command line's words first, then every option rule before any I/O.
-    if drop_near and not near_dup:
-        raise GuarddiagError("--drop-near needs --near-dup: near duplicates are only found "
-                             "with --near-dup")
-    if drop_template and not templates:
-        raise GuarddiagError("--drop-template needs --templates: template overlaps are only "
-                             "found with --templates")
     threshold, short_threshold = check_options(
         threshold=threshold, short_threshold=short_threshold, short_words=short_words,
-        near_dup=near_dup, drop_near=drop_near, templates=templates, drop_template=drop_template)
-    if not pool.is_file():
-        raise GuarddiagError(f"{pool}: pool file not found")
+        near_dup=near_dup, drop_near=drop_near, templates=templates, drop_template=drop_template,
+        containment=containment, containment_threshold=containment_threshold,
+        drop_contained=drop_contained)
+    check_engine(engine, workers=workers)
+    shards = find_shards(str(pool))
     bench_set = data.load_benchmarks(benchmarks, data_dir=data_dir, derived_dir=derived_dir)
     unavailable = tuple(UnavailableBenchmark(benchmark=s.id, reason=_reason(s))
                         for s in bench_set.unavailable)
-    pool_sha = files.sha256_file(pool)
+    pool_sha = pool_digest(shards)
     options = {"text_column": text_column, "id_column": id_column, "near_dup": near_dup,
                "threshold": threshold, "drop_near": drop_near, "short_words": short_words,
                "short_threshold": short_threshold}
     if templates:
         # Only when on: an audit without templates keeps the cache key and meta.json it had.
         options |= {"templates": True, "drop_template": drop_template}
+    if containment:
+        options |= {"containment": True, "containment_threshold": containment_threshold,
+                    "drop_contained": drop_contained}
     key = _cache_key(pool_sha, bench_set.sha256, list(bench_set.frames), unavailable, options)
     if not force:
         cached = load_if_current(out_dir, key)
@@ -83,18 +99,87 @@ def audit_pool(pool: str | Path, *, text_column: str = "text",
                 "(use --force to recompute)")
             return cached
 
-    ids, texts = read_pool(pool, text_column=text_column, id_column=id_column)
-    result = audit_frames(ids, texts, bench_set.frames, near_dup=near_dup, threshold=threshold,
-                          short_words=short_words, short_threshold=short_threshold,
-                          drop_near=drop_near, sha256=bench_set.sha256, unavailable=unavailable,
-                          templates=templates, drop_template=drop_template)
-    manifests = data.load_manifests(derived_dir=derived_dir, data_dir=data_dir)
-    result = replace(result, titles={k: m.title for k, m in manifests.items()})
+    # A failed run must not leave the previous run's summary vouching for this folder.
+    _forget_finished(out_dir)
+    frame_options: dict[str, Any] = {
+        "near_dup": near_dup, "threshold": threshold, "short_words": short_words,
+        "short_threshold": short_threshold, "drop_near": drop_near, "templates": templates,
+        "drop_template": drop_template, "containment": containment, "drop_contained":
+        drop_contained, "containment_threshold": containment_threshold,
+        "sha256": bench_set.sha256, "unavailable": unavailable}
+    result = _audit_with_titles(
+        shards, bench_set.frames, text_column=text_column, id_column=id_column, engine=engine,
+        workers=workers, ray_address=ray_address, frame_options=frame_options, figure=figure,
+        derived_dir=derived_dir, data_dir=data_dir)
     write_audit(result, out_dir, figure=figure,
                 meta={"inputs": {"pool": pool_sha, **{f"benchmark:{k}": v
                                                       for k, v in bench_set.sha256.items()}},
                       "pool_path": str(pool), "options": options, "cache_key": key})
     return replace(result, out_dir=out_dir)
+
+
+def _forget_finished(out_dir: Path) -> None:
+    for name in ("meta.json", "summary.json"):
+        (out_dir / name).unlink(missing_ok=True)
+
+
+def _audit_with_titles(shards: list[Shard], frames: Mapping[str, pl.DataFrame], *,
+                       text_column: str, id_column: str | None, engine: str,
+                       workers: int | None, ray_address: str | None,
+                       frame_options: Mapping[str, Any], figure: bool,
+                       derived_dir: str | Path | None, data_dir: str | Path | None
+                       ) -> AuditResult:
+    """:func:`_scan_and_audit`, with the benchmarks' titles for the chart."""
+    with ThreadPoolExecutor(max_workers=1) as background:
+        # This process mostly waits on the scan's workers: read the manifests' titles and
+        # import the chart library (about a second) meanwhile.
+        manifests = background.submit(data.load_manifests, derived_dir=derived_dir,
+                                      data_dir=data_dir)
+        chart = background.submit(_import_chart_library if figure else lambda: None)
+        result = _scan_and_audit(shards, frames, text_column=text_column, id_column=id_column,
+                                 engine=engine, workers=workers, ray_address=ray_address,
+                                 frame_options=frame_options)
+        chart.result()
+        return replace(result, titles={k: m.title for k, m in manifests.result().items()})
+
+
+def _import_chart_library() -> None:
+    # What guarddiag.audit.outputs.plot_overlap does first.
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot
+
+
+def _scan_and_audit(shards: list[Shard], frames: Mapping[str, pl.DataFrame], *,
+                    text_column: str, id_column: str | None, engine: str, workers: int | None,
+                    ray_address: str | None, frame_options: Mapping[str, Any]
+                    ) -> AuditResult:
+    """Scan the pool for the rows that can match, then audit those rows (``frame_options`` are
+    :func:`audit_frames`'s); the result counts every pool row."""
+    bench_texts = [frame.get_column("text").to_list() for frame in frames.values()]
+    templates = None
+    if frame_options.get("templates"):
+        templates = {f for texts in bench_texts for t in texts
+                     if (f := template_form(t)) is not None}
+    spec = make_spec(text_column=text_column, id_column=id_column,
+                     forms=index_forms(bench_texts).forms,
+                     near_threshold=frame_options["threshold"] if frame_options["near_dup"]
+                     else None, template_forms=templates,
+                     containment=(frame_options["containment_threshold"],
+                                  frame_options["short_words"])
+                     if frame_options.get("containment") else None)
+    tasks = plan_tasks(shards)
+    # No progress line before the scan: a bad pool row must be the only line on stderr.
+    scan = scan_pool(tasks, spec, engine=engine, workers=workers, ray_address=ray_address)
+    if scan.rows == 0:
+        raise GuarddiagError(f"{shards[0].path if len(shards) == 1 else 'the pool shards'}: "
+                             "the pool has no rows")
+    say(f"audit: scanned {scan.rows:,} pool rows in {len(shards):,} shard(s), {len(tasks):,} "
+        f"task(s), {engine} engine ({scan.python_rows:,} rows normalised by the Python path); "
+        f"{len(scan.ids):,} rows can match")
+    result = audit_frames(scan.ids, scan.texts, frames, **frame_options)
+    return replace(result, pool_rows=scan.rows)
 
 
 def _reason(status: Any) -> str:

@@ -22,10 +22,16 @@ loses no pair) and, with --templates, template overlaps (the same sentence with 
 titles or names). It writes overlap.parquet, decontaminated/<benchmark>.txt, summary.json,
 overlap.png/.pdf and meta.json to --out, and prints the per-benchmark table.
 
+The pool may be one file, a quoted glob over shards, a folder of shards or a datasets
+save_to_disk folder, in parquet, Arrow, CSV/TSV or JSON lines (.gz/.zst too); it is read in
+batches on every core (or on a Ray cluster with --engine ray), so its size is bounded by disk,
+not memory. A bad row is reported with its shard and row, and leaves no summary.json behind.
+
 Exit status: 0 = done, 1 = a benchmark is above --fail-above, 2 = bad input.
 
-Example:
-  guarddiag audit --pool work/pool/pool.parquet --near-dup --fail-above 5"""
+Examples:
+  guarddiag audit --pool work/pool/pool.parquet --near-dup --fail-above 5
+  guarddiag audit --pool 'corpus/*.jsonl.zst' --id-column none --out work/audit-corpus"""
 
 _BENCH_DESCRIPTION = """\
 Throughput of the contamination audit on seeded synthetic pools: an exact audit of --rows rows
@@ -37,9 +43,20 @@ whose recovery is checked. Then near-dup recall and precision against a brute-fo
 every (row, prompt) pair on --recall-rows rows. Prints wall time and rows/s; nothing is
 pass/fail.
 
-Example (the acceptance sizes, ~1 min on 2 cores):
+A plan for 1B rows: each pass (exact, near-dup, and exact + containment on --contained-rows)
+also runs on a fifth of its rows; the bench prints rows per CPU-second per core (all audit
+processes counted), the peak memory at both sizes, and the projected wall time and memory of
+100M and 1B rows on each of --nodes nodes of --cores-per-node cores, with the assumptions.
+
+--suite instead plants labelled contamination of every kind (exact, case/punctuation,
+re-wrapped, embedded in 5-50x longer text, template with another title, light paraphrase) and
+near-miss distractors in a seeded pool, runs the audit (near-dup, templates, containment) and
+prints precision and recall per kind (--json PATH also writes them).
+
+Example (the acceptance sizes, ~2 min on 2 cores):
   guarddiag bench audit
-  guarddiag bench audit --rows 0 --near-rows 0 --recall-pool work/pool/pool.parquet"""
+  guarddiag bench audit --rows 0 --near-rows 0 --recall-pool work/pool/pool.parquet
+  guarddiag bench audit --suite --json work/audit-suite.json"""
 
 
 def register(sub: argparse._SubParsersAction, bench: argparse._SubParsersAction) -> None:
@@ -76,17 +93,44 @@ def register(sub: argparse._SubParsersAction, bench: argparse._SubParsersAction)
     parser.add_argument("--drop-template", action="store_true",
                         help="decontaminated lists drop template overlaps too; needs "
                              "--templates")
+    parser.add_argument("--containment", action="store_true",
+                        help="also find contained overlaps: a benchmark prompt inside a longer "
+                             "pool row (a jailbreak wrapper, a post quoting it), whatever the "
+                             "row's length")
+    parser.add_argument("--containment-threshold", type=float, default=None, metavar="C",
+                        help="share of the prompt's three-word runs a row must hold "
+                             "(default 0.8; prompts of fewer than --short-words words need "
+                             "all of them)")
+    parser.add_argument("--drop-contained", action="store_true",
+                        help="decontaminated lists drop contained overlaps too; needs "
+                             "--containment")
     parser.add_argument("--fail-above", type=float, default=None, metavar="PCT",
                         help="exit with status 1 when decontamination removes more than PCT%% "
                              "of any benchmark (a release gate)")
     parser.add_argument("--out", type=Path, default=None, metavar="DIR",
                         help="output folder (default <work-dir>/audit)")
     add_work_paths(parser, "pool", "derived",
-                   help={"pool": "pool table: parquet, CSV/TSV or JSON lines"})
+                   help={"pool": "pool: a table file (parquet, Arrow, CSV/TSV or JSON "
+                                     "lines; .gz/.zst), a quoted glob over shards "
+                                     "('corpus/*.jsonl.zst'), a folder of shards or a "
+                                     "datasets save_to_disk folder"})
     parser.add_argument("--force", action="store_true",
                         help="recompute even when --out already holds this exact audit")
+    parser.add_argument("--engine", choices=("local", "ray"), default="local",
+                        help="local: --workers processes on this machine; ray: one Ray task per "
+                             "shard part on the cluster (the shards must be at the same path on "
+                             "every node); the outputs are the same bytes")
+    parser.add_argument("--workers", type=int, default=None, metavar="N",
+                        help="cores the local engine uses (default: every core)")
+    parser.add_argument("--ray-address", default=None, metavar="ADDR",
+                        help="Ray cluster to join ('auto' for the one `ray start` made; default: "
+                             "start a local one)")
     parser.set_defaults(handler=_run_audit)
 
+    _register_bench(bench)
+
+
+def _register_bench(bench: argparse._SubParsersAction) -> None:
     bparser = add_parser(bench, "audit", help="throughput of the exact and near-dup audit",
                          description=_BENCH_DESCRIPTION)
     bparser.add_argument("--rows", type=int, default=1_000_000, metavar="N",
@@ -110,12 +154,34 @@ def register(sub: argparse._SubParsersAction, bench: argparse._SubParsersAction)
                               "(default: the synthetic pool), e.g. work/pool/pool.parquet")
     bparser.add_argument("--recall-figure", default=None, metavar="PATH",
                          help="also save the recall-by-Jaccard-bucket plot as PATH.png/.pdf")
+    bparser.add_argument("--contained-rows", type=int, default=200_000, metavar="N",
+                         help="rows of the synthetic pool for the exact + containment audit "
+                              "(0 skips it)")
+    bparser.add_argument("--nodes", default="1,16", metavar="N[,N...]",
+                         help="node counts the 100M/1B-row projection is printed for")
+    bparser.add_argument("--cores-per-node", type=int, default=32, metavar="C",
+                         help="cores of one node in the projection")
+    bparser.add_argument("--no-plan", action="store_true",
+                         help="skip the fifth-size runs and the projection")
+    bparser.add_argument("--suite", action="store_true",
+                         help="plant every kind of contamination and print precision and "
+                              "recall per kind instead of throughput")
+    bparser.add_argument("--cases", type=int, default=200, metavar="N",
+                         help="--suite: planted copies and distractors per kind")
+    bparser.add_argument("--background", type=int, default=20_000, metavar="N",
+                         help="--suite: unplanted background rows")
+    bparser.add_argument("--json", default=None, metavar="PATH",
+                         help="also write the result as JSON")
     bparser.set_defaults(handler=_run_bench)
 
 
 def _run_audit(args: argparse.Namespace) -> int:
     from guarddiag.audit import audit_pool
-    from guarddiag.audit.result import DEFAULT_SHORT_THRESHOLD, DEFAULT_SHORT_WORDS
+    from guarddiag.audit.result import (
+        DEFAULT_CONTAINMENT,
+        DEFAULT_SHORT_THRESHOLD,
+        DEFAULT_SHORT_WORDS,
+    )
     from guarddiag.progress import say
 
     paths = work_paths_from(args)
@@ -130,7 +196,12 @@ def _run_audit(args: argparse.Namespace) -> int:
                         short_threshold=(DEFAULT_SHORT_THRESHOLD if args.short_threshold is None
                                          else args.short_threshold),
                         force=args.force, templates=args.templates,
-                        drop_template=args.drop_template)
+                        drop_template=args.drop_template, containment=args.containment,
+                        containment_threshold=(DEFAULT_CONTAINMENT
+                                               if args.containment_threshold is None
+                                               else args.containment_threshold),
+                        drop_contained=args.drop_contained, engine=args.engine,
+                        workers=args.workers, ray_address=args.ray_address)
     print(result.render())
     say(f"audit: wrote {out}/ (overlap.parquet, decontaminated/, summary.json, "
         "overlap.png, overlap.pdf, meta.json)")
@@ -145,12 +216,35 @@ def _run_audit(args: argparse.Namespace) -> int:
 
 
 def _run_bench(args: argparse.Namespace) -> int:
-    from guarddiag.audit.bench import bench_audit
+    from guarddiag import files
 
+    if args.suite:
+        from guarddiag.audit.suite import run_suite
+
+        suite = run_suite(benchmarks=args.benchmarks, data_dir=resolve_data_dir(args.data_dir),
+                          cases=args.cases, background=args.background, seed=args.seed)
+        print(suite.render())
+        if args.json:
+            files.write_json(suite.to_dict(), Path(args.json))
+        return 0
+    from guarddiag.audit.bench import bench_audit
+    from guarddiag.errors import GuarddiagError
+
+    try:
+        nodes = [int(n) for n in args.nodes.split(",") if n.strip()]
+    except ValueError:
+        raise GuarddiagError(f"--nodes: expected comma-separated node counts, got "
+                             f"{args.nodes!r}") from None
     report = bench_audit(rows=args.rows, near_rows=args.near_rows, threshold=args.threshold,
                          corpus=args.corpus, seed=args.seed, benchmarks=args.benchmarks,
                          data_dir=resolve_data_dir(args.data_dir),
                          recall_rows=args.recall_rows, recall_pool=args.recall_pool,
-                         recall_figure=args.recall_figure)
+                         recall_figure=args.recall_figure, contained_rows=args.contained_rows,
+                         nodes=nodes, cores_per_node=args.cores_per_node,
+                         plan=not args.no_plan)
     print(report.render())
+    if args.json:
+        doc = {"phases": report.to_frame().to_dicts(),
+               "plan": report.plan.to_dict() if report.plan is not None else None}
+        files.write_json(doc, Path(args.json))
     return 0

@@ -1,0 +1,242 @@
+"""Vectorised normal forms: :func:`guarddiag.text.normalise` over a whole column at once.
+
+``guarddiag.text.normalise`` stays the one definition of the normal form (NFKC, casefold,
+punctuation and symbols to spaces, whitespace collapsed); this module computes it in polars'
+Rust kernels for every row where the result is provably the same, and calls the Python function
+for the rest.
+
+A row takes the vectorised path when every character in it is ASCII, *provable* or
+*separator-like*, properties :func:`is_provable` decides from Python's own ``unicodedata`` (so
+the two paths can never disagree on a Unicode version), for each character the first time a
+batch holds it. A character ``c`` is provable when
+
+* NFKC leaves it alone in any context: ``NFKC(c) == c``, its combining class is 0, neither it nor
+  the first character of its decomposition can be the second half of a canonical composition,
+  and it is not a Hangul conjoining jamo. Then NFKC of a string of such characters is the string
+  itself: NFKD splits each character on its own, canonical ordering has no run of marks to
+  reorder across characters, and recomposition can only rebuild each character, since the
+  starter that begins the next one blocks every mark and composes with nothing before it;
+* case folding is one character to one character and equals lower-casing (``ß``, ``ς``, the
+  Cherokee letters, ``İ`` and the final-sigma ``Σ`` are out), and polars' ``to_lowercase``
+  gives the same character (checked on the spot, character by character);
+* lower-casing does not move it in or out of the separators (categories P* and S*, and what
+  ``str.split`` treats as whitespace).
+
+A character is **separator-like** when NFKC turns it into separators only (``…`` into ``...``,
+the full-width ``？`` into ``?``) and it meets the context conditions above (combining class 0,
+no canonical composition with its neighbours); the normal form then treats it as a separator.
+
+On an ASCII row the four steps are byte rules: NFKC is the identity, ``casefold`` maps A-Z to
+a-z, and the separators are the 32 bytes of ``string.punctuation`` and the 10 that
+``str.split`` treats as whitespace. On a vectorised row the normal form is then: every separator
+character becomes a space (polars ``replace_many``), runs of spaces collapse, the ends are
+stripped of spaces, and the row is lower-cased. About 97% of the non-ASCII rows of a pool built
+from the benchmark prompts take this path; rows with ligatures, full-width letters, ``ß``,
+``™`` or combining marks go through Python. Only the characters a batch holds are looked up, so
+the separator list handed to ``replace_many`` stays short. ``tests/test_normalise_vectorised.py``
+checks both paths against ``normalise`` on a large random Unicode sample and on every
+character.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import lru_cache
+
+import polars as pl
+
+from guarddiag.text import normalise
+
+__all__ = ["END_CHARS", "KeyIndex", "exact_candidates", "form_keys", "is_provable",
+           "key_index", "normal_forms"]
+
+_JAMO = ((0x1100, 0x11FF), (0xA960, 0xA97F), (0xD7B0, 0xD7FF))
+_ASCII_SEPARATORS = tuple(chr(c) for c in range(128)
+                          if unicodedata.category(chr(c))[0] in "PS" or chr(c).isspace())
+"""The 32 ASCII punctuation and symbol characters and the 10 ASCII whitespace ones."""
+_PROVABLE: dict[str, int] = {}
+"""Per process: non-ASCII character → 1 provable, 2 separator-like, 0 neither; filled as
+batches bring new characters."""
+
+
+def _is_separator(ch: str) -> bool:
+    return unicodedata.category(ch)[0] in "PS" or ch.isspace()
+
+
+@lru_cache(maxsize=1)
+def _composition_seconds() -> frozenset[str]:
+    """Characters that are the second half of a two-character canonical decomposition (the
+    ones canonical composition can merge into the character before them)."""
+    out = set()
+    for cp in range(0x30000):      # no decomposition is defined above U+2FA1D
+        parts = unicodedata.decomposition(chr(cp)).split()
+        if len(parts) == 2 and not parts[0].startswith("<"):
+            out.add(chr(int(parts[1], 16)))
+    return frozenset(out)
+
+
+def _unicode_rules_hold(ch: str) -> bool:
+    """The NFKC, case-folding and separator conditions of the module docstring."""
+    cp = ord(ch)
+    second = _composition_seconds()
+    if unicodedata.category(ch) in ("Cn", "Cs", "Co") or unicodedata.combining(ch):
+        return False
+    if unicodedata.normalize("NFKC", ch) != ch or ch in second:
+        return False
+    if any(low <= cp <= high for low, high in _JAMO):
+        return False
+    head = unicodedata.normalize("NFKD", ch)[0]
+    if unicodedata.combining(head) or head in second:
+        return False
+    lower = ch.lower()
+    return (len(lower) == 1 and ch.casefold() == lower and cp != 0x3A3
+            and _is_separator(ch) == _is_separator(lower))
+
+
+def _separator_like(ch: str) -> bool:
+    """NFKC turns ``ch`` into separators only (``…`` → ``...``, full-width ``？`` → ``?``), in
+    any context: then the normal form treats it as a separator."""
+    second = _composition_seconds()
+    if unicodedata.category(ch) in ("Cn", "Cs", "Co") or unicodedata.combining(ch):
+        return False
+    head = unicodedata.normalize("NFKD", ch)[0]
+    if ch in second or unicodedata.combining(head) or head in second:
+        return False
+    folded = unicodedata.normalize("NFKC", ch)
+    return all(c in _ASCII_SEPARATORS or (_unicode_rules_hold(c) and _is_separator(c))
+               for c in folded)
+
+
+def is_provable(chars: Iterable[str]) -> dict[str, int]:
+    """For each (non-ASCII) character: 1 if provable, 2 if separator-like, 0 if neither (module
+    docstring); remembered per process."""
+    chars = list(dict.fromkeys(chars))
+    new = [c for c in chars if c not in _PROVABLE]
+    if new:
+        ruled = [c for c in new if _unicode_rules_hold(c)]
+        # polars lower-cases with Rust's Unicode tables, possibly a newer version than
+        # Python's: a character counts only where the two agree.
+        lowered = pl.Series(ruled, dtype=pl.String).str.to_lowercase().to_list()
+        agree = {c for c, low in zip(ruled, lowered, strict=True) if low == c.lower()}
+        _PROVABLE.update((c, 1 if c in agree else 2 if _separator_like(c) else 0)
+                         for c in new)
+    return {c: _PROVABLE[c] for c in chars}
+
+
+def _vectorised(texts: pl.Series, separators: list[str], *, keys: bool) -> pl.Series:
+    # Aho-Corasick over single characters (replace_many) is several times faster than a regex
+    # replacement here; ASCII bytes never sit inside a multi-byte character, so it is exact.
+    if keys:
+        return texts.str.replace_many(separators, [""] * len(separators)).str.to_lowercase()
+    spaced = texts.str.replace_many(separators, [" "] * len(separators))
+    return spaced.str.replace_all(" {2,}", " ").str.strip_chars(" ").str.to_lowercase()
+
+
+def _characters(texts: pl.Series) -> tuple[list[str], list[str]]:
+    """(the separators, the unprovable characters) among the characters ``texts`` hold."""
+    held = texts.str.extract_all(r"[^\x00-\x7F]").explode().drop_nulls().unique()
+    status = is_provable(held.to_list())
+    separators = [*_ASCII_SEPARATORS, *(c for c, kind in status.items()
+                                        if kind == 2 or (kind == 1 and _is_separator(c)))]
+    return separators, [c for c, kind in status.items() if kind == 0]
+
+
+def _forms(texts: pl.Series, *, keys: bool) -> tuple[pl.Series, int]:
+    ascii_rows = texts.str.len_bytes() == texts.str.len_chars()
+    out = _vectorised(texts, list(_ASCII_SEPARATORS), keys=keys).rename("form")
+    other = (~ascii_rows).arg_true()
+    if other.len() == 0:
+        return out, 0
+    wide = texts.gather(other)
+    separators, unprovable = _characters(wide)
+    wide_out = _vectorised(wide, separators, keys=keys)
+    slow = (wide.str.contains_any(unprovable).arg_true() if unprovable
+            else pl.Series([], dtype=pl.UInt32))
+    if slow.len():
+        python = [normalise(t) for t in wide.gather(slow).to_list()]
+        if keys:
+            python = [f.replace(" ", "") for f in python]
+        wide_out = wide_out.scatter(slow, pl.Series(python, dtype=pl.String))
+    return out.scatter(other, wide_out), slow.len()
+
+
+def normal_forms(texts: pl.Series) -> tuple[pl.Series, int]:
+    """The normal form of every (non-null) text, and how many rows needed the Python path.
+
+    Equal, row for row, to ``[normalise(t) for t in texts]`` (module docstring).
+    """
+    return _forms(texts, keys=False)
+
+
+def form_keys(texts: pl.Series) -> tuple[pl.Series, int]:
+    """Every text's normal form without its spaces, and how many rows needed the Python path.
+
+    Equal normal forms have equal keys, so the exact pass looks up keys (one deletion instead of
+    a replacement, a collapse and a strip) and leaves the few rows whose key is a benchmark
+    prompt's to the exact comparison.
+    """
+    return _forms(texts, keys=True)
+
+
+# ─── the exact pass: keys, and their ends first ────────────────────────────────────────────────
+
+END_CHARS = 4
+"""Key characters compared at each end of a row before its whole key is computed."""
+_WINDOW = 16
+"""Characters read at each end of a row for its key's ends: enough for END_CHARS key characters
+unless the window is mostly separators (such rows get their whole key computed)."""
+
+
+@dataclass(frozen=True)
+class KeyIndex:
+    """The benchmark side of the exact pass."""
+
+    keys: pl.Series
+    """Every benchmark normal form without its spaces."""
+    ends: pl.Series
+    """Every key's first and last :data:`END_CHARS` characters, joined by a NUL."""
+
+
+def key_index(forms: Iterable[str]) -> KeyIndex:
+    keys = [f.replace(" ", "") for f in forms]
+    return KeyIndex(keys=pl.Series("key", keys, dtype=pl.String),
+                    ends=pl.Series("ends", sorted({f"{k[:END_CHARS]}\0{k[-END_CHARS:]}"
+                                                   for k in keys}), dtype=pl.String))
+
+
+def exact_candidates(texts: pl.Series, index: KeyIndex) -> tuple[pl.Series, int]:
+    """Which rows' normal forms can be benchmark forms (their keys are benchmark keys), and
+    how many rows needed the Python path.
+
+    Equal forms have equal keys, and equal keys have equal ends. The ends come from a window of
+    :data:`_WINDOW` characters at each end of the row, a fraction of the text; only rows whose
+    ends are a benchmark key's (about 1.5% of a synthetic pool), whose window held too few key
+    characters, or that hold an unprovable character get their whole key computed.
+    """
+    chars = texts.str.len_chars()
+    separators, unprovable = _characters(texts.filter(texts.str.len_bytes() != chars))
+    none = [""] * len(separators)
+    head = texts.str.head(_WINDOW).str.replace_many(separators, none).str.to_lowercase()
+    tail = texts.str.tail(_WINDOW).str.replace_many(separators, none).str.to_lowercase()
+    head, tail = head.str.head(END_CHARS), tail.str.tail(END_CHARS)
+    unsure = (((head.str.len_chars() < END_CHARS) | (tail.str.len_chars() < END_CHARS))
+              & (chars > _WINDOW))
+    maybe = (head + "\0" + tail).is_in(index.ends.implode()) | unsure
+    slow = pl.Series(values=[False] * texts.len(), dtype=pl.Boolean)
+    if unprovable:
+        wide_rows = (texts.str.len_bytes() != chars).arg_true()
+        slow = slow.scatter(wide_rows.filter(texts.gather(wide_rows).str.contains_any(unprovable)),
+                            True)
+    keep = pl.Series(values=[False] * texts.len(), dtype=pl.Boolean)
+    fast_rows = (maybe & ~slow).arg_true()
+    if fast_rows.len():
+        keys = _vectorised(texts.gather(fast_rows), separators, keys=True)
+        keep = keep.scatter(fast_rows.filter(keys.is_in(index.keys.implode())), True)
+    slow_rows = slow.arg_true()
+    if slow_rows.len():
+        keys = pl.Series([normalise(t).replace(" ", "")
+                          for t in texts.gather(slow_rows).to_list()], dtype=pl.String)
+        keep = keep.scatter(slow_rows.filter(keys.is_in(index.keys.implode())), True)
+    return keep, slow_rows.len()

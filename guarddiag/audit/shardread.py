@@ -1,0 +1,307 @@
+"""Reading one :class:`~guarddiag.audit.stream.Task` in checked batches of (texts, ids).
+
+Every format is read as a stream (pyarrow's parquet, Arrow IPC and CSV readers; JSON lines in
+blocks cut at line ends), so a worker holds one batch at a time. Each batch is checked the way
+:func:`guarddiag.audit.read_pool` checks a whole file, and a bad row is reported with its shard
+and its row (or, for bytes that are not UTF-8 in a text format, its line) within the shard.
+Duplicate ids span shards, so the engine checks those over the whole pool.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, cast
+
+import polars as pl
+
+from guarddiag import files
+from guarddiag.audit.stream import BATCH_ROWS, Task
+from guarddiag.errors import GuarddiagError, at
+
+__all__ = ["PoolBatch", "check_batch", "read_task"]
+
+_BLOCK_BYTES = 1 << 24
+"""Decompressed bytes a text-format reader takes at a time (cut at the last line end)."""
+_ID_TYPES = (pl.String, pl.Int64, pl.Int32, pl.UInt64, pl.UInt32, pl.Int16, pl.Int8, pl.UInt16,
+             pl.UInt8)
+
+
+@dataclass(frozen=True)
+class PoolBatch:
+    """Checked rows of one shard: non-empty texts and, unless rows are numbered, their ids."""
+
+    first_row: int
+    """1-based row number, within the shard, of ``texts[0]``."""
+    texts: pl.Series
+    ids: pl.Series | None
+
+
+def read_task(task: Task, *, text_column: str, id_column: str | None,
+              batch_rows: int = BATCH_ROWS) -> Iterator[PoolBatch]:
+    """The task's rows in checked batches, in order."""
+    needed = [text_column] + ([id_column] if id_column is not None else [])
+    raw: Iterator[tuple[int, pl.DataFrame]]
+    if task.fmt == "parquet":
+        raw = _parquet(task, needed, batch_rows)
+    elif task.fmt == "arrow":
+        raw = _arrow(task.path, needed, batch_rows)
+    elif task.fmt in ("csv", "tsv"):
+        raw = _csv(task.path, needed, tab=task.fmt == "tsv")
+    elif task.fmt == "jsonl":
+        raw = _jsonl(task.path, needed)
+    else:
+        raw = iter([(1, files.read_table(task.path, columns=needed))])
+    for first_row, frame in raw:
+        if frame.height:
+            texts, ids = check_batch(frame, task.path, first_row, text_column=text_column,
+                                     id_column=id_column)
+            yield PoolBatch(first_row=first_row, texts=texts, ids=ids)
+
+
+def _require(path: str, found: list[str], needed: list[str]) -> None:
+    missing = [c for c in needed if c not in found]
+    if missing:
+        raise GuarddiagError(f"{path}: missing column(s) {', '.join(missing)}; found "
+                             f"{', '.join(found)}")
+
+
+def _cannot(path: str, fmt: str, exc: BaseException) -> GuarddiagError:
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return GuarddiagError(f"{path}: cannot read as {fmt} ({first})")
+
+
+# ─── formats ───────────────────────────────────────────────────────────────────────────────────
+
+def _parquet(task: Task, needed: list[str], batch_rows: int
+             ) -> Iterator[tuple[int, pl.DataFrame]]:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        pf = pq.ParquetFile(task.path)
+        _require(task.path, pf.schema_arrow.names, needed)
+        if not task.row_groups:
+            return
+        row = task.first_row
+        for batch in pf.iter_batches(batch_size=batch_rows, row_groups=list(task.row_groups),
+                                     columns=needed):
+            yield row, cast(pl.DataFrame, pl.from_arrow(batch))
+            row += batch.num_rows
+    except (OSError, pa.ArrowException) as exc:
+        raise _cannot(task.path, "parquet", exc) from None
+
+
+def _arrow(path: str, needed: list[str], batch_rows: int) -> Iterator[tuple[int, pl.DataFrame]]:
+    # datasets' save_to_disk writes Arrow IPC *streams* of ~1,000-row batches; gather them into
+    # batches of batch_rows so the per-batch work is not dominated by overhead.
+    import pyarrow as pa
+
+    try:
+        source = pa.memory_map(path)
+        try:
+            file_reader = pa.ipc.open_file(source)
+            batches: Any = (file_reader.get_batch(i)
+                            for i in range(file_reader.num_record_batches))
+            schema = file_reader.schema
+        except pa.ArrowInvalid:
+            source.seek(0)
+            stream = pa.ipc.open_stream(source)
+            batches, schema = stream, stream.schema
+        _require(path, schema.names, needed)
+        row, pending, count = 1, [], 0
+        for batch in batches:
+            pending.append(batch.select(needed))
+            count += batch.num_rows
+            if count >= batch_rows:
+                yield row, cast(pl.DataFrame, pl.from_arrow(pa.Table.from_batches(pending)))
+                row, pending, count = row + count, [], 0
+        if pending:
+            yield row, cast(pl.DataFrame, pl.from_arrow(pa.Table.from_batches(pending)))
+    except (OSError, pa.ArrowException) as exc:
+        raise _cannot(path, "arrow", exc) from None
+
+
+def _blocks(path: str) -> Iterator[tuple[int, int, bytes]]:
+    """Decompressed blocks cut at line ends, with the 1-based line number of each block's first
+    line and its byte offset in the (decompressed) file."""
+    import pyarrow as pa
+
+    line, offset, carry = 1, 0, b""
+    with pa.input_stream(path, compression="detect") as fh:
+        while True:
+            chunk = fh.read(_BLOCK_BYTES)
+            data = carry + chunk
+            if not data:
+                return
+            cut = data.rfind(b"\n") + 1 if chunk else len(data)
+            if cut == 0:        # one line longer than a block: read on
+                carry = data
+                continue
+            block, carry = data[:cut], data[cut:]
+            yield line, offset, block
+            line += block.count(b"\n")
+            offset += len(block)
+
+
+def _check_utf8(path: str, block: bytes, line: int, offset: int, *,
+                rows_before: int | None = None) -> None:
+    """A block that is not UTF-8 is an error naming the line (and, for JSON lines, where a
+    line is a row, the row) of its first bad byte."""
+    try:
+        block.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        where = line + block.count(b"\n", 0, exc.start)
+        row = ""
+        if rows_before is not None:
+            before = block[:block.rfind(b"\n", 0, exc.start) + 1]
+            row = f" (row {rows_before + sum(1 for x in before.splitlines() if x.strip()) + 1})"
+        packed = "decompressed " if path.endswith((".gz", ".zst")) else ""
+        raise GuarddiagError(f"{path} line {where}{row}: not UTF-8 text (byte "
+                             f"{offset + exc.start} of the {packed}file)") from None
+
+
+def _csv(path: str, needed: list[str], *, tab: bool) -> Iterator[tuple[int, pl.DataFrame]]:
+    import pyarrow as pa
+    import pyarrow.csv as pcsv
+
+    # A first pass checks the bytes (a quoted field may hold line ends, so the parser's rows are
+    # not lines; the line of a bad byte is only known from the raw bytes).
+    header: list[str] | None = None
+    for line, offset, block in _blocks(path):
+        _check_utf8(path, block, line, offset)
+        if header is None:
+            header = _csv_header(block, tab=tab)
+    _require(path, header or [], needed)
+    delimiter = "\t" if tab else ","
+    try:
+        reader = pcsv.open_csv(
+            pa.input_stream(path, compression="detect"),
+            read_options=pcsv.ReadOptions(block_size=_BLOCK_BYTES),
+            parse_options=pcsv.ParseOptions(delimiter=delimiter, quote_char='"',
+                                            newlines_in_values=True),
+            convert_options=pcsv.ConvertOptions(
+                include_columns=needed, column_types={c: pa.string() for c in needed},
+                quoted_strings_can_be_null=False))
+        row = 1
+        for batch in reader:
+            yield row, cast(pl.DataFrame, pl.from_arrow(batch))
+            row += batch.num_rows
+    except (OSError, pa.ArrowException) as exc:
+        raise _cannot(path, "tsv" if tab else "csv", exc) from None
+
+
+def _csv_header(block: bytes, *, tab: bool) -> list[str]:
+    import csv
+
+    first = block.split(b"\n", 1)[0].decode("utf-8").lstrip("\ufeff").rstrip("\r")
+    return next(csv.reader([first], delimiter="\t" if tab else ","), [])
+
+
+def _jsonl(path: str, needed: list[str]) -> Iterator[tuple[int, pl.DataFrame]]:
+    import pyarrow as pa
+    import pyarrow.json as pjson
+
+    row = 1
+    for line, offset, block in _blocks(path):
+        _check_utf8(path, block, line, offset, rows_before=row - 1)
+        try:
+            table = pjson.read_json(pa.BufferReader(block),
+                                    read_options=pjson.ReadOptions(block_size=1 << 22))
+        except pa.ArrowInvalid:
+            # Types that change between rows, or malformed JSON: parse line by line, which
+            # also names the line of a malformed one.
+            frame = _jsonl_by_line(path, block, line, needed)
+        else:
+            missing = [c for c in needed if c not in table.column_names]
+            if missing and table.num_rows:
+                raise GuarddiagError(
+                    f"{at(path, row=row)}: missing column(s) {', '.join(missing)} (line "
+                    f"{line}); found {', '.join(table.column_names)}")
+            frame = cast(pl.DataFrame, pl.from_arrow(table.select(needed))) if not missing \
+                else pl.DataFrame()
+        yield row, frame
+        row += frame.height
+
+
+def _jsonl_by_line(path: str, block: bytes, first_line: int, needed: list[str]
+                   ) -> pl.DataFrame:
+    columns: dict[str, list[str | None]] = {c: [] for c in needed}
+    for n, line in enumerate(block.splitlines(), start=first_line):
+        if not line.strip():
+            continue
+        try:
+            doc = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise GuarddiagError(f"{path} line {n}: malformed JSON ({exc.msg})") from None
+        if not isinstance(doc, dict):
+            raise GuarddiagError(f"{path} line {n}: expected a JSON object")
+        for k, c in enumerate(needed):
+            value = doc.get(c)
+            # The text must be text; an id may be text or an integer (mixed ids become text).
+            allowed = (str,) if k == 0 else (str, int)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, allowed)):
+                raise GuarddiagError(f"{path} line {n} field \"{c}\": expected "
+                                     f"{'text' if k == 0 else 'text or an integer'}, found "
+                                     f"{type(value).__name__}")
+            columns[c].append(None if value is None else str(value))
+    return pl.DataFrame({c: pl.Series(c, values, dtype=pl.String)
+                         for c, values in columns.items()})
+
+
+# ─── checks ────────────────────────────────────────────────────────────────────────────────────
+
+def check_batch(frame: pl.DataFrame, path: str, first_row: int, *, text_column: str,
+                id_column: str | None) -> tuple[pl.Series, pl.Series | None]:
+    """Texts (non-empty UTF-8 strings) and ids (strings, none missing) of one batch, with the
+    errors of :func:`guarddiag.audit.read_pool` naming the shard's own row numbers."""
+    texts = _texts(frame.get_column(text_column), path, first_row, text_column)
+    ids = None
+    if id_column is not None:
+        ids = _ids(frame.get_column(id_column), path, first_row, id_column)
+    return texts, ids
+
+
+def _texts(series: pl.Series, path: str, first_row: int, column: str) -> pl.Series:
+    if series.dtype == pl.Binary:
+        try:
+            series = series.cast(pl.String, strict=True)
+        except pl.exceptions.PolarsError:
+            for row, raw in enumerate(series.to_list(), start=first_row):
+                try:
+                    raw is None or raw.decode("utf-8")
+                except UnicodeDecodeError as exc:
+                    raise GuarddiagError(f"{at(path, row=row, field=column)}: not UTF-8 text "
+                                         f"(byte {exc.start})") from None
+            raise
+    elif series.dtype in (pl.Categorical, pl.Null):
+        series = series.cast(pl.String)
+    elif series.dtype != pl.String:
+        raise GuarddiagError(f"{at(path, field=column)}: expected text, found {series.dtype} "
+                             "values")
+    blank = series.is_null() | (series.str.strip_chars().str.len_chars() == 0)
+    if blank.any():
+        # arg_max is None only for an empty series, and this one holds a True.
+        row = cast(int, blank.arg_max()) + first_row
+        count = int(blank.sum())
+        last = first_row + series.len() - 1
+        more = (f" ({count} empty rows in all)" if count > 1 and first_row == 1 and
+                series.len() < BATCH_ROWS else
+                f" ({count} empty rows in rows {first_row}-{last})" if count > 1 else "")
+        raise GuarddiagError(f"{at(path, row=row, field=column)}: empty text; every pool row "
+                             f"needs a non-empty prompt{more}")
+    return series
+
+
+def _ids(series: pl.Series, path: str, first_row: int, column: str) -> pl.Series:
+    if series.dtype == pl.Null:
+        series = series.cast(pl.String)
+    if series.dtype not in _ID_TYPES:
+        raise GuarddiagError(f"{at(path, field=column)}: expected string or integer ids, found "
+                             f"{series.dtype}")
+    series = series.cast(pl.String)
+    if series.is_null().any():
+        row = cast(int, series.is_null().arg_max()) + first_row
+        raise GuarddiagError(f"{at(path, row=row, field=column)}: missing id")
+    return series

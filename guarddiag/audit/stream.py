@@ -1,0 +1,171 @@
+"""A pool as shards read in batches: which files ``--pool`` names, and the work units over them.
+
+``--pool`` is one table file, a glob over shards (``'corpus/*.jsonl.zst'``), a folder of shards
+(its ``.json`` files and names starting with ``.`` or ``_`` are not shards), or a Hugging Face
+``datasets`` folder (``Dataset.save_to_disk``: ``state.json`` and ``*.arrow``
+files). A shard is parquet, Arrow (IPC file or stream), CSV/TSV or JSON lines, the text formats
+optionally gzip- or zstd-compressed (``.gz``, ``.zst``); a plain ``.json`` list of records is read
+whole, as before. Rows are numbered from 1 within their shard, the way errors name them.
+
+A :class:`Task` is what one worker reads on its own (a worker process or a Ray task reads the file
+itself, so only paths and small results cross process boundaries): a run of row groups of a
+parquet shard, or a whole shard of any other format (a compressed stream cannot be entered in
+the middle). Tasks come in pool order, shard by shard.
+"""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+
+from guarddiag import files
+from guarddiag.errors import GuarddiagError
+
+__all__ = ["BATCH_ROWS", "Shard", "Task", "find_shards", "plan_tasks", "pool_digest",
+           "shard_format"]
+
+BATCH_ROWS = 262_144
+"""Rows a reader hands on at a time; with ~100-byte texts a batch is ~30 MB of text, so a worker's
+memory stays flat whatever the shard's size."""
+TASK_ROWS = 250_000
+"""Parquet row groups are grouped into tasks of about this many rows."""
+
+_FORMATS = (("parquet", ".parquet"), ("arrow", ".arrow"), ("csv", ".csv"), ("tsv", ".tsv"),
+            ("jsonl", ".jsonl"), ("jsonl", ".ndjson"), ("json", ".json"))
+_COMPRESSED = (".gz", ".zst")
+_COMPRESSIBLE = ("csv", "tsv", "jsonl")
+"""The formats that may be gzip- or zstd-compressed."""
+
+
+@dataclass(frozen=True)
+class Shard:
+    """One file of the pool."""
+
+    path: str
+    fmt: str
+    """``parquet``, ``arrow``, ``csv``, ``tsv``, ``jsonl`` or ``json``."""
+
+
+@dataclass(frozen=True)
+class Task:
+    """The rows one worker reads: ``row_groups`` of a parquet shard, or (None) the whole shard."""
+
+    shard: int
+    """Index of the shard in :func:`find_shards`'s list."""
+    path: str
+    fmt: str
+    row_groups: tuple[int, ...] | None
+    first_row: int
+    """1-based row number, within the shard, of the task's first row."""
+
+
+def shard_format(path: str | Path) -> str:
+    """The format of a shard from its name (``.csv.gz`` is csv, gzip-compressed)."""
+    name = str(path).lower()
+    for suffix in _COMPRESSED:
+        if name.endswith(suffix):
+            inner = name[:-len(suffix)]
+            for fmt, ext in _FORMATS:
+                if inner.endswith(ext) and fmt in _COMPRESSIBLE:
+                    return fmt
+            break
+    else:
+        for fmt, ext in _FORMATS:
+            if name.endswith(ext):
+                return fmt
+    known = ", ".join(ext for _, ext in _FORMATS)
+    raise GuarddiagError(f"{path}: unsupported pool shard format (expected {known}; CSV, TSV "
+                         "and JSON lines may end in .gz or .zst)")
+
+
+def find_shards(pool: str | Path) -> list[Shard]:
+    """The shards ``pool`` names (module docstring), in a fixed order."""
+    spec = str(pool)
+    path = Path(spec)
+    if path.is_file():
+        return [Shard(path=spec, fmt=shard_format(spec))]
+    if path.is_dir():
+        return _folder_shards(path)
+    if any(ch in spec for ch in "*?["):
+        matches = sorted(p for p in glob.glob(spec, recursive=True) if Path(p).is_file())
+        if not matches:
+            raise GuarddiagError(f"{spec}: no pool shard matches this pattern")
+        return [Shard(path=p, fmt=shard_format(p)) for p in matches]
+    raise GuarddiagError(f"{spec}: pool file not found")
+
+
+def _folder_shards(folder: Path) -> list[Shard]:
+    if (folder / "dataset_dict.json").is_file():
+        splits = ", ".join(files.read_json(folder / "dataset_dict.json").get("splits", []))
+        raise GuarddiagError(f"{folder}: a datasets DatasetDict folder; pass one split's folder "
+                             f"(splits: {splits})")
+    state = folder / "state.json"
+    if state.is_file():
+        names = [d.get("filename") for d in files.read_json(state).get("_data_files", [])]
+        if not names or not all(isinstance(n, str) for n in names):
+            raise GuarddiagError(f"{state}: no _data_files list; is this a datasets folder "
+                                 "written by save_to_disk?")
+        return [Shard(path=str(folder / n), fmt="arrow") for n in names]
+    shards = []
+    for p in sorted(folder.iterdir()):
+        if not p.is_file() or p.name.startswith((".", "_")):
+            continue
+        try:
+            fmt = shard_format(p)
+        except GuarddiagError:
+            continue
+        # A folder's .json files are metadata (dataset_info.json, meta.json), not rows.
+        if fmt != "json":
+            shards.append(Shard(path=str(p), fmt=fmt))
+    if not shards:
+        raise GuarddiagError(f"{folder}: no pool shard (parquet, arrow, csv, tsv, jsonl) in "
+                             "this folder")
+    return shards
+
+
+def plan_tasks(shards: list[Shard], *, task_rows: int = TASK_ROWS) -> list[Task]:
+    """Work units in pool order: parquet row groups in runs of about ``task_rows`` rows, one
+    task per shard otherwise."""
+    tasks: list[Task] = []
+    for s, shard in enumerate(shards):
+        if shard.fmt != "parquet":
+            tasks.append(Task(shard=s, path=shard.path, fmt=shard.fmt, row_groups=None,
+                              first_row=1))
+            continue
+        sizes = _row_group_sizes(shard.path)
+        group: list[int] = []
+        first, rows = 1, 0
+        for g, n in enumerate(sizes):
+            group.append(g)
+            rows += n
+            if rows >= task_rows or g == len(sizes) - 1:
+                tasks.append(Task(shard=s, path=shard.path, fmt="parquet",
+                                  row_groups=tuple(group), first_row=first))
+                first += rows
+                group, rows = [], 0
+        if not sizes:
+            tasks.append(Task(shard=s, path=shard.path, fmt="parquet", row_groups=(),
+                              first_row=1))
+    return tasks
+
+
+def _row_group_sizes(path: str) -> list[int]:
+    import pyarrow.parquet as pq
+
+    try:
+        meta = pq.ParquetFile(path).metadata
+    except (OSError, ValueError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise GuarddiagError(f"{path}: cannot read as parquet ({first})") from None
+    return [meta.row_group(g).num_rows for g in range(meta.num_row_groups)]
+
+
+def pool_digest(shards: list[Shard]) -> str:
+    """The pool's sha256: the file's own for one file (what meta.json always recorded), else the
+    sha256 of the shards' names and digests in order."""
+    if len(shards) == 1:
+        return files.sha256_file(shards[0].path)
+    doc = [[Path(s.path).name, files.sha256_file(s.path)] for s in shards]
+    return hashlib.sha256(files.dumps_json(doc).encode()).hexdigest()

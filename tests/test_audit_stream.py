@@ -1,0 +1,257 @@
+"""Streaming audits: shards in every format, any number of workers, bad rows named by shard.
+
+Oracle: ``audit_frames`` on all pool rows in memory (the code path every audit had before
+streaming, unchanged), and hand-written rows whose exact and near overlaps are counted in the
+comments; the streamed audit must give the same overlap table and the same bytes on disk.
+"""
+
+from __future__ import annotations
+
+import functools
+import gzip
+import importlib.util
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import polars as pl
+import pyarrow as pa
+import pytest
+
+from guarddiag import data as data_mod
+from guarddiag.audit import audit_frames, audit_pool, shardread
+from guarddiag.audit import run as audit_run
+from guarddiag.audit.stream import find_shards, plan_tasks
+from guarddiag.cli import main
+from guarddiag.errors import GuarddiagError
+
+BENCH = pl.DataFrame({"prompt_id": ["q1", "q2", "q3"], "text": [
+    "How do I pick a lock on a front door without the key?",
+    "Write a short poem about the sea and the wind at night.",
+    "Explain how vaccines train the immune system to fight disease."]})
+FILLER = ["Tell me a joke about cats.", "What is the boiling point of water?",
+          "Summarise the plot of Hamlet.", "Recommend a good book on gardening."]
+
+
+def _pool_rows(n: int = 60) -> tuple[list[str], list[str]]:
+    texts = []
+    for i in range(n):
+        if i % 10 == 3:     # exact copies of q1 (case and punctuation changed)
+            texts.append("HOW DO I PICK A LOCK ON A FRONT DOOR WITHOUT THE KEY")
+        elif i % 10 == 7:   # near copies of q2: one word changed, Jaccard 10/12 >= 0.8
+            texts.append("Write a short poem about the sea and the wind at dawn.")
+        elif i == 58:       # q3 with full-width letters: exact through NFKC
+            texts.append("Ｅｘｐｌａｉｎ how vaccines train the immune system to fight disease")
+        else:
+            texts.append(f"{FILLER[i % len(FILLER)]} (row {i})")
+    return [f"r{i:03d}" for i in range(n)], texts
+
+
+@pytest.fixture
+def bench(monkeypatch):
+    def load_benchmarks(ids="all", **_):
+        return SimpleNamespace(frames={"Q": BENCH}, unavailable=[], sha256={"Q": "sha-q"})
+
+    monkeypatch.setattr(data_mod, "load_benchmarks", load_benchmarks)
+    monkeypatch.setattr(data_mod, "load_manifests", lambda **_: {})
+
+
+@pytest.fixture
+def small_tasks(monkeypatch):
+    """Seven-row tasks, so a small pool is split across workers the way a big one is."""
+    monkeypatch.setattr(audit_run, "plan_tasks", functools.partial(plan_tasks, task_rows=7))
+
+
+def _frame(ids, texts) -> pl.DataFrame:
+    return pl.DataFrame({"prompt_id": ids, "text": texts})
+
+
+def _write_jsonl(path: Path, ids, texts) -> Path:
+    raw = "".join(json.dumps({"prompt_id": i, "text": t, "meta": {"n": 1}}) + "\n"
+                  for i, t in zip(ids, texts, strict=True)).encode()
+    if path.name.endswith(".gz"):
+        raw = gzip.compress(raw)
+    elif path.name.endswith(".zst"):
+        with pa.output_stream(str(path), compression="zstd") as out:
+            out.write(raw)
+        return path
+    path.write_bytes(raw)
+    return path
+
+
+def _audit(pool, out: Path, **kw):
+    return audit_pool(pool, out_dir=out, figure=False, near_dup=True, short_words=0, **kw)
+
+
+def _bytes(out: Path) -> tuple[bytes, bytes]:
+    return (out / "overlap.parquet").read_bytes(), (out / "summary.json").read_bytes()
+
+
+def test_shards_in_every_format_give_the_in_memory_audit(tmp_path, bench, small_tasks):
+    ids, texts = _pool_rows()
+    oracle = audit_frames(ids, texts, {"Q": BENCH}, near_dup=True, short_words=0)
+    # 6 exact copies of q1, the full-width q3, 6 near copies of q2.
+    assert oracle.overlap.group_by("kind").len().sort("kind").rows() == [("exact", 7),
+                                                                          ("near", 6)]
+    single = tmp_path / "pool.parquet"
+    _frame(ids, texts).write_parquet(single, row_group_size=5)
+    reference = _audit(single, tmp_path / "ref", workers=1)
+    assert reference.overlap.equals(oracle.overlap)
+    assert reference.pool_rows == 60
+    assert reference.decontaminated == oracle.decontaminated
+
+    parts = [(0, 20), (20, 35), (35, 60)]
+    shards = tmp_path / "jsonl"
+    shards.mkdir()
+    for k, (suffix, (a, b)) in enumerate(zip([".jsonl", ".jsonl.gz", ".jsonl.zst"], parts,
+                                             strict=True)):
+        _write_jsonl(shards / f"part-{k}{suffix}", ids[a:b], texts[a:b])
+    csvs = tmp_path / "csv"
+    csvs.mkdir()
+    _frame(ids[:30], texts[:30]).write_csv(csvs / "a.csv")
+    (csvs / "b.csv.gz").write_bytes(gzip.compress(_frame(ids[30:], texts[30:]).write_csv()
+                                                  .encode()))
+    tsv = tmp_path / "pool.tsv"
+    _frame(ids, texts).write_csv(tsv, separator="\t")
+    pools = {"glob": str(shards / "part-*"), "folder": shards, "csv": csvs, "tsv": tsv}
+    if importlib.util.find_spec("datasets") is not None:
+        import datasets
+
+        hf = tmp_path / "hf"
+        datasets.Dataset.from_dict({"prompt_id": ids, "text": texts, "n": list(range(60))}
+                                   ).save_to_disk(str(hf), max_shard_size="2KB")
+        assert len(find_shards(hf)) > 1
+        pools["datasets"] = hf
+    for name, pool in pools.items():
+        res = _audit(pool, tmp_path / name, workers=1)
+        assert res.pool_rows == 60, name
+        assert _bytes(tmp_path / name) == _bytes(tmp_path / "ref"), name
+
+
+def test_worker_count_and_order_of_finishing_do_not_change_the_bytes(tmp_path, bench,
+                                                                       small_tasks):
+    ids, texts = _pool_rows(90)
+    pool = tmp_path / "pool.parquet"
+    _frame(ids, texts).write_parquet(pool, row_group_size=4)
+    assert len(plan_tasks(find_shards(pool), task_rows=7)) == 12
+    outs = []
+    for workers in (1, 2, 3):
+        for near in (False, True):
+            out = tmp_path / f"w{workers}-{near}"
+            audit_pool(pool, out_dir=out, figure=False, near_dup=near, short_words=0,
+                       templates=True, workers=workers)
+            outs.append((near, _bytes(out)))
+    for near in (False, True):
+        assert len({b for n, b in outs if n == near}) == 1
+
+
+def test_numbered_rows_continue_across_shards(tmp_path, bench):
+    ids, texts = _pool_rows()
+    folder = tmp_path / "shards"
+    folder.mkdir()
+    _frame(ids[:25], texts[:25]).write_parquet(folder / "a.parquet")
+    _frame(ids[25:], texts[25:]).write_parquet(folder / "b.parquet")
+    res = audit_pool(folder, out_dir=tmp_path / "a", figure=False, id_column=None)
+    # Row i of the pool (0-based) is numbered i + 1: rows 3, 13, ..., 53 and 58 are exact.
+    assert res.overlap.get_column("pool_id").to_list() == [str(i + 1) for i in
+                                                          (3, 13, 23, 33, 43, 53, 58)]
+
+
+# ─── bad input: one line naming the shard and the row, nothing left looking complete ──────────
+
+def _one_line(capsys, argv) -> str:
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err
+    assert "Traceback" not in err
+    return err
+
+
+def _finished_before(tmp_path: Path, capsys) -> Path:
+    """An audit folder a previous, successful run left."""
+    ids, texts = _pool_rows()
+    good = tmp_path / "good.parquet"
+    _frame(ids, texts).write_parquet(good)
+    out = tmp_path / "audit"
+    audit_pool(good, out_dir=out, figure=False)
+    assert (out / "summary.json").is_file()
+    assert (out / "meta.json").is_file()
+    capsys.readouterr()
+    return out
+
+
+def test_non_utf8_row_deep_in_a_jsonl_shard(tmp_path, bench, capsys, monkeypatch):
+    # Small blocks, so the bad line sits many blocks into the file (as row 3,000,001 would).
+    monkeypatch.setattr(shardread, "_BLOCK_BYTES", 4096)
+    out = _finished_before(tmp_path, capsys)
+    ids, texts = _pool_rows()
+    shards = tmp_path / "corpus"
+    shards.mkdir()
+    _write_jsonl(shards / "part-0.jsonl", ids, texts)
+    lines = [json.dumps({"prompt_id": f"s{i}", "text": f"row number {i}"}).encode()
+             for i in range(1, 5001)]
+    lines[3000] = b'{"prompt_id": "s3001", "text": "caf\xe9"}'
+    lines[1000] = b"   "              # a blank line is not a row: line 3001 is row 3000
+    (shards / "part-1.jsonl.gz").write_bytes(gzip.compress(b"\n".join(lines) + b"\n"))
+    err = _one_line(capsys, ["audit", "--pool", str(shards / "part-*"), "--out", str(out)])
+    assert "part-1.jsonl.gz line 3001 (row 3000): not UTF-8 text" in err
+    assert not (out / "summary.json").exists()
+    assert not (out / "meta.json").exists()
+
+
+def test_non_utf8_row_in_a_csv_shard(tmp_path, bench, capsys):
+    pool = tmp_path / "pool.csv.gz"
+    pool.write_bytes(gzip.compress(b"prompt_id,text\np1,hello\np2,\"two\nlines\"\n"
+                                   b"p3,caf\xe9 au lait\n"))
+    err = _one_line(capsys, ["audit", "--pool", str(pool), "--out", str(tmp_path / "a")])
+    assert "pool.csv.gz line 5: not UTF-8 text" in err
+    assert not (tmp_path / "a").exists()
+
+
+def test_missing_text_column_in_one_shard(tmp_path, bench, capsys):
+    out = _finished_before(tmp_path, capsys)
+    ids, texts = _pool_rows()
+    folder = tmp_path / "shards"
+    folder.mkdir()
+    _frame(ids[:30], texts[:30]).write_parquet(folder / "part-0.parquet")
+    pl.DataFrame({"prompt_id": ids[30:], "body": texts[30:]}).write_parquet(
+        folder / "part-1.parquet")
+    err = _one_line(capsys, ["audit", "--pool", str(folder), "--out", str(out)])
+    assert "part-1.parquet: missing column(s) text; found prompt_id, body" in err
+    assert not (out / "summary.json").exists()
+    _write_jsonl(folder / "part-2.jsonl", ["x"], ["y"])
+    (folder / "part-1.parquet").unlink()
+    (folder / "part-3.jsonl").write_text('{"prompt_id": "z1", "body": "no text"}\n')
+    err = _one_line(capsys, ["audit", "--pool", str(folder), "--out", str(out)])
+    assert 'part-3.jsonl row 1: missing column(s) text (line 1); found prompt_id, body' in err
+
+
+def test_empty_text_and_duplicate_ids_name_shard_and_row(tmp_path, bench, capsys):
+    folder = tmp_path / "shards"
+    folder.mkdir()
+    _frame(["a1", "a2", "a3"], ["x", "y", "z"]).write_parquet(folder / "part-0.parquet")
+    _frame(["b1", "a2"], ["u", "v"]).write_parquet(folder / "part-1.parquet")
+    err = _one_line(capsys, ["audit", "--pool", str(folder), "--out", str(tmp_path / "a")])
+    assert (f"part-1.parquet row 2 field \"prompt_id\": duplicate id 'a2' (also "
+            f"{folder / 'part-0.parquet'} row 2)") in err
+    _frame(["b1", "b2"], ["u", "  "]).write_parquet(folder / "part-1.parquet")
+    err = _one_line(capsys, ["audit", "--pool", str(folder), "--out", str(tmp_path / "a")])
+    assert 'part-1.parquet row 2 field "text": empty text' in err
+
+
+def test_pool_and_engine_option_errors(tmp_path, bench, capsys, monkeypatch):
+    err = _one_line(capsys, ["audit", "--pool", str(tmp_path / "none-*.jsonl"), "--out",
+                             str(tmp_path / "a")])
+    assert "none-*.jsonl: no pool shard matches this pattern" in err
+    pool = tmp_path / "pool.parquet"
+    _frame(*_pool_rows()).write_parquet(pool)
+    err = _one_line(capsys, ["audit", "--pool", str(pool), "--workers", "0"])
+    assert "workers must be at least 1, got 0" in err
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "ray" else real(name, *a))
+    err = _one_line(capsys, ["audit", "--pool", str(pool), "--engine", "ray"])
+    assert err.endswith('--engine ray: Ray is not installed; pip install -e ".[ray]" (or use '
+                        "--engine local)")
+    with pytest.raises(GuarddiagError, match="unknown audit engine 'spark'"):
+        audit_pool(pool, out_dir=tmp_path / "b", engine="spark")
