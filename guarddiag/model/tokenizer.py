@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, TypedDict
@@ -90,6 +91,28 @@ class GuardTokenizer:
                    sep_token=tokens.get("sep", "[SEP]"), pad_token=tokens.get("pad", "[PAD]"))
 
 
+ALPHABET_LIMIT = 1000
+"""Characters a trained tokenizer keeps as single-character tokens (the most frequent ones)."""
+
+
+def _alphabet(tok: Tokenizer, texts: list[str], *, limit: int) -> list[str]:
+    """The ``limit`` most frequent characters of the words the trainer will see, ties broken
+    by the character. The trainer's own cut (``limit_alphabet``) breaks ties between equally
+    frequent characters in hash-map order, which changes from process to process: with more
+    than ``limit`` distinct characters (the multilingual train copies bring CJK, Devanagari,
+    Arabic …) the vocabulary, and so every weight, differed between two runs. Handing it exactly
+    this set makes the cut a no-op; below the limit the set is every character, as before."""
+    counts: Counter[str] = Counter()
+    normalizer, pre_tokenizer = tok.normalizer, tok.pre_tokenizer
+    if normalizer is None or pre_tokenizer is None:  # pragma: no cover - set by the caller
+        raise GuarddiagError("tokenizer: the alphabet needs the normaliser and pre-tokeniser")
+    for text in texts:
+        for word, _ in pre_tokenizer.pre_tokenize_str(normalizer.normalize_str(text)):
+            counts.update(word)
+    ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    return [char for char, _ in ranked[:limit]]
+
+
 def train_tokenizer(texts: Iterable[str], *, vocab_size: int) -> GuardTokenizer:
     """Train a lower-cased BPE tokenizer offline on ``texts`` (the pool's training split).
 
@@ -106,10 +129,12 @@ def train_tokenizer(texts: Iterable[str], *, vocab_size: int) -> GuardTokenizer:
         normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=True,
                                    strip_accents=False, lowercase=True)])
     tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    texts = list(texts)
+    alphabet = _alphabet(tok, texts, limit=ALPHABET_LIMIT)
     trainer = trainers.BpeTrainer(vocab_size=vocab_size, min_frequency=2,
-                                  special_tokens=list(SPECIAL_TOKENS), limit_alphabet=1000,
-                                  show_progress=False)
-    tok.train_from_iterator(list(texts), trainer=trainer)
+                                  special_tokens=list(SPECIAL_TOKENS), limit_alphabet=len(alphabet),
+                                  initial_alphabet=alphabet, show_progress=False)
+    tok.train_from_iterator(texts, trainer=trainer)
     cls_id, sep_id = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
     tok.post_processor = processors.TemplateProcessing(
         single="[CLS] $A [SEP]", special_tokens=[("[CLS]", cls_id), ("[SEP]", sep_id)])
