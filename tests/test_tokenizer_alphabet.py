@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import subprocess
 import sys
+from pathlib import Path
 
 from guarddiag.model.tokenizer import ALPHABET_LIMIT, train_tokenizer
 
@@ -34,12 +35,12 @@ def test_the_alphabet_is_the_most_frequent_characters_ties_by_character():
 
 
 def test_every_process_trains_the_same_tokenizer():
-    code = ("import hashlib, sys; sys.path.insert(0, %r); "
+    here_dir = str(Path(__file__).parent)
+    code = (f"import hashlib, sys; sys.path.insert(0, {here_dir!r}); "
             "from test_tokenizer_alphabet import texts; "
             "from guarddiag.model.tokenizer import train_tokenizer; "
             "t = train_tokenizer(texts(), vocab_size=1200).tokenizer.to_str(); "
-            "print(hashlib.sha256(t.encode()).hexdigest())") % str(__import__("pathlib").Path(
-                __file__).parent)
+            "print(hashlib.sha256(t.encode()).hexdigest())")
     here = hashlib.sha256(train_tokenizer(texts(), vocab_size=1200).tokenizer.to_str()
                           .encode()).hexdigest()
     others = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
