@@ -198,3 +198,37 @@ def running(pid: int) -> bool:
     except OSError:
         return False
     return state not in ("Z", "X")
+
+
+def die_once(marker: str) -> str:
+    """Kill this worker the first time (as a lost machine would), succeed when retried."""
+    if not os.path.exists(marker):
+        Path(marker).touch()
+        os._exit(1)
+    return "retried"
+
+
+def slow(value: str) -> str:
+    time.sleep(1.5)
+    return value
+
+
+def test_a_pool_broken_between_results_is_rebuilt_on_the_next_submit(tmp_path):
+    """A worker dies while another task is in flight and the sweep submits new work before it
+    collects the failure: the submit rebuilds the pool, and every task still gets its result."""
+    from guarddiag.predict.sweep import LocalEngine
+
+    eng = LocalEngine(2)
+    try:
+        eng.submit("slow", slow, "a", gpu=False)
+        eng.submit("die", die_once, str(tmp_path / "died"), gpu=False)
+        deadline = time.monotonic() + 60
+        while not (tmp_path / "died").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(1.0)  # the pool notices the dead worker and marks itself broken
+        eng.submit("after", slow, "b", gpu=False)
+        results = dict(eng.next_done() for _ in range(3))
+    finally:
+        eng.close()
+    assert results == {"slow": "a", "die": "retried", "after": "b"}
+    assert eng.retries == 2  # one restart

@@ -123,7 +123,12 @@ class LocalEngine:
                                    initializer=die_with_parent, initargs=(os.getpid(),))
 
     def submit(self, key: str, fn: Callable[[Any], Any], arg: Any, *, gpu: bool) -> None:
-        self.futures[self.pool.submit(fn, arg)] = (key, fn, arg)
+        try:
+            future = self.pool.submit(fn, arg)
+        except BrokenProcessPool:  # a worker died since the last result was collected
+            self._restart(key)
+            future = self.pool.submit(fn, arg)
+        self.futures[future] = (key, fn, arg)
 
     def next_done(self) -> tuple[str, Any]:
         done, _ = wait(list(self.futures), return_when=FIRST_COMPLETED)
@@ -132,17 +137,25 @@ class LocalEngine:
         try:
             return key, fut.result()
         except BrokenProcessPool:
-            if self.retries <= 0:
-                raise GuarddiagError(f"{key}: a sweep worker died and the retries are "
-                                     f"used up") from None
-            self.retries -= 1
-            say(f"{key}: a sweep worker died; restarting the pool and resubmitting")
-            pending = [(key, fn, arg), *self.futures.values()]
-            self.pool.shutdown(wait=False, cancel_futures=True)
-            self.pool, self.futures = self._new_pool(), {}
-            for k, f, a in pending:
-                self.submit(k, f, a, gpu=False)
+            self._restart(key)
+            self.futures[self.pool.submit(fn, arg)] = (key, fn, arg)
             return self.next_done()
+
+    def _restart(self, key: str) -> None:
+        """A new pool after a worker died: tasks that finished keep their results, every other
+        task in flight is submitted again (its run resumes from its checkpoint)."""
+        if self.retries <= 0:
+            raise GuarddiagError(f"{key}: a sweep worker died and the retries are used up")
+        self.retries -= 1
+        say(f"{key}: a sweep worker died; restarting the pool and resubmitting")
+        kept = {f: v for f, v in self.futures.items()  # finished, or failed on their own
+                if f.done() and not f.cancelled()
+                and not isinstance(f.exception(), BrokenProcessPool)}
+        redo = [v for f, v in self.futures.items() if f not in kept]
+        self.pool.shutdown(wait=False, cancel_futures=True)
+        self.pool, self.futures = self._new_pool(), kept
+        for k, f, a in redo:
+            self.futures[self.pool.submit(f, a)] = (k, f, a)
 
     def close(self) -> None:
         self.pool.shutdown(wait=True)
