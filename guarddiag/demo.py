@@ -178,11 +178,12 @@ def _score_in_parallel(runs: list[RunSummary], options: DemoOptions, work: paths
     the same bytes as scoring there)."""
     if options.jobs < 2:
         return
+    from guarddiag.predict.runner import BATCH_SIZE
     from guarddiag.predict.sweep import ScoreTask, score_runs
 
     score_runs(run_dirs=[work.runs / r.run_id for r in runs], engine="local", jobs=options.jobs,
                score=ScoreTask("", str(work.pool), "all,derived", str(data_dir),
-                               str(work.derived), batch_size=64, device="auto", threads=1))
+                               str(work.derived), batch_size=BATCH_SIZE, device="auto", threads=1))
 
 
 def run_demo(options: DemoOptions = DemoOptions()) -> DemoResult:

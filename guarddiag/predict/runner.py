@@ -77,10 +77,15 @@ class PredictResult:
         return pl.DataFrame([asdict(r) for r in self.runs])
 
 
+BATCH_SIZE = 64
+"""Prompts per scoring batch, unless a caller says otherwise (the demo's parallel scoring uses
+it too, so its score caches are what ``predict_runs`` would have written)."""
+
+
 def predict_runs(*, runs_dir: str | Path, pool_path: str | Path,
                  audit_dir: str | Path | None = None, benchmarks: str | Sequence[str] = "all",
                  data_dir: str | Path | None = None, derived_dir: str | Path | None = None,
-                 out_path: str | Path | None = None, batch_size: int = 64,
+                 out_path: str | Path | None = None, batch_size: int = BATCH_SIZE,
                  baseline: bool = True, threads: int | None = None,
                  device: str = "auto") -> PredictResult:
     """Score every finished run (and the TF-IDF baseline) into one predictions table.

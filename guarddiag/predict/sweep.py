@@ -203,6 +203,15 @@ class SweepResult:
     jobs: int
 
 
+def open_engine(engine: str, *, jobs: int, address: str | None) -> LocalEngine | RayEngine:
+    """The engine a sweep or a scoring fan-out runs on, its options checked in one place."""
+    if engine not in ENGINES:
+        raise GuarddiagError(f"--engine {engine!r}: expected one of {', '.join(ENGINES)}")
+    if jobs < 1:
+        raise GuarddiagError(f"--jobs: expected at least 1, got {jobs}")
+    return LocalEngine(jobs) if engine == "local" else RayEngine(address=address)
+
+
 def sweep(*, names: str | Sequence[str] = "all", sizes: Sequence[str] = ("micro",),
           seeds: Sequence[int] = (42,), plan: Sequence[PlannedRun] | None = None,
           runs_dir: str | Path, pool_path: str | Path,
@@ -214,17 +223,12 @@ def sweep(*, names: str | Sequence[str] = "all", sizes: Sequence[str] = ("micro"
 
     The plan is ``names`` × ``sizes`` × ``seeds``, or ``plan`` as given (e.g. from
     :func:`merge_plans`)."""
-    if engine not in ENGINES:
-        raise GuarddiagError(f"--engine {engine!r}: expected one of {', '.join(ENGINES)}")
-    if jobs < 1:
-        raise GuarddiagError(f"--jobs: expected at least 1, got {jobs}")
     options = options or RunOptions()
     gpu = pick_device(options.device).type == "cuda"
     if plan is None:
         plan = plan_runs(load_branches(branches_dir), names=names, sizes=sizes, seeds=seeds)
     bdir = str(branches_dir) if branches_dir is not None else None
-    eng: LocalEngine | RayEngine = (LocalEngine(jobs) if engine == "local"
-                                    else RayEngine(address=address))
+    eng = open_engine(engine, jobs=jobs, address=address)
     say(f"sweep: {len(plan)} run(s) on the {engine} engine"
         + (f", {jobs} at a time" if engine == "local" else ""))
     try:
@@ -245,11 +249,8 @@ def score_runs(*, run_dirs: Sequence[str | Path], score: ScoreTask, engine: str 
                jobs: int = 2, address: str | None = None) -> int:
     """Fill the score caches of finished runs in parallel (``predict_runs`` then only reads
     them); returns the prompts scored."""
-    if engine not in ENGINES:
-        raise GuarddiagError(f"--engine {engine!r}: expected one of {', '.join(ENGINES)}")
     gpu = pick_device(score.device).type == "cuda"
-    eng: LocalEngine | RayEngine = (LocalEngine(jobs) if engine == "local"
-                                    else RayEngine(address=address))
+    eng = open_engine(engine, jobs=jobs, address=address)
     try:
         return _score_plan(eng, [Path(d) for d in run_dirs], score, gpu=gpu)
     finally:
