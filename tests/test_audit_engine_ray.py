@@ -73,3 +73,34 @@ def test_a_bad_shard_under_ray_is_one_line(tmp_path, monkeypatch, ray_cluster):
         audit_pool(pool, out_dir=tmp_path / "ray", engine="ray")
     assert str(info.value) == (f'{pool / "part-3.parquet"} row 2 field "text": empty text; '
                                "every pool row needs a non-empty prompt")
+
+
+def test_a_scan_interrupted_locally_resumes_under_ray(tmp_path, monkeypatch, ray_cluster):
+    """Findings stored by a killed local scan are kept; Ray scans only the rest."""
+    from guarddiag.audit import engine
+
+    monkeypatch.setattr(data_mod, "load_benchmarks", lambda ids="all", **_: SimpleNamespace(
+        frames={"Q": BENCH}, unavailable=[], sha256={"Q": "sha-q"}))
+    monkeypatch.setattr(data_mod, "load_manifests", lambda **_: {})
+    monkeypatch.setattr(audit_run, "plan_tasks", functools.partial(plan_tasks, task_rows=10))
+    pool = _pool(tmp_path / "pool")
+    audit_pool(pool, out_dir=tmp_path / "clean", near_dup=True, engine="local", workers=1)
+    real, calls = engine.scan_task, []
+
+    def dies_on_the_fourth(task, spec):
+        calls.append(task)
+        if len(calls) == 4:
+            raise KeyboardInterrupt
+        return real(task, spec)
+
+    monkeypatch.setattr(engine, "scan_task", dies_on_the_fourth)
+    with pytest.raises(KeyboardInterrupt):
+        audit_pool(pool, out_dir=tmp_path / "out", near_dup=True, engine="local", workers=1)
+    monkeypatch.setattr(engine, "scan_task", real)
+    stored = sorted(p.name for p in (tmp_path / "out" / ".scan").glob("task-*.json"))
+    assert stored == ["task-000000.json", "task-000001.json", "task-000002.json"]
+    audit_pool(pool, out_dir=tmp_path / "out", near_dup=True, engine="ray")
+    for name in ("overlap.parquet", "summary.json", "decontaminated/Q.txt"):
+        assert (tmp_path / "out" / name).read_bytes() == (tmp_path / "clean" / name
+                                                          ).read_bytes(), name
+    assert not (tmp_path / "out" / ".scan").exists()

@@ -6,7 +6,9 @@ its word set has Jaccard ≥ the threshold with some benchmark prompt's other fo
 template form is a benchmark prompt's (template), or if it holds enough of a prompt's word
 3-grams (contained). The scan keeps those rows, or a few more (the exact pass keeps every row
 whose normal form without spaces is a prompt's; the short-prompt rule is applied later), and of
-the rest of the pool only an 8-byte hash of each id, for the duplicate check. ``audit_frames``
+the rest of the pool only an 8-byte hash of each id, for the duplicate check. Each task's
+findings go to a :class:`~guarddiag.audit.scanstore.ScanStore` on disk as it finishes, so a
+killed scan resumes where it stopped and the driver holds nothing per pool row. ``audit_frames``
 then runs on the candidates in pool order, so every output is computed by the same code as an
 in-memory audit and is the same bytes whatever the number of workers or the engine: the matches
 of a row depend on that row alone, and the candidates keep their pool order. Only the row count
@@ -17,26 +19,29 @@ Engines: ``local`` runs ``workers`` at once (default every core): an exact-only 
 template or containment candidates (Python code) in this process plus ``workers - 1`` spawned
 processes; ``ray`` (:mod:`guarddiag.audit.ray_engine`) runs one Ray task per work unit. Every
 engine maps the same pure function :func:`scan_task` over the same tasks of
-:func:`~guarddiag.audit.stream.plan_tasks`, and the findings are merged in task order.
+:func:`~guarddiag.audit.stream.plan_tasks`, in whatever order they finish; the store merges the
+findings in task order.
 """
 
 from __future__ import annotations
 
 import hashlib
+import heapq
 import importlib.util
 import multiprocessing
 import os
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from concurrent.futures import (
     FIRST_COMPLETED,
+    Executor,
     Future,
     ProcessPoolExecutor,
     ThreadPoolExecutor,
     wait,
 )
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
@@ -46,14 +51,16 @@ from guarddiag.audit.containment import ContainmentIndex, contained_rows, index_
 from guarddiag.audit.neardup import PrefixIndex, build_index, probe_index
 from guarddiag.audit.normal import KeyIndex, exact_candidates, key_index, normal_forms
 from guarddiag.audit.ray_engine import ray_map
+from guarddiag.audit.scanstore import PoolScan, ScanStore, TaskFindings, id_hashes
 from guarddiag.audit.shardread import read_task
 from guarddiag.audit.stream import Task
 from guarddiag.audit.template import template_form
-from guarddiag.errors import GuarddiagError, at
+from guarddiag.errors import GuarddiagError
+from guarddiag.progress import progress, say
 from guarddiag.text import words_of_normal_form
 
-__all__ = ["ENGINES", "PoolScan", "ScanSpec", "TaskFindings", "check_engine", "default_workers",
-           "make_spec", "scan_pool", "scan_task"]
+__all__ = ["ENGINES", "ScanSpec", "check_engine", "default_workers", "make_spec", "scan_pool",
+           "scan_task"]
 
 ENGINES = ("local", "ray")
 
@@ -88,19 +95,6 @@ def make_spec(*, text_column: str, id_column: str | None, forms: Iterable[str],
     return ScanSpec(text_column=text_column, id_column=id_column, forms=forms,
                     near_threshold=near_threshold, template_forms=templates,
                     containment=containment, key=key)
-
-
-@dataclass(frozen=True)
-class TaskFindings:
-    """What one task's scan found."""
-
-    rows: int
-    candidates: tuple[tuple[int, str, str | None], ...]
-    """(0-based row within the task, text, id) of every candidate row, in order."""
-    id_hashes: np.ndarray | None = field(repr=False)
-    """64-bit hash of every row's id, in order (None when rows are numbered)."""
-    python_rows: int = 0
-    """Rows normalised by the Python path (non-ASCII), for the progress line."""
 
 
 @dataclass(frozen=True)
@@ -155,12 +149,12 @@ def scan_task(task: Task, spec: ScanSpec) -> TaskFindings:
                else [None] * len(texts))
         candidates.extend(zip((rows + offset).to_list(), texts, ids, strict=True))
         if batch.ids is not None:
-            hashes.append(batch.ids.hash(seed=0).to_numpy())
+            hashes.append(id_hashes(batch.ids))
         offset += batch.texts.len()
-    id_hashes = None
+    sorted_hashes = None
     if spec.id_column is not None:
-        id_hashes = np.concatenate(hashes) if hashes else np.zeros(0, dtype=np.uint64)
-    return TaskFindings(rows=offset, candidates=tuple(candidates), id_hashes=id_hashes,
+        sorted_hashes = np.sort(np.concatenate(hashes)) if hashes else np.zeros(0, np.uint64)
+    return TaskFindings(rows=offset, candidates=tuple(candidates), id_hashes=sorted_hashes,
                         python_rows=python_rows)
 
 
@@ -197,62 +191,79 @@ def _near_rows(forms: pl.Series, index: PrefixIndex, bench_forms: tuple[str, ...
 
 # ─── engines ───────────────────────────────────────────────────────────────────────────────────
 
-def _local_map(tasks: list[Task], spec: ScanSpec, workers: int) -> Iterator[TaskFindings]:
-    """Findings of every task, in task order, from this process and ``workers - 1`` others.
+Pending = list[tuple[int, Task]]
+"""(index in the pool's task list, task) of the tasks still to scan, in pool order."""
 
-    This process scans tasks too, taking the next one whenever the pool has ``workers - 1``
-    in flight, so a worker that starts slowly (imports take about a second) or a busy core
-    costs only its share; on one worker or one task nothing is spawned.
+
+def _local_map(pending: Pending, spec: ScanSpec, workers: int
+               ) -> Iterator[tuple[int, TaskFindings]]:
+    """(index, findings) of every pending task as each finishes, from this process and
+    ``workers - 1`` threads (an exact-only scan: polars and pyarrow release the GIL, and a
+    thread starts at no cost) or spawned processes (near-dup, templates, containment: Python
+    code).
+
+    This process scans tasks too, taking the next one whenever the others are busy, so a
+    worker that starts slowly (imports take about a second) or a busy core costs only its
+    share. A bad row stops new tasks; the tasks already running finish (and are kept), and the
+    error raised is the one of the first bad task in pool order, as a scan in order would raise.
     """
-    if workers <= 1 or len(tasks) <= 1:
-        for task in tasks:
-            yield scan_task(task, spec)
+    if workers <= 1 or len(pending) <= 1:
+        for index, task in pending:
+            yield index, scan_task(task, spec)
         return
+    helpers = min(workers, len(pending)) - 1
+    executor: Executor
     if _exact_only(spec):
-        # The exact pass is polars and pyarrow kernels, which release the GIL: threads use
-        # every core without a process's start-up (imports, tables) or pickling.
-        threads = ThreadPoolExecutor(max_workers=min(workers, len(tasks)))
-        try:
-            yield from threads.map(scan_task, tasks, [spec] * len(tasks))
-        finally:
-            # A bad row stops the scan now, not after every queued task has run.
-            threads.shutdown(wait=True, cancel_futures=True)
-        return
-    done: dict[int, TaskFindings] = {}
-    running: dict[Future[TaskFindings], int] = {}
-    following = emitted = 0
-    helpers = workers - 1       # processes besides this one; 0 once the pool broke
-    # spawn, not fork: polars' thread pool does not survive a fork.
-    pool = ProcessPoolExecutor(max_workers=min(workers, len(tasks)) - 1,
-                               mp_context=multiprocessing.get_context("spawn"))
+        executor = ThreadPoolExecutor(max_workers=helpers)
+    else:
+        # spawn, not fork: polars' thread pool does not survive a fork.
+        executor = ProcessPoolExecutor(max_workers=helpers,
+                                       mp_context=multiprocessing.get_context("spawn"))
     try:
-        while emitted < len(tasks):
-            while following < len(tasks) and len(running) < helpers:
-                try:
-                    running[pool.submit(scan_task, tasks[following], spec)] = following
-                except BrokenProcessPool:
-                    helpers = 0
-                    break
-                following += 1
-            if following < len(tasks):
-                done[following] = scan_task(tasks[following], spec)
-                following += 1
-            elif running:
-                wait(running, return_when=FIRST_COMPLETED)
-            for future in [f for f in running if f.done()]:
-                index = running.pop(future)
-                try:
-                    done[index] = future.result()
-                except BrokenProcessPool:
-                    # A worker died (out of memory, killed, or a script without a main guard
-                    # that spawn cannot import): scan its tasks here instead.
-                    helpers = 0
-                    done[index] = scan_task(tasks[index], spec)
-            while emitted in done:
-                yield done.pop(emitted)
-                emitted += 1
+        yield from _drive(executor, list(pending), spec, helpers)
     finally:
-        pool.shutdown(wait=False, cancel_futures=True)
+        executor.shutdown(wait=False, cancel_futures=True)
+
+
+def _drive(executor: Executor, queue: Pending, spec: ScanSpec, helpers: int
+           ) -> Iterator[tuple[int, TaskFindings]]:
+    heapq.heapify(queue)
+    running: dict[Future[TaskFindings], tuple[int, Task]] = {}
+    failed: list[tuple[int, GuarddiagError]] = []
+    while queue or running:
+        while queue and not failed and len(running) < helpers:
+            try:
+                future = executor.submit(scan_task, queue[0][1], spec)
+            except BrokenProcessPool:
+                helpers = 0
+                break
+            running[future] = heapq.heappop(queue)
+        if queue and not failed:
+            index, task = heapq.heappop(queue)
+            try:
+                yield index, scan_task(task, spec)
+            except GuarddiagError as exc:
+                failed.append((index, exc))
+        elif running:
+            wait(running, return_when=FIRST_COMPLETED)
+        else:
+            break
+        for future in [f for f in running if f.done()]:
+            index, task = running.pop(future)
+            try:
+                findings = future.result()
+            except BrokenProcessPool:
+                # A worker died (out of memory, killed, or a script without a main guard that
+                # spawn cannot import): scan its tasks here instead.
+                helpers = 0
+                heapq.heappush(queue, (index, task))
+                continue
+            except GuarddiagError as exc:
+                failed.append((index, exc))
+                continue
+            yield index, findings
+    if failed:
+        raise min(failed, key=lambda f: f[0])[1]
 
 
 def check_engine(engine: str, *, workers: int | None) -> None:
@@ -281,75 +292,29 @@ def default_workers() -> int:
         return os.cpu_count() or 1
 
 
-@dataclass(frozen=True)
-class PoolScan:
-    """The merged scan: candidate rows in pool order and the pool's size."""
-
-    rows: int
-    ids: list[str]
-    texts: list[str]
-    python_rows: int
-
-
-def scan_pool(tasks: list[Task], spec: ScanSpec, *,
+def scan_pool(tasks: list[Task], spec: ScanSpec, *, store: ScanStore,
               engine: str = "local", workers: int | None = None,
               ray_address: str | None = None) -> PoolScan:
-    """Scan every task with ``engine`` and merge the findings in task order; duplicate ids
-    anywhere in the pool are an error naming both rows."""
-    mapper: Callable[[], Iterator[TaskFindings]]
+    """Scan every task ``store`` does not hold yet with ``engine``, storing each task's
+    findings as it finishes, then merge them in task order; duplicate ids anywhere in the pool
+    are an error naming both rows."""
+    done = store.finished()
+    pending = [(i, t) for i, t in enumerate(tasks) if i not in done]
+    if done:
+        say(f"audit: resuming the scan in {store.folder}: {len(done):,} of {len(tasks):,} "
+            "task(s) already scanned")
+    mapped: Iterator[tuple[int, TaskFindings]]
     if engine == "local":
-        n = default_workers() if workers is None else workers
-        mapper = lambda: _local_map(tasks, spec, n)   # noqa: E731
+        mapped = _local_map(pending, spec, default_workers() if workers is None else workers)
     elif engine == "ray":
-        mapper = lambda: ray_map(scan_task, tasks, spec, address=ray_address)   # noqa: E731
+        mapped = ray_map(scan_task, pending, spec, address=ray_address)
     else:
         check_engine(engine, workers=workers)
         raise AssertionError(engine)    # check_engine raised
-    total = python_rows = 0
-    ids: list[str] = []
-    texts: list[str] = []
-    hashes: list[np.ndarray] = []
-    for findings in mapper():
-        for row, text, pid in findings.candidates:
-            texts.append(text)
-            ids.append(pid if pid is not None else str(total + row + 1))
-        if findings.id_hashes is not None:
-            hashes.append(findings.id_hashes)
-        total += findings.rows
-        python_rows += findings.python_rows
-    if spec.id_column is not None and hashes:
-        _check_unique_ids(np.concatenate(hashes), tasks, spec)
-    return PoolScan(rows=total, ids=ids, texts=texts, python_rows=python_rows)
-
-
-def _check_unique_ids(hashes: np.ndarray, tasks: list[Task], spec: ScanSpec) -> None:
-    """Duplicate ids over the whole pool, from their hashes; a repeated hash is confirmed on
-    the ids themselves (two different ids may share a hash), re-read from the pool. Like
-    :func:`guarddiag.audit.read_pool`, the error names the id whose first row comes first, at
-    its second row."""
-    ordered = np.sort(hashes)
-    same = ordered[1:] == ordered[:-1]
-    if not same.any():
-        return
-    repeated = pl.Series(np.unique(ordered[1:][same])).implode()
-    first: dict[str, tuple[int, str, int]] = {}      # id → (pool position, shard, row)
-    second: dict[str, tuple[str, int]] = {}
-    position = 0
-    for task in tasks:
-        for batch in read_task(task, text_column=spec.text_column, id_column=spec.id_column):
-            assert batch.ids is not None
-            for i in batch.ids.hash(seed=0).is_in(repeated).arg_true().to_list():
-                value = batch.ids[i]
-                if value not in first:
-                    first[value] = (position + i, task.path, batch.first_row + i)
-                elif value not in second:
-                    second[value] = (task.path, batch.first_row + i)
-            position += batch.ids.len()
-    if not second:
-        return     # only hashes collided
-    value = min(second, key=lambda v: first[v][0])
-    _, path1, row1 = first[value]
-    path2, row2 = second[value]
-    also = f"row {row1}" if path1 == path2 else f"{path1} row {row1}"
-    raise GuarddiagError(f"{at(path2, row=row2, field=str(spec.id_column))}: duplicate id "
-                         f"{value!r} (also {also}); ids must be unique")
+    with progress(total=len(tasks), initial=len(done), desc="audit: scan", unit="task") as bar:
+        for index, findings in mapped:
+            store.save(index, findings)
+            bar.update(1)
+    if spec.id_column is not None:
+        store.check_unique_ids(text_column=spec.text_column, id_column=spec.id_column)
+    return store.merged()

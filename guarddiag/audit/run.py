@@ -4,14 +4,17 @@ and write the audit folder.
 The pool is scanned in batches by :mod:`guarddiag.audit.engine` (all cores, or Ray), which keeps
 only the rows that can match; the audit proper runs on those. A rerun with the same pool,
 benchmark files, options and code finds its ``meta.json`` cache key and returns the saved result
-instead of recomputing.
+instead of recomputing. A run that was killed or failed during the scan left its finished tasks
+in ``<out>/.scan`` (:mod:`guarddiag.audit.scanstore`); the rerun scans only the others
+(``force=True`` starts the scan over).
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -32,12 +35,16 @@ from guarddiag.audit.result import (
     AuditResult,
     UnavailableBenchmark,
 )
-from guarddiag.audit.stream import Shard, find_shards, plan_tasks, pool_digest
+from guarddiag.audit.scanstore import ScanStore
+from guarddiag.audit.stream import Shard, Task, find_shards, plan_tasks, pool_digest
 from guarddiag.audit.template import template_form
 from guarddiag.errors import GuarddiagError
 from guarddiag.progress import say
 
-__all__ = ["audit_pool"]
+__all__ = ["SCAN_FOLDER", "audit_pool"]
+
+SCAN_FOLDER = ".scan"
+"""The audit folder's subfolder holding the finished scan tasks of a run not yet complete."""
 
 
 def audit_pool(pool: str | Path, *, text_column: str = "text",
@@ -59,7 +66,8 @@ def audit_pool(pool: str | Path, *, text_column: str = "text",
     or ``ray`` (at ``ray_address``); the outputs are the same bytes with either.
     ``benchmarks`` is ``"all"``, ``"study"``, a comma-separated string or a list of subset ids;
     subsets whose files are absent are listed in ``AuditResult.unavailable``. A rerun with the
-    same pool, benchmark files and options returns the saved result (``force=True`` recomputes).
+    same pool, benchmark files and options returns the saved result, and a rerun after a killed
+    scan scans only the tasks it had not finished (``force=True`` recomputes everything).
     ``templates=True`` also counts template overlaps (:mod:`guarddiag.audit.template`);
     ``drop_template=True`` drops them from the decontaminated lists. ``containment=True`` also
     counts prompts inside longer rows (:mod:`guarddiag.audit.containment`);
@@ -101,20 +109,23 @@ def audit_pool(pool: str | Path, *, text_column: str = "text",
 
     # A failed run must not leave the previous run's summary vouching for this folder.
     _forget_finished(out_dir)
+    tasks = plan_tasks(shards)
     frame_options: dict[str, Any] = {
         "near_dup": near_dup, "threshold": threshold, "short_words": short_words,
         "short_threshold": short_threshold, "drop_near": drop_near, "templates": templates,
         "drop_template": drop_template, "containment": containment, "drop_contained":
         drop_contained, "containment_threshold": containment_threshold,
         "sha256": bench_set.sha256, "unavailable": unavailable}
-    result = _audit_with_titles(
-        shards, bench_set.frames, text_column=text_column, id_column=id_column, engine=engine,
-        workers=workers, ray_address=ray_address, frame_options=frame_options, figure=figure,
-        derived_dir=derived_dir, data_dir=data_dir)
-    write_audit(result, out_dir, figure=figure,
-                meta={"inputs": {"pool": pool_sha, **{f"benchmark:{k}": v
-                                                      for k, v in bench_set.sha256.items()}},
-                      "pool_path": str(pool), "options": options, "cache_key": key})
+    with _resumable(out_dir, key=key, tasks=tasks, fresh=force) as store:
+        result = _audit_with_titles(
+            shards, tasks, store, bench_set.frames, text_column=text_column,
+            id_column=id_column, engine=engine, workers=workers, ray_address=ray_address,
+            frame_options=frame_options, figure=figure, derived_dir=derived_dir,
+            data_dir=data_dir)
+        write_audit(result, out_dir, figure=figure,
+                    meta={"inputs": {"pool": pool_sha, **{f"benchmark:{k}": v
+                                                          for k, v in bench_set.sha256.items()}},
+                          "pool_path": str(pool), "options": options, "cache_key": key})
     return replace(result, out_dir=out_dir)
 
 
@@ -123,7 +134,26 @@ def _forget_finished(out_dir: Path) -> None:
         (out_dir / name).unlink(missing_ok=True)
 
 
-def _audit_with_titles(shards: list[Shard], frames: Mapping[str, pl.DataFrame], *,
+@contextmanager
+def _resumable(out_dir: Path, *, key: str, tasks: list[Task], fresh: bool
+               ) -> Iterator[ScanStore]:
+    """The scan store in ``out_dir``: kept while the run is unfinished (a killed or failed run
+    resumes from its finished tasks), removed once the outputs are written. A run that fails
+    before any task finished (a bad first shard) leaves no trace, nor a folder it created."""
+    store = ScanStore(out_dir / SCAN_FOLDER, key=key, tasks=tasks, fresh=fresh)
+    try:
+        yield store
+    except GuarddiagError:
+        if not store.finished():
+            store.clear()
+            if out_dir.is_dir() and not any(out_dir.iterdir()):
+                out_dir.rmdir()
+        raise
+    store.clear()
+
+
+def _audit_with_titles(shards: list[Shard], tasks: list[Task], store: ScanStore,
+                       frames: Mapping[str, pl.DataFrame], *,
                        text_column: str, id_column: str | None, engine: str,
                        workers: int | None, ray_address: str | None,
                        frame_options: Mapping[str, Any], figure: bool,
@@ -136,7 +166,8 @@ def _audit_with_titles(shards: list[Shard], frames: Mapping[str, pl.DataFrame], 
         manifests = background.submit(data.load_manifests, derived_dir=derived_dir,
                                       data_dir=data_dir)
         chart = background.submit(_import_chart_library if figure else lambda: None)
-        result = _scan_and_audit(shards, frames, text_column=text_column, id_column=id_column,
+        result = _scan_and_audit(shards, tasks, store, frames, text_column=text_column,
+                                 id_column=id_column,
                                  engine=engine, workers=workers, ray_address=ray_address,
                                  frame_options=frame_options)
         chart.result()
@@ -151,7 +182,8 @@ def _import_chart_library() -> None:
     import matplotlib.pyplot
 
 
-def _scan_and_audit(shards: list[Shard], frames: Mapping[str, pl.DataFrame], *,
+def _scan_and_audit(shards: list[Shard], tasks: list[Task], store: ScanStore,
+                    frames: Mapping[str, pl.DataFrame], *,
                     text_column: str, id_column: str | None, engine: str, workers: int | None,
                     ray_address: str | None, frame_options: Mapping[str, Any]
                     ) -> AuditResult:
@@ -169,9 +201,9 @@ def _scan_and_audit(shards: list[Shard], frames: Mapping[str, pl.DataFrame], *,
                      containment=(frame_options["containment_threshold"],
                                   frame_options["short_words"])
                      if frame_options.get("containment") else None)
-    tasks = plan_tasks(shards)
     # No progress line before the scan: a bad pool row must be the only line on stderr.
-    scan = scan_pool(tasks, spec, engine=engine, workers=workers, ray_address=ray_address)
+    scan = scan_pool(tasks, spec, store=store, engine=engine, workers=workers,
+                     ray_address=ray_address)
     if scan.rows == 0:
         raise GuarddiagError(f"{shards[0].path if len(shards) == 1 else 'the pool shards'}: "
                              "the pool has no rows")

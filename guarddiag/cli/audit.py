@@ -115,7 +115,8 @@ def register(sub: argparse._SubParsersAction, bench: argparse._SubParsersAction)
                                      "('corpus/*.jsonl.zst'), a folder of shards or a "
                                      "datasets save_to_disk folder"})
     parser.add_argument("--force", action="store_true",
-                        help="recompute even when --out already holds this exact audit")
+                        help="recompute even when --out already holds this exact audit, and "
+                             "start an interrupted scan over instead of resuming it")
     parser.add_argument("--engine", choices=("local", "ray"), default="local",
                         help="local: --workers processes on this machine; ray: one Ray task per "
                              "shard part on the cluster (the shards must be at the same path on "
