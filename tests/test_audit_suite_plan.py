@@ -13,23 +13,29 @@ from guarddiag.audit.plan import PLAN_ROWS, PassCost, PeakMemory, ScalePlan, cpu
 from guarddiag.cli import main
 
 # 1M rows in 20 CPU-seconds (10 s wall), no CPU time for the small size: 50,000 rows/s per core
-# on 2 busy cores. Peak 400 MiB at 200k rows and 600 MiB at 1M: 250 MiB per 1M rows on a base of
-# 350 MiB.
+# on 2 busy cores. Peak 400 MiB at 200k rows and 600 MiB at 1M: a working set of 600 MiB.
+# 2,000 of the 1M rows matched (0.2 %), 262.144 bytes each in memory.
 COST = PassCost(name="exact", rows_small=200_000, rows_large=1_000_000, cpu_s=20.0,
-                wall_s=10.0, peak_small_mib=400.0, peak_large_mib=600.0)
+                wall_s=10.0, peak_small_mib=400.0, peak_large_mib=600.0, matched_rows=2000,
+                matched_row_bytes=262.144)
 
 
-def test_pass_cost_rates_and_memory_slope_by_hand():
+def test_pass_cost_rates_and_memory_by_hand():
     assert COST.rows_per_core_s == 50_000
     assert COST.cores_used == 2.0
-    assert COST.mib_per_million == pytest.approx(250.0)
-    assert COST.base_mib == pytest.approx(350.0)
+    assert COST.working_mib == 600.0
+    assert COST.matched_share == pytest.approx(0.002)
     assert COST.setup_cpu_s == 0.0
     # 100M rows on 16 nodes of 32 cores: 1e8 / (5e4 · 32 · 16) = 3.90625 s.
     assert COST.wall_s_for(100_000_000, nodes=16, cores=32) == pytest.approx(3.90625)
-    # 1B rows on one node: 1e9 / (5e4 · 32) = 625 s; memory 350 + 250 · 1000 MiB.
+    # 1B rows on one node: 1e9 / (5e4 · 32) = 625 s.
     assert COST.wall_s_for(1_000_000_000, nodes=1, cores=32) == pytest.approx(625.0)
-    assert COST.mib_for(1_000_000_000) == pytest.approx(250_350.0)
+    # Driver at 1B rows: 600 MiB + 2M matched rows × 262.144 B = 600 + 500 MiB.
+    assert COST.driver_mib_for(1_000_000_000) == pytest.approx(1100.0)
+    # A 32-core worker node: 32 processes within 600 MiB each.
+    assert COST.worker_node_mib(32) == pytest.approx(19_200.0)
+    # Store at 1B rows: 1e9 × (8 + 0.002 × 262.144) B = 8.524288e9 B.
+    assert COST.store_gib_for(1_000_000_000) == pytest.approx(8.524288e9 / 2**30)
 
 
 def test_two_sizes_give_the_marginal_rate_and_the_fixed_cost():
@@ -42,11 +48,12 @@ def test_two_sizes_give_the_marginal_rate_and_the_fixed_cost():
     assert cost.wall_s_for(1_000_000_000, nodes=10, cores=10) == pytest.approx(104.0)
 
 
-def test_memory_that_does_not_grow_has_no_slope():
+def test_without_matches_the_driver_stays_at_the_larger_peak():
     flat = PassCost(name="near-dup", rows_small=100, rows_large=500, cpu_s=1.0, wall_s=1.0,
                     peak_small_mib=300.0, peak_large_mib=290.0)
-    assert flat.mib_per_million == 0.0
-    assert flat.mib_for(10**9) == 290.0
+    assert flat.working_mib == 300.0
+    assert flat.driver_mib_for(10**9) == 300.0
+    assert flat.store_gib_for(2**30) == 8.0
 
 
 def test_plan_lists_every_size_and_node_count_with_its_assumptions():
@@ -54,8 +61,8 @@ def test_plan_lists_every_size_and_node_count_with_its_assumptions():
     rows = plan.to_dict()["projection"]
     assert [(r["rows"], r["nodes"]) for r in rows] == [
         (PLAN_ROWS[0], 1), (PLAN_ROWS[0], 16), (PLAN_ROWS[1], 1), (PLAN_ROWS[1], 16)]
-    # Worker node of 16 sees 1B / 16 = 62.5M rows: 350 + 250 · 62.5 MiB.
-    assert rows[3]["worker_node_mib"] == pytest.approx(350 + 250 * 62.5)
+    assert rows[3]["worker_node_mib"] == pytest.approx(19_200.0)
+    assert rows[3]["driver_mib"] == pytest.approx(1100.0)
     text = plan.render()
     assert "50,000 rows/s per core" in text
     assert "assumptions:" in text
@@ -102,6 +109,9 @@ def test_bench_audit_measures_both_sizes_and_projects_them(real_data_dir):
     assert report.plan is not None
     (cost,) = report.plan.costs
     assert (cost.rows_small, cost.rows_large) == (600, 3000)
+    # Every planted copy matched; a row in memory is at least its text's and id's characters.
+    assert cost.matched_rows >= phase.found_exact
+    assert cost.matched_row_bytes > len("syn-0000001") + 20
     rows = report.plan.to_dict()["projection"]
     assert [(r["rows"], r["nodes"], r["cores_per_node"]) for r in rows] == [
         (100_000_000, 2, 4), (1_000_000_000, 2, 4)]

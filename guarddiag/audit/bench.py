@@ -14,6 +14,8 @@ from __future__ import annotations
 import multiprocessing
 import os
 import resource
+import struct
+import sys
 import tempfile
 import time
 from collections.abc import Sequence
@@ -135,6 +137,11 @@ class BenchPhase:
     """CPU seconds of this process and its worker processes during the run."""
     peak_mib: float = 0.0
     """Peak summed RSS of those processes during the run."""
+    matched_rows: int = 0
+    """Pool rows with at least one overlap."""
+    matched_row_bytes: float = 0.0
+    """Mean bytes one matched row takes in the driver's lists (text and id strings, two
+    list slots)."""
 
     @property
     def rows_per_s(self) -> float:
@@ -202,8 +209,9 @@ def bench_audit(*, rows: int = 1_000_000, near_rows: int = 270_000, threshold: f
     ``contained_rows`` (exact + containment), then check near-dup recall against brute force on
     ``recall_rows`` rows of ``recall_pool`` (default: the synthetic pool); ``recall_figure``
     saves the recall plot (PNG and PDF). With ``plan`` each pass is also run on a fifth of its
-    rows, and the per-core rate and memory slope are projected to 100M and 1B rows on each of
-    ``nodes`` nodes of ``cores_per_node`` cores (:mod:`guarddiag.audit.plan`)."""
+    rows, and the per-core rate and the memory (working set, matched rows) are projected to
+    100M and 1B rows on each of ``nodes`` nodes of ``cores_per_node`` cores
+    (:mod:`guarddiag.audit.plan`)."""
     if min(rows, near_rows, recall_rows, contained_rows) < 0 or \
             rows + near_rows + recall_rows + contained_rows == 0:
         raise GuarddiagError("bench audit: --rows, --near-rows, --contained-rows and "
@@ -254,7 +262,7 @@ def bench_audit(*, rows: int = 1_000_000, near_rows: int = 270_000, threshold: f
 def _run_phases(pool: SyntheticPool, sizes: dict[str, int], *, plan: bool,
                 benchmarks: str | Sequence[str], data_dir: str | Path | None,
                 threshold: float) -> tuple[list[BenchPhase], list[PassCost]]:
-    """Each pass with rows: on a fifth of them first (for the memory slope, with ``plan``),
+    """Each pass with rows: on a fifth of them first (the marginal rate, with ``plan``),
     then on all of them (the timed phase)."""
     phases: list[BenchPhase] = []
     costs: list[PassCost] = []
@@ -274,7 +282,9 @@ def _run_phases(pool: SyntheticPool, sizes: dict[str, int], *, plan: bool,
                 costs.append(PassCost(name=name, rows_small=small.rows, rows_large=n,
                                       cpu_s=phase.cpu_s, wall_s=phase.wall_s,
                                       peak_small_mib=small.peak_mib,
-                                      peak_large_mib=phase.peak_mib, cpu_small_s=small.cpu_s))
+                                      peak_large_mib=phase.peak_mib, cpu_small_s=small.cpu_s,
+                                      matched_rows=phase.matched_rows,
+                                      matched_row_bytes=phase.matched_row_bytes))
     return phases, costs
 
 
@@ -303,7 +313,19 @@ def _time_phase(pool: SyntheticPool, name: str, n: int, *, near: bool, containme
         found_exact=sum(i in exact_ids for i in planted_exact),
         planted_near=len(planted_near) if near else None,
         found_near=sum(i in any_ids for i in planted_near) if near else None,
-        pairs=overlap.height, cpu_s=cpu, peak_mib=peak)
+        pairs=overlap.height, cpu_s=cpu, peak_mib=peak, matched_rows=len(any_ids),
+        matched_row_bytes=_row_bytes(pool.frame.head(n).filter(pl.col("prompt_id").is_in(
+            sorted(any_ids)))))
+
+
+def _row_bytes(rows: pl.DataFrame) -> float:
+    """Mean in-memory bytes of a row held as a text and an id in two Python lists."""
+    if not rows.height:
+        return 0.0
+    slots = 2 * struct.calcsize("P")
+    sizes = [sys.getsizeof(t) + sys.getsizeof(i) + slots
+             for t, i in zip(rows["text"].to_list(), rows["prompt_id"].to_list(), strict=True)]
+    return sum(sizes) / len(sizes)
 
 
 def _audit_measured(path: Path, options: dict[str, Any]

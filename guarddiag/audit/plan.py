@@ -9,11 +9,14 @@ projection assumes, and the printed plan says so:
   small benchmark index, so N nodes of C cores run at N × C times the per-core rate (no
   speed-up from caching, no loss to stragglers or to reading; the merge is of candidate rows
   only, a small share of the pool);
-* memory grows linearly with the rows a process sees, at the slope measured between the two
-  sizes (with a streaming scan that slope is what the driver keeps per pool row, such as id
-  hashes for the duplicate check); a worker node sees its share of the rows, the driver node
-  every row. Between two small pools the slope also holds one-off growth (allocator arenas,
-  thread pools), so the memory projection is an upper bound, and the printed plan says so.
+* memory does not grow with the rows a process reads: the scan streams batches and stores each
+  task's findings on disk (:mod:`guarddiag.audit.scanstore`), so a process holds its libraries,
+  the benchmark index and the batches in flight — the *working set*, measured as the larger
+  peak of the two sizes. What grows is the candidate rows the driver merges at the end, one per
+  pool row that matched (their share and their in-memory size are measured at the larger size),
+  and, on disk, the store: an 8-byte id hash per pool row plus the candidate rows. A worker node
+  runs one process per core, each with at most the measured working set (an upper bound: the
+  measurement ran every worker of this machine).
 """
 
 from __future__ import annotations
@@ -129,23 +132,36 @@ class PassCost:
     def cores_used(self) -> float:
         return self.cpu_s / self.wall_s if self.wall_s > 0 else 0.0
 
-    @property
-    def mib_per_million(self) -> float:
-        """Memory slope between the two sizes (0 when memory did not grow)."""
-        span = self.rows_large - self.rows_small
-        if span <= 0:
-            return 0.0
-        return max(0.0, (self.peak_large_mib - self.peak_small_mib) / span * 1e6)
+    matched_rows: int = 0
+    """Pool rows that matched at ``rows_large`` (what the driver merges; the candidates of an
+    exact scan are these rows)."""
+    matched_row_bytes: float = 0.0
+    """Mean bytes of one matched row held in memory (its text and id as Python strings and
+    two list slots)."""
 
     @property
-    def base_mib(self) -> float:
-        return max(0.0, self.peak_large_mib - self.mib_per_million * self.rows_large / 1e6)
+    def working_mib(self) -> float:
+        """Peak memory that does not grow with the pool: libraries, index, batches in flight."""
+        return max(self.peak_small_mib, self.peak_large_mib)
+
+    @property
+    def matched_share(self) -> float:
+        return self.matched_rows / self.rows_large if self.rows_large > 0 else 0.0
 
     def wall_s_for(self, rows: int, *, nodes: int, cores: int) -> float:
         return self.setup_cpu_s + rows / (self.rows_per_core_s * cores * nodes)
 
-    def mib_for(self, rows: int) -> float:
-        return self.base_mib + self.mib_per_million * rows / 1e6
+    def driver_mib_for(self, rows: int) -> float:
+        """The driver: the working set plus every matched row of ``rows``."""
+        return self.working_mib + rows * self.matched_share * self.matched_row_bytes / 2**20
+
+    def worker_node_mib(self, cores: int) -> float:
+        """A worker node: one process per core, each within the working set."""
+        return self.working_mib * cores
+
+    def store_gib_for(self, rows: int) -> float:
+        """The scan store on disk: an 8-byte id hash per row plus the matched rows."""
+        return rows * (8 + self.matched_share * self.matched_row_bytes) / 2**30
 
 
 @dataclass(frozen=True)
@@ -165,14 +181,16 @@ class ScalePlan:
                                  "cores_per_node": self.cores_per_node,
                                  "wall_s": c.wall_s_for(total, nodes=n,
                                                         cores=self.cores_per_node),
-                                 "worker_node_mib": c.mib_for(total // n),
-                                 "driver_mib": c.mib_for(total)})
+                                 "worker_node_mib": c.worker_node_mib(self.cores_per_node),
+                                 "driver_mib": c.driver_mib_for(total),
+                                 "store_gib": c.store_gib_for(total)})
         return {"measured": [{"pass": c.name, "rows": c.rows_large, "cpu_s": c.cpu_s,
                               "wall_s": c.wall_s, "cores_used": c.cores_used,
                               "rows_per_core_s": c.rows_per_core_s,
                               "peak_mib": [c.peak_small_mib, c.peak_large_mib],
                               "peak_rows": [c.rows_small, c.rows_large],
-                              "mib_per_million_rows": c.mib_per_million}
+                              "working_mib": c.working_mib, "matched_rows": c.matched_rows,
+                              "matched_row_bytes": c.matched_row_bytes}
                              for c in self.costs],
                 "projection": rows}
 
@@ -181,29 +199,30 @@ class ScalePlan:
         for c in self.costs:
             lines.append(f"  {c.name:<10}{c.rows_per_core_s:>10,.0f} rows/s per core "
                          f"({c.cores_used:.1f} cores busy, {c.setup_cpu_s:.1f} CPU-s fixed "
-                         f"cost); peak RSS {c.peak_small_mib:,.0f} "
-                         f"MiB at {c.rows_small:,} rows, {c.peak_large_mib:,.0f} MiB at "
-                         f"{c.rows_large:,} (+{c.mib_per_million:,.0f} MiB per 1M rows)")
+                         f"cost); peak RSS {c.peak_small_mib:,.0f} MiB at {c.rows_small:,} "
+                         f"rows, {c.peak_large_mib:,.0f} MiB at {c.rows_large:,}; "
+                         f"{c.matched_share:.2%} of rows matched, "
+                         f"{c.matched_row_bytes:,.0f} B each in memory")
         lines.append(f"projection ({self.cores_per_node} cores per node):")
-        lines.append(f"  {'pass':<10}{'rows':>7}{'nodes':>7}{'wall':>11}{'worker RSS':>13}"
-                     f"{'driver RSS':>13}")
+        lines.append(f"  {'pass':<10}{'rows':>7}{'nodes':>7}{'wall':>11}{'worker node':>14}"
+                     f"{'driver':>11}{'store (disk)':>14}")
         for c in self.costs:
             for total in PLAN_ROWS:
                 for n in self.nodes:
                     wall = c.wall_s_for(total, nodes=n, cores=self.cores_per_node)
                     lines.append(f"  {c.name:<10}{_rows(total):>7}{n:>7}{_duration(wall):>11}"
-                                 f"{_mib(c.mib_for(total // n)):>13}"
-                                 f"{_mib(c.mib_for(total)):>13}")
+                                 f"{_mib(c.worker_node_mib(self.cores_per_node)):>14}"
+                                 f"{_mib(c.driver_mib_for(total)):>11}"
+                                 f"{c.store_gib_for(total):>10.1f} GiB")
         lines += [
             "assumptions: rows are matched independently against one small benchmark index, "
             "so N nodes × C cores run N × C times the per-core rate measured between the two "
-            "sizes, plus the fixed cost once (no straggler, I/O or merge cost); memory grows "
-            "linearly at the slope measured between the two sizes, each run in a fresh "
-            "process — a worker node holds its share of the rows, the driver every row.",
-            "the memory columns are an upper bound: between two small pools the slope also "
-            "holds one-off growth (allocator arenas, thread pools, the benchmark index), which "
-            "does not repeat per row. Measure a larger pool (--rows) for a tighter figure; what "
-            "the driver truly keeps per row is an 8-byte id hash plus the candidate rows.",
+            "sizes, plus the fixed cost once (no straggler, I/O or merge cost).",
+            "memory: a process streams its rows, so its working set (the larger measured peak) "
+            "does not grow with the pool; a worker node runs one process per core, each within "
+            "that set (an upper bound). The driver adds every matched row (the measured share "
+            "and size; a more contaminated corpus needs more) and writes the scan store to "
+            "disk: 8 bytes of id hash per row plus the matched rows.",
         ]
         return "\n".join(lines)
 

@@ -45,8 +45,9 @@ pass/fail.
 
 A plan for 1B rows: each pass (exact, near-dup, and exact + containment on --contained-rows)
 also runs on a fifth of its rows; the bench prints rows per CPU-second per core (all audit
-processes counted), the peak memory at both sizes, and the projected wall time and memory of
-100M and 1B rows on each of --nodes nodes of --cores-per-node cores, with the assumptions.
+processes counted), the peak memory at both sizes and the share of rows that matched, and the
+projected wall time, node and driver memory and scan-store disk of 100M and 1B rows on each of
+--nodes nodes of --cores-per-node cores, with the assumptions.
 
 --suite instead plants labelled contamination of every kind (exact, case/punctuation,
 re-wrapped, embedded in 5-50x longer text, template with another title, light paraphrase) and
