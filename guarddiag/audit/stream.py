@@ -9,28 +9,35 @@ whole, as before. Rows are numbered from 1 within their shard, the way errors na
 
 A :class:`Task` is what one worker reads on its own (a worker process or a Ray task reads the file
 itself, so only paths and small results cross process boundaries): a run of row groups of a
-parquet shard, or a whole shard of any other format (a compressed stream cannot be entered in
-the middle). Tasks come in pool order, shard by shard.
+parquet shard, a byte range of an uncompressed JSON lines shard (``.jsonl``, ``.ndjson``), or a
+whole shard of any other format. CSV and TSV are not split, because a quoted field may hold line
+ends, so a byte offset does not tell where a row starts; a gzip or zstd stream cannot be entered
+in the middle. Tasks come in pool order, shard by shard, and depend only on the shards' files
+(row group sizes, file sizes), never on the number of workers.
 """
 
 from __future__ import annotations
 
 import glob
 import hashlib
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from guarddiag import files
 from guarddiag.errors import GuarddiagError
 
-__all__ = ["BATCH_ROWS", "Shard", "Task", "find_shards", "plan_tasks", "pool_digest",
-           "shard_format"]
+__all__ = ["BATCH_ROWS", "TASK_BYTES", "TASK_ROWS", "Shard", "Task", "find_shards", "plan_tasks",
+           "pool_digest", "shard_format"]
 
 BATCH_ROWS = 262_144
 """Rows a reader hands on at a time; with ~100-byte texts a batch is ~30 MB of text, so a worker's
 memory stays flat whatever the shard's size."""
 TASK_ROWS = 250_000
 """Parquet row groups are grouped into tasks of about this many rows."""
+TASK_BYTES = 64 << 20
+"""An uncompressed JSON lines shard is split into byte ranges of this size (the last one
+shorter): with ~150-byte rows a range holds ~450,000 rows, about a parquet task's."""
 
 _FORMATS = (("parquet", ".parquet"), ("arrow", ".arrow"), ("csv", ".csv"), ("tsv", ".tsv"),
             ("jsonl", ".jsonl"), ("jsonl", ".ndjson"), ("json", ".json"))
@@ -50,7 +57,8 @@ class Shard:
 
 @dataclass(frozen=True)
 class Task:
-    """The rows one worker reads: ``row_groups`` of a parquet shard, or (None) the whole shard."""
+    """The rows one worker reads: ``row_groups`` of a parquet shard, the lines of a JSON lines
+    shard that start in ``byte_range``, or (both None) the whole shard."""
 
     shard: int
     """Index of the shard in :func:`find_shards`'s list."""
@@ -58,7 +66,14 @@ class Task:
     fmt: str
     row_groups: tuple[int, ...] | None
     first_row: int
-    """1-based row number, within the shard, of the task's first row."""
+    """1-based row number, within the shard, of the task's first row; for a ``byte_range``
+    task it is 1 and *local*: the rows before the range are not counted when it is planned, so
+    its rows (and :attr:`~guarddiag.audit.shardread.PoolBatch.first_row`) are numbered from 1
+    within the task. Its error messages still name the shard's own lines and rows."""
+    byte_range: tuple[int, int] | None = None
+    """(start, end) byte offsets in the file: the task reads every line whose first byte lies in
+    [start, end) (its last line may run past end). The ranges of a shard tile the file, so each
+    line is read by exactly one task."""
 
 
 def shard_format(path: str | Path) -> str:
@@ -125,11 +140,22 @@ def _folder_shards(folder: Path) -> list[Shard]:
     return shards
 
 
-def plan_tasks(shards: list[Shard], *, task_rows: int = TASK_ROWS) -> list[Task]:
-    """Work units in pool order: parquet row groups in runs of about ``task_rows`` rows, one
-    task per shard otherwise."""
+def plan_tasks(shards: list[Shard], *, task_rows: int = TASK_ROWS,
+               task_bytes: int = TASK_BYTES) -> list[Task]:
+    """Work units in pool order: parquet row groups in runs of about ``task_rows`` rows, an
+    uncompressed JSON lines shard over ``task_bytes`` bytes in ranges of ``task_bytes`` bytes,
+    one task per shard otherwise."""
+    if task_bytes < 1:
+        raise GuarddiagError(f"task_bytes must be at least 1, got {task_bytes}")
     tasks: list[Task] = []
     for s, shard in enumerate(shards):
+        if _splittable(shard):
+            size = os.path.getsize(shard.path)
+            if size > task_bytes:
+                tasks.extend(Task(shard=s, path=shard.path, fmt=shard.fmt, row_groups=None,
+                                  first_row=1, byte_range=(start, min(start + task_bytes, size)))
+                             for start in range(0, size, task_bytes))
+                continue
         if shard.fmt != "parquet":
             tasks.append(Task(shard=s, path=shard.path, fmt=shard.fmt, row_groups=None,
                               first_row=1))
@@ -149,6 +175,11 @@ def plan_tasks(shards: list[Shard], *, task_rows: int = TASK_ROWS) -> list[Task]
             tasks.append(Task(shard=s, path=shard.path, fmt="parquet", row_groups=(),
                               first_row=1))
     return tasks
+
+
+def _splittable(shard: Shard) -> bool:
+    """JSON lines that can be entered at any byte: a line starts after a line end."""
+    return shard.fmt == "jsonl" and not shard.path.lower().endswith(_COMPRESSED)
 
 
 def _row_group_sizes(path: str) -> list[int]:
