@@ -333,3 +333,14 @@ def test_the_first_bad_shard_in_pool_order_is_reported_whoever_finishes_first(
     # Shard 0 finished before the error and is kept for the rerun; nothing looks complete.
     assert (tmp_path / "out" / ".scan" / "task-000000.json").is_file()
     assert not (tmp_path / "out" / "summary.json").exists()
+
+
+def test_an_id_used_three_times_is_named_at_its_second_row(tmp_path, bench):
+    ids = [f"u{n}" for n in range(60)]
+    ids[20] = ids[41] = ids[55] = ids[5]       # rows 6, 21, 42 and 56 share one id
+    _with_ids(tmp_path / "pool", ids, shards=3)
+    with pytest.raises(GuarddiagError) as err:
+        audit_pool(tmp_path / "pool", out_dir=tmp_path / "out", figure=False, workers=1)
+    folder = tmp_path / "pool"
+    assert str(err.value) == (f'{folder}/part-1.parquet row 1 field "prompt_id": duplicate id '
+                              f"'u5' (also {folder}/part-0.parquet row 6); ids must be unique")
