@@ -117,19 +117,26 @@ def _check_utf8(path: Path) -> None:
         raise GuarddiagError(f"{path} line {line}: not UTF-8 text (byte {exc.start})") from None
 
 
-def _read_jsonl_bytes(raw: bytes, path: Path) -> pl.DataFrame:
-    rows = []
-    for lineno, line in enumerate(raw.splitlines(), start=1):
+def json_lines(raw: bytes, path: str | Path, *, first_line: int = 1
+               ) -> Iterator[tuple[int, Any]]:
+    """(line number, value) of every non-blank line of JSON-lines bytes, lines numbered from
+    ``first_line``; a line that is not UTF-8 or not JSON is a one-line error naming the file
+    and the line. The one JSON-lines parser of the package."""
+    for lineno, line in enumerate(raw.splitlines(), start=first_line):
         if not line.strip():
             continue
         try:
-            rows.append(json.loads(line.decode("utf-8")))
+            yield lineno, json.loads(line.decode("utf-8"))
         except UnicodeDecodeError as exc:
             raise GuarddiagError(f"{path} line {lineno}: not UTF-8 text (byte {exc.start})"
                                  ) from None
         except json.JSONDecodeError as exc:
             raise GuarddiagError(f"{path} line {lineno}: malformed JSON ({exc.msg})") from None
-    return pl.DataFrame(rows, infer_schema_length=None)
+
+
+def _read_jsonl_bytes(raw: bytes, path: Path) -> pl.DataFrame:
+    return pl.DataFrame([record for _, record in json_lines(raw, path)],
+                        infer_schema_length=None)
 
 
 @contextmanager

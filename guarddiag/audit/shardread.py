@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import json
 from collections.abc import Generator, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, cast
@@ -264,13 +263,7 @@ def _jsonl_frame(path: str, block: bytes, line: int, row: int, table: Any,
 def _jsonl_by_line(path: str, block: bytes, first_line: int, needed: list[str]
                    ) -> pl.DataFrame:
     columns: dict[str, list[str | None]] = {c: [] for c in needed}
-    for n, line in enumerate(block.splitlines(), start=first_line):
-        if not line.strip():
-            continue
-        try:
-            doc = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise GuarddiagError(f"{path} line {n}: malformed JSON ({exc.msg})") from None
+    for n, doc in files.json_lines(block, path, first_line=first_line):
         if not isinstance(doc, dict):
             raise GuarddiagError(f"{path} line {n}: expected a JSON object")
         for k, c in enumerate(needed):

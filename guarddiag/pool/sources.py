@@ -20,6 +20,7 @@ span_start/end  i64?    char offsets of the harmful request inside ``text`` wher
 
 from __future__ import annotations
 
+import codecs
 import csv
 import glob as globlib
 import gzip
@@ -36,7 +37,7 @@ from typing import Any
 import polars as pl
 
 from guarddiag.errors import GuarddiagError, at, unknown_name
-from guarddiag.files import sha256_file
+from guarddiag.files import json_lines, sha256_file
 
 ROW_SCHEMA: dict[str, pl.DataType] = {
     "row_id": pl.String(),
@@ -236,14 +237,21 @@ class _Rows:
 # ---------------------------------------------------------------- generic formats
 
 
-def _read_bytes(path: Path) -> str:
+def _utf8_bytes(path: Path) -> bytes:
+    """The file's bytes (gunzipped for ``.gz``), checked to be UTF-8, without a byte-order
+    mark."""
     raw = path.read_bytes()
     if path.suffix == ".gz":
         raw = gzip.decompress(raw)
     try:
-        return raw.decode("utf-8-sig")
+        raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise GuarddiagError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+    return raw.removeprefix(codecs.BOM_UTF8)
+
+
+def _read_bytes(path: Path) -> str:
+    return _utf8_bytes(path).decode("utf-8")
 
 
 def csv_records(path: Path, spec: SourceSpec) -> Iterator[tuple[int, Any]]:
@@ -277,13 +285,7 @@ def read_csv(spec: SourceSpec, paths: Sequence[Path]) -> _Rows:
 def read_jsonl(spec: SourceSpec, paths: Sequence[Path]) -> _Rows:
     rows = _Rows(spec, paths)
     for path in paths:
-        for i, line in enumerate(_read_bytes(path).splitlines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise GuarddiagError(f"{path} line {i}: malformed JSON ({exc.msg})") from None
+        for i, record in json_lines(_utf8_bytes(path), path):
             rows.add_record(record, path, i)
     return rows
 
@@ -373,10 +375,7 @@ def read_openai_moderation(spec: SourceSpec, paths: Sequence[Path]) -> _Rows:
     """
     rows = _Rows(spec, paths)
     for path in paths:
-        for i, line in enumerate(_read_bytes(path).splitlines(), start=1):
-            if not line.strip():
-                continue
-            record = json.loads(line)
+        for i, record in json_lines(_utf8_bytes(path), path):
             flags = [k for k in _OPENAI_ORDER if record.get(k) == 1]
             category = flags[0] if flags else "unflagged"
             rows.add(row_id=f"{rows.labels[path]}:{i}", text=_as_text(record.get("prompt")),
