@@ -17,7 +17,7 @@ from guarddiag.cli import main
 # 2,000 of the 1M rows matched (0.2 %), 262.144 bytes each in memory.
 COST = PassCost(name="exact", rows_small=200_000, rows_large=1_000_000, cpu_s=20.0,
                 wall_s=10.0, peak_small_mib=400.0, peak_large_mib=600.0, matched_rows=2000,
-                matched_row_bytes=262.144)
+                matched_row_bytes=262.144, workers=2)
 
 
 def test_pass_cost_rates_and_memory_by_hand():
@@ -32,8 +32,8 @@ def test_pass_cost_rates_and_memory_by_hand():
     assert COST.wall_s_for(1_000_000_000, nodes=1, cores=32) == pytest.approx(625.0)
     # Driver at 1B rows: 600 MiB + 2M matched rows × 262.144 B = 600 + 500 MiB.
     assert COST.driver_mib_for(1_000_000_000) == pytest.approx(1100.0)
-    # A 32-core worker node: 32 processes within 600 MiB each.
-    assert COST.worker_node_mib(32) == pytest.approx(19_200.0)
+    # A 32-core worker node: 32 workers within 600 / 2 MiB each.
+    assert COST.worker_node_mib(32) == pytest.approx(9_600.0)
     # Store at 1B rows: 1e9 × (8 + 0.002 × 262.144) B = 8.524288e9 B.
     assert COST.store_gib_for(1_000_000_000) == pytest.approx(8.524288e9 / 2**30)
 
@@ -61,7 +61,7 @@ def test_plan_lists_every_size_and_node_count_with_its_assumptions():
     rows = plan.to_dict()["projection"]
     assert [(r["rows"], r["nodes"]) for r in rows] == [
         (PLAN_ROWS[0], 1), (PLAN_ROWS[0], 16), (PLAN_ROWS[1], 1), (PLAN_ROWS[1], 16)]
-    assert rows[3]["worker_node_mib"] == pytest.approx(19_200.0)
+    assert rows[3]["worker_node_mib"] == pytest.approx(9_600.0)
     assert rows[3]["driver_mib"] == pytest.approx(1100.0)
     text = plan.render()
     assert "50,000 rows/s per core" in text

@@ -28,6 +28,7 @@ import numpy as np
 import polars as pl
 
 from guarddiag import data, files
+from guarddiag.audit.engine import default_workers
 from guarddiag.audit.neardup import similar_pairs
 from guarddiag.audit.outputs import save_audit_figure
 from guarddiag.audit.plan import PassCost, PeakMemory, ScalePlan, cpu_seconds
@@ -284,7 +285,8 @@ def _run_phases(pool: SyntheticPool, sizes: dict[str, int], *, plan: bool,
                                       peak_small_mib=small.peak_mib,
                                       peak_large_mib=phase.peak_mib, cpu_small_s=small.cpu_s,
                                       matched_rows=phase.matched_rows,
-                                      matched_row_bytes=phase.matched_row_bytes))
+                                      matched_row_bytes=phase.matched_row_bytes,
+                                      workers=default_workers()))
     return phases, costs
 
 

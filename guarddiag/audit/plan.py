@@ -12,11 +12,12 @@ projection assumes, and the printed plan says so:
 * memory does not grow with the rows a process reads: the scan streams batches and stores each
   task's findings on disk (:mod:`guarddiag.audit.scanstore`), so a process holds its libraries,
   the benchmark index and the batches in flight — the *working set*, measured as the larger
-  peak of the two sizes. What grows is the candidate rows the driver merges at the end, one per
-  pool row that matched (their share and their in-memory size are measured at the larger size),
-  and, on disk, the store: an 8-byte id hash per pool row plus the candidate rows. A worker node
-  runs one process per core, each with at most the measured working set (an upper bound: the
-  measurement ran every worker of this machine).
+  peak of the two sizes over all of the run's processes. What grows is the candidate rows the
+  driver merges at the end, one per pool row that matched (their share and their in-memory size
+  are measured at the larger size), and, on disk, the store: an 8-byte id hash per pool row plus
+  the candidate rows. A worker node runs one worker per core, each within the working set's
+  share of one measured worker (an upper bound: the measured set includes the driver's audit of
+  the candidates and a copy of the libraries per process).
 """
 
 from __future__ import annotations
@@ -138,6 +139,8 @@ class PassCost:
     matched_row_bytes: float = 0.0
     """Mean bytes of one matched row held in memory (its text and id as Python strings and
     two list slots)."""
+    workers: int = 1
+    """Workers the measured runs used (one batch in flight each)."""
 
     @property
     def working_mib(self) -> float:
@@ -156,8 +159,9 @@ class PassCost:
         return self.working_mib + rows * self.matched_share * self.matched_row_bytes / 2**20
 
     def worker_node_mib(self, cores: int) -> float:
-        """A worker node: one process per core, each within the working set."""
-        return self.working_mib * cores
+        """A worker node: one worker per core, each within the measured working set's share
+        of one worker."""
+        return self.working_mib / max(1, self.workers) * cores
 
     def store_gib_for(self, rows: int) -> float:
         """The scan store on disk: an 8-byte id hash per row plus the matched rows."""
@@ -190,7 +194,7 @@ class ScalePlan:
                               "peak_mib": [c.peak_small_mib, c.peak_large_mib],
                               "peak_rows": [c.rows_small, c.rows_large],
                               "working_mib": c.working_mib, "matched_rows": c.matched_rows,
-                              "matched_row_bytes": c.matched_row_bytes}
+                              "matched_row_bytes": c.matched_row_bytes, "workers": c.workers}
                              for c in self.costs],
                 "projection": rows}
 
@@ -201,7 +205,7 @@ class ScalePlan:
                          f"({c.cores_used:.1f} cores busy, {c.setup_cpu_s:.1f} CPU-s fixed "
                          f"cost); peak RSS {c.peak_small_mib:,.0f} MiB at {c.rows_small:,} "
                          f"rows, {c.peak_large_mib:,.0f} MiB at {c.rows_large:,}; "
-                         f"{c.matched_share:.2%} of rows matched, "
+                         f"{c.workers} worker(s); {c.matched_share:.2%} of rows matched, "
                          f"{c.matched_row_bytes:,.0f} B each in memory")
         lines.append(f"projection ({self.cores_per_node} cores per node):")
         lines.append(f"  {'pass':<10}{'rows':>7}{'nodes':>7}{'wall':>11}{'worker node':>14}"
@@ -219,10 +223,11 @@ class ScalePlan:
             "so N nodes × C cores run N × C times the per-core rate measured between the two "
             "sizes, plus the fixed cost once (no straggler, I/O or merge cost).",
             "memory: a process streams its rows, so its working set (the larger measured peak) "
-            "does not grow with the pool; a worker node runs one process per core, each within "
-            "that set (an upper bound). The driver adds every matched row (the measured share "
-            "and size; a more contaminated corpus needs more) and writes the scan store to "
-            "disk: 8 bytes of id hash per row plus the matched rows.",
+            "does not grow with the pool; a worker node runs one worker per core, each within "
+            "one measured worker's share of that set (an upper bound). The driver adds every "
+            "matched row (the measured share and size; a more contaminated corpus needs more) "
+            "and writes the scan store to disk: 8 bytes of id hash per row plus the matched "
+            "rows.",
         ]
         return "\n".join(lines)
 
