@@ -18,14 +18,18 @@ Contamination audit of a training pool against public benchmark subsets.
 Per benchmark it counts exact overlaps (equal after normalisation: Unicode NFKC, casefold,
 punctuation and symbols to spaces, whitespace collapsed) and, with --near-dup, near duplicates
 as a separate column (word-set Jaccard >= --threshold, found with a prefix-filter index that
-loses no pair) and, with --templates, template overlaps (the same sentence with other quoted
-titles or names). It writes overlap.parquet, decontaminated/<benchmark>.txt, summary.json,
-overlap.png/.pdf and meta.json to --out, and prints the per-benchmark table.
+loses no pair), with --templates, template overlaps (the same sentence with other quoted
+titles or names) and, with --containment, benchmark prompts held inside longer rows. It
+writes overlap.parquet, decontaminated/<benchmark>.txt, summary.json, overlap.png/.pdf and
+meta.json to --out, and prints the per-benchmark table.
 
 The pool may be one file, a quoted glob over shards, a folder of shards or a datasets
 save_to_disk folder, in parquet, Arrow, CSV/TSV or JSON lines (.gz/.zst too); it is read in
 batches on every core (or on a Ray cluster with --engine ray), so its size is bounded by disk,
-not memory. A bad row is reported with its shard and row, and leaves no summary.json behind.
+not memory; a big plain JSON-lines file is split into byte ranges. Each finished part is kept in
+<out>/.scan until the outputs are written, so a killed or failed run resumes where it stopped
+when run again (--force starts over). A bad row is reported with its shard and row, and leaves
+no summary.json behind.
 
 Exit status: 0 = done, 1 = a benchmark is above --fail-above, 2 = bad input.
 
