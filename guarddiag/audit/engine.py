@@ -241,9 +241,11 @@ def _drive(executor: Executor, queue: Pending, spec: ScanSpec, helpers: int
         if queue and not failed:
             index, task = heapq.heappop(queue)
             try:
-                yield index, scan_task(task, spec)
+                findings = scan_task(task, spec)
             except GuarddiagError as exc:
                 failed.append((index, exc))
+            else:
+                yield index, findings
         elif running:
             wait(running, return_when=FIRST_COMPLETED)
         else:
