@@ -140,18 +140,28 @@ def _arrow(path: str, needed: list[str], batch_rows: int) -> Iterator[tuple[int,
         raise _cannot(path, "arrow", exc) from None
 
 
-def _blocks(path: str) -> Generator[tuple[int, int, bytes], None, None]:
-    """Decompressed blocks cut at line ends, with the 1-based line number of each block's first
-    line and its byte offset in the (decompressed) file."""
+def _blocks(path: str, *, start: int = 0, end: int | None = None, line: int = 1
+            ) -> Generator[tuple[int, int, bytes], None, None]:
+    """Decompressed blocks cut at line ends, with the line number (counted from ``line``) of
+    each block's first line and its byte offset in the (decompressed) file. With ``end`` (a
+    plain file), only the lines from the one starting at byte ``start`` to the one holding byte
+    ``end - 1``."""
     import pyarrow as pa
 
-    line, offset, carry = 1, 0, b""
+    offset, carry = start, b""
     with pa.input_stream(path, compression="detect") as fh:
+        if start:
+            fh.seek(start)      # a plain file (only those are split into ranges)
         while True:
             chunk = fh.read(_BLOCK_BYTES)
             data = carry + chunk
             if not data:
                 return
+            if end is not None and end - 1 - offset < len(data):
+                last = data.find(b"\n", max(end - 1 - offset, 0))
+                if last >= 0:       # the line holding byte end - 1 ends here
+                    yield line, offset, data[:last + 1]
+                    return
             cut = data.rfind(b"\n") + 1 if chunk else len(data)
             if cut == 0:        # one line longer than a block: read on
                 carry = data
@@ -290,7 +300,7 @@ def _jsonl_range(path: str, byte_range: tuple[int, int], needed: list[str], *,
     if first >= end:
         return      # no line starts in this range (it lies inside a longer line)
     try:
-        yield from _checked(_jsonl(path, needed, _range_blocks(path, first, end, line=1)),
+        yield from _checked(_jsonl(path, needed, _blocks(path, start=first, end=end)),
                             path, text_column=text_column, id_column=id_column)
     except GuarddiagError as exc:
         _raise_as_whole_read(path, first, end, needed, text_column=text_column,
@@ -312,35 +322,6 @@ def _line_start(path: str, start: int) -> int:
                 return pos + cut + 1
             pos += len(chunk)
     return pos
-
-
-def _range_blocks(path: str, first: int, end: int, *, line: int
-                  ) -> Iterator[tuple[int, int, bytes]]:
-    """Like :func:`_blocks`, from the line starting at ``first`` to the end of the line holding
-    byte ``end - 1``; lines are numbered from ``line``, offsets are the file's."""
-    pos, carry = first, b""
-    with open(path, "rb") as fh:
-        fh.seek(first)
-        while True:
-            chunk = fh.read(_BLOCK_BYTES)
-            data = carry + chunk
-            if not chunk:
-                if data:        # the last line, without a final line end
-                    yield line, pos, data
-                return
-            if end - 1 - pos < len(data):
-                last = data.find(b"\n", max(end - 1 - pos, 0))
-                if last >= 0:
-                    yield line, pos, data[:last + 1]
-                    return
-            cut = data.rfind(b"\n") + 1
-            if cut == 0:        # one line longer than a block: read on
-                carry = data
-                continue
-            block, carry = data[:cut], data[cut:]
-            yield line, pos, block
-            line += block.count(b"\n")
-            pos += cut
 
 
 def _count_rows(block: bytes) -> int:
@@ -371,7 +352,7 @@ def _raise_as_whole_read(path: str, first: int, end: int, needed: list[str], *,
     # The whole read's blocks passed (which only a difference in pyarrow's typing of a smaller
     # block could cause): raise the range's own error with the shard's numbers.
     head = block[:first - offset]
-    ranged = _range_blocks(path, first, end, line=line + head.count(b"\n"))
+    ranged = _blocks(path, start=first, end=end, line=line + head.count(b"\n"))
     for _ in _checked(_jsonl(path, needed, ranged, row=row + _count_rows(head)),
                       path, text_column=text_column, id_column=id_column):
         pass
