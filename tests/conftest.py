@@ -7,7 +7,10 @@ $GUARDDIAG_DATA is unset, and fails under CI=true, where the data must be there.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
@@ -26,6 +29,22 @@ def real_data_dir() -> Path:
     if os.environ.get("CI") == "true":
         pytest.fail("CI=true but GUARDDIAG_DATA does not point at a data directory")
     pytest.skip("set GUARDDIAG_DATA to the public data directory to run this test")
+
+
+@pytest.fixture
+def serve_benchmarks(monkeypatch) -> Callable[..., None]:
+    """Call it with {subset id: frame} (and optional unavailable subsets): for the rest of the
+    test ``guarddiag.data`` serves those frames as the benchmarks (digest ``sha-<id>``), with
+    no manifests, so an audit runs without the public data."""
+    from guarddiag import data
+
+    def serve(frames: Mapping[str, Any], *, unavailable: Sequence[Any] = ()) -> None:
+        served = SimpleNamespace(frames=dict(frames), unavailable=list(unavailable),
+                                 sha256={k: f"sha-{k}" for k in frames})
+        monkeypatch.setattr(data, "load_benchmarks", lambda ids="all", **_: served)
+        monkeypatch.setattr(data, "load_manifests", lambda **_: {})
+
+    return serve
 
 
 @pytest.fixture(scope="module")

@@ -8,12 +8,10 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
-from types import SimpleNamespace
 
 import polars as pl
 import pytest
 
-from guarddiag import data as data_mod
 from guarddiag.audit import audit_pool
 from guarddiag.audit import run as audit_run
 from guarddiag.audit.stream import plan_tasks
@@ -46,10 +44,9 @@ def _pool(path: Path) -> Path:
     return path
 
 
-def test_ray_engine_writes_the_local_engines_bytes(tmp_path, monkeypatch, ray_cluster):
-    monkeypatch.setattr(data_mod, "load_benchmarks", lambda ids="all", **_: SimpleNamespace(
-        frames={"Q": BENCH}, unavailable=[], sha256={"Q": "sha-q"}))
-    monkeypatch.setattr(data_mod, "load_manifests", lambda **_: {})
+def test_ray_engine_writes_the_local_engines_bytes(tmp_path, monkeypatch, ray_cluster,
+                                                    serve_benchmarks):
+    serve_benchmarks({"Q": BENCH})
     monkeypatch.setattr(audit_run, "plan_tasks", functools.partial(plan_tasks, task_rows=10))
     pool = _pool(tmp_path / "pool")
     local = audit_pool(pool, out_dir=tmp_path / "local", near_dup=True, short_words=0,
@@ -63,9 +60,8 @@ def test_ray_engine_writes_the_local_engines_bytes(tmp_path, monkeypatch, ray_cl
                                                           ).read_bytes(), name
 
 
-def test_a_bad_shard_under_ray_is_one_line(tmp_path, monkeypatch, ray_cluster):
-    monkeypatch.setattr(data_mod, "load_benchmarks", lambda ids="all", **_: SimpleNamespace(
-        frames={"Q": BENCH}, unavailable=[], sha256={"Q": "sha-q"}))
+def test_a_bad_shard_under_ray_is_one_line(tmp_path, ray_cluster, serve_benchmarks):
+    serve_benchmarks({"Q": BENCH})
     pool = _pool(tmp_path / "pool")
     pl.DataFrame({"prompt_id": ["x1", "x2"], "text": ["fine", "   "]}).write_parquet(
         pool / "part-3.parquet")
@@ -75,13 +71,12 @@ def test_a_bad_shard_under_ray_is_one_line(tmp_path, monkeypatch, ray_cluster):
                                "every pool row needs a non-empty prompt")
 
 
-def test_a_scan_interrupted_locally_resumes_under_ray(tmp_path, monkeypatch, ray_cluster):
+def test_a_scan_interrupted_locally_resumes_under_ray(tmp_path, monkeypatch, ray_cluster,
+                                                      serve_benchmarks):
     """Findings stored by a killed local scan are kept; Ray scans only the rest."""
     from guarddiag.audit import engine
 
-    monkeypatch.setattr(data_mod, "load_benchmarks", lambda ids="all", **_: SimpleNamespace(
-        frames={"Q": BENCH}, unavailable=[], sha256={"Q": "sha-q"}))
-    monkeypatch.setattr(data_mod, "load_manifests", lambda **_: {})
+    serve_benchmarks({"Q": BENCH})
     monkeypatch.setattr(audit_run, "plan_tasks", functools.partial(plan_tasks, task_rows=10))
     pool = _pool(tmp_path / "pool")
     audit_pool(pool, out_dir=tmp_path / "clean", near_dup=True, engine="local", workers=1)

@@ -13,13 +13,11 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
-from types import SimpleNamespace
 
 import numpy as np
 import polars as pl
 import pytest
 
-from guarddiag import data as data_mod
 from guarddiag.audit import audit_pool, engine, scanstore
 from guarddiag.audit import run as audit_run
 from guarddiag.audit.stream import find_shards, plan_tasks
@@ -49,12 +47,8 @@ def _pool(folder: Path, *, shards: int = 4, rows: int = 12) -> tuple[list[str], 
 
 
 @pytest.fixture
-def bench(monkeypatch):
-    def load_benchmarks(ids="all", **_):
-        return SimpleNamespace(frames={"Q": BENCH}, unavailable=[], sha256={"Q": "sha-q"})
-
-    monkeypatch.setattr(data_mod, "load_benchmarks", load_benchmarks)
-    monkeypatch.setattr(data_mod, "load_manifests", lambda **_: {})
+def bench(serve_benchmarks, monkeypatch):
+    serve_benchmarks({"Q": BENCH})
     monkeypatch.setattr(audit_run, "plan_tasks", functools.partial(plan_tasks,
                                                                    task_rows=TASK_ROWS))
 

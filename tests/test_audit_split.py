@@ -13,12 +13,10 @@ import gzip
 import json
 import random
 from pathlib import Path
-from types import SimpleNamespace
 
 import polars as pl
 import pytest
 
-from guarddiag import data as data_mod
 from guarddiag.audit import audit_pool, shardread
 from guarddiag.audit import run as audit_run
 from guarddiag.audit.shardread import read_task
@@ -251,12 +249,8 @@ BENCH = pl.DataFrame({"prompt_id": ["q1", "q2"], "text": [
 
 
 @pytest.fixture
-def bench(monkeypatch):
-    def load_benchmarks(ids="all", **_):
-        return SimpleNamespace(frames={"Q": BENCH}, unavailable=[], sha256={"Q": "sha-q"})
-
-    monkeypatch.setattr(data_mod, "load_benchmarks", load_benchmarks)
-    monkeypatch.setattr(data_mod, "load_manifests", lambda **_: {})
+def bench(serve_benchmarks):
+    serve_benchmarks({"Q": BENCH})
 
 
 @pytest.mark.parametrize("id_column", ["prompt_id", None])

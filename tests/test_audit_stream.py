@@ -12,13 +12,11 @@ import gzip
 import importlib.util
 import json
 from pathlib import Path
-from types import SimpleNamespace
 
 import polars as pl
 import pyarrow as pa
 import pytest
 
-from guarddiag import data as data_mod
 from guarddiag.audit import audit_frames, audit_pool, shardread
 from guarddiag.audit import run as audit_run
 from guarddiag.audit.stream import find_shards, plan_tasks
@@ -48,12 +46,8 @@ def _pool_rows(n: int = 60) -> tuple[list[str], list[str]]:
 
 
 @pytest.fixture
-def bench(monkeypatch):
-    def load_benchmarks(ids="all", **_):
-        return SimpleNamespace(frames={"Q": BENCH}, unavailable=[], sha256={"Q": "sha-q"})
-
-    monkeypatch.setattr(data_mod, "load_benchmarks", load_benchmarks)
-    monkeypatch.setattr(data_mod, "load_manifests", lambda **_: {})
+def bench(serve_benchmarks):
+    serve_benchmarks({"Q": BENCH})
 
 
 @pytest.fixture

@@ -17,7 +17,6 @@ from types import SimpleNamespace
 import polars as pl
 import pytest
 
-from guarddiag import data as data_mod
 from guarddiag.audit import (
     audit_frames,
     audit_pool,
@@ -187,7 +186,7 @@ def test_ids_must_be_strings_or_integers_and_present(tmp_path):
 # ─── audit_pool ────────────────────────────────────────────────────────────────────────────────
 
 @pytest.fixture
-def stand_in_data(monkeypatch):
+def stand_in_data(serve_benchmarks):
     """One benchmark and three unavailable subsets with different statuses."""
     unavailable = [
         SimpleNamespace(id="gone", status="unavailable", source="hf:example/gone", message="m"),
@@ -195,13 +194,7 @@ def stand_in_data(monkeypatch):
         SimpleNamespace(id="broken", status="invalid", source="hf:example/broken",
                         message="checksum mismatch"),
     ]
-
-    def load_benchmarks(ids="all", **_):
-        return SimpleNamespace(frames={"b": BENCH}, unavailable=unavailable,
-                               sha256={"b": "sha-b"})
-
-    monkeypatch.setattr(data_mod, "load_benchmarks", load_benchmarks)
-    monkeypatch.setattr(data_mod, "load_manifests", lambda **_: {})
+    serve_benchmarks({"b": BENCH}, unavailable=unavailable)
 
 
 def _pool_file(tmp_path: Path) -> Path:
