@@ -18,7 +18,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
+from guarddiag.analyses.options import ReportOptions
 from guarddiag.audit.result import (
     DEFAULT_SHORT_THRESHOLD,
     DEFAULT_SHORT_WORDS,
@@ -31,9 +33,9 @@ from guarddiag.guards.base import GuardAdapter
 from guarddiag.guards.callable import CallableGuardAdapter, GuardFunction, PairGuardFunction
 from guarddiag.guards.scoring import GuardScoreResult
 from guarddiag.guards.scoring import score_guard as score_adapter
-from guarddiag.report.context import ReportOptions
 from guarddiag.report.make import make_report
 from guarddiag.report.write import ReportResult
+from guarddiag.typed import validate
 
 __all__ = ["run_audit", "run_report", "score_guard"]
 
@@ -103,20 +105,24 @@ def score_guard(guard: GuardAdapter | GuardFunction | PairGuardFunction, *,
             adapter.close()
 
 
-def run_report(runs_dir: str | Path, *, out: str | Path = "reports/report",
+def run_report(runs_dir: str | Path, *, out: str | Path | None = None,
                pool: str | Path | None = None, audit_dir: str | Path | None = None,
-               data_dir: str | Path | None = None, mapping: str = "loose",
-               n_resamples: int = 2000, seed: int = 0, alpha: float = 0.05,
-               title: str = "guarddiag report") -> ReportResult:
+               options: ReportOptions | None = None, **fields: Any) -> ReportResult:
     """Render the diagnostic report from the saved predictions in ``runs_dir`` into ``out``.
 
-    ``pool`` (pool.parquet) and ``audit_dir`` are optional: without them the pool and
-    contamination sections are omitted with a note. Returns the
+    ``pool`` (pool.parquet) and ``audit_dir`` are optional: without them (and without
+    ``options`` naming them) the pool and contamination sections are omitted with a note.
+    ``out`` defaults to ``options.out_dir`` (reports/report). Any other
+    :class:`~guarddiag.analyses.options.ReportOptions` field (``mapping``, ``n_resamples``,
+    ``seed``, ``alpha``, ``title``, …) is given by name, or as a whole ``options`` object; the
+    defaults are the ones ``guarddiag report`` uses. Returns the
     :class:`~guarddiag.report.write.ReportResult` (``results`` is the content of results.json).
     """
-    options = ReportOptions(
-        runs_dir=Path(runs_dir), pool_path=None if pool is None else Path(pool),
-        audit_dir=None if audit_dir is None else Path(audit_dir),
-        data_dir=None if data_dir is None else Path(data_dir), mapping=mapping,
-        n_resamples=n_resamples, seed=seed, alpha=alpha, out_dir=Path(out), title=title)
-    return make_report(options)
+    # Without ``options``, an absent pool or audit means none (not the work/ defaults).
+    base = ({"pool_path": None, "audit_dir": None} if options is None
+            else options.model_dump())
+    given = {"pool_path": pool, "audit_dir": audit_dir, "out_dir": out}
+    chosen = validate(ReportOptions, {
+        **base, **{k: Path(v) for k, v in given.items() if v is not None},
+        "runs_dir": Path(runs_dir), **fields}, where="run_report")
+    return make_report(chosen)

@@ -15,7 +15,7 @@ import scipy.stats
 from synthetic_runs import COPY, ORH, STD, frame, rows_for, run_meta, study_like
 
 from guarddiag import files
-from guarddiag.analyses import AnalysisOptions, analyse, load_inputs
+from guarddiag.analyses import ReportOptions, analyse, load_inputs
 from guarddiag.analyses.valsets import val_parts, val_sets
 from guarddiag.analyses.variants import variant_base, without_variants
 
@@ -30,10 +30,10 @@ def test_variant_names():
     assert without_variants(table)["branch"].to_list() == ["E6", "E6-a05", None]
 
 
-def _write(root: Path, preds: pl.DataFrame, pool: pl.DataFrame) -> AnalysisOptions:
+def _write(root: Path, preds: pl.DataFrame, pool: pl.DataFrame) -> ReportOptions:
     files.write_parquet(preds, root / "runs" / "predictions.parquet")
     files.write_parquet(pool, root / "pool" / "pool.parquet")
-    return AnalysisOptions(runs_dir=root / "runs", pool_path=root / "pool" / "pool.parquet",
+    return ReportOptions(runs_dir=root / "runs", pool_path=root / "pool" / "pool.parquet",
                            audit_dir=None, n_resamples=50)
 
 

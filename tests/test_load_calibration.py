@@ -249,7 +249,7 @@ def test_alpha_is_configurable_and_checked():
             analyses.benchmark_load(s, alpha=bad)
     args = build_parser().parse_args(["report", "--alpha", "0.01"])
     assert args.alpha == 0.01
-    assert analyses.AnalysisOptions(alpha=0.01).alpha == 0.01
+    assert analyses.ReportOptions(alpha=0.01).alpha == 0.01
 
 
 def test_a_single_run_or_no_student_run_never_raises():

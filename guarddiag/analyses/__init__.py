@@ -11,14 +11,17 @@ tables), :mod:`~.outside`, :mod:`~.correlation`, :mod:`~.competence` (the compet
 :mod:`~.overlap_origin`: overlap set by the pool recipe or measured), :mod:`~.paired` (exact
 McNemar with Holm for every two-guard comparison shown),
 :mod:`~.sorry` (the SORRY-Bench analyses of the report), and the analysis step:
-:mod:`~.inputs` (load every saved input once) and :mod:`~.step` (run every analysis once,
-:func:`run_analyses` → :class:`AnalysisResults`).
+:mod:`~.inputs` (load every saved input once), :mod:`~.options` (:class:`ReportOptions`, the
+one declaration of the report's options), :mod:`~.registry` (each analysis registers itself
+with its inputs and result type; :mod:`~.catalog` lists the built-in ones) and :mod:`~.step`
+(run every registered analysis once, :func:`run_analyses` → :class:`AnalysisResults`).
 
 The report renders these results and computes nothing itself.
 """
 
 from __future__ import annotations
 
+from guarddiag.analyses.catalog import BUILT_IN
 from guarddiag.analyses.competence import CompetenceResult, competence_gate
 from guarddiag.analyses.contamination import ContaminationResult, contamination_table
 from guarddiag.analyses.correlation import CorrelationResult, val_correlation
@@ -26,6 +29,7 @@ from guarddiag.analyses.disclosure import DisclosureResult, disclosure_card
 from guarddiag.analyses.inputs import ReportInputs, load_inputs
 from guarddiag.analyses.load import BenchmarkLoadResult, benchmark_load
 from guarddiag.analyses.mapping import MappingEffectResult, mapping_effect
+from guarddiag.analyses.options import ReportOptions
 from guarddiag.analyses.outside import OutsideComparisonResult, outside_comparison
 from guarddiag.analyses.pool import (
     PoolStatsResult,
@@ -34,9 +38,16 @@ from guarddiag.analyses.pool import (
     validation_overlap,
 )
 from guarddiag.analyses.rank import BranchRankResult, branch_rank_test
+from guarddiag.analyses.registry import (
+    ANALYSES,
+    Analysis,
+    AnalysisContext,
+    AnalysisOmitted,
+    register_analysis,
+)
 from guarddiag.analyses.scores import ScoresResult, check_prompt_sets, compute_scores
 from guarddiag.analyses.sorry import SorryCategoriesResult, SorryResults, sorry_results
-from guarddiag.analyses.step import AnalysisOptions, AnalysisResults, analyse, run_analyses
+from guarddiag.analyses.step import AnalysisResults, analyse, run_analyses
 from guarddiag.analyses.study import StudyComparisonResult, study_comparison
 from guarddiag.analyses.tables import RecipeTableResult, mapping_effect_by_recipe, recipe_table
 from guarddiag.analyses.valsets import ValSetsResult, val_sets
@@ -48,7 +59,11 @@ from guarddiag.analyses.variants import (
 )
 
 __all__ = [
-    "AnalysisOptions",
+    "ANALYSES",
+    "BUILT_IN",
+    "Analysis",
+    "AnalysisContext",
+    "AnalysisOmitted",
     "AnalysisResults",
     "BenchmarkLoadResult",
     "BranchRankResult",
@@ -62,6 +77,7 @@ __all__ = [
     "PoolStatsResult",
     "RecipeTableResult",
     "ReportInputs",
+    "ReportOptions",
     "ScoresResult",
     "SorryCategoriesResult",
     "SorryResults",
@@ -83,6 +99,7 @@ __all__ = [
     "outside_comparison",
     "pool_statistics",
     "recipe_table",
+    "register_analysis",
     "run_analyses",
     "sorry_results",
     "study_comparison",

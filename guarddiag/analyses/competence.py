@@ -27,6 +27,8 @@ import polars as pl
 
 from guarddiag.analyses.intervals import SEED_RANGE, recipe_interval_aggs
 from guarddiag.analyses.load import student_runs
+from guarddiag.analyses.registry import AnalysisContext, register_analysis
+from guarddiag.analyses.scored import SCORES
 from guarddiag.analyses.scores import ScoresResult
 from guarddiag.data import STUDY_IDS
 from guarddiag.errors import GuarddiagError
@@ -138,3 +140,13 @@ def competence_gate(scores: ScoresResult, *, kinds: Mapping[str, str] | None = N
         missing=tuple(b for b in wanted if b not in scored),
         excluded=tuple((b, why) for b, why in NOT_CLEAR_HARM.items()), floor=float(floor),
         subset=subset, mapping=mapping, branch=branch)
+
+
+def _competence(ctx: AnalysisContext) -> CompetenceResult | None:
+    o = ctx.options
+    return competence_gate(ctx[SCORES], kinds=ctx.inputs.kinds, subset=o.primary_subset,
+                           mapping=o.mapping, floor=o.competence_floor)
+
+
+COMPETENCE = register_analysis("competence", _competence, result=CompetenceResult,
+                               needs=(SCORES,))

@@ -18,6 +18,7 @@ from typing import Any
 
 import polars as pl
 
+from guarddiag.analyses.registry import AnalysisContext, register_analysis
 from guarddiag.analyses.scores import compute_scores
 from guarddiag.errors import GuarddiagError
 from guarddiag.labels import BinaryMapping
@@ -126,3 +127,14 @@ def copy_items(predictions: pl.DataFrame, *, mapping: BinaryMapping, threshold: 
     scored = compute_scores(part, kinds=kinds, mappings=(mapping,), threshold=threshold,
                             confidence=confidence, source=COPY_BENCHMARK)
     return scored.binary(subset=subset, mapping=mapping.name)
+
+
+def _contamination(ctx: AnalysisContext) -> ContaminationResult | None:
+    """The audit's overlap per benchmark; None without an audit summary."""
+    i = ctx.inputs
+    if i.audit_summary is None or not i.audit_file:
+        return None
+    return contamination_table(i.audit_summary, source=i.audit_file[0])
+
+
+CONTAMINATION = register_analysis("contamination", _contamination, result=ContaminationResult)

@@ -28,7 +28,9 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from guarddiag import stats
-from guarddiag.analyses.load import BenchmarkLoadResult, student_runs
+from guarddiag.analyses.load import LOAD, BenchmarkLoadResult, student_runs
+from guarddiag.analyses.registry import AnalysisContext, register_analysis
+from guarddiag.analyses.scored import SCORES
 from guarddiag.analyses.scores import ScoresResult
 from guarddiag.data import STUDY_IDS
 from guarddiag.labels import branch_order
@@ -152,3 +154,16 @@ def val_correlation(scores: ScoresResult, load: BenchmarkLoadResult, *, subset: 
         table=table, groups=tuple(groups),
         excluded=tuple(b for b in scored if b not in STUDY_IDS), subset=subset,
         mapping=mapping, alpha=alpha)
+
+
+def _correlation(ctx: AnalysisContext) -> CorrelationResult | None:
+    """None where no run scored the pool's val split."""
+    scores = ctx[SCORES]
+    if not scores.val().height:
+        return None
+    return val_correlation(scores, ctx[LOAD], subset=ctx.options.primary_subset,
+                           mapping=ctx.options.mapping)
+
+
+CORRELATION = register_analysis("correlation", _correlation, result=CorrelationResult,
+                                needs=(SCORES, LOAD))

@@ -12,8 +12,10 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
-from guarddiag.analyses.contamination import ContaminationResult
-from guarddiag.analyses.load import BenchmarkLoadResult
+from guarddiag.analyses.contamination import CONTAMINATION, ContaminationResult
+from guarddiag.analyses.load import LOAD, BenchmarkLoadResult
+from guarddiag.analyses.registry import AnalysisContext, register_analysis
+from guarddiag.analyses.scored import SCORES
 from guarddiag.labels import CLASSES, MAPPINGS
 
 POLICY_DEFINITIONS = {
@@ -68,3 +70,15 @@ def disclosure_card(*, load: BenchmarkLoadResult | None,
                         for m in MAPPINGS.values())
     return DisclosureResult(table=table, subset=subset, mapping=mapping, threshold=threshold,
                             definitions=definitions, policies=tuple(POLICY_DEFINITIONS.items()))
+
+
+def _disclosure(ctx: AnalysisContext) -> DisclosureResult:
+    o = ctx.options
+    benches = sorted(set(ctx[SCORES].binary()["benchmark"].to_list()))
+    return disclosure_card(load=ctx[LOAD], contamination=ctx.get(CONTAMINATION),
+                           subset=o.primary_subset, mapping=o.mapping, threshold=o.threshold,
+                           benchmarks=benches)
+
+
+DISCLOSURE = register_analysis("disclosure", _disclosure, result=DisclosureResult,
+                               needs=(SCORES, LOAD, CONTAMINATION))

@@ -75,7 +75,7 @@ class ReportInputs:
 
 
 class InputOptions(Protocol):
-    """Where the inputs are (an :class:`~guarddiag.analyses.step.AnalysisOptions`)."""
+    """Where the inputs are (an :class:`~guarddiag.analyses.options.ReportOptions`)."""
 
     @property
     def runs_dir(self) -> Path: ...

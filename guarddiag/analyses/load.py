@@ -34,6 +34,8 @@ from typing import Any
 import polars as pl
 
 from guarddiag.analyses import loadtest
+from guarddiag.analyses.registry import AnalysisContext, register_analysis
+from guarddiag.analyses.scored import SCORES
 from guarddiag.analyses.scores import ScoresResult
 from guarddiag.errors import GuarddiagError, unknown_name
 from guarddiag.labels import branch_order
@@ -218,3 +220,11 @@ def benchmark_load(scores: ScoresResult, *, min_seeds: int = DEFAULT_MIN_SEEDS,
     return BenchmarkLoadResult(table=pl.DataFrame(out, schema=_TABLE_SCHEMA),
                                by_size=by_size_df, groups=groups_df, min_seeds=min_seeds,
                                alpha=alpha, a_last=tuple(a_last), n_draws=n_draws)
+
+
+def _load(ctx: AnalysisContext) -> BenchmarkLoadResult:
+    o = ctx.options
+    return benchmark_load(ctx[SCORES], min_seeds=o.min_seeds, alpha=o.alpha, seed=o.seed)
+
+
+LOAD = register_analysis("load", _load, result=BenchmarkLoadResult, needs=(SCORES,))

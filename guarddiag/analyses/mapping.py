@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
+from guarddiag.analyses.registry import AnalysisContext, register_analysis
+from guarddiag.analyses.scored import SCORES
 from guarddiag.analyses.scores import ScoresResult
 from guarddiag.errors import GuarddiagError
 
@@ -53,3 +55,10 @@ def mapping_effect(scores: ScoresResult, *, loose: str = "loose",
         ((pl.col("strict") - pl.col("loose")) * 100).alias("delta_pp")).sort(
         ["benchmark", "subset", "run_id"])
     return MappingEffectResult(table=table, loose=loose, strict=strict)
+
+
+def _effect(ctx: AnalysisContext) -> MappingEffectResult:
+    return mapping_effect(ctx[SCORES], loose="loose", strict="strict")
+
+
+EFFECT = register_analysis("effect", _effect, result=MappingEffectResult, needs=(SCORES,))

@@ -20,6 +20,8 @@ if TYPE_CHECKING:
 
 from guarddiag.analyses.intervals import WILSON, recipe_interval_aggs
 from guarddiag.analyses.load import student_runs
+from guarddiag.analyses.registry import AnalysisContext, register_analysis
+from guarddiag.analyses.scored import SCORES
 from guarddiag.analyses.scores import ScoresResult
 
 # Keys typed Any: DataFrame.cast takes a mapping keyed by names or selectors.
@@ -66,3 +68,11 @@ def outside_comparison(scores: ScoresResult, *,
                                                                         False, False],
         nulls_last=True)  # pragma: no mutate(const): only outside rows have a null size and kind sorts first  # noqa: E501
     return OutsideComparisonResult(table=table, subset=subset)
+
+
+def _outside(ctx: AnalysisContext) -> OutsideComparisonResult:
+    return outside_comparison(ctx[SCORES], subset="decontaminated")
+
+
+OUTSIDE = register_analysis("outside", _outside, result=OutsideComparisonResult,
+                            needs=(SCORES,))

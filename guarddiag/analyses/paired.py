@@ -31,8 +31,10 @@ from typing import Any
 import polars as pl
 
 from guarddiag import stats
+from guarddiag.analyses.registry import AnalysisContext, register_analysis
+from guarddiag.analyses.scored import SCORES
 from guarddiag.analyses.scores import VAL_BENCHMARK
-from guarddiag.labels import BinaryMapping, branch_order
+from guarddiag.labels import MAPPINGS, BinaryMapping, branch_order
 from guarddiag.predictions import unsafe_decisions
 
 DEFAULT_ALPHA = 0.05
@@ -228,3 +230,16 @@ def paired_comparisons(predictions: pl.DataFrame, *, mappings: Mapping[str, Bina
                                  strict=mappings["strict"], threshold=threshold, subset=subset,
                                  aliases=aliases, alpha=alpha)
     return PairedResults(recipes=recipes, outside=tuple(outside), mapping=effect, alpha=alpha)
+
+
+def _paired(ctx: AnalysisContext) -> PairedResults:
+    o, scores, predictions = ctx.options, ctx[SCORES], ctx.inputs.predictions
+    aliases = dict(scores.binary().select("benchmark", "metric_alias").unique()
+                   .sort("benchmark").iter_rows())
+    return paired_comparisons(
+        predictions, mappings={m: MAPPINGS[m] for m in scores.mappings if m in MAPPINGS},
+        primary=o.mapping, threshold=o.threshold, subset=o.primary_subset, aliases=aliases,
+        has_outside=bool(predictions["guard_kind"].eq("outside").any()))
+
+
+PAIRED = register_analysis("paired", _paired, result=PairedResults, needs=(SCORES,))

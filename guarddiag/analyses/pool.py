@@ -21,6 +21,7 @@ from typing import Any, cast
 import polars as pl
 
 from guarddiag import stats
+from guarddiag.analyses.registry import AnalysisContext, register_analysis
 from guarddiag.errors import GuarddiagError
 from guarddiag.labels import CLASSES, LOOSE
 from guarddiag.text import normalise
@@ -132,3 +133,18 @@ def validation_overlap(pool: pl.DataFrame) -> ValOverlapResult:
     return ValOverlapResult(table=pl.DataFrame(rows, schema={
         "lang": pl.String, "source": pl.String, "n_val": pl.Int64, "n_overlap": pl.Int64,
         "share": pl.Float64}))
+
+
+def _pool_stats(ctx: AnalysisContext) -> PoolStatsResult | None:
+    """None without a pool."""
+    i = ctx.inputs
+    return None if i.pool is None else pool_statistics(i.pool, recorded=i.agreement)
+
+
+def _val_overlap(ctx: AnalysisContext) -> ValOverlapResult | None:
+    """None without a pool."""
+    return None if ctx.inputs.pool is None else validation_overlap(ctx.inputs.pool)
+
+
+POOL_STATS = register_analysis("pool_stats", _pool_stats, result=PoolStatsResult)
+VAL_OVERLAP = register_analysis("val_overlap", _val_overlap, result=ValOverlapResult)

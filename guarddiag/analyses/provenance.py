@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
+from guarddiag.analyses.registry import AnalysisContext, register_analysis
 from guarddiag.labels import branch_order
 
 RUN_META_SCHEMA: dict[str, type[pl.DataType]] = {
@@ -101,3 +102,10 @@ def branch_provenance(run_meta: pl.DataFrame | None) -> ProvenanceResult | None:
                                         return_dtype=pl.String),
     ).drop("_random").sort("size")
     return ProvenanceResult(table=table, demo=bool(table["demo_size"].any()))
+
+
+def _provenance(ctx: AnalysisContext) -> ProvenanceResult | None:
+    return branch_provenance(ctx.inputs.run_meta)
+
+
+PROVENANCE = register_analysis("provenance", _provenance, result=ProvenanceResult)

@@ -26,6 +26,8 @@ import polars as pl
 
 from guarddiag import stats
 from guarddiag.analyses.load import student_runs
+from guarddiag.analyses.registry import AnalysisContext, AnalysisOmitted, register_analysis
+from guarddiag.analyses.scored import SCORES
 from guarddiag.analyses.scores import ScoresResult
 from guarddiag.errors import GuarddiagError, unknown_name
 from guarddiag.labels import branch_order
@@ -193,3 +195,17 @@ def branch_rank_test(scores: ScoresResult, *, group: Sequence[str] = DEFAULT_GRO
     metric = rows["metric"][0] if rows.height else ""
     return BranchRankResult(benchmark=benchmark, metric=metric, subset=subset, mapping=mapping,
                             group=group, tail=tail, tests=tuple(tests))
+
+
+def _rank(ctx: AnalysisContext) -> BranchRankResult:
+    o = ctx.options
+    try:
+        return branch_rank_test(ctx[SCORES], group=o.rank_group, benchmark=o.rank_benchmark,
+                                subset=o.primary_subset, mapping=o.mapping, tail=o.rank_tail)
+    except GuarddiagError as exc:
+        if o.rank_explicit:
+            raise
+        raise AnalysisOmitted(str(exc)) from None
+
+
+RANK = register_analysis("rank", _rank, result=BranchRankResult, needs=(SCORES,))

@@ -21,8 +21,9 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from guarddiag.analyses.inputs import ReportInputs
+from guarddiag.analyses.registry import AnalysisContext, register_analysis
 from guarddiag.errors import GuarddiagError
-from guarddiag.labels import BinaryMapping
+from guarddiag.labels import BinaryMapping, get_mapping
 from guarddiag.sorry.balance import (
     BalanceResult,
     CategoryBreakdown,
@@ -136,3 +137,12 @@ def sorry_results(inputs: ReportInputs, *, mapping: BinaryMapping, threshold: fl
     return SorryResults(categories=categories, categories_note=categories_note,
                         robustness=robustness, robustness_note=robustness_note,
                         balance=balance, balance_note=balance_note)
+
+
+def _sorry(ctx: AnalysisContext) -> SorryResults:
+    o = ctx.options
+    return sorry_results(ctx.inputs, mapping=get_mapping(o.mapping), threshold=o.threshold,
+                         n_resamples=o.n_resamples, seed=o.seed, confidence=o.confidence)
+
+
+SORRY = register_analysis("sorry", _sorry, result=SorryResults)

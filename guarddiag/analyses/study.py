@@ -15,12 +15,14 @@ from typing import Any
 
 import polars as pl
 
-from guarddiag.analyses.contamination import ContaminationResult
-from guarddiag.analyses.correlation import CorrelationResult
-from guarddiag.analyses.load import BenchmarkLoadResult, student_runs
-from guarddiag.analyses.mapping import MappingEffectResult
+from guarddiag.analyses.contamination import CONTAMINATION, ContaminationResult
+from guarddiag.analyses.correlation import CORRELATION, CorrelationResult
+from guarddiag.analyses.load import LOAD, BenchmarkLoadResult, student_runs
+from guarddiag.analyses.mapping import EFFECT, MappingEffectResult
 from guarddiag.analyses.overlap_origin import OverlapOriginResult, overlap_origins
-from guarddiag.analyses.rank import BranchRankResult
+from guarddiag.analyses.rank import RANK, BranchRankResult
+from guarddiag.analyses.registry import AnalysisContext, register_analysis
+from guarddiag.analyses.scored import SCORES
 from guarddiag.analyses.scores import ScoresResult
 
 STUDY_OVERLAP = {"jbb_benign": 0.880, "orbench_hard": 0.821, "harmbench_copyright": 0.250,
@@ -255,3 +257,16 @@ def study_comparison(*, scores: ScoresResult, load: BenchmarkLoadResult | None,
         table=pl.DataFrame(rows, schema=SCHEMA), subset=subset, mapping=mapping,
         overlap_origin=origins, excluded_subsets=tuple(excluded),
         notes=tuple(_fairness_notes(contamination, origins, excluded)))
+
+
+def _study(ctx: AnalysisContext) -> StudyComparisonResult:
+    o, i = ctx.options, ctx.inputs
+    return study_comparison(scores=ctx[SCORES], load=ctx[LOAD], rank=ctx.get(RANK),
+                            correlation=ctx.get(CORRELATION), effect=ctx[EFFECT],
+                            contamination=ctx.get(CONTAMINATION), subset=o.primary_subset,
+                            mapping=o.mapping, overlap=i.audit_overlap,
+                            pool_sources=i.pool_sources)
+
+
+STUDY = register_analysis("study", _study, result=StudyComparisonResult,
+                          needs=(SCORES, LOAD, RANK, CORRELATION, EFFECT, CONTAMINATION))

@@ -15,8 +15,10 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from guarddiag.analyses.intervals import recipe_interval_aggs
-from guarddiag.analyses.mapping import MappingEffectResult
-from guarddiag.analyses.scores import ScoresResult
+from guarddiag.analyses.mapping import EFFECT, MappingEffectResult
+from guarddiag.analyses.registry import AnalysisContext, register_analysis
+from guarddiag.analyses.scored import SCORES
+from guarddiag.analyses.scores import SUBSETS, ScoresResult
 from guarddiag.labels import branch_order
 
 KIND_ORDER = {"branch": 0, "baseline": 1, "outside": 2}  # pragma: no mutate(const@53): outside is last at 2 or 3 (_k only sorts)  # noqa: E501
@@ -73,3 +75,20 @@ def mapping_effect_by_recipe(effect: MappingEffectResult, *, subset: str) -> pl.
             return_dtype=pl.String).alias("entity"),
         *_order_columns(),
     ).sort(["benchmark", "_k", "size", "_b", "branch"]).drop("_k", "_b")
+
+
+def _recipes(ctx: AnalysisContext) -> dict[str, RecipeTableResult]:
+    """Recipe table per prompt subset (the primary one first), under the primary mapping."""
+    o = ctx.options
+    return {s: recipe_table(ctx[SCORES], subset=s, mapping=o.mapping)
+            for s in (o.primary_subset, *(s for s in SUBSETS if s != o.primary_subset))}
+
+
+def _effect_by_recipe(ctx: AnalysisContext) -> pl.DataFrame:
+    """The mapping effect per recipe on the primary subset."""
+    return mapping_effect_by_recipe(ctx[EFFECT], subset=ctx.options.primary_subset)
+
+
+RECIPES = register_analysis("recipes", _recipes, result=dict, needs=(SCORES,))
+EFFECT_BY_RECIPE = register_analysis("effect_by_recipe", _effect_by_recipe,
+                                     result=pl.DataFrame, needs=(EFFECT,))

@@ -33,9 +33,10 @@ import polars as pl
 
 from guarddiag import stats
 from guarddiag.analyses.intervals import BOOTSTRAP
+from guarddiag.analyses.registry import AnalysisContext, register_analysis
 from guarddiag.analyses.tables import KIND_ORDER
 from guarddiag.errors import GuarddiagError
-from guarddiag.labels import BinaryMapping, branch_order
+from guarddiag.labels import BinaryMapping, branch_order, get_mapping
 from guarddiag.predictions import check_threshold, with_unsafe_probability
 
 PAIRS: tuple[tuple[str, str, str], ...] = (
@@ -268,3 +269,15 @@ def _schema() -> dict[str, pl.DataType | type[pl.DataType]]:
             "label_policy": pl.String, "n_harmful": pl.Int64, "n_benign": pl.Int64,
             "base_rate": pl.Float64, **metric_cols, "threshold_at_capture": pl.Float64,
             "interval": pl.String}
+
+
+def _threshold_free(ctx: AnalysisContext) -> ThresholdFreeResult:
+    o = ctx.options
+    return threshold_free_metrics(
+        ctx.inputs.predictions, mapping=get_mapping(o.mapping), threshold=o.threshold,
+        subset=o.primary_subset, n_resamples=o.n_resamples, confidence=o.confidence,
+        seed=o.seed)
+
+
+THRESHOLD_FREE = register_analysis("threshold_free", _threshold_free,
+                                   result=ThresholdFreeResult)

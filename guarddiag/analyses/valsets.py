@@ -26,8 +26,9 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from guarddiag import stats
-from guarddiag.analyses.correlation import CorrelationResult
+from guarddiag.analyses.correlation import CORRELATION, CorrelationResult
 from guarddiag.analyses.load import student_runs
+from guarddiag.analyses.registry import AnalysisContext, register_analysis
 from guarddiag.analyses.scores import PRIMARY_VAL_LANG, VAL_BENCHMARK
 from guarddiag.errors import GuarddiagError
 from guarddiag.labels import branch_order
@@ -148,3 +149,16 @@ def _spearman(recipes: pl.DataFrame, correlation: CorrelationResult | None) -> p
                         "n_benchmarks": len(g.benchmarks), "n_recipes": r.n, "rho": r.rho,
                         "p_value": r.p_value})
     return pl.DataFrame(out, schema=schema)
+
+
+def _val_sets(ctx: AnalysisContext) -> ValSetsResult | None:
+    """None without a pool."""
+    i = ctx.inputs
+    if i.pool is None:
+        return None
+    return val_sets(i.predictions, i.pool, ctx.get(CORRELATION),
+                    confidence=ctx.options.confidence)
+
+
+VAL_SETS_ANALYSIS = register_analysis("val_sets", _val_sets, result=ValSetsResult,
+                                      needs=(CORRELATION,))

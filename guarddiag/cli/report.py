@@ -38,58 +38,77 @@ def register(sub, bench) -> None:
         "runs": "folder with predictions.parquet and outside/*.parquet",
         "pool": "pool.parquet (VAL gold labels, pool statistics); optional",
         "audit": "contamination audit folder with summary.json; optional"})
-    p.add_argument("--out", type=Path, default=Path("reports/report"), metavar="DIR",
-                   help="output folder (reports/<name>)")
-    p.add_argument("--mapping", default="loose", choices=("loose", "strict"),
+    # Options the user leaves out are absent here (SUPPRESS): their defaults are those of
+    # ReportOptions, declared once; the "(default …)" in each help is checked against it by
+    # tests/test_options_defaults.py. Importing ReportOptions here would slow every --help.
+    unset = argparse.SUPPRESS
+    p.add_argument("--out", dest="out_dir", type=Path, default=unset, metavar="DIR",
+                   help="output folder, reports/<name> (default reports/report)")
+    p.add_argument("--mapping", default=unset, choices=("loose", "strict"),
                    help="binary mapping of the primary tables (both are always computed): "
-                        "loose = BOUNDARY_SAFE is safe, strict = BOUNDARY_SAFE is unsafe")
-    p.add_argument("--threshold", type=float, default=0.5,
-                   help="a prompt reads unsafe when P(unsafe) >= this")
-    p.add_argument("--bootstrap", type=int, default=2000, metavar="B",
-                   help="prompt-bootstrap resamples per score")
-    p.add_argument("--confidence", type=float, default=0.95,
-                   help="coverage of the bootstrap percentile intervals")
-    p.add_argument("--seed", type=int, default=0, help="seed of the bootstrap (default 0)")
-    p.add_argument("--subset", default="decontaminated", choices=("decontaminated", "full"),
-                   help="prompt subset of the primary tables and of the policy/capability call")
-    p.add_argument("--min-seeds", type=int, default=3,
-                   help="seeds a recipe needs to count as a seed group for the floor")
-    p.add_argument("--alpha", type=float, default=0.05,
+                        "loose = BOUNDARY_SAFE is safe, strict = BOUNDARY_SAFE is unsafe "
+                        "(default loose)")
+    p.add_argument("--threshold", type=float, default=unset,
+                   help="a prompt reads unsafe when P(unsafe) >= this (default 0.5)")
+    p.add_argument("--bootstrap", dest="n_resamples", type=int, default=unset, metavar="B",
+                   help="prompt-bootstrap resamples per score (default 2000)")
+    p.add_argument("--confidence", type=float, default=unset,
+                   help="coverage of every interval (default 0.95)")
+    p.add_argument("--seed", type=int, default=unset,
+                   help="seed of the bootstrap (default 0)")
+    p.add_argument("--subset", dest="primary_subset", default=unset,
+                   choices=("decontaminated", "full"),
+                   help="prompt subset of the primary tables and of the policy/capability "
+                        "call (default decontaminated)")
+    p.add_argument("--min-seeds", type=int, default=unset,
+                   help="seeds a recipe needs to count as a seed group for the floor "
+                        "(default 3)")
+    p.add_argument("--alpha", type=float, default=unset,
                    help="level of the calibrated load test: a benchmark is policy-load where "
-                        "the BH q-value of its A-last vs B-last contrast is below this")
-    p.add_argument("--competence-floor", type=float, default=0.80,
+                        "the BH q-value of its A-last vs B-last contrast is below this "
+                        "(default 0.05)")
+    p.add_argument("--competence-floor", type=float, default=unset,
                    help="mean reference CAP on the study's clear-harm benchmarks below which "
                         "the report opens with a caution that a capability-load call does not "
-                        "mean detection (default 0.80, the study's lowest)")
-    p.add_argument("--rank-group", type=_group, default=None, metavar="E1,E7,…",
+                        "mean detection (default 0.8, the study's lowest)")
+    p.add_argument("--rank-group", type=_group, default=unset, metavar="E1,E7,…",
                    help="branches of the exact rank test (default E1,E7,E8,E10; naming an "
                         "unknown branch is an error)")
-    p.add_argument("--rank-benchmark", default=None, metavar="ID",
+    p.add_argument("--rank-benchmark", default=unset, metavar="ID",
                    help="benchmark of the rank test (default harmbench_copyright)")
-    p.add_argument("--rank-tail", default="top", choices=("top", "bottom", "either"),
+    p.add_argument("--rank-tail", default=unset, choices=("top", "bottom", "either"),
                    help="declared direction of the rank test: the group scores highest (top), "
-                        "lowest (bottom) or either")
-    p.add_argument("--title", default="guarddiag report", help="report title")
+                        "lowest (bottom) or either (default top)")
+    p.add_argument("--title", default=unset, help="report title (default guarddiag report)")
     p.set_defaults(handler=_run_report)
 
 
-def _run_report(args: argparse.Namespace) -> int:
-    from guarddiag.analyses.rank import DEFAULT_BENCHMARK, DEFAULT_GROUP
-    from guarddiag.report import ReportOptions, make_report
+_OPTION_DESTS = ("out_dir", "mapping", "threshold", "n_resamples", "confidence", "seed",
+                 "primary_subset", "min_seeds", "alpha", "competence_floor", "rank_group",
+                 "rank_benchmark", "rank_tail", "title")
+"""The flags that set a :class:`~guarddiag.analyses.options.ReportOptions` field of the same
+name."""
+
+
+def report_options(args: argparse.Namespace):  # -> ReportOptions (imported lazily)
+    """The :class:`~guarddiag.analyses.options.ReportOptions` the command line asked for:
+    the flags given, every other field at its declared default."""
+    from guarddiag.analyses.options import ReportOptions
+    from guarddiag.typed import validate
 
     paths = work_paths_from(args)
-    options = ReportOptions(
-        runs_dir=paths.runs, pool_path=paths.pool, audit_dir=paths.audit,
-        out_dir=args.out, mapping=args.mapping, threshold=args.threshold,
-        n_resamples=args.bootstrap, confidence=args.confidence, seed=args.seed,
-        primary_subset=args.subset, min_seeds=args.min_seeds, alpha=args.alpha,
-        competence_floor=args.competence_floor,
-        rank_group=args.rank_group or DEFAULT_GROUP,
-        rank_benchmark=args.rank_benchmark or DEFAULT_BENCHMARK, rank_tail=args.rank_tail,
-        rank_explicit=args.rank_group is not None or args.rank_benchmark is not None,
-        title=args.title, data_dir=args.data_dir,
-        derived_dir=paths.derived)
-    result = make_report(options)
+    given = {k: getattr(args, k) for k in _OPTION_DESTS if hasattr(args, k)}
+    given["rank_explicit"] = hasattr(args, "rank_group") or hasattr(args, "rank_benchmark")
+    return validate(ReportOptions, {
+        "runs_dir": paths.runs, "pool_path": paths.pool, "audit_dir": paths.audit,
+        "derived_dir": paths.derived, "data_dir": getattr(args, "data_dir", None), **given},
+        where="guarddiag report")
+
+
+def _run_report(args: argparse.Namespace) -> int:
+    from guarddiag.report import make_report
+
+    result = make_report(report_options(args))
     print(f"report: {result.out_dir / 'report.html'}")
     width = max((len(section) for section, _ in result.sections), default=0) + 2
     for section, note in result.sections:

@@ -37,7 +37,7 @@ figures (no dates, sorted keys, seeded bootstrap).
 """
 
 from guarddiag.analyses.inputs import ReportInputs
-from guarddiag.analyses.step import AnalysisOptions, AnalysisResults
+from guarddiag.analyses.step import AnalysisResults
 from guarddiag.report.build import build_report
 from guarddiag.report.context import ReportContext, ReportOptions, SectionBuilder
 from guarddiag.report.document import (
@@ -67,7 +67,6 @@ __all__ = [
     "DEFAULT_SECTIONS",
     "SCHEMA_VERSION",
     "SORRY_SECTIONS",
-    "AnalysisOptions",
     "AnalysisResults",
     "Block",
     "Bullets",

@@ -1,7 +1,7 @@
 """What the section builders read: the report's options and the analysis results.
 
-:class:`ReportOptions` are the analysis step's options plus where and under which title the
-report is written; :class:`ReportContext` pairs them with the
+:class:`~guarddiag.analyses.options.ReportOptions` (declared once, in the analyses layer)
+are the options; :class:`ReportContext` pairs them with the
 :class:`~guarddiag.analyses.step.AnalysisResults` computed once for the report. A section builder
 is a function ``(ReportContext) -> Section``.
 """
@@ -10,18 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
-from guarddiag.analyses.step import AnalysisOptions, AnalysisResults
+from guarddiag.analyses.options import ReportOptions
+from guarddiag.analyses.step import AnalysisResults
 from guarddiag.report.document import Section
-
-
-@dataclass(frozen=True)
-class ReportOptions(AnalysisOptions):
-    """The analysis options (:class:`~guarddiag.analyses.step.AnalysisOptions`), plus:"""
-
-    out_dir: Path = Path("reports/report")
-    title: str = "guarddiag report"
 
 
 @dataclass(frozen=True)
