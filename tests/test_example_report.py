@@ -8,8 +8,7 @@ import json
 import re
 from pathlib import Path
 
-from guarddiag.report.schema import SCHEMA_VERSION
-from guarddiag.report.schema_check import validate_json
+from guarddiag.report.schema import SCHEMA_VERSION, validate_results
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "reports" / "example"
 
@@ -45,7 +44,7 @@ def test_html_refers_only_to_embedded_data_and_its_own_anchors():
 def test_results_json_is_committed_and_valid():
     results = json.loads((EXAMPLE / "results.json").read_text(encoding="utf-8"))
     assert results["schema_version"] == SCHEMA_VERSION
-    assert validate_json(results) == []
+    assert validate_results(results) == []
 
 
 def test_the_link_checks_can_fail(tmp_path):

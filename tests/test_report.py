@@ -18,7 +18,7 @@ from synthetic_runs import COPY, study_like
 from guarddiag import files
 from guarddiag.cli import main
 from guarddiag.report import Column, Table, pivot_by_cohort, render_latex
-from guarddiag.report.schema_check import validate_json
+from guarddiag.report.schema import validate_results
 
 SCRIPT = "<script>document.body.setAttribute('data-xss','script')</script>"
 IMG = "<img src=x onerror=\"document.body.setAttribute('data-xss','img')\">"
@@ -307,7 +307,7 @@ def test_absent_inputs_omit_sections_with_a_note(tmp_path, capsys):
     assert omitted["correlation"].startswith("no VAL scores")
     assert omitted["scores"] is None
     assert res["sections"][-1]["id"] == "disclosure"
-    assert validate_json(res) == []
+    assert validate_results(res) == []
     assert any("pool" in n for n in res["notes"])
     assert "Omitted: no pool.parquet." in (out / "report.html").read_text(encoding="utf-8")
     printed = capsys.readouterr().out
@@ -396,7 +396,7 @@ def test_results_json_follows_the_schema(built):
     assert {s["id"] for s in res["sections"] if s["omitted"] is None} >= {
         "summary", "contamination", "scores", "load", "rank", "mapping", "outside",
         "correlation", "val", "pool", "study", "disclosure"}
-    assert validate_json(res) == []
+    assert validate_results(res) == []
 
 
 # ─── one interval kind per column, bold only where it means something (issue 17) ──────────────

@@ -11,7 +11,7 @@ from test_analyses_variants import _variant_rows
 
 from guarddiag import files
 from guarddiag.cli import main
-from guarddiag.report.schema_check import validate_json
+from guarddiag.report.schema import validate_results
 
 
 def test_distill_table_and_val_parts_in_the_report(tmp_path):
@@ -26,7 +26,7 @@ def test_distill_table_and_val_parts_in_the_report(tmp_path):
                  str(work / "pool" / "pool.parquet"), "--audit-dir", str(work / "audit"),
                  "--out", str(out), "--bootstrap", "50"]) == 0
     doc = json.loads((out / "results.json").read_text(encoding="utf-8"))
-    assert validate_json(doc) == []
+    assert validate_results(doc) == []
     rows = doc["results"]["distill"]["rows"]
     assert {(r["base"], r["variant"]) for r in rows} == {("E6", "E6-a05")}
     assert [r["variant_score"] for r in rows if r["benchmark"] == "VAL"] == [9 / 15]

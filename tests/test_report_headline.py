@@ -13,7 +13,7 @@ from synthetic_runs import frame, rows_for, run_meta
 from guarddiag import files
 from guarddiag.cli import main
 from guarddiag.model.sizes import CPU_SIZES, SIZES
-from guarddiag.report.schema_check import validate_json
+from guarddiag.report.schema import validate_results
 
 BANNER = "Demo-size models: do not cite these verdicts."
 
@@ -40,7 +40,7 @@ def _report(runs: Path, out: Path) -> tuple[dict, str, str]:
     assert main(["report", "--runs-dir", str(runs), "--pool", str(runs / "no.parquet"),
                  "--audit-dir", str(runs / "no"), "--out", str(out), "--bootstrap", "50"]) == 0
     res = json.loads((out / "results.json").read_text(encoding="utf-8"))
-    assert validate_json(res) == []
+    assert validate_results(res) == []
     return (res, (out / "report.md").read_text(encoding="utf-8"),
             (out / "report.html").read_text(encoding="utf-8"))
 

@@ -1,5 +1,7 @@
-"""results.json's schema as code: the checked-in JSON Schema is the generated one, the
-validator catches what it should, and the report package only renders (its imports)."""
+"""results.json's schema as typed models: the checked-in JSON Schema is the one generated from
+the models, the models catch what they should, the committed example validates both against
+the models and (with the independent ``jsonschema`` validator) against the checked-in file,
+and the report package only renders (its imports)."""
 
 from __future__ import annotations
 
@@ -7,14 +9,15 @@ import ast
 import json
 from pathlib import Path
 
+import jsonschema
 import pytest
 
 from guarddiag.report import SCHEMA_VERSION
-from guarddiag.report.schema import SCHEMA_PATH, json_schema, json_schema_text
-from guarddiag.report.schema_check import validate_json
+from guarddiag.report.schema import SCHEMA_PATH, json_schema, json_schema_text, validate_results
 
 REPO = Path(__file__).resolve().parents[1]
 REPORT = REPO / "guarddiag" / "report"
+EXAMPLE = REPO / "reports" / "example" / "results.json"
 
 
 def test_checked_in_schema_is_the_generated_one():
@@ -24,14 +27,18 @@ def test_checked_in_schema_is_the_generated_one():
 
 def test_schema_names_every_default_section_and_the_version():
     schema = json_schema()
-    root = schema["$defs"]["ResultsJson"]
-    assert root["properties"]["schema_version"] == {"enum": [SCHEMA_VERSION]}
+    assert schema["properties"]["schema_version"] == {"const": SCHEMA_VERSION, "title":
+                                                      "Schema Version", "type": "integer"}
     sections = schema["$defs"]["SectionResultsJson"]
-    assert sections["required"] == []
+    assert sections.get("required", []) == []
+    assert sections["additionalProperties"] is True
     assert set(sections["properties"]) == {
         "summary", "contamination", "scores", "load", "rank", "mapping", "outside",
         "threshold_free", "correlation", "val", "pool", "study", "disclosure", "sorry_categories",
         "sorry_robustness", "sorry_balance", "distill"}
+    # A payload's field docstring is its description in the schema.
+    assert "calibrated load test" in schema["$defs"]["OptionsJson"]["properties"]["alpha"][
+        "description"]
 
 
 def _minimal() -> dict:
@@ -47,35 +54,41 @@ def _minimal() -> dict:
             "results": {"extra_section": {"anything": [1, 2]}}}
 
 
-def test_validator_accepts_a_minimal_file():
-    assert validate_json(_minimal()) == []
+def test_models_and_generated_schema_accept_a_minimal_file():
+    assert validate_results(_minimal()) == []
+    jsonschema.Draft202012Validator(json_schema()).validate(_minimal())
 
 
 @pytest.mark.parametrize(("change", "message"), [
-    (lambda r: r.update(schema_version=True),
-     f"$.schema_version: True is not one of [{SCHEMA_VERSION}]"),
-    (lambda r: r["options"].update(seed=1.5), "$.options.seed: expected integer, got float"),
-    (lambda r: r["options"].update(seed=False), "$.options.seed: expected integer, got bool"),
-    (lambda r: r["options"].pop("mapping"), "$.options: missing key 'mapping'"),
-    (lambda r: r["inputs"].update(extra=1), "$.inputs: unexpected key 'extra'"),
+    (lambda r: r.update(schema_version=True), "$.schema_version: Input should be 4"),
+    (lambda r: r["options"].update(seed=1.5), "$.options.seed: Input should be a valid integer"),
+    (lambda r: r["options"].update(seed=False),
+     "$.options.seed: Input should be a valid integer"),
+    (lambda r: r["options"].pop("mapping"), "$.options.mapping: Field required"),
+    (lambda r: r["inputs"].update(extra=1), "$.inputs.extra: Extra inputs are not permitted"),
     (lambda r: r["options"].update(rank_tail="up"),
-     "$.options.rank_tail: 'up' is not one of ['top', 'bottom', 'either']"),
+     "$.options.rank_tail: Input should be 'top', 'bottom' or 'either'"),
     (lambda r: r["inputs"].update(pool="p"),
-     "$.inputs.pool: 'p' matches none of the allowed shapes"),
+     "$.inputs.pool: Input should be a valid dictionary or instance of FileRefJson"),
     (lambda r: r["results"].update(val={"overlap": [{"lang": ["en"]}]}),
-     "$.results.val.overlap[0].lang: ['en'] matches none of the allowed shapes"),
+     "$.results.val.overlap.0.lang.str: Input should be a valid string"),
 ])
-def test_validator_names_each_problem(change, message):
+def test_models_name_each_problem(change, message):
     res = _minimal()
     change(res)
-    assert validate_json(res) == [message]
+    problems = validate_results(res)
+    assert problems[0] == message
+    # The generated JSON Schema, read by an independent validator, rejects it too.
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.Draft202012Validator(json_schema()).validate(res)
 
 
-def test_example_report_follows_the_schema():
-    path = REPO / "reports" / "example" / "results.json"
-    if not path.is_file():
-        pytest.skip("reports/example/results.json is not in this checkout")
-    assert validate_json(json.loads(path.read_text(encoding="utf-8"))) == []
+def test_example_report_follows_the_models_and_the_checked_in_schema():
+    example = json.loads(EXAMPLE.read_text(encoding="utf-8"))
+    assert validate_results(example) == []
+    checked_in = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
+    jsonschema.Draft202012Validator.check_schema(checked_in)
+    jsonschema.Draft202012Validator(checked_in).validate(example)
 
 
 def _imports(path: Path) -> set[str]:

@@ -22,7 +22,7 @@ from guarddiag.analyses.threshold_free import (
 from guarddiag.cli import main
 from guarddiag.errors import GuarddiagError
 from guarddiag.labels import LOOSE, STRICT
-from guarddiag.report.schema_check import validate_json
+from guarddiag.report.schema import validate_results
 
 HARM, BENIGN = [0.9, 0.8, 0.3, 0.7], [0.2, 0.6, 0.1]
 
@@ -134,7 +134,7 @@ def test_the_report_renders_the_table_and_results_json(tmp_path):
                  "--audit-dir", str(tmp_path / "none"), "--out", str(out),
                  "--bootstrap", "100"]) == 0
     res = json.loads((out / "results.json").read_text(encoding="utf-8"))
-    assert validate_json(res) == []
+    assert validate_results(res) == []
     tf = res["results"]["threshold_free"]
     assert tf["interval"] == "bootstrap-percentile"
     assert tf["capture"] == 0.95

@@ -10,13 +10,16 @@ from guarddiag.report.context import ReportContext, SectionBuilder
 from guarddiag.report.document import Report
 from guarddiag.report.jsonable import jsonable
 from guarddiag.report.schema import SCHEMA_VERSION
+from guarddiag.report.schema_payloads import OptionsJson
 from guarddiag.report.sections.order import DEFAULT_SECTIONS
 
 
 def build_report(ctx: ReportContext, *,
                  sections: Sequence[SectionBuilder] = DEFAULT_SECTIONS) -> Report:
     """Run each builder once, in order, and assemble results.json's content
-    (:class:`~guarddiag.report.schema.ResultsJson`); two sections may not share an id."""
+    (:func:`~guarddiag.report.schema.results_model`; ``options`` holds the
+    :class:`~guarddiag.report.schema_payloads.OptionsJson` fields of the report's options);
+    two sections may not share an id."""
     built = []
     seen: set[str] = set()
     for builder in sections:
@@ -33,13 +36,7 @@ def build_report(ctx: ReportContext, *,
     results = {
         "schema_version": SCHEMA_VERSION,
         "title": o.title,
-        "options": {"mapping": o.mapping, "threshold": o.threshold,
-                    "n_resamples": o.n_resamples, "confidence": o.confidence, "seed": o.seed,
-                    "primary_subset": o.primary_subset, "min_seeds": o.min_seeds,
-                    "alpha": o.alpha,
-                    "competence_floor": o.competence_floor,
-                    "rank_group": list(o.rank_group), "rank_benchmark": o.rank_benchmark,
-                    "rank_tail": o.rank_tail},
+        "options": {k: getattr(o, k) for k in OptionsJson.model_fields},
         "inputs": {"predictions": [ref(x) for x in i.prediction_files],
                    "pool": ref(i.pool_file), "agreement": ref(i.agreement_file),
                    "audit_summary": ref(i.audit_file)},

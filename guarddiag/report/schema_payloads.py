@@ -1,16 +1,402 @@
-"""Section payloads: the contamination section's, and those added in results.json versions 3
-and 4 (see :mod:`guarddiag.report.schema`, whose :class:`~guarddiag.report.schema.ResultsJson`
-refers to them)."""
+"""The results document (results.json) as typed models: the top-level parts and every
+section's payload (see :mod:`guarddiag.report.schema` for the conventions, the version history,
+and the assembled :func:`~guarddiag.report.schema.results_model`).
+
+Each model is one JSON object; a field's docstring is its description in the generated JSON
+Schema. A field declared ``= absent()`` is an optional key (absent in older or narrower
+reports), never null unless its type says so.
+"""
 
 from __future__ import annotations
 
-from typing import Literal, TypedDict
+from typing import Any, Literal
 
-Record = dict[str, str | int | float | bool | None]
-"""One table row: column → value (as :data:`guarddiag.report.schema.Record`)."""
+from pydantic import ConfigDict, Field
+
+from guarddiag.typed import Model
+
+JsonScalar = str | int | float | bool | None
+Record = dict[str, JsonScalar]
+"""One table row: column → value."""
+JsonValue = Any
+"""Any JSON value (files written by other stages, e.g. agreement.json)."""
 
 
-class _ContaminationBase(TypedDict):
+class Doc(Model):
+    """Base of the results document's objects: unknown keys are errors; an optional key's
+    default (absent) is not validated."""
+
+    model_config = ConfigDict(validate_default=False)
+
+
+def absent() -> Any:
+    """The default of an optional key: absent from the object (never written as null)."""
+    return Field(default=None)
+
+
+# ─── top level ─────────────────────────────────────────────────────────────────────────────────
+
+class OptionsJson(Doc):
+    mapping: str
+    threshold: float
+    n_resamples: int
+    confidence: float
+    seed: int
+    primary_subset: str
+    min_seeds: int
+    alpha: float
+    """Level of the calibrated load test (policy where the contrast's BH q < alpha)."""
+    competence_floor: float
+    """Mean reference CAP on the clear-harm benchmarks below which the report cautions."""
+    rank_group: list[str]
+    rank_benchmark: str
+    rank_tail: Literal["top", "bottom", "either"]
+
+
+class FileRefJson(Doc):
+    path: str
+    sha256: str
+
+
+class InputsJson(Doc):
+    predictions: list[FileRefJson]
+    pool: FileRefJson | None
+    agreement: FileRefJson | None
+    audit_summary: FileRefJson | None
+
+
+class SectionEntryJson(Doc):
+    """One section, in report order; ``omitted`` says why a section has no payload."""
+
+    id: str
+    title: str
+    omitted: str | None
+
+
+# ─── section payloads ──────────────────────────────────────────────────────────────────────────
+
+IntervalName = Literal["wilson", "seed-range+wilson", "seed-range", "bootstrap-percentile"]
+"""Which interval a number carries; defined in :mod:`guarddiag.analyses.intervals`."""
+
+
+class CompetenceJson(Doc):
+    """How much clear harm the reference recipe detects (the competence gate)."""
+    branch: str
+    subset: str
+    mapping: str
+    floor: float
+    benchmarks: list[str]
+    """Clear-harm study benchmarks scored (study, kind harmful, not copyright); ``missing``:
+    those not scored; ``excluded``: study harmful ones left out → why."""
+    missing: list[str]
+    excluded: dict[str, str]
+    below_floor: bool
+    lowest_mean: float | None
+    """Lowest per-size mean CAP (a fraction; no interval)."""
+    sizes: list[Record]
+    """Per size: n_benchmarks, mean_cap, seed_low, seed_high (interval ``seed-range`` of the
+    per-seed means; null for one seed), interval, n_runs, below_floor."""
+    rows: list[Record]
+    """Per size and benchmark: n_scored, score, low, high, interval (``seed-range+wilson``;
+    with one seed, that run's Wilson interval), n_runs."""
+    caution: str | None
+
+
+class SummaryJson(Doc):
+    """The lists behind the plain-language summary."""
+
+    policy_load: list[str]
+    capability_load: list[str]
+    route_sensitive: list[str]
+    """Span beyond seed noise, A-last vs B-last contrast not significant."""
+    uninformative: list[str]
+    """Every run scores the same."""
+    undetermined: list[str]
+    alpha: float
+    subset: str
+    mapping: str
+    threshold: float
+    competence: CompetenceJson | None
+    """Null where no reference run was scored on a clear-harm benchmark."""
+    provenance: ProvenanceJson | None
+    """Null where no run meta.json was found."""
+
+
+class RunJson(Doc):
+    run_id: str
+    guard_kind: Literal["branch", "baseline", "outside"]
+    branch: str
+    size: str | None
+    seed: int | None
+    label_policy: str
+
+
+class SeedFloorJson(Doc):
+    median: float | None
+    widest: float | None
+    n_groups: int
+
+
+class CohortJson(Doc):
+    benchmark: str
+    benchmark_sha256: str | None
+    subset: Literal["full", "decontaminated"]
+    mapping: str | None
+    """Requested binary mapping; null for VAL."""
+    mapping_applied: str | None
+    """``mapping``, ``native`` or ``mixed``; null for VAL."""
+    threshold: float | None
+    readout: Literal["class_probs", "p_unsafe", "pred_class"] | None
+    prompt_set: str
+    """sha256[:16] of the sorted prompt ids scored."""
+    label_policy: str
+    lang: str
+    seed_floor: SeedFloorJson | None
+
+
+class ScoreJson(Doc):
+    """One score: per (run, benchmark, subset, language, mapping)."""
+
+    run: RunJson
+    cohort: CohortJson
+    metric: Literal["CAP", "OVER-REF", "VAL"]
+    metric_alias: str
+    """The study's name (COPY, OR-H, …) or the metric."""
+    value: float | None
+    ci_low: float | None
+    ci_high: float | None
+    interval: IntervalName
+    """``wilson``: one run's rate, n_positive of n_scored."""
+    confidence: float
+    n_resamples: int
+    """B of the prompt bootstrap behind differences and spans, not this interval."""
+    n: int
+    n_failed: int
+    n_scored: int
+    n_positive: int
+
+
+class PairedJson(Doc):
+    """One family of paired comparisons (one table of the report), Holm-corrected together."""
+
+    family: str
+    """``recipes`` (Table 1), ``outside:<mapping>`` (Table 2) or ``mapping``."""
+    description: str
+    test: str
+    alpha: float
+    """Family-wise level: a comparison is significant where its Holm-adjusted p < alpha."""
+    n_comparisons: int
+    n_significant: int
+    comparisons: list[Record]
+    """family, benchmark, metric_alias, subset, mapping, size, first, second, n, n_first_only
+    (b), n_second_only (c), share_first, share_second, delta (= share_first − share_second, a
+    fraction), p_value (exact McNemar, two-sided), p_holm, significant."""
+
+
+class _ScoresBase(Doc):
+    scores: list[ScoreJson]
+    paired: PairedJson | None
+    """Each student branch recipe vs the reference recipe of its size (primary cohort); a
+    recipe's prompt decision is the majority of its seeds."""
+    recipes: RecipesJson
+
+
+class ScoresJson(_ScoresBase):
+    copy_items: list[Record] = absent()
+    """Present where harmbench_copyright is scored: COPY split by item kind (prompt-id prefix
+    ``lyrics`` / ``passage``), one score row per run (primary subset and mapping; columns of
+    ``scores``' long table, ``benchmark`` = ``harmbench_copyright:<kind>``)."""
+
+
+class LoadJson(Doc):
+    benchmarks: list[Record]
+    """Per (benchmark, subset, mapping): delta, floor_median, floor_widest, widest_group,
+    n_groups, n_sizes, n_branches, load_study (the study's rule Δb > widest floor: policy |
+    capability | undetermined), ratio_widest, n_prompts, seed_sd, df, p_span, q_span, contrast,
+    contrast_se, p_contrast, q_contrast (tests, no intervals), load (the calibrated call:
+    policy | route-sensitive | capability | uninformative | undetermined), load_reason."""
+    by_size: list[Record]
+    seed_groups: list[Record]
+    min_seeds: int
+    subset: str
+    mapping: str
+    alpha: float
+    """Level of the call (BH q-values below it are significant)."""
+    a_last: list[str]
+    """The A-last group of the policy contrast; every other student branch is B-last."""
+    n_draws: int
+    """Monte-Carlo draws of the span's seed-noise null."""
+    min_prompts: int
+    """Cohorts with fewer prompts are undetermined."""
+
+
+class ExactJson(Doc):
+    """A probability, as a float and as the exact fraction ``a/b``."""
+
+    value: float
+    exact: str
+
+
+class TieBlockJson(Doc):
+    score: float
+    branches: list[str]
+    n_in_group: int
+
+
+class RankTestJson(Doc):
+    size: str
+    group: list[str]
+    branches: list[str]
+    """High → low."""
+    scores: list[float | None]
+    ranks: list[float]
+    """Mid-ranks."""
+    n: int
+    k: int
+    rank_sum: float
+    max_rank_sum: float
+    group_holds_top: bool
+    group_holds_bottom: bool
+    ties: bool
+    p_closed_form: ExactJson
+    p_either_closed_form: ExactJson
+    p_upper: ExactJson
+    p_lower: ExactJson
+    p_two_sided: ExactJson
+    tail: Literal["top", "bottom", "either"]
+    p_value: ExactJson
+    """Of the declared tail."""
+    p_tie_aware: ExactJson
+    """= ``p_value``, named beside the closed form (exact only when no tie crosses the group)."""
+    n_tied: int
+    tie_blocks: list[TieBlockJson]
+    tie_straddles_group: bool
+    """A tie holds branches in and out of the group: the closed form understates p."""
+    extreme_beside_tie: bool
+    tie_note: str
+
+
+class RankJson(Doc):
+    benchmark: str
+    metric: str
+    subset: str
+    mapping: str
+    tail: Literal["top", "bottom", "either"]
+    tests: list[RankTestJson]
+
+
+class MappingJson(Doc):
+    effects: list[Record]
+    """Per run, benchmark, subset: loose, strict (with intervals), delta_pp, strict_applied."""
+    by_recipe: list[Record]
+    paired: PairedJson | None
+    """Each run under the strict mapping vs itself under the loose one (primary subset)."""
+
+
+class OutsideJson(Doc):
+    rows: list[Record]
+    """Guards and branch recipes on the decontaminated prompts, per mapping; every row's
+    interval is ``seed-range+wilson`` (a guard is one run: its Wilson interval)."""
+    paired: list[PairedJson]
+    """Per mapping: each outside guard vs the reference recipe of each size."""
+    definitions: dict[str, str]
+    """Per outside guard (run id), what "unsafe" means for it, as its adapter states it."""
+
+
+class SpearmanJson(Doc):
+    rho: float | None
+    p_value: float | None
+    """Two-sided (scipy.stats.spearmanr); no interval."""
+    n: int
+    """Recipes (one point per (size, branch), seed means)."""
+    benchmarks: list[str]
+    significant: bool | None
+
+
+class SpearmanGroupJson(SpearmanJson):
+    load: Literal["policy", "capability"]
+    kind: Literal["harmful", "benign"]
+
+
+class CorrelationJson(Doc):
+    policy: SpearmanJson
+    """Policy-load and capability-load harmful (CAP) sets (beside the study's +0.74, +0.34)."""
+    capability: SpearmanJson
+    groups: list[SpearmanGroupJson]
+    unit: Literal["recipe"]
+    alpha: float
+    excluded: list[str]
+    """Scored benchmarks not among the study's 15 (extra or mutated subsets), left out."""
+    recipes: list[Record]
+    """size, branch, n_seeds, val, policy_harmful, policy_benign, capability_harmful,
+    capability_benign (seed means; no interval)."""
+    subset: str
+    mapping: str
+
+
+class _ValBase(Doc):
+    overlap: list[Record]
+    """Overlap of the val split with each training source (VAL itself is in ``scores``)."""
+
+
+class ValJson(_ValBase):
+    parts: ValPartsJson = absent()
+    """VAL on the English, multilingual, overlapping and non-overlapping val rows; absent
+    where no student run scored the val split."""
+
+
+class PoolJson(Doc):
+    agreement: list[Record]
+    class_counts: list[Record]
+    confusion: list[Record]
+    n_rows: int
+    recorded: JsonValue
+    """agreement.json as written, or null."""
+
+
+class StudyJson(Doc):
+    rows: list[Record]
+    """quantity, unit, study, study_note, here, here_note."""
+    overlap_origin: list[Record] | None
+    """Per audited benchmark: n, n_exact, share_exact, n_exact_sampled, origin (recipe: set by
+    the pool recipe's sampled copies | measured | unknown), sampled_sources."""
+    excluded_subsets: list[str]
+    """Derived (mutated) subsets left out of the study-comparable means."""
+    notes: list[str]
+
+
+class DisclosureJson(Doc):
+    benchmarks: list[Record]
+    """Per benchmark: overlap, seed floor, Δb, q_contrast, load (the calibrated call),
+    load_study (the study's rule)."""
+    threshold: float
+    mapping: str
+    subset: str
+    definitions: dict[str, list[str]]
+    """Mapping → its unsafe classes."""
+    policies: dict[str, str]
+    competence_caution: str | None
+    """The competence caution (as in ``summary.competence.caution``), or null."""
+    provenance: ProvenanceJson | None
+
+
+class SorryCategoriesJson(Doc):
+    domains: list[Record]
+    """entity, domain, capture, n_runs."""
+    mapping: str
+    threshold: float
+
+
+class SorryRobustnessJson(Doc):
+    rows: list[Record]
+    n_resamples: int
+
+
+class SorryBalanceJson(Doc):
+    benchmarks: list[Record]
+
+
+class _ContaminationBase(Doc):
     benchmarks: list[Record]
     """Per benchmark: n, n_exact, share_exact, n_near, share_near, n_kept, sha256."""
     pool_rows: int | None
@@ -23,21 +409,21 @@ class _ContaminationBase(TypedDict):
     unavailable: dict[str, str]
 
 
-class ContaminationJson(_ContaminationBase, total=False):
-    templates: bool
+class ContaminationJson(_ContaminationBase):
+    templates: bool = absent()
     """Present (true) when the audit compared template forms; ``benchmarks`` records then
     carry n_template and share_template (same sentence, other titles; no exact overlap)."""
-    template_definition: str | None
+    template_definition: str | None = absent()
     """The audit's description of a template overlap (summary.json)."""
-    containment: bool
+    containment: bool = absent()
     """Present (true) when the audit looked for prompts inside longer pool rows;
     ``benchmarks`` records then carry n_contained and share_contained (most of the prompt's
     three-word runs in one row; no exact overlap)."""
-    containment_definition: str | None
+    containment_definition: str | None = absent()
     """The audit's description of a contained overlap (summary.json)."""
 
 
-class ProvenanceJson(TypedDict):
+class ProvenanceJson(Doc):
     """What the branches are, from each scored run's meta.json."""
 
     demo: bool
@@ -49,7 +435,7 @@ class ProvenanceJson(TypedDict):
     sentence: str
 
 
-class RecipesJson(TypedDict):
+class RecipesJson(Doc):
     """Table 1 (primary subset and mapping): one row per recipe or guard."""
 
     interval: Literal["seed-range+wilson"]
@@ -64,7 +450,7 @@ class RecipesJson(TypedDict):
     high, interval, n_runs, seed_low, seed_high."""
 
 
-class ThresholdFreeJson(TypedDict):
+class ThresholdFreeJson(Doc):
     """F1, AUPRC and over-refusal at 95 % capture per run on the paired harmful/benign sets
     (:mod:`guarddiag.analyses.threshold_free`)."""
 
@@ -85,7 +471,7 @@ class ThresholdFreeJson(TypedDict):
     seed: int
 
 
-class ValPartsJson(TypedDict):
+class ValPartsJson(Doc):
     rows: list[Record]
     """val_set (en | multilingual | multilingual_overlap | multilingual_no_overlap), n_rows."""
     runs: list[Record]
@@ -98,7 +484,7 @@ class ValPartsJson(TypedDict):
     p_value."""
 
 
-class DistillJson(TypedDict):
+class DistillJson(Doc):
     rows: list[Record]
     """Per (size, base, variant, benchmark; benchmark ``VAL`` = the primary VAL):
     metric_alias, base_score, base_low, base_high, variant_score, variant_low, variant_high

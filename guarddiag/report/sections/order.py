@@ -1,15 +1,20 @@
-"""The report's sections in order, and how to add more.
+"""The report's built-in sections, registered in report order with their results.json payloads,
+and how to add more.
 
-:data:`DEFAULT_SECTIONS` are the study-level sections; :func:`default_sections` adds the
-SORRY-Bench ones (:data:`~guarddiag.report.sections.sorry.SORRY_SECTIONS`), which omit
-themselves when their inputs are absent. :func:`with_sections` inserts extra builders before the
-disclosure card, which stays last.
+Importing this module registers every built-in section in the section registry
+(:mod:`~guarddiag.report.sections.registry`): the study-level ones (:data:`DEFAULT_SECTIONS`),
+then the SORRY-Bench ones (:data:`~guarddiag.report.sections.sorry.SORRY_SECTIONS`, which omit
+themselves when their inputs are absent), and the disclosure card, always last. A section
+registered anywhere else (an analysis of one's own with its section) is found through the
+registry by :func:`default_sections` and results.json's schema; :func:`with_sections` instead
+inserts extra builders for one report only.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from guarddiag.report import schema_payloads as p
 from guarddiag.report.context import SectionBuilder
 from guarddiag.report.sections.data import section_contamination, section_pool, section_val
 from guarddiag.report.sections.effects import section_correlation, section_mapping, section_rank
@@ -18,19 +23,40 @@ from guarddiag.report.sections.overview import (
     section_study,
     section_summary,
 )
+from guarddiag.report.sections.registry import SECTIONS, register_section
 from guarddiag.report.sections.scores import section_load, section_outside, section_scores
-from guarddiag.report.sections.sorry import SORRY_SECTIONS
+from guarddiag.report.sections.sorry import (
+    SORRY_SECTIONS,
+    sorry_balance,
+    sorry_categories,
+    sorry_robustness,
+)
 from guarddiag.report.sections.threshold_free import section_threshold_free
 from guarddiag.report.sections.variants import section_distill
 
-DEFAULT_SECTIONS: tuple[SectionBuilder, ...] = (
-    section_summary, section_contamination, section_scores, section_load, section_rank,
-    section_distill, section_mapping, section_outside, section_threshold_free,
-    section_correlation, section_val,
-    section_pool,
-    section_study, section_disclosure,
+BUILT_IN_SECTIONS: tuple[SectionBuilder, ...] = (
+    register_section("summary", section_summary, payload=p.SummaryJson),
+    register_section("contamination", section_contamination, payload=p.ContaminationJson),
+    register_section("scores", section_scores, payload=p.ScoresJson),
+    register_section("load", section_load, payload=p.LoadJson),
+    register_section("rank", section_rank, payload=p.RankJson),
+    register_section("distill", section_distill, payload=p.DistillJson),
+    register_section("mapping", section_mapping, payload=p.MappingJson),
+    register_section("outside", section_outside, payload=p.OutsideJson),
+    register_section("threshold_free", section_threshold_free, payload=p.ThresholdFreeJson),
+    register_section("correlation", section_correlation, payload=p.CorrelationJson),
+    register_section("val", section_val, payload=p.ValJson),
+    register_section("pool", section_pool, payload=p.PoolJson),
+    register_section("study", section_study, payload=p.StudyJson),
+    register_section("sorry_categories", sorry_categories, payload=p.SorryCategoriesJson),
+    register_section("sorry_robustness", sorry_robustness, payload=p.SorryRobustnessJson),
+    register_section("sorry_balance", sorry_balance, payload=p.SorryBalanceJson),
+    register_section("disclosure", section_disclosure, payload=p.DisclosureJson, last=True),
 )
-"""The report's sections, in order; the disclosure card is always last."""
+"""Every built-in section, in report order."""
+DEFAULT_SECTIONS: tuple[SectionBuilder, ...] = tuple(
+    b for b in BUILT_IN_SECTIONS if b not in SORRY_SECTIONS)
+"""The study-level sections, in order (SORRY-Bench ones aside); the disclosure card is last."""
 
 
 def with_sections(extra: Iterable[SectionBuilder],
@@ -42,6 +68,7 @@ def with_sections(extra: Iterable[SectionBuilder],
 
 
 def default_sections() -> tuple[SectionBuilder, ...]:
-    """:data:`DEFAULT_SECTIONS` plus the SORRY-Bench breakdowns (categories, mutation
-    robustness, benchmark balance), which omit themselves when their inputs are absent."""
-    return with_sections(SORRY_SECTIONS)
+    """Every registered section in report order: :data:`DEFAULT_SECTIONS`, the SORRY-Bench
+    breakdowns (categories, mutation robustness, benchmark balance), then any section
+    registered elsewhere, and the disclosure card last."""
+    return tuple(e.builder for e in SECTIONS.entries())
