@@ -178,7 +178,7 @@ def _score_in_parallel(runs: list[RunSummary], options: DemoOptions, work: paths
     the same bytes as scoring there)."""
     if options.jobs < 2:
         return
-    from guarddiag.predict.runner import BATCH_SIZE
+    from guarddiag.predict.options import BATCH_SIZE
     from guarddiag.predict.sweep import ScoreTask, score_runs
 
     score_runs(run_dirs=[work.runs / r.run_id for r in runs], engine="local", jobs=options.jobs,

@@ -47,7 +47,7 @@ class ReportOptions(Model):
     """Seed of every bootstrap and Monte-Carlo draw."""
     primary_subset: Literal["decontaminated", "full"] = "decontaminated"
     """Prompt subset of the primary tables and of the policy/capability call."""
-    min_seeds: int = Field(default=3, ge=1)
+    min_seeds: int = Field(default=3, ge=2)
     """Seeds a recipe needs to count as a seed group for the floor."""
     alpha: float = Field(default=0.05, gt=0.0, lt=1.0)
     """Level of the calibrated load test: a benchmark is policy-load where the BH q-value of

@@ -22,12 +22,16 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from guarddiag.cli import add_parser, add_work_paths, work_paths_from
 from guarddiag.cli.bench import add_device, add_threads, register_bench
 from guarddiag.cores import usable_cores
 from guarddiag.errors import GuarddiagError
 from guarddiag.paths import resolve_data_dir
+
+if TYPE_CHECKING:
+    from guarddiag.predict.options import PredictOptions
 
 _SIZES_HELP = ("model sizes, comma-separated: micro, tiny (random init, CPU), small, base, "
                "large (ModernBERT-base/-large shapes)")
@@ -270,26 +274,42 @@ def _register_predict(sub: argparse._SubParsersAction) -> None:
                     "  guarddiag predict --benchmarks harmbench_copyright,orbench_hard")
     add_work_paths(p, "runs", "pool", "audit", "derived",
                    help={"pool": "labelled pool, for its val split"})
-    p.add_argument("--benchmarks", default="all", metavar="IDS",
+    # Left out, an option is absent here (SUPPRESS) and PredictOptions' default holds; the
+    # "(default …)" in each help is checked against it by tests/test_options_defaults.py.
+    p.add_argument("--benchmarks", default=argparse.SUPPRESS, metavar="IDS",
                    help="benchmark ids or selectors (all, study, extra, derived, a,b,…); "
-                        "'none' scores only the pool's val split")
-    p.add_argument("--batch-size", type=int, default=64, help="prompts per scoring batch")
-    p.add_argument("--no-baseline", action="store_true",
-                   help="leave the TF-IDF baseline out")
+                        "'none' scores only the pool's val split (default all)")
+    p.add_argument("--batch-size", type=int, default=argparse.SUPPRESS,
+                   help="prompts per scoring batch (default 64)")
+    p.add_argument("--no-baseline", dest="baseline", action="store_false",
+                   default=argparse.SUPPRESS, help="leave the TF-IDF baseline out")
     add_device(p)
     add_threads(p)
     p.set_defaults(handler=_run_predict)
 
 
+_PREDICT_DESTS = ("benchmarks", "batch_size", "baseline", "device", "threads")
+"""Flags that set a :class:`~guarddiag.predict.options.PredictOptions` field of the same name."""
+
+
+def predict_options(args: argparse.Namespace) -> PredictOptions:
+    """The :class:`~guarddiag.predict.options.PredictOptions` the command line asked for: the
+    flags given, every other field at its declared default."""
+    from guarddiag.predict.options import PredictOptions
+    from guarddiag.typed import validate
+
+    paths = work_paths_from(args)
+    given = {k: getattr(args, k) for k in _PREDICT_DESTS if hasattr(args, k)}
+    return validate(PredictOptions, {
+        "runs_dir": paths.runs, "pool_path": paths.pool, "audit_dir": paths.audit,
+        "derived_dir": paths.derived, "data_dir": resolve_data_dir(args.data_dir), **given},
+        where=f"guarddiag {args.command}")
+
+
 def _run_predict(args: argparse.Namespace) -> int:
     from guarddiag.predict import predict_runs
 
-    paths = work_paths_from(args)
-    result = predict_runs(
-        runs_dir=paths.runs, pool_path=paths.pool, audit_dir=paths.audit,
-        benchmarks=args.benchmarks, data_dir=resolve_data_dir(args.data_dir),
-        derived_dir=paths.derived, batch_size=args.batch_size,
-        baseline=not args.no_baseline, threads=args.threads, device=args.device)
+    result = predict_runs(predict_options(args))
     rows = [(r.run_id, r.guard_kind, str(r.n_scored), str(r.n_total), f"{r.seconds:.1f}")
             for r in result.runs]
     _print_table(("run", "kind", "scored_now", "prompts", "seconds"), rows)
@@ -325,9 +345,10 @@ def _register_sweep(sub: argparse._SubParsersAction) -> None:
                    help="Ray cluster address (auto: the running cluster; default: start one)")
     p.add_argument("--checkpoint", "--encoder", dest="checkpoint", action="append", default=[],
                    metavar="SIZE=DIR|ID", help="pretrained encoder for a size, as for train")
-    p.add_argument("--benchmarks", default="all", metavar="IDS",
-                   help="benchmark ids to score, as for predict")
-    p.add_argument("--batch-size", type=int, default=64, help="prompts per scoring batch")
+    p.add_argument("--benchmarks", default=argparse.SUPPRESS, metavar="IDS",
+                   help="benchmark ids to score, as for predict (default all)")
+    p.add_argument("--batch-size", type=int, default=argparse.SUPPRESS,
+                   help="prompts per scoring batch (default 64)")
     p.add_argument("--no-predict", action="store_true", help="train only")
     add_device(p)
     p.set_defaults(handler=_run_sweep)
@@ -342,10 +363,11 @@ def _run_sweep(args: argparse.Namespace) -> int:
 
     paths = work_paths_from(args)
     sizes = parse_sizes(args.sizes)
-    data_dir = resolve_data_dir(args.data_dir)
+    scoring = predict_options(args)
     score = None if args.no_predict else ScoreTask(
-        "", str(paths.pool), args.benchmarks, str(data_dir) if data_dir else None,
-        str(paths.derived), args.batch_size, args.device, auto_threads(sizes))
+        "", str(scoring.pool_path), scoring.benchmarks,
+        str(scoring.data_dir) if scoring.data_dir else None, str(scoring.derived_dir),
+        scoring.batch_size, scoring.device, auto_threads(sizes))
     res = sweep(names=args.branches, sizes=sizes, seeds=parse_seeds(args.seeds),
                 runs_dir=paths.runs, pool_path=paths.pool, branches_dir=args.branches_dir,
                 options=RunOptions(pretrained=_parse_checkpoints(args.checkpoint),
@@ -358,10 +380,7 @@ def _run_sweep(args: argparse.Namespace) -> int:
           f"engine" + (f" ({res.jobs} at a time)" if res.engine == "local" else "")
           + (f"; {res.n_scored} prompts scored in {res.score_wall_s:.1f}s" if score else ""))
     if score is not None:
-        out = predict_runs(runs_dir=paths.runs, pool_path=paths.pool, audit_dir=paths.audit,
-                           benchmarks=args.benchmarks, data_dir=data_dir,
-                           derived_dir=paths.derived, batch_size=args.batch_size,
-                           device=args.device)
+        out = predict_runs(scoring)
         print(f"wrote {out.path}: {out.n_rows} rows, {len(out.runs)} runs")
     return 0
 

@@ -23,6 +23,7 @@ from guarddiag.model.store import load_guard
 from guarddiag.model.threads import auto_threads, torch_threads
 from guarddiag.pool.table import Pool, read_pool
 from guarddiag.predict.baseline import score_baselines
+from guarddiag.predict.options import PredictOptions
 from guarddiag.predict.score import POOL_VAL, ScoringInput, score_frame
 from guarddiag.progress import progress, say
 from guarddiag.runs import (
@@ -32,6 +33,7 @@ from guarddiag.runs import (
     finished_runs,
     read_run_meta,
 )
+from guarddiag.typed import validate
 
 
 def scoring_inputs(*, pool_path: Path, benchmarks: str | Sequence[str], data_dir: Path | None,
@@ -77,32 +79,27 @@ class PredictResult:
         return pl.DataFrame([asdict(r) for r in self.runs])
 
 
-BATCH_SIZE = 64
-"""Prompts per scoring batch, unless a caller says otherwise (the demo's parallel scoring uses
-it too, so its score caches are what ``predict_runs`` would have written)."""
-
-
-def predict_runs(*, runs_dir: str | Path, pool_path: str | Path,
-                 audit_dir: str | Path | None = None, benchmarks: str | Sequence[str] = "all",
-                 data_dir: str | Path | None = None, derived_dir: str | Path | None = None,
-                 out_path: str | Path | None = None, batch_size: int = BATCH_SIZE,
-                 baseline: bool = True, threads: int | None = None,
-                 device: str = "auto") -> PredictResult:
+def predict_runs(options: PredictOptions | None = None, **fields: Any) -> PredictResult:
     """Score every finished run (and the TF-IDF baseline) into one predictions table.
 
-    ``threads``: torch intra-op threads (None: 1 when every run is a CPU size, see
-    :func:`guarddiag.model.auto_threads`). ``device``: auto (CUDA when present), cpu, cuda,
-    cuda:N or mps; on CUDA the guards score under bf16 autocast."""
-    runs_dir = Path(runs_dir)
+    ``options`` (:class:`~guarddiag.predict.options.PredictOptions`), or its fields by name
+    (``predict_runs(runs_dir=..., pool_path=...)``), validated as one model; fields given by
+    name override those of ``options``."""
+    if options is None or fields:
+        base = {} if options is None else options.model_dump(exclude_unset=True)
+        options = validate(PredictOptions, {**base, **fields}, where="predict")
+    o = options
+    runs_dir, device, benchmarks = o.runs_dir, o.device, o.benchmarks
+    data_dir, derived_dir, threads = o.data_dir, o.derived_dir, o.threads
+    batch_size, baseline, audit_dir = o.batch_size, o.baseline, o.audit_dir
     dev = pick_device(device)
-    out_path = Path(out_path) if out_path is not None else runs_dir / PREDICTIONS_FILE
+    out_path = o.out_path if o.out_path is not None else runs_dir / PREDICTIONS_FILE
     run_dirs = finished_runs(runs_dir)
     if not run_dirs:
         raise GuarddiagError(f"{runs_dir}: no finished runs; run `guarddiag train` first")
     inputs, unavailable, pool = scoring_inputs(
-        pool_path=Path(pool_path), benchmarks=benchmarks,
-        data_dir=Path(data_dir) if data_dir else None,
-        derived_dir=Path(derived_dir) if derived_dir else None)
+        pool_path=o.pool_path, benchmarks=benchmarks, data_dir=data_dir,
+        derived_dir=derived_dir)
     n_prompts = sum(len(i.texts) for i in inputs)
     say(f"scoring {len(run_dirs)} run(s) on {len(inputs)} subset(s), {n_prompts} prompts each"
         + (f"; unavailable: {', '.join(unavailable)}" if unavailable else ""))

@@ -1,0 +1,153 @@
+"""The options of ``report`` and ``predict`` are declared once (ReportOptions, PredictOptions)
+and every default that changes a reported number is pinned here: changing one in the model
+fails this file. The CLI and the API take the same model, so they cannot drift from it, and the
+"(default …)" each --help states is the model's."""
+
+from __future__ import annotations
+
+import argparse
+import re
+from pathlib import Path
+
+import pytest
+
+import guarddiag.api
+from guarddiag.analyses.options import ReportOptions
+from guarddiag.cli import build_parser, main
+from guarddiag.cli.report import report_options
+from guarddiag.cli.train import predict_options
+from guarddiag.predict.options import PredictOptions
+from guarddiag.spec import SpecError
+
+# The study's settings (SPEC.md): each one changes a number of the report.
+REPORT_DEFAULTS = {
+    "mapping": "loose",
+    "threshold": 0.5,
+    "n_resamples": 2000,
+    "confidence": 0.95,
+    "seed": 0,
+    "primary_subset": "decontaminated",
+    "min_seeds": 3,
+    "alpha": 0.05,
+    "competence_floor": 0.80,
+    "rank_group": ("E1", "E7", "E8", "E10"),
+    "rank_benchmark": "harmbench_copyright",
+    "rank_tail": "top",
+    "rank_explicit": False,
+    "title": "guarddiag report",
+    "out_dir": Path("reports/report"),
+    "data_dir": None,
+    "derived_dir": None,
+}
+PREDICT_DEFAULTS = {
+    "benchmarks": "all",
+    "batch_size": 64,
+    "baseline": True,
+    "threads": None,
+    "device": "auto",
+    "data_dir": None,
+    "derived_dir": None,
+    "out_path": None,
+}
+PATHS = ("runs_dir", "pool_path", "audit_dir")
+FOLDERS = (*PATHS, "data_dir", "derived_dir")
+"""Where things are (the shared work-folder and --data-dir flags state their own defaults)."""
+
+
+def _fields(options: ReportOptions | PredictOptions, names) -> dict:
+    return {k: getattr(options, k) for k in names}
+
+
+def test_report_defaults_are_pinned():
+    options = ReportOptions()
+    assert _fields(options, REPORT_DEFAULTS) == REPORT_DEFAULTS
+    assert set(ReportOptions.model_fields) == set(REPORT_DEFAULTS) | set(PATHS)
+    assert (options.runs_dir, options.pool_path, options.audit_dir) == (
+        Path("work/runs"), Path("work/pool/pool.parquet"), Path("work/audit"))
+
+
+def test_predict_defaults_are_pinned():
+    options = PredictOptions()
+    assert _fields(options, PREDICT_DEFAULTS) == PREDICT_DEFAULTS
+    assert set(PredictOptions.model_fields) == set(PREDICT_DEFAULTS) | set(PATHS)
+
+
+def _subparser(name: str) -> argparse.ArgumentParser:
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return sub.choices[name]
+
+
+def _shown(value: object) -> str:
+    if isinstance(value, tuple):
+        return ",".join(value)
+    return str(value)
+
+
+@pytest.mark.parametrize(("command", "model"), [
+    ("report", ReportOptions), ("predict", PredictOptions), ("sweep", PredictOptions)])
+def test_each_help_states_the_models_default(command, model):
+    checked = 0
+    for action in _subparser(command)._actions:
+        if action.dest not in model.model_fields or action.dest in FOLDERS:
+            continue
+        stated = re.search(r"\(default ([^;)]+)", action.help or "")
+        if action.dest in ("device", "threads", "baseline"):
+            continue  # shared --device/--threads helpers; a switch has no stated default
+        assert stated, f"{command} {action.option_strings}: no (default …) in its help"
+        default = model.model_fields[action.dest].get_default(call_default_factory=True)
+        assert stated[1].split(", ")[0] == _shown(default), f"{command} {action.option_strings}"
+        checked += 1
+    assert checked >= (13 if command == "report" else 2)
+
+
+def test_the_command_lines_defaults_are_the_models(tmp_path):
+    args = build_parser().parse_args(["report", "--work-dir", str(tmp_path)])
+    options = report_options(args)
+    assert _fields(options, REPORT_DEFAULTS) == {
+        **REPORT_DEFAULTS, "data_dir": options.data_dir, "derived_dir": tmp_path / "derived"}
+    assert options.runs_dir == tmp_path / "runs"
+    for command in (["predict"], ["sweep"]):
+        args = build_parser().parse_args([*command, "--work-dir", str(tmp_path)])
+        options = predict_options(args)
+        assert _fields(options, PREDICT_DEFAULTS) == {
+            **PREDICT_DEFAULTS, "data_dir": options.data_dir,
+            "derived_dir": tmp_path / "derived"}
+        assert options.pool_path == tmp_path / "pool" / "pool.parquet"
+
+
+def test_a_flag_reaches_its_field_and_rank_names_become_explicit(tmp_path):
+    args = build_parser().parse_args([
+        "report", "--threshold", "0.7", "--bootstrap", "50", "--subset", "full",
+        "--rank-group", "E2,E3", "--out", str(tmp_path / "o"), "--title", "T"])
+    o = report_options(args)
+    assert (o.threshold, o.n_resamples, o.primary_subset, o.rank_group, o.rank_explicit,
+            o.out_dir, o.title) == (0.7, 50, "full", ("E2", "E3"), True, tmp_path / "o", "T")
+    args = build_parser().parse_args(["predict", "--batch-size", "8", "--no-baseline",
+                                      "--benchmarks", "study"])
+    p = predict_options(args)
+    assert (p.batch_size, p.baseline, p.benchmarks) == (8, False, "study")
+
+
+def test_the_api_takes_the_same_model(monkeypatch, tmp_path):
+    seen: list[ReportOptions] = []
+    monkeypatch.setattr(guarddiag.api, "make_report", seen.append)
+    guarddiag.api.run_report(tmp_path / "runs")
+    guarddiag.api.run_report(tmp_path / "runs", out=tmp_path / "o", alpha=0.01,
+                             options=ReportOptions(seed=7, pool_path=tmp_path / "p.parquet"))
+    plain, chosen = seen
+    assert _fields(plain, REPORT_DEFAULTS) == REPORT_DEFAULTS
+    assert (plain.runs_dir, plain.pool_path, plain.audit_dir) == (tmp_path / "runs", None, None)
+    assert (chosen.seed, chosen.alpha, chosen.out_dir, chosen.pool_path) == (
+        7, 0.01, tmp_path / "o", tmp_path / "p.parquet")
+
+
+def test_bad_options_are_one_line_naming_the_field(tmp_path, capsys):
+    with pytest.raises(SpecError) as err:
+        guarddiag.api.run_report(tmp_path, threshold="high")
+    assert str(err.value).splitlines()[-1].startswith('run_report field "threshold": ')
+    with pytest.raises(SpecError, match='run_report field "thresold": unknown key'):
+        guarddiag.api.run_report(tmp_path, thresold=0.5)
+    assert main(["report", "--runs-dir", str(tmp_path), "--alpha", "1.5"]) == 2
+    err_text = capsys.readouterr().err
+    assert 'guarddiag report field "alpha": input should be less than 1, got 1.5' in err_text
