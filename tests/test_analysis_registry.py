@@ -26,6 +26,7 @@ from guarddiag.analyses import (
 from guarddiag.analyses.registry import AnalysisRegistry
 from guarddiag.cli import main
 from guarddiag.errors import GuarddiagError
+from guarddiag.report import ReportContext, Section, build_report
 from guarddiag.report.schema import json_schema, validate_results
 from guarddiag.report.sections.registry import SECTIONS, SectionRegistry
 
@@ -141,3 +142,14 @@ def test_the_registries_refuse_duplicates_and_unregistered_needs():
         sections.register("s", lambda ctx: None)  # type: ignore[arg-type, return-value]
     with pytest.raises(GuarddiagError, match="already last"):
         sections.register("t", lambda ctx: None, last=True)  # type: ignore[arg-type, return-value]
+
+
+def test_a_registered_section_must_build_the_id_it_was_registered_under():
+    def builder(ctx: ReportContext) -> Section:
+        return Section.omit("other", "Other", "nothing")
+
+    ctx = ReportContext(options=ReportOptions(), results=None)  # type: ignore[arg-type]
+    with SECTIONS.scoped():
+        SECTIONS.register("mine", builder)
+        with pytest.raises(GuarddiagError, match="registered as 'mine' built 'other'"):
+            build_report(ctx, sections=[builder])

@@ -6,8 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from guarddiag.analyses import AnalysisContext, register_analysis
-from guarddiag.report import Paragraph, ReportContext, Section
-from guarddiag.report.sections.registry import register_section
+from guarddiag.report import Paragraph, ReportContext, Section, register_section
 from guarddiag.typed import Model
 
 

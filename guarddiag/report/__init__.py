@@ -7,16 +7,21 @@ each *section builder* turn the results into document blocks, and renders them. 
 itself reads nothing but those results, retrains or re-scores nothing and computes no
 statistics.
 
-Modules: :mod:`~.document` (blocks, sections, the report), :mod:`~.context` (options and what
-builders read), :mod:`~.sections` (the builders, in order), :mod:`~.build` (sections →
+Modules: :mod:`~.document` (blocks, sections, the report), :mod:`~.context` (what builders
+read), :mod:`~.sections` (the builders and their registry), :mod:`~.build` (sections →
 results.json content), :mod:`~.render` (HTML, Markdown, LaTeX, CSV), :mod:`~.write` (the output
-folder), :mod:`~.make` (the verb), :mod:`~.schema` (results.json as typed code and JSON Schema).
+folder), :mod:`~.make` (the verb), :mod:`~.schema_payloads` (results.json as typed models) and
+:mod:`~.schema` (the assembled document model, its generated JSON Schema, validation).
 
-Sections. A report is a list of :data:`SectionBuilder` functions ``(ReportContext) -> Section``
-(:data:`DEFAULT_SECTIONS`; :func:`default_sections` adds the SORRY-Bench ones). A builder whose
-inputs are absent returns ``Section.omit(...)`` with a note; the report shows the note and
-carries on. To add a section write a builder and pass ``sections=with_sections([builder])``,
-which keeps the disclosure card last; no other section changes.
+Sections. A report is a list of :data:`SectionBuilder` functions ``(ReportContext) -> Section``,
+each registered with its id and results.json payload model in the section registry
+(:mod:`~.sections.registry`); :func:`default_sections` is every registered one in order (the
+built-in ones, the SORRY-Bench ones, any registered elsewhere, the disclosure card last). A
+builder whose inputs are absent returns ``Section.omit(...)`` with a note; the report shows the
+note and carries on. To add a section with its own analysis, write one module that registers
+the analysis (:func:`guarddiag.analyses.register_analysis`) and its section
+(:func:`~.sections.registry.register_section`) and import it; ``sections=with_sections([b])``
+adds a builder to one report only.
 
 Output folder (``--out``)::
 
@@ -37,9 +42,10 @@ figures (no dates, sorted keys, seeded bootstrap).
 """
 
 from guarddiag.analyses.inputs import ReportInputs
+from guarddiag.analyses.options import ReportOptions
 from guarddiag.analyses.step import AnalysisResults
 from guarddiag.report.build import build_report
-from guarddiag.report.context import ReportContext, ReportOptions, SectionBuilder
+from guarddiag.report.context import ReportContext, SectionBuilder
 from guarddiag.report.document import (
     Block,
     Bullets,
@@ -53,7 +59,7 @@ from guarddiag.report.document import (
 )
 from guarddiag.report.make import make_report, render_report
 from guarddiag.report.render import render_csv, render_html, render_latex, render_markdown
-from guarddiag.report.schema import SCHEMA_VERSION
+from guarddiag.report.schema import SCHEMA_VERSION, json_schema, results_model, validate_results
 from guarddiag.report.sections import (
     DEFAULT_SECTIONS,
     SORRY_SECTIONS,
@@ -61,11 +67,13 @@ from guarddiag.report.sections import (
     with_sections,
 )
 from guarddiag.report.sections.common import pivot_by_cohort
+from guarddiag.report.sections.registry import SECTIONS, register_section
 from guarddiag.report.write import ReportResult, write_report
 
 __all__ = [
     "DEFAULT_SECTIONS",
     "SCHEMA_VERSION",
+    "SECTIONS",
     "SORRY_SECTIONS",
     "AnalysisResults",
     "Block",
@@ -84,13 +92,17 @@ __all__ = [
     "Table",
     "build_report",
     "default_sections",
+    "json_schema",
     "make_report",
     "pivot_by_cohort",
+    "register_section",
     "render_csv",
     "render_html",
     "render_latex",
     "render_markdown",
     "render_report",
+    "results_model",
+    "validate_results",
     "with_sections",
     "write_report",
 ]

@@ -11,7 +11,7 @@ from guarddiag.report.document import Report
 from guarddiag.report.jsonable import jsonable
 from guarddiag.report.schema import SCHEMA_VERSION
 from guarddiag.report.schema_payloads import OptionsJson
-from guarddiag.report.sections.order import DEFAULT_SECTIONS
+from guarddiag.report.sections.order import DEFAULT_SECTIONS, SECTIONS
 
 
 def build_report(ctx: ReportContext, *,
@@ -19,11 +19,16 @@ def build_report(ctx: ReportContext, *,
     """Run each builder once, in order, and assemble results.json's content
     (:func:`~guarddiag.report.schema.results_model`; ``options`` holds the
     :class:`~guarddiag.report.schema_payloads.OptionsJson` fields of the report's options);
-    two sections may not share an id."""
+    two sections may not share an id, and a registered section builds the id it was
+    registered under."""
     built = []
     seen: set[str] = set()
+    registered = {e.builder: e.id for e in SECTIONS.entries()}
     for builder in sections:
         section = builder(ctx)
+        if registered.get(builder, section.id) != section.id:
+            raise GuarddiagError(f"report: the section registered as "
+                                 f"{registered[builder]!r} built {section.id!r}")
         if section.id in seen:
             raise GuarddiagError(f"report: two sections share the id {section.id!r}")
         seen.add(section.id)
