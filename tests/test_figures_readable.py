@@ -30,11 +30,12 @@ from synthetic_runs import frame, rows_for, run_meta, study_like
 
 from guarddiag import files
 from guarddiag.analyses.inputs import load_inputs
+from guarddiag.analyses.options import ReportOptions
 from guarddiag.analyses.step import AnalysisResults, analyse
 from guarddiag.data import load_benchmark
 from guarddiag.labels import pillar_ids
 from guarddiag.report.build import build_report
-from guarddiag.report.context import ReportContext, ReportOptions
+from guarddiag.report.context import ReportContext
 from guarddiag.report.document import FigureBlock
 from guarddiag.report.sections.order import default_sections
 from guarddiag.sorry.mutate import _write_subset, mutate_frame

@@ -2,8 +2,7 @@
 
 The CLI (``guarddiag predict``, and ``sweep``'s scoring step), the demo and
 :func:`~guarddiag.predict.runner.predict_runs` take this one object, so their defaults cannot
-drift; the defaults are pinned in ``tests/test_options_defaults.py``. Light on purpose (no
-torch): the CLI reads it to build a command's options.
+drift; the defaults are pinned in ``tests/test_options_defaults.py``.
 """
 
 from __future__ import annotations

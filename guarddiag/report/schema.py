@@ -90,7 +90,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import ConfigDict, Field, ValidationError, create_model
 
@@ -105,7 +105,8 @@ from guarddiag.report.schema_payloads import (
 from guarddiag.report.sections.order import SECTIONS
 from guarddiag.report.sections.registry import SectionRegistry
 
-SCHEMA_VERSION = 4
+SchemaVersion = Literal[4]
+SCHEMA_VERSION: int = get_args(SchemaVersion)[0]
 SCHEMA_PATH = Path(__file__).with_name("results.schema.json")
 Schema = dict[str, Any]
 
@@ -129,7 +130,7 @@ def results_model(registry: SectionRegistry = SECTIONS) -> type[Doc]:
         __doc__="Payload per section id; omitted sections are absent.", **payloads)
     return create_model(
         "ResultsJson", __base__=Doc, __doc__="The whole of results.json.",
-        schema_version=(Literal[4], ...),
+        schema_version=(SchemaVersion, ...),
         title=(str, ...), options=(OptionsJson, ...), inputs=(InputsJson, ...),
         notes=(list[str], Field(description="Inputs that were absent and what that omits.")),
         sections=(list[SectionEntryJson], ...), results=(section_results, ...))
