@@ -12,6 +12,15 @@ from pathlib import Path
 import pytest
 
 import guarddiag.api
+from guarddiag.analyses import (
+    correlation,
+    load,
+    loadtest,
+    overlap_origin,
+    paired,
+    scores,
+    threshold_free,
+)
 from guarddiag.analyses.options import ReportOptions
 from guarddiag.cli import build_parser, main
 from guarddiag.cli.report import report_options
@@ -64,6 +73,21 @@ def test_report_defaults_are_pinned():
     assert set(ReportOptions.model_fields) == set(REPORT_DEFAULTS) | set(PATHS)
     assert (options.runs_dir, options.pool_path, options.audit_dir) == (
         Path("work/runs"), Path("work/pool/pool.parquet"), Path("work/audit"))
+
+
+def test_the_analyses_fixed_settings_are_pinned():
+    """Settings that change reported numbers without being options: the load test's prompt
+    floor and Monte-Carlo draws, the paired tests' and the correlation's levels, the
+    threshold-free capture, the overlap-origin share."""
+    assert (loadtest.MIN_PROMPTS, loadtest.NULL_DRAWS, loadtest.DEFAULT_ALPHA) == (
+        20, 20_000, 0.05)
+    assert (paired.DEFAULT_ALPHA, correlation.DEFAULT_ALPHA) == (0.05, 0.05)
+    assert threshold_free.DEFAULT_CAPTURE == 0.95
+    assert overlap_origin.RECIPE_SHARE == 0.5
+    # The analysis functions' own keyword defaults are the options' (one constant each).
+    defaults = ReportOptions()
+    assert (defaults.min_seeds, defaults.threshold, defaults.alpha) == (
+        load.DEFAULT_MIN_SEEDS, scores.DEFAULT_THRESHOLD, loadtest.DEFAULT_ALPHA)
 
 
 def test_predict_defaults_are_pinned():

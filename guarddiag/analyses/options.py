@@ -4,7 +4,8 @@ The CLI (``guarddiag report``), the API (:func:`guarddiag.run_report`), the anal
 section builders all take this one object, so their defaults cannot drift. Every default that
 changes a reported number (threshold, mapping, resamples, confidence, seed, subset, min seeds,
 alpha, competence floor, rank group/benchmark/tail) is read from here and pinned in
-``tests/test_options_defaults.py``.
+``tests/test_options_defaults.py``; where an analysis function has the same keyword default,
+both read the one constant of that analysis's module.
 """
 
 from __future__ import annotations
@@ -15,7 +16,9 @@ from typing import Literal
 from pydantic import Field
 
 from guarddiag import paths, stats
+from guarddiag.analyses import loadtest
 from guarddiag.analyses.competence import DEFAULT_COMPETENCE_FLOOR
+from guarddiag.analyses.load import DEFAULT_MIN_SEEDS
 from guarddiag.analyses.rank import DEFAULT_BENCHMARK, DEFAULT_GROUP
 from guarddiag.analyses.scores import DEFAULT_THRESHOLD
 from guarddiag.typed import Model
@@ -47,9 +50,9 @@ class ReportOptions(Model):
     """Seed of every bootstrap and Monte-Carlo draw."""
     primary_subset: Literal["decontaminated", "full"] = "decontaminated"
     """Prompt subset of the primary tables and of the policy/capability call."""
-    min_seeds: int = Field(default=3, ge=2)
+    min_seeds: int = Field(default=DEFAULT_MIN_SEEDS, ge=2)
     """Seeds a recipe needs to count as a seed group for the floor."""
-    alpha: float = Field(default=0.05, gt=0.0, lt=1.0)
+    alpha: float = Field(default=loadtest.DEFAULT_ALPHA, gt=0.0, lt=1.0)
     """Level of the calibrated load test: a benchmark is policy-load where the BH q-value of
     its A-last vs B-last contrast is below alpha (:mod:`~guarddiag.analyses.loadtest`)."""
     competence_floor: float = Field(default=DEFAULT_COMPETENCE_FLOOR, ge=0.0, le=1.0)
