@@ -137,7 +137,7 @@ def results_model(registry: SectionRegistry = SECTIONS) -> type[Doc]:
 
 
 def validate_results(value: Any, registry: SectionRegistry = SECTIONS) -> list[str]:
-    """Where ``value`` breaks results.json's models, one line per problem (``$.a.b[0].c: …``);
+    """Where ``value`` breaks results.json's models, one line per problem (``$.a.b.0.c: …``);
     empty when it conforms. Strict: a string is not a number, an integer not a boolean."""
     try:
         results_model(registry).model_validate(value, strict=True)
