@@ -13,7 +13,8 @@ McNemar with Holm for every two-guard comparison shown),
 :mod:`~.sorry` (the SORRY-Bench analyses of the report), and the analysis step:
 :mod:`~.inputs` (load every saved input once), :mod:`~.options` (:class:`ReportOptions`, the
 one declaration of the report's options), :mod:`~.registry` (each analysis registers itself
-with its inputs and result type; :mod:`~.catalog` lists the built-in ones) and :mod:`~.step`
+with its inputs and result type; :mod:`~.catalog` lists the built-in ones; :mod:`~.scored`
+registers the score tables, variants in and out) and :mod:`~.step`
 (run every registered analysis once, :func:`run_analyses` → :class:`AnalysisResults`).
 
 The report renders these results and computes nothing itself.
