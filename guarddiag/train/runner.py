@@ -20,7 +20,7 @@ from typing import Any
 import polars as pl
 
 from guarddiag.errors import GuarddiagError
-from guarddiag.files import sha256_file, write_meta
+from guarddiag.files import sha256_file
 from guarddiag.model.device import describe_device, pick_device
 from guarddiag.model.threads import auto_threads, torch_threads
 from guarddiag.pool.table import Pool, read_pool
@@ -31,6 +31,9 @@ from guarddiag.runs import (
     MODEL_FILE,
     STATUS_FINISHED,
     finished_meta,
+    new_run_meta,
+    read_run_meta,
+    write_run_meta,
 )
 from guarddiag.train.branches import BranchSet, BranchSpec, PlannedRun, plan_runs
 from guarddiag.train.full import train_full
@@ -110,6 +113,7 @@ def _train_locked(spec: BranchSpec, run: PlannedRun, *, pool: Pool, runs_dir: Pa
     if done is not None:
         if done.get("train", {}).get("fingerprint") == fingerprint:
             (run_dir / CHECKPOINT_FILE).unlink(missing_ok=True)
+            _update_roles(run_dir, spec)
             say(f"{run.run_id}: already finished with this spec and these inputs; skipped")
             return _summary(run, done, status="skipped", wall_s=0.0)
         say(f"{run.run_id}: spec or inputs changed since it was trained; retraining")
@@ -122,18 +126,29 @@ def _train_locked(spec: BranchSpec, run: PlannedRun, *, pool: Pool, runs_dir: Pa
     wall = time.monotonic() - t0
     model_section = info.pop("model")
     resumed = info.pop("resumed")
-    write_meta(run_dir, inputs=inputs, seed=run.seed, status=STATUS_FINISHED,
-               run_id=run.run_id, branch=run.branch, size=run.size,
-               label_policy=spec.label_policy(), teacher=run.teacher, parent=run.parent,
-               spec=spec.resolved(), model=model_section,
-               train={"fingerprint": fingerprint, "training_version": TRAINING_VERSION,
-                      "wall_s": round(wall, 2), **info})
+    write_run_meta(run_dir, new_run_meta(
+        run_id=run.run_id, branch=run.branch, size=run.size, seed=run.seed,
+        status=STATUS_FINISHED, label_policy=spec.label_policy(), roles=spec.roles(),
+        teacher=run.teacher, parent=run.parent, inputs=inputs, spec=spec.resolved(),
+        model=model_section, train={"fingerprint": fingerprint,
+                                    "training_version": TRAINING_VERSION,
+                                    "wall_s": round(wall, 2), **info}))
     (run_dir / CHECKPOINT_FILE).unlink(missing_ok=True)
     meta = finished_meta(run_dir) or {}
     summary = _summary(run, meta, status="resumed" if resumed else "trained", wall_s=wall)
     say(f"{run.run_id}: {summary.status} in {wall:.1f}s — val acc A {summary.val_acc_a:.3f}, "
         f"B {summary.val_acc_b:.3f} (kept step {meta['train']['best']['step']})")
     return summary
+
+
+def _update_roles(run_dir: Path, spec: BranchSpec) -> None:
+    """Write the spec's roles into a finished run's meta.json where they differ: roles are
+    not part of the fingerprint (they say what a run is for, not what it learned), so a role
+    changed in the spec, or a run trained before roles existed, is relabelled, not retrained."""
+    meta = read_run_meta(run_dir)
+    if meta.roles != spec.roles():
+        write_run_meta(run_dir, meta.model_copy(update={"roles": spec.roles()}))
+        say(f"{meta.run_id}: roles updated in its meta.json")
 
 
 def _summary(run: PlannedRun, meta: dict[str, Any], *, status: str,
