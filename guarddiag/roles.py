@@ -33,6 +33,7 @@ from typing import Literal
 import polars as pl
 
 from guarddiag.errors import GuarddiagError
+from guarddiag.labels import branch_sort_key
 from guarddiag.typed import Model
 
 ROLE_KINDS = ("teacher", "reference", "student", "control")
@@ -117,5 +118,7 @@ def check_roles(table: pl.DataFrame, *, source: str) -> None:
 
 
 def names_where(table: pl.DataFrame, expr: pl.Expr) -> tuple[str, ...]:
-    """Branch names of the runs of ``table`` that ``expr`` selects, sorted."""
-    return tuple(sorted(set(table.filter(expr)["branch"].drop_nulls().to_list())))
+    """Branch names of the runs of ``table`` that ``expr`` selects, in the specs' reading
+    order (:func:`guarddiag.labels.branch_sort_key`)."""
+    return tuple(sorted(set(table.filter(expr)["branch"].drop_nulls().to_list()),
+                        key=branch_sort_key))

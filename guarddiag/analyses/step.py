@@ -199,9 +199,10 @@ def analyse(inputs: ReportInputs, options: AnalysisOptions) -> AnalysisResults:
                                   mapping=mapping.name, run_meta=inputs.run_meta)
     # Sensitivity variants appear only in their own table, never among the ten branches.
     scores = replace(all_scores, table=without_variants(all_scores.table))
-    inputs = replace(inputs, predictions=without_variants(inputs.predictions),
-                     run_meta=(None if inputs.run_meta is None
-                               else without_variants(inputs.run_meta)))
+    predictions = without_variants(inputs.predictions)
+    inputs = replace(inputs, predictions=predictions,
+                     run_meta=(None if inputs.run_meta is None else inputs.run_meta.filter(
+                         pl.col("run_id").is_in(predictions["run_id"].unique().to_list()))))
     load = benchmark_load(scores, min_seeds=options.min_seeds, alpha=options.alpha,
                           seed=options.seed)
     subset, mname = options.primary_subset, mapping.name
