@@ -22,12 +22,16 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from guarddiag.cli import add_parser, add_work_paths, work_paths_from
 from guarddiag.cli.bench import add_device, add_threads, register_bench
 from guarddiag.cores import usable_cores
 from guarddiag.errors import GuarddiagError
 from guarddiag.paths import resolve_data_dir
+
+if TYPE_CHECKING:
+    from guarddiag.train.options import TrainOptions
 
 _SIZES_HELP = ("model sizes, comma-separated: micro, tiny (random init, CPU), small, base, "
                "large (ModernBERT-base/-large shapes)")
@@ -135,8 +139,8 @@ def _register_train(sub: argparse._SubParsersAction) -> None:
                         "base=answerdotai/ModernBERT-base or small=/models/all-MiniLM-L6-v2; "
                         "repeatable. Without it a size trains ModernBERT from random init with "
                         "a tokenizer trained on the pool")
-    p.add_argument("--checkpoint-every", type=float, default=60.0, metavar="SECONDS",
-                   help="wall-clock seconds between resume checkpoints")
+    p.add_argument("--checkpoint-every", type=float, default=None, metavar="SECONDS",
+                   help="wall-clock seconds between resume checkpoints (default: one minute)")
     p.add_argument("--run", default=None, metavar="SIZE/BRANCH/seed=S",
                    help="train exactly this run (its dependencies must be finished); "
                         "--branches, --sizes and --seeds are then not used")
@@ -182,21 +186,45 @@ def _parse_checkpoints(items: list[str]) -> dict[str, str]:
     return out
 
 
+_FLAGS = {"checkpoint_every_s": "checkpoint_every", "pretrained": "checkpoint",
+          "threads": "threads", "device": "device", "micro_batch": "micro_batch",
+          "compile": "compile", "wait_for_lock": "wait"}
+"""TrainOptions field → the ``train``/``sweep`` flag (argparse dest) that sets it."""
+
+
+def train_options(args: argparse.Namespace) -> TrainOptions:
+    """The :class:`~guarddiag.train.options.TrainOptions` of a ``train`` or ``sweep`` command
+    line: flags it lacks or leaves unset (None) keep the model's defaults, so the command line,
+    the API and the runner share one set of defaults; a bad value is one line naming its flag."""
+    from guarddiag.spec import SpecError
+    from guarddiag.train.options import TrainOptions
+    from guarddiag.typed import validate
+
+    values = {field: getattr(args, dest) for field, dest in _FLAGS.items()
+              if getattr(args, dest, None) is not None}
+    if "pretrained" in values:
+        values["pretrained"] = _parse_checkpoints(values["pretrained"])
+    try:
+        return validate(TrainOptions, values, where="options")
+    except SpecError as exc:
+        problems = []
+        for problem in exc.problems:
+            for field, dest in _FLAGS.items():
+                flag = "--" + dest.replace("_", "-")
+                problem = problem.replace(f'options field "{field}"', flag)
+            problems.append(problem)
+        raise SpecError("the training options", problems) from None
+
+
 def _run_train(args: argparse.Namespace) -> int:
-    from guarddiag.train import RunOptions, RunSummary, train_branches, train_one
+    from guarddiag.train import RunSummary, train_branches, train_one
     from guarddiag.train.branches import load_branches, parse_seeds, parse_sizes
 
     if args.list_sizes:
         return _list_sizes()
-    if args.micro_batch is not None and args.micro_batch < 1:
-        raise GuarddiagError(f"--micro-batch: expected at least 1, got {args.micro_batch}")
     paths = work_paths_from(args)
-    pretrained = _parse_checkpoints(args.checkpoint)
+    options = train_options(args)
     branches = load_branches(args.branches_dir)
-    options = RunOptions(checkpoint_every_s=args.checkpoint_every, pretrained=pretrained,
-                         threads=args.threads, device=args.device,
-                         micro_batch=args.micro_batch, compile=args.compile,
-                         wait_for_lock=args.wait)
     runs: tuple[RunSummary, ...]
     if args.run:
         runs = (train_one(branches=branches, run_id=args.run, runs_dir=paths.runs,
@@ -337,7 +365,6 @@ def _run_sweep(args: argparse.Namespace) -> int:
     from guarddiag.model.threads import auto_threads
     from guarddiag.predict import predict_runs
     from guarddiag.predict.sweep import ScoreTask, sweep
-    from guarddiag.train import RunOptions
     from guarddiag.train.branches import parse_seeds, parse_sizes
 
     paths = work_paths_from(args)
@@ -348,8 +375,7 @@ def _run_sweep(args: argparse.Namespace) -> int:
         str(paths.derived), args.batch_size, args.device, auto_threads(sizes))
     res = sweep(names=args.branches, sizes=sizes, seeds=parse_seeds(args.seeds),
                 runs_dir=paths.runs, pool_path=paths.pool, branches_dir=args.branches_dir,
-                options=RunOptions(pretrained=_parse_checkpoints(args.checkpoint),
-                                   device=args.device),
+                options=train_options(args),
                 engine=args.engine, jobs=args.jobs, address=args.address, score=score)
     rows = [(r.run_id, r.status, f"{r.wall_s:.1f}", f"{r.val_acc_a:.3f}", f"{r.val_acc_b:.3f}")
             for r in res.runs]

@@ -39,7 +39,7 @@ from guarddiag.train.branches import BranchSet, BranchSpec, PlannedRun, plan_run
 from guarddiag.train.full import train_full
 from guarddiag.train.head_only import train_head_only
 from guarddiag.train.lock import RunLock
-from guarddiag.train.options import RunOptions
+from guarddiag.train.options import TrainOptions
 from guarddiag.train.plan import find_run
 
 TRAINING_VERSION = 2
@@ -77,7 +77,7 @@ def _fingerprint(payload: dict[str, Any]) -> str:
 
 
 def _run_fingerprint(spec: BranchSpec, run: PlannedRun, pool: Pool, runs_dir: Path,
-                     options: RunOptions) -> tuple[str, dict[str, str]]:
+                     options: TrainOptions) -> tuple[str, dict[str, str]]:
     inputs = {"pool.parquet": pool.sha256}
     for role, dep in (("teacher", run.teacher), ("parent", run.parent)):
         if dep:
@@ -89,13 +89,13 @@ def _run_fingerprint(spec: BranchSpec, run: PlannedRun, pool: Pool, runs_dir: Pa
 
 
 def train_run(spec: BranchSpec, run: PlannedRun, *, pool: Pool, runs_dir: Path,
-              options: RunOptions | None = None) -> RunSummary:
+              options: TrainOptions | None = None) -> RunSummary:
     """Train one planned run (its dependencies must be finished), or skip it if done.
 
     The run folder's lock (:class:`~guarddiag.train.lock.RunLock`) is held throughout, so two
     processes never train the same run; the second one, once it gets the lock, finds the run
     finished and skips it."""
-    options = options or RunOptions()
+    options = options or TrainOptions()
     run_dir = runs_dir / run.run_id
     for dep in run.deps():
         if finished_meta(runs_dir / dep) is None:
@@ -106,7 +106,7 @@ def train_run(spec: BranchSpec, run: PlannedRun, *, pool: Pool, runs_dir: Path,
 
 
 def _train_locked(spec: BranchSpec, run: PlannedRun, *, pool: Pool, runs_dir: Path,
-                  options: RunOptions) -> RunSummary:
+                  options: TrainOptions) -> RunSummary:
     run_dir = runs_dir / run.run_id
     fingerprint, inputs = _run_fingerprint(spec, run, pool, runs_dir, options)
     done = finished_meta(run_dir)
@@ -166,11 +166,11 @@ def train_branches(*, branches: BranchSet, names: str | Sequence[str] = "all",
                    sizes: Sequence[str] = ("micro",), seeds: Sequence[int] = (42,),
                    plan: Sequence[PlannedRun] | None = None,
                    runs_dir: str | Path, pool_path: str | Path,
-                   options: RunOptions | None = None) -> TrainResult:
+                   options: TrainOptions | None = None) -> TrainResult:
     """Train every run of the plan (``names`` × ``sizes`` × ``seeds``, or ``plan`` as given)
     in dependency order; finished runs are skipped."""
     runs_dir = Path(runs_dir)
-    options = options or RunOptions()
+    options = options or TrainOptions()
     device_line = describe_device(pick_device(options.device), spec=options.device)
     if plan is None:
         plan = plan_runs(branches, names=names, sizes=sizes, seeds=seeds)
@@ -191,11 +191,11 @@ def train_branches(*, branches: BranchSet, names: str | Sequence[str] = "all",
 
 
 def train_one(*, branches: BranchSet, run_id: str, runs_dir: str | Path,
-              pool_path: str | Path, options: RunOptions | None = None) -> RunSummary:
+              pool_path: str | Path, options: TrainOptions | None = None) -> RunSummary:
     """Train exactly the run ``run_id`` (``<size>/<branch>/seed=<s>``) once its dependencies
     are finished — for Slurm arrays and sweeps, where each task trains one run."""
     runs_dir = Path(runs_dir)
-    options = options or RunOptions()
+    options = options or TrainOptions()
     say(describe_device(pick_device(options.device), spec=options.device))
     run = find_run(branches, run_id)
     for dep in run.deps():
