@@ -57,11 +57,13 @@ def _register_branches(sub: argparse._SubParsersAction) -> None:
     validate = add_parser(actions, "validate", help="validate every spec, all errors at once",
                           description="Validate the branch specs as a set: known keys and "
                                       "routes, fractions in [0, 1],\nknown sizes, teachers and "
-                                      "parents that exist, no dependency cycles.\nEvery problem "
-                                      "is printed on its own line naming file and field.")
+                                      "parents that exist, no dependency cycles, roles\n"
+                                      "consistent with the recipe. Every problem is printed on "
+                                      "its own line\nnaming file and field.")
     lister = add_parser(actions, "list", help="one line per branch",
-                        description="List the branches with their routes, label mix, "
-                                    "teacher/parent and budget.")
+                        description="List the branches with their roles (role, policy of "
+                                    "the last signal), routes, label mix, teacher/parent and "
+                                    "budget.")
     for p in (validate, lister):
         p.add_argument("--branches-dir", default=None, metavar="DIR",
                        help="folder of branch specs (default: the bundled branches/)")
@@ -82,12 +84,14 @@ def _run_list(args: argparse.Namespace) -> int:
     from guarddiag.train.branches import load_branches
 
     branches = load_branches(args.branches_dir)
-    header = ("branch", "routes", "labels", "teacher", "parent", "size", "rows", "epochs",
-              "description")
+    header = ("branch", "role", "last", "routes", "labels", "teacher", "parent", "size", "rows",
+              "epochs", "description")
     rows = []
     for name in branches.names():
         s = branches[name]
-        rows.append((name, "+".join(s.routes), s.label_policy(), s.teacher or "-",
+        role = s.role + (f" of {s.control_of}" if s.control_of else "")
+        rows.append((name, role, s.last_policy, "+".join(s.routes), s.label_policy(),
+                     s.teacher or "-",
                      s.parent or "-", s.size, "all" if s.train_rows is None else str(s.train_rows),
                      str(s.epochs), s.description))
     _print_table(header, rows)
