@@ -303,12 +303,10 @@ def test_micro_batches_accumulate_the_whole_batchs_gradient(setup_runs, tmp_path
     """Each micro-batch's loss is weighted by its share of the rows, so for the per-row mean
     terms (class CE, pillar BCE) the accumulated gradient is the whole batch's; the span
     term (a mean over tokens) is switched off here because it is only close, not equal."""
-    import dataclasses
-
     from guarddiag.train.full import FullRoute
 
     branches, pool, _ = setup_runs
-    spec = dataclasses.replace(branches["T_A"], span_weight=0.0)
+    spec = branches["T_A"].model_copy(update={"span_weight": 0.0})
     run = find_run(branches, "micro/T_A/seed=42")
     from guarddiag.pool.table import read_pool
 
