@@ -242,11 +242,14 @@ batch_size: 8
 
 def test_a_route_matched_control_is_a_valid_spec(tmp_path):
     # The next issue's control: a head-only recalibration on policy-B labels, control of S.
-    folder = _folder(tmp_path, S=GOOD.format(name="S"), C=CONTROL.format(name="C", of="S"))
+    folder = _folder(tmp_path, S=GOOD.format(name="S"), C=CONTROL.format(name="C", of="S"),
+                     **{"S-ctrl": CONTROL.format(name="S-ctrl", of="S")})
     b = load_branches(folder)
     assert b["C"].roles().model_dump() == {
         "role": "control", "route": "head_only", "last_policy": "B", "teacher": None,
         "control_of": "S", "variant_of": None}
+    # A control may be named after the branch it controls without being its variant.
+    assert (b["S-ctrl"].control_of, b["S-ctrl"].variant_of) == ("S", None)
 
 
 @pytest.mark.parametrize(("files", "where", "message"), [

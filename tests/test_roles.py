@@ -18,6 +18,13 @@ from guarddiag import files
 from guarddiag.analyses import AnalysisOptions, AnalysisResults, analyse, load_inputs
 from guarddiag.errors import GuarddiagError
 from guarddiag.roles import is_a_last, names_where
+from guarddiag.runs import read_run_meta
+from guarddiag.spec import SpecError
+from guarddiag.train.branches import load_branches
+
+
+def roles_of_model(branch: str):
+    return load_branches()[branch].roles()
 
 COPY_NAME = "headonly_A_copy"
 STUDY_A_LAST = ["E1", "E7", "E8", "E10"]
@@ -175,3 +182,45 @@ def test_branch_runs_without_roles_are_a_one_line_error(tmp_path):
     assert "\n" not in message
     assert "has no role, route or last_policy" in message
     assert "guarddiag predict" in message
+
+
+def test_a_control_enters_no_study_analysis(tmp_path):
+    # A route-matched control (role control, control_of E1) is analysed by the next issue's
+    # control comparison, not counted as a twelfth student: every study number is unchanged.
+    preds, pool, _ = study_like(seed=5, with_guard=False)
+    plain = _analyse(tmp_path / "a", preds, pool)
+    with_control = _analyse(tmp_path / "b", _renamed_copy(
+        preds, "E1", "E1-ctrl_B", role="control", control_of="E1", last_policy="B"), pool)
+    assert with_control.load.table.equals(plain.load.table)
+    assert with_control.rank is not None
+    assert plain.rank is not None
+    assert with_control.rank.to_frame().equals(plain.rank.to_frame())
+    assert with_control.study.table.equals(plain.study.table)
+    assert plain.paired is not None
+    assert with_control.paired is not None
+    assert plain.paired.recipes is not None
+    assert with_control.paired.recipes is not None
+    assert with_control.paired.recipes.table.equals(plain.paired.recipes.table)
+
+
+def test_run_meta_is_read_through_its_model(tmp_path):
+    run_dir = tmp_path / "micro" / "E8" / "seed=42"
+    meta = {"run_id": "micro/E8/seed=42", "branch": "E8", "size": "micro", "seed": 42,
+            "status": "finished", "label_policy": "B",
+            "roles": {"role": "student", "route": "distill", "last_policy": "A",
+                      "teacher": "T_A", "control_of": None, "variant_of": None}}
+    files.write_json(meta, run_dir / "meta.json")
+    got = read_run_meta(run_dir)
+    assert got.roles == roles_of_model("E8")
+    files.write_json({**meta, "seed": "x", "roles": {**meta["roles"], "last_policy": "C"},
+                      "colour": "red"}, run_dir / "meta.json")
+    with pytest.raises(SpecError) as exc:
+        read_run_meta(run_dir)
+    where = run_dir / "meta.json"
+    problems = exc.value.problems
+    assert problems[:2] == [
+        f'{where} field "seed": input should be a valid integer, unable to parse string as '
+        f"an integer, got 'x'",
+        f"{where} field \"roles.last_policy\": input should be 'A' or 'B', got 'C'"]
+    assert problems[2].startswith(f'{where} field "colour": unknown key (expected one of')
+    assert len(problems) == 3

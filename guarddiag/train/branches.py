@@ -353,10 +353,12 @@ def _check_links(specs: dict[str, BranchSpec], paths: dict[str, Path],
 def _check_variant(spec: BranchSpec, specs: dict[str, BranchSpec], paths: dict[str, Path],
                    problems: Problems) -> None:
     """A variant is named ``<variant_of>-<tag>``, and a branch named ``<other branch>-<tag>``
-    is a variant of that branch."""
+    is a variant of that branch (unless it is a control: ``E1-ctrl`` may be ``control_of: E1``)."""
     where = _where(paths[spec.name], "variant_of")
     base = spec.variant_of
     if base is None:
+        if spec.role == "control":
+            return
         head, _, tag = spec.name.rpartition("-")
         if head in paths and VARIANT_TAG.fullmatch(tag):
             problems.add(where, f"a branch named {spec.name!r} is a variant of {head!r}: add "
