@@ -14,6 +14,12 @@ size                   str       model size (``micro`` … ``large``); guard kin
 seed                   i64?      training seed; null for outside guards
 label_policy           str       label policy the run was trained on (``A``, ``B``, a mix
                                  such as ``A25+B75``, or ``outside``)
+role                   str?      the branch's roles (:mod:`guarddiag.roles`): ``teacher``,
+route                  str?      ``reference``, ``student`` or ``control``; the route of its
+last_policy            str?      last label signal; that signal's policy (``A``/``B``); its
+teacher                str?      teacher, the branch it is a control for, the branch it is a
+control_of             str?      variant of. Null for baselines and outside guards (a file
+variant_of             str?      without these columns reads as all null)
 benchmark              str       benchmark subset id, or ``pool_val`` for the pool's val split
 prompt_id              str       id of the prompt within its benchmark
 p_GENERIC_SAFE …       f64?      class probabilities (null when the guard gives none)
@@ -36,6 +42,7 @@ import polars as pl
 from guarddiag.errors import GuarddiagError
 from guarddiag.files import read_table
 from guarddiag.labels import CLASSES, LOOSE, PROB_COLUMNS, BinaryMapping
+from guarddiag.roles import POLICIES, ROLE_COLUMNS, ROLE_KINDS, ROLE_SCHEMA, ROUTES
 
 KEY: tuple[str, ...] = ("run_id", "benchmark", "prompt_id")
 
@@ -46,6 +53,7 @@ SCHEMA: dict[str, pl.DataType] = {
     "size": pl.String(),
     "seed": pl.Int64(),
     "label_policy": pl.String(),
+    **ROLE_SCHEMA,
     "benchmark": pl.String(),
     "prompt_id": pl.String(),
     **{col: pl.Float64() for col in PROB_COLUMNS},
@@ -64,12 +72,19 @@ def empty() -> pl.DataFrame:
     return pl.DataFrame(schema=SCHEMA)
 
 
+def _missing(df: pl.DataFrame) -> list[str]:
+    """Required columns ``df`` lacks (the role columns are optional: absent, they are null)."""
+    return [c for c in COLUMNS if c not in df.columns and c not in ROLE_COLUMNS]
+
+
 def conform(df: pl.DataFrame) -> pl.DataFrame:
-    """Select the schema's columns in order and cast them to the schema's dtypes."""
-    missing = [c for c in COLUMNS if c not in df.columns]
+    """Select the schema's columns in order and cast them to the schema's dtypes (absent role
+    columns come out null)."""
+    missing = _missing(df)
     if missing:
         raise GuarddiagError(f"predictions: missing column(s) {', '.join(missing)}")
-    return df.select([pl.col(c).cast(t) for c, t in SCHEMA.items()])
+    return df.select([(pl.col(c) if c in df.columns else pl.lit(None)).cast(t).alias(c)
+                      for c, t in SCHEMA.items()])
 
 
 def validate(df: pl.DataFrame, *, source: str = "predictions",
@@ -80,7 +95,7 @@ def validate(df: pl.DataFrame, *, source: str = "predictions",
     outside [0, 1], class probabilities that do not sum to 1, unknown classes, kinds or statuses,
     and (with ``same_prompt_sets``) runs that cover different prompts of the same benchmark.
     """
-    missing = [c for c in COLUMNS if c not in df.columns]
+    missing = _missing(df)
     if missing:
         raise GuarddiagError(
             f"{source}: missing column(s) {', '.join(missing)}; expected {', '.join(COLUMNS)}"
@@ -116,7 +131,8 @@ def validate(df: pl.DataFrame, *, source: str = "predictions",
                 f"at run {row['run_id']!r} prompt {row['prompt_id']!r}"
             )
     for col, allowed in (("pred_class", CLASSES), ("guard_kind", GUARD_KINDS),
-                         ("status", STATUSES)):
+                         ("status", STATUSES), ("role", ROLE_KINDS), ("route", ROUTES),
+                         ("last_policy", POLICIES)):
         bad = df.filter(pl.col(col).is_not_null() & ~pl.col(col).is_in(list(allowed)))
         if bad.height:
             raise GuarddiagError(

@@ -23,10 +23,12 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 import polars as pl
+from pydantic import Field
 
-from guarddiag.errors import GuarddiagError
-from guarddiag.files import read_json, write_json, write_parquet
+from guarddiag.files import git_sha, package_versions, read_json, write_json, write_parquet
 from guarddiag.labels import PROB_COLUMNS
+from guarddiag.roles import BranchRoles
+from guarddiag.typed import Model, validate
 
 MODEL_FILE = "model.safetensors"
 TOKENIZER_FILE = "tokenizer.json"
@@ -81,13 +83,52 @@ def remove_run(run_dir: Path) -> None:
     shutil.rmtree(run_dir, ignore_errors=True)
 
 
-def read_run_meta(run_dir: Path) -> dict[str, Any]:
-    """A finished run's meta.json, checked for the keys that name it in the predictions."""
-    meta = read_json(run_dir / META_FILE)
-    for key in ("run_id", "branch", "size", "seed", "label_policy"):
-        if key not in meta:
-            raise GuarddiagError(f'{run_dir / META_FILE} field "{key}": missing')
-    return meta
+class RunMeta(Model):
+    """A trained run's ``meta.json``: what the run is (its id, branch, size, seed and roles) and
+    how it was made (inputs' sha256, versions, the resolved spec, the model, the training)."""
+
+    run_id: str
+    """``<size>/<branch>/seed=<s>``."""
+    branch: str
+    size: str
+    seed: int
+    status: str
+    """``finished`` once the weights are saved (meta.json is written last)."""
+    label_policy: str
+    """The hard labels' policy: ``A``, ``B`` or a mix such as ``A25+B75`` (``+anchors``)."""
+    roles: BranchRoles | None = None
+    """The branch's roles when it was trained or last skipped (:mod:`guarddiag.roles`); None
+    only in a meta written before roles existed."""
+    teacher: str | None = None
+    """Run id of the teacher it was distilled from."""
+    parent: str | None = None
+    """Run id of the parent whose heads it recalibrated."""
+    inputs: dict[str, str] = Field(default_factory=dict)
+    """Input name → sha256 (the pool, the teacher's or parent's weights)."""
+    versions: dict[str, str] = Field(default_factory=dict)
+    git_sha: str | None = None
+    spec: dict[str, Any] = Field(default_factory=dict)
+    """The resolved recipe (:meth:`guarddiag.train.branches.BranchSpec.resolved`)."""
+    model: dict[str, Any] = Field(default_factory=dict)
+    """The model section (:mod:`guarddiag.model`): size, parameters, checkpoint."""
+    train: dict[str, Any] = Field(default_factory=dict)
+    """The training record: fingerprint, rows, steps, the kept evaluation, wall time."""
+
+
+def read_run_meta(run_dir: Path) -> RunMeta:
+    """A run's meta.json through :class:`RunMeta` (one line per problem, naming the field)."""
+    path = run_dir / META_FILE
+    return validate(RunMeta, read_json(path), where=path)
+
+
+def new_run_meta(**fields: Any) -> RunMeta:
+    """A run's meta with the versions and git sha of this process."""
+    return RunMeta(versions=package_versions(), git_sha=git_sha(), **fields)
+
+
+def write_run_meta(run_dir: Path, meta: RunMeta) -> Path:
+    """Write a run's ``meta.json``."""
+    return write_json(meta.model_dump(mode="json"), run_dir / META_FILE)
 
 
 # ----------------------------------------------------------------------------- score cache

@@ -87,6 +87,8 @@ def make_pool(path: Path, *, n: int = 600, seed: int = 0) -> Path:
 
 _TEACHER = """name: {name}
 routes: [hard_labels]
+role: teacher
+last_policy: {policy}
 policy_a_fraction: {frac}
 size: one_up
 fixed_seed: 42
@@ -100,6 +102,8 @@ evals_per_epoch: 1
 """
 _STUDENT = """name: {name}
 routes: [hard_labels, distill]
+role: {role}
+last_policy: {policy}
 policy_a_fraction: {frac}
 teacher: {teacher}
 train_rows: null
@@ -112,6 +116,8 @@ evals_per_epoch: 2
 """
 _HEAD = """name: {name}
 routes: [head_only]
+role: student
+last_policy: A
 parent: reference
 policy_a_fraction: 1.0
 calibration_fraction: {frac}
@@ -128,11 +134,13 @@ batch_size: 32
 def write_tiny_branches(folder: Path) -> Path:
     """T_A, T_B, reference, E1 (head-only), E8 (teacher T_A): a small but complete set."""
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "T_A.yaml").write_text(_TEACHER.format(name="T_A", frac=1.0))
-    (folder / "T_B.yaml").write_text(_TEACHER.format(name="T_B", frac=0.0))
+    (folder / "T_A.yaml").write_text(_TEACHER.format(name="T_A", frac=1.0, policy="A"))
+    (folder / "T_B.yaml").write_text(_TEACHER.format(name="T_B", frac=0.0, policy="B"))
     (folder / "reference.yaml").write_text(_STUDENT.format(name="reference", frac=0.0,
-                                                           teacher="T_B"))
-    (folder / "E8.yaml").write_text(_STUDENT.format(name="E8", frac=0.0, teacher="T_A"))
+                                                           teacher="T_B", role="reference",
+                                                           policy="B"))
+    (folder / "E8.yaml").write_text(_STUDENT.format(name="E8", frac=0.0, teacher="T_A",
+                                                    role="student", policy="A"))
     (folder / "E1.yaml").write_text(_HEAD.format(name="E1", frac=0.5, source="all",
                                                  anchors=0.0))
     return folder

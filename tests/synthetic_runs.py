@@ -13,6 +13,19 @@ import numpy as np
 import polars as pl
 
 from guarddiag.predictions import COLUMNS, SCHEMA
+from guarddiag.roles import ROLE_COLUMNS
+from guarddiag.train.branches import load_branches
+
+BUNDLED = load_branches()
+"""The bundled branch specs: a run of a bundled branch name carries that branch's roles."""
+
+
+def roles_of(branch: str, kind: str = "branch") -> dict[str, Any]:
+    """The role columns of a run: the bundled spec's roles for a bundled branch name, null
+    for anything else (outside guards, baselines, unknown names)."""
+    if kind != "branch" or branch not in BUNDLED.branches:
+        return dict.fromkeys(ROLE_COLUMNS)
+    return BUNDLED[branch].roles().model_dump()
 
 COPY, STD, ORH = "harmbench_copyright", "harmbench_standard", "orbench_hard"
 CLS_A = ("HARMFUL", "BOUNDARY_SAFE", "GENERIC_SAFE", "COMPOUND")
@@ -21,10 +34,13 @@ KINDS = {COPY: "harmful", STD: "harmful", ORH: "benign"}
 
 
 def run_meta(size: str, branch: str, seed: int | None, *, kind: str = "branch",
-             policy: str = "B") -> dict[str, Any]:
+             policy: str = "B", roles: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The run columns of a predictions row; ``roles`` (default: :func:`roles_of`) fills
+    the role columns."""
     run_id = f"guard/{branch}" if kind == "outside" else f"{size}/{branch}/seed={seed}"
     return {"run_id": run_id, "guard_kind": kind, "branch": branch, "size": size,
-            "seed": seed, "label_policy": policy}
+            "seed": seed, "label_policy": policy,
+            **(roles if roles is not None else roles_of(branch, kind))}
 
 
 def rows_for(meta: dict[str, Any], benchmark: str, p_unsafe: Sequence[float], *,

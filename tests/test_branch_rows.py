@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -85,7 +84,7 @@ def test_anchor_rows_outside_the_sample_are_added_to_the_mix():
     train = _label_frame(_frame(3_000)).with_columns(pl.lit("train").alias("split"))
     pool = Pool(train, Path("pool.parquet"), "0" * 64)
     spec = load_branches()["E3"]
-    small = replace(spec, train_rows=600)
+    small = spec.model_copy(update={"train_rows": 600})
     got = training_frame(pool, small)
     # Oracle: the first 600 ids in hash order (salt "sample:train"), then every anchor
     # (A-only: i % 3 == 0, unit < 0.25) not among them, in the same hash order.
@@ -98,8 +97,9 @@ def test_anchor_rows_outside_the_sample_are_added_to_the_mix():
     rows = label_rows(got, fraction=small.policy_a_fraction, anchors=True)
     assert rows.policy[600:].all()  # added anchors carry their policy-A label
     # E2 (no anchors) and a full-split E3 add nothing.
-    assert training_frame(pool, replace(small, anchors=False))["prompt_id"].to_list() == sample
-    assert training_frame(pool, replace(spec, train_rows=None)).equals(
+    no_anchors = small.model_copy(update={"anchors": False})
+    assert training_frame(pool, no_anchors)["prompt_id"].to_list() == sample
+    assert training_frame(pool, spec.model_copy(update={"train_rows": None})).equals(
         sample_split(pool, "train", None))
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import re
 import shutil
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -25,8 +24,8 @@ def test_bundled_specs_are_the_study_branches():
         variant = b[f"{base}-a05"]
         assert (variant.variant_of, variant.distill_weight, b[base].distill_weight) == (
             base, 0.5, 0.8)
-        assert replace(variant, name=base, variant_of=None, distill_weight=0.8,
-                       description=b[base].description) == b[base]
+        same = {"name", "variant_of", "distill_weight", "description"}
+        assert variant.model_dump(exclude=same) == b[base].model_dump(exclude=same)
     # SPEC §4, row by row
     assert (b["T_A"].policy_a_fraction, b["T_B"].policy_a_fraction) == (1.0, 0.0)
     assert b["T_A"].size == b["T_B"].size == "one_up"
@@ -66,6 +65,8 @@ def test_plan_runs_dependencies_first_and_teachers_once():
 
 GOOD = """name: {name}
 routes: [hard_labels, distill]
+role: student
+last_policy: A
 policy_a_fraction: 0.25
 teacher: T
 train_rows: 100
@@ -76,6 +77,8 @@ max_length: 32
 """
 TEACHER = """name: T
 routes: [hard_labels]
+role: teacher
+last_policy: A
 policy_a_fraction: 1.0
 train_rows: 100
 epochs: 1
@@ -122,11 +125,11 @@ def test_variants_are_named_after_their_base_and_planned_with_all(tmp_path):
 @pytest.mark.parametrize(("text", "field", "message"), [
     (GOOD + "colour: blue\n", "colour", "unknown key"),
     (GOOD.replace("teacher: T", "teacher: T_X"), "teacher", "unknown branch 'T_X'"),
-    (GOOD.replace("0.25", "1.5"), "policy_a_fraction", "1.5 is outside [0, 1]"),
+    (GOOD.replace("0.25", "1.5"), "policy_a_fraction", "less than or equal to 1, got 1.5"),
     (GOOD + "size: huge\n", "size", "unknown model size 'huge'"),
     (GOOD.replace("routes: [hard_labels, distill]", "routes: [hard_labels, distil]"),
      "routes", "unknown route 'distil'"),
-    (GOOD.replace("epochs: 1", "epochs: two"), "epochs", "expected an integer"),
+    (GOOD.replace("epochs: 1", "epochs: two"), "epochs", "a valid integer, got 'two'"),
     (GOOD.replace("teacher: T\n", ""), "teacher", "required by route distill"),
     (GOOD + "parent: T\n", "parent", "applies only to route head_only"),
 ])
@@ -143,6 +146,8 @@ def test_each_bad_spec_gives_one_line_naming_file_and_field(tmp_path, text, fiel
 def test_cycle_is_reported_with_its_path(tmp_path):
     head = """name: {name}
 routes: [head_only]
+role: student
+last_policy: A
 parent: {parent}
 policy_a_fraction: 1.0
 calibration_fraction: 0.5
@@ -199,3 +204,80 @@ def test_seed_and_size_options():
     assert parse_sizes("micro,tiny") == ["micro", "tiny"]
     with pytest.raises(GuarddiagError, match="unknown model size 'mini' in --sizes"):
         parse_sizes("mini")
+
+
+def test_bundled_roles_are_the_studys():
+    b = load_branches()
+    roles = {n: (s.role, s.last_route, s.last_policy, s.teacher, s.control_of)
+             for n, s in b.branches.items()}
+    assert roles["T_A"] == ("teacher", "hard_labels", "A", None, None)
+    assert roles["T_B"] == ("teacher", "hard_labels", "B", None, None)
+    assert roles["reference"] == ("reference", "distill", "B", "T_B", None)
+    # SPEC §4: E8's last signal is its T_A teacher; E1, E7, E10's the policy-A recalibration.
+    assert roles["E8"] == ("student", "distill", "A", "T_A", None)
+    for name in ("E1", "E7", "E10"):
+        assert roles[name] == ("student", "head_only", "A", None, None), name
+    for name in ("E2", "E3", "E4", "E5", "E6", "E9", "E6-a05", "E9-a05"):
+        assert roles[name] == ("student", "distill", "B", "T_B", None), name
+    a_last = sorted(n for n, s in b.branches.items() if s.role == "student"
+                    and s.last_policy == "A" and s.variant_of is None)
+    assert a_last == ["E1", "E10", "E7", "E8"]
+    # Roles stay out of the fingerprinted recipe: runs trained before roles are not retrained.
+    assert not {"role", "last_policy", "control_of"} & set(b["E8"].resolved())
+
+
+CONTROL = """name: {name}
+routes: [head_only]
+role: control
+last_policy: B
+control_of: {of}
+parent: T
+policy_a_fraction: 0.0
+calibration_fraction: 0.5
+epochs: 1
+lr: 0.01
+batch_size: 8
+"""
+
+
+def test_a_route_matched_control_is_a_valid_spec(tmp_path):
+    # The next issue's control: a head-only recalibration on policy-B labels, control of S.
+    folder = _folder(tmp_path, S=GOOD.format(name="S"), C=CONTROL.format(name="C", of="S"),
+                     **{"S-ctrl": CONTROL.format(name="S-ctrl", of="S")})
+    b = load_branches(folder)
+    assert b["C"].roles().model_dump() == {
+        "role": "control", "route": "head_only", "last_policy": "B", "teacher": None,
+        "control_of": "S", "variant_of": None}
+    # A control may be named after the branch it controls without being its variant.
+    assert (b["S-ctrl"].control_of, b["S-ctrl"].variant_of) == ("S", None)
+
+
+@pytest.mark.parametrize(("files", "where", "message"), [
+    ({"S": GOOD.replace("role: student", "role: pupil")}, 'S.yaml field "role"',
+     "input should be 'teacher', 'reference', 'student' or 'control', got 'pupil'"),
+    ({"S": GOOD.replace("last_policy: A", "last_policy: B")}, 'S.yaml field "last_policy"',
+     "its teacher T's last policy is A, got 'B'"),
+    ({"S": GOOD.replace("last_policy: A\n", "")}, 'S.yaml field "last_policy"',
+     "missing required key"),
+    ({"S": GOOD, "C": CONTROL.format(name="C", of="X")}, 'C.yaml field "control_of"',
+     "unknown branch 'X'"),
+    ({"C": CONTROL.format(name="C", of="C")}, 'C.yaml field "control_of"',
+     "a branch cannot be a control for itself"),
+    ({"S": GOOD + "control_of: T\n"}, 'S.yaml field "role"', "only a control does"),
+    ({"C": CONTROL.format(name="C", of="T").replace("last_policy: B", "last_policy: A")},
+     'C.yaml field "last_policy"', "all its calibration labels are policy B, got 'A'"),
+    ({"S": GOOD.replace("teacher: T", "teacher: R"),
+      "R": TEACHER.replace("name: T", "name: R").replace("role: teacher", "role: reference")},
+     'S.yaml field "teacher"', "'R' has role 'reference'; a branch distils from a branch "
+                               "with role teacher"),
+    ({"R1": TEACHER.replace("name: T", "name: R1").replace("role: teacher", "role: reference"),
+      "R2": TEACHER.replace("name: T", "name: R2").replace("role: teacher", "role: reference")},
+     'R2.yaml field "role"', "a second reference ('R1' is the reference)"),
+])
+def test_bad_roles_give_one_line_naming_file_and_field(tmp_path, files, where, message):
+    folder = _folder(tmp_path, **{n: t.format(name=n) if "{name}" in t else t
+                                  for n, t in files.items()})
+    with pytest.raises(SpecError) as exc:
+        load_branches(folder)
+    assert any(where in p and message in p and "\n" not in p for p in exc.value.problems), \
+        exc.value.problems

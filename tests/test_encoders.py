@@ -15,7 +15,7 @@ from model_fixtures import make_pool, write_tiny_branches
 
 from guarddiag.model import MODEL_FILE, head_param_count, load_weights
 from guarddiag.predict import score_texts
-from guarddiag.train import RunOptions, TrainingInterrupted, train_branches
+from guarddiag.train import TrainingInterrupted, TrainOptions, train_branches
 from guarddiag.train.branches import load_branches
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -57,7 +57,7 @@ def _train_all(tmp: Path, encoder: str, *, n_rows: int):
     branches = _branches(tmp / "branches")
     res = train_branches(branches=branches, names="all", sizes=["micro"], seeds=[42],
                          runs_dir=tmp / "runs", pool_path=pool,
-                         options=RunOptions(pretrained={"micro": encoder}))
+                         options=TrainOptions(pretrained={"micro": encoder}))
     return branches, pool, tmp / "runs", res
 
 
@@ -135,12 +135,12 @@ def test_a_bert_with_dropout_resumes_to_identical_weights(tiny_bert, tmp_path):
     kw = {"branches": branches, "names": "T_A", "sizes": ["micro"], "seeds": [42],
           "pool_path": pool}
     pre = {"micro": str(bert)}
-    train_branches(runs_dir=tmp_path / "straight", options=RunOptions(pretrained=pre), **kw)
+    train_branches(runs_dir=tmp_path / "straight", options=TrainOptions(pretrained=pre), **kw)
     with pytest.raises(TrainingInterrupted):
-        train_branches(runs_dir=tmp_path / "killed", options=RunOptions(
+        train_branches(runs_dir=tmp_path / "killed", options=TrainOptions(
             pretrained=pre, checkpoint_every_steps=2, stop_after_steps=5,
             checkpoint_every_s=1e9), **kw)
-    res = train_branches(runs_dir=tmp_path / "killed", options=RunOptions(pretrained=pre), **kw)
+    res = train_branches(runs_dir=tmp_path / "killed", options=TrainOptions(pretrained=pre), **kw)
     assert res.runs[0].status == "resumed"
     a = load_weights(tmp_path / "straight/micro/T_A/seed=42" / MODEL_FILE)
     b = load_weights(tmp_path / "killed/micro/T_A/seed=42" / MODEL_FILE)

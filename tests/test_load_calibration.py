@@ -76,6 +76,9 @@ def scores_table(layout: list[tuple[str, str, int]], n_bench: int, *, shift: flo
         "run_id": [f"{s}/{b}/seed={d}" for s, b, d in layout] * n_bench,
         "guard_kind": "branch", "branch": list(branch) * n_bench, "size": list(size) * n_bench,
         "seed": list(seed) * n_bench, "label_policy": "B",
+        # Roles: every run a student; the A-last group is read from last_policy.
+        "role": "student", "route": "hard_labels",
+        "last_policy": [("A" if b in A_LAST else "B") for b in branch] * n_bench,
         "benchmark": [f"b{i:04d}" for i in bench], "metric": "CAP",
         "metric_alias": "CAP", "subset": [f"family{i // FAMILY:03d}" for i in bench],
         "mapping": "loose", "n_scored": n_prompts, "score": score.ravel()})

@@ -87,7 +87,8 @@ def test_contamination_entries_must_be_mappings_and_keep_their_near_count():
 def _score_row(branch: str, benchmark: str, metric: str, score: float) -> dict[str, Any]:
     row: dict[str, Any] = dict.fromkeys(SCORE_SCHEMA)
     row.update(run_id=f"micro/{branch}/seed=42", guard_kind="branch", branch=branch,
-               size="micro", seed=42, benchmark=benchmark, metric=metric, subset="full",
+               size="micro", seed=42, role="student", route="distill", last_policy="B",
+               benchmark=benchmark, metric=metric, subset="full",
                lang="all", mapping="loose" if metric != "VAL" else None, score=score)
     return row
 

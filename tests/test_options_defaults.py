@@ -39,7 +39,7 @@ REPORT_DEFAULTS = {
     "min_seeds": 3,
     "alpha": 0.05,
     "competence_floor": 0.80,
-    "rank_group": ("E1", "E7", "E8", "E10"),
+    "rank_group": (),                  # empty: the A-last group, read from the runs' roles
     "rank_benchmark": "harmbench_copyright",
     "rank_tail": "top",
     "rank_explicit": False,
@@ -118,11 +118,16 @@ def test_each_help_states_the_models_default(command, model):
         stated = re.search(r"\(default ([^;)]+)", action.help or "")
         if action.dest in ("device", "threads", "baseline"):
             continue  # shared --device/--threads helpers; a switch has no stated default
+        if action.dest == "rank_group":
+            # The default names no branch: the group comes from the runs' roles.
+            assert model.model_fields["rank_group"].default == ()
+            assert "the A-last group" in (action.help or "")
+            continue
         assert stated, f"{command} {action.option_strings}: no (default …) in its help"
         default = model.model_fields[action.dest].get_default(call_default_factory=True)
         assert stated[1].split(", ")[0] == _shown(default), f"{command} {action.option_strings}"
         checked += 1
-    assert checked >= (13 if command == "report" else 2)
+    assert checked >= (12 if command == "report" else 2)
 
 
 def test_the_command_lines_defaults_are_the_models(tmp_path):

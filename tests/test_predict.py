@@ -108,6 +108,15 @@ def test_table_is_valid_and_complete(setup, fake_data):
     assert np.allclose(probs.sum(axis=1), 1.0)
     assert np.allclose(table["p_unsafe"].to_numpy(),
                        table["p_HARMFUL"].to_numpy() + table["p_COMPOUND"].to_numpy())
+    # Each run's roles, as its spec (tests/model_fixtures.py) declares them; null for baselines.
+    roles = {r["run_id"]: (r["role"], r["route"], r["last_policy"], r["teacher"])
+             for r in table.select("run_id", "role", "route", "last_policy", "teacher")
+             .unique().iter_rows(named=True)}
+    assert roles == {"baseline/tfidf_A/seed=42": (None, None, None, None),
+                     "baseline/tfidf_B/seed=42": (None, None, None, None),
+                     "micro/E1/seed=42": ("student", "head_only", "A", None),
+                     "micro/T_B/seed=42": ("teacher", "hard_labels", "B", None),
+                     "micro/reference/seed=42": ("reference", "distill", "B", "T_B")}
     classes = np.array(["GENERIC_SAFE", "BOUNDARY_SAFE", "HARMFUL", "COMPOUND"])
     assert (classes[probs.argmax(axis=1)] == table["pred_class"].to_numpy()).all()
     kinds = dict(table.select("run_id", "guard_kind").unique().iter_rows())

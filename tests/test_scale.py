@@ -20,7 +20,7 @@ from guarddiag.errors import GuarddiagError
 from guarddiag.model import MODEL_FILE, load_weights
 from guarddiag.model.device import CPU, DeviceSetup, iter_chunks, precision_for, resolve_device
 from guarddiag.runs import LOCK_FILE
-from guarddiag.train import RunOptions, TrainingInterrupted, train_one
+from guarddiag.train import TrainingInterrupted, TrainOptions, train_one
 from guarddiag.train.branches import load_branches
 from guarddiag.train.lock import RunLock, RunLockedError
 from guarddiag.train.plan import find_run, plan_graph
@@ -243,7 +243,7 @@ def test_an_interrupted_train_run_resumes_to_identical_weights(setup_runs, tmp_p
     kw = {"branches": branches, "run_id": "micro/T_A/seed=42", "pool_path": pool}
     straight = train_one(runs_dir=tmp_path / "straight", **kw)
     assert straight.status == "trained"
-    opts = RunOptions(checkpoint_every_steps=3, stop_after_steps=7, checkpoint_every_s=1e9)
+    opts = TrainOptions(checkpoint_every_steps=3, stop_after_steps=7, checkpoint_every_s=1e9)
     with pytest.raises(TrainingInterrupted):
         train_one(runs_dir=tmp_path / "killed", options=opts, **kw)
     rd = tmp_path / "killed/micro/T_A/seed=42"
@@ -303,12 +303,10 @@ def test_micro_batches_accumulate_the_whole_batchs_gradient(setup_runs, tmp_path
     """Each micro-batch's loss is weighted by its share of the rows, so for the per-row mean
     terms (class CE, pillar BCE) the accumulated gradient is the whole batch's; the span
     term (a mean over tokens) is switched off here because it is only close, not equal."""
-    import dataclasses
-
     from guarddiag.train.full import FullRoute
 
     branches, pool, _ = setup_runs
-    spec = dataclasses.replace(branches["T_A"], span_weight=0.0)
+    spec = branches["T_A"].model_copy(update={"span_weight": 0.0})
     run = find_run(branches, "micro/T_A/seed=42")
     from guarddiag.pool.table import read_pool
 
@@ -316,7 +314,7 @@ def test_micro_batches_accumulate_the_whole_batchs_gradient(setup_runs, tmp_path
     for micro in (None, 3):
         run_dir = tmp_path / str(micro) / run.run_id
         run_dir.mkdir(parents=True)
-        route = FullRoute(spec, run, run_dir, options=RunOptions(micro_batch=micro),
+        route = FullRoute(spec, run, run_dir, options=TrainOptions(micro_batch=micro),
                           fingerprint="test")
         route.setup(read_pool(pool), tmp_path / str(micro))
         route._forward_backward(list(range(10)))

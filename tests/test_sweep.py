@@ -23,7 +23,7 @@ from guarddiag.predict.sweep import ScoreTask, sweep
 from guarddiag.runs import CHECKPOINT_FILE, LOCK_FILE
 from guarddiag.train import train_branches
 from guarddiag.train.branches import load_branches
-from guarddiag.train.options import RunOptions
+from guarddiag.train.options import TrainOptions
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 HAS_RAY = importlib.util.find_spec("ray") is not None
@@ -128,7 +128,7 @@ def test_a_worker_killed_mid_run_is_retried_and_resumes_to_the_same_weights(
     watcher = kill_after_first_checkpoint(par / "micro/T_A/seed=42", killed)
     res = sweep(names="all", sizes=["micro"], seeds=[42], runs_dir=par, pool_path=pool,
                 branches_dir=folder, engine=engine, jobs=2,
-                options=RunOptions(checkpoint_every_steps=1),
+                options=TrainOptions(checkpoint_every_steps=1),
                 score=ScoreTask("", str(pool), "none", None, None, 64, "cpu", 1))
     watcher.join(timeout=1)
     assert len(killed) == 1

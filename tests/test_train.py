@@ -15,10 +15,11 @@ from scipy.special import log_softmax as np_log_softmax
 from guarddiag.errors import GuarddiagError
 from guarddiag.model import MODEL_FILE, load_weights, train_tokenizer
 from guarddiag.pool.table import hash_unit, read_pool, sample_split
+from guarddiag.runs import read_run_meta
 from guarddiag.train import (
     LossWeights,
-    RunOptions,
     TrainingInterrupted,
+    TrainOptions,
     bench_recalibrate,
     distill_loss,
     encode_rows,
@@ -249,12 +250,20 @@ def test_finished_runs_are_skipped_and_changed_specs_retrained(trained, pool_pat
     again = train_branches(branches=branches, names="E1", sizes=["micro"], seeds=[42],
                            runs_dir=runs, pool_path=pool_path)
     assert {r.status for r in again.runs} == {"skipped"}
-    import dataclasses
-
-    spec = dataclasses.replace(branches["E1"], epochs=3)
     run = next(r for r in plan_runs(branches, names="E1", sizes=["micro"], seeds=[42])
                if r.branch == "E1")
+    # meta.json carries the spec's roles; a changed role relabels the run, never retrains it.
+    assert read_run_meta(runs / run.run_id).roles == branches["E1"].roles()
+    relabelled = branches["E1"].model_copy(update={"role": "control", "control_of": "E8"})
+    before = (runs / run.run_id / "model.safetensors").read_bytes()
+    assert train_run(relabelled, run, pool=read_pool(pool_path),
+                     runs_dir=runs).status == "skipped"
+    meta = read_run_meta(runs / run.run_id)
+    assert (meta.roles.role, meta.roles.control_of) == ("control", "E8")
+    assert (runs / run.run_id / "model.safetensors").read_bytes() == before
+    spec = branches["E1"].model_copy(update={"epochs": 3})
     assert train_run(spec, run, pool=read_pool(pool_path), runs_dir=runs).status == "trained"
+    assert read_run_meta(runs / run.run_id).roles == branches["E1"].roles()
 
 
 def test_missing_dependency_is_a_one_line_error(trained, pool_path, tmp_path):
@@ -276,7 +285,7 @@ def test_interrupted_run_resumes_to_identical_weights(tmp_path, pool_path):
     train_branches(runs_dir=tmp_path / "straight", **kw)
     # 30 steps in all; checkpoints every 4 steps and at evals; killed after 9 steps, so the
     # resume replays from step 8 and must land on the same bits.
-    opts = RunOptions(checkpoint_every_steps=4, stop_after_steps=9, checkpoint_every_s=1e9)
+    opts = TrainOptions(checkpoint_every_steps=4, stop_after_steps=9, checkpoint_every_s=1e9)
     with pytest.raises(TrainingInterrupted):
         train_branches(runs_dir=tmp_path / "killed", options=opts, **kw)
     rd = tmp_path / "killed/micro/T_A/seed=42"

@@ -55,7 +55,6 @@ from guarddiag.analyses.valsets import ValSetsResult, val_sets
 from guarddiag.analyses.variants import (
     DistillSensitivityResult,
     distill_sensitivity,
-    variant_base,
     without_variants,
 )
 
@@ -107,6 +106,5 @@ __all__ = [
     "val_correlation",
     "val_sets",
     "validation_overlap",
-    "variant_base",
     "without_variants",
 ]

@@ -32,11 +32,11 @@ from guarddiag.analyses.scored import SCORES
 from guarddiag.analyses.scores import ScoresResult
 from guarddiag.data import STUDY_IDS
 from guarddiag.errors import GuarddiagError
+from guarddiag.roles import is_reference, names_where
 
 DEFAULT_COMPETENCE_FLOOR = 0.80
 """Mean reference CAP on the clear-harm benchmarks below which the report cautions: the study's
 lowest branch mean CAP (80.0%, SPEC §6)."""
-REFERENCE_BRANCH = "reference"
 NOT_CLEAR_HARM: dict[str, str] = {
     "harmbench_copyright": "copyright reproduction is unsafe under policy A only; the reference "
                            "is trained on policy B, so its COPY measures policy, not detection",
@@ -78,7 +78,8 @@ class CompetenceResult:
     floor: float
     subset: str
     mapping: str
-    branch: str = REFERENCE_BRANCH
+    branch: str = ""
+    """The reference recipe's branch name(s), read from the runs' roles."""
 
     def to_frame(self) -> pl.DataFrame:
         return self.table.clone()
@@ -96,15 +97,15 @@ class CompetenceResult:
 
 def competence_gate(scores: ScoresResult, *, kinds: Mapping[str, str] | None = None,
                     subset: str = "decontaminated", mapping: str = "loose",
-                    floor: float = DEFAULT_COMPETENCE_FLOOR,
-                    branch: str = REFERENCE_BRANCH) -> CompetenceResult | None:
+                    floor: float = DEFAULT_COMPETENCE_FLOOR) -> CompetenceResult | None:
     """Reference CAP on the clear-harm benchmarks (module docstring); None when no run of the
-    ``branch`` recipe was scored on any of them."""
+    reference recipe (role ``reference``, :func:`guarddiag.roles.is_reference`) was scored on
+    any of them."""
     if isinstance(floor, bool) or not isinstance(floor, (int, float)) or not 0.0 <= floor <= 1.0:
         raise GuarddiagError(f"competence floor: expected a share in [0, 1], got {floor!r}")
     wanted = clear_harm_benchmarks(kinds)
     rows = student_runs(scores.binary(subset=subset, mapping=mapping)).filter(
-        (pl.col("branch") == branch) & pl.col("benchmark").is_in(list(wanted))
+        is_reference() & pl.col("benchmark").is_in(list(wanted))
         & pl.col("score").is_not_null())
     if rows.height == 0:
         return None
@@ -139,7 +140,7 @@ def competence_gate(scores: ScoresResult, *, kinds: Mapping[str, str] | None = N
         table=table, sizes=sizes, benchmarks=counted,
         missing=tuple(b for b in wanted if b not in scored),
         excluded=tuple((b, why) for b, why in NOT_CLEAR_HARM.items()), floor=float(floor),
-        subset=subset, mapping=mapping, branch=branch)
+        subset=subset, mapping=mapping, branch=", ".join(names_where(rows, is_reference())))
 
 
 def _competence(ctx: AnalysisContext) -> CompetenceResult | None:

@@ -18,10 +18,11 @@ SPEC §6, exactly:
   against its seed-noise null, the A-last vs B-last policy contrast, BH q-values; ``policy``,
   ``route-sensitive``, ``capability``, ``uninformative`` or ``undetermined``.
 
-The branches a ranges over are the student branches: every ``guard_kind = "branch"`` run except
-the teachers (branch names starting ``T_``), i.e. the reference recipe and E1…E10 — the study's
-copyright span of 0.99 runs from the reference (policy B) to the A-last branches. Seed groups
-come from the same runs. Everything is computed per (benchmark, subset, mapping) cohort.
+The branches a ranges over are the student branches, read from the runs' roles
+(:func:`guarddiag.roles.is_student`: the reference recipe and the study's branches; teachers and
+controls left out) — the study's copyright span of 0.99 runs from the reference (policy B) to
+the A-last branches. Seed groups come from the same runs. Everything is computed per
+(benchmark, subset, mapping) cohort.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from guarddiag.analyses.scored import SCORES
 from guarddiag.analyses.scores import ScoresResult
 from guarddiag.errors import GuarddiagError, unknown_name
 from guarddiag.labels import branch_order
+from guarddiag.roles import check_roles, is_a_last, is_student, names_where
 
 LOADS = loadtest.CALLS
 STUDY_LOADS = ("policy", "capability", "undetermined")
@@ -47,10 +49,11 @@ _COHORT = ["benchmark", "metric", "metric_alias", "subset", "mapping"]
 
 
 def student_runs(table: pl.DataFrame, *, branches: Sequence[str] | None = None) -> pl.DataFrame:
-    """Score rows of student branch runs (teachers ``T_*``, baselines and guards left out);
-    ``branches`` restricts them to the named branches (unknown names are an error)."""
-    rows = table.filter((pl.col("guard_kind") == "branch")
-                        & ~pl.col("branch").str.starts_with("T_"))
+    """Score rows of student branch runs by role (:func:`guarddiag.roles.is_student`; teachers,
+    controls, baselines and guards left out); ``branches`` restricts them to the named
+    branches (unknown names are an error)."""
+    check_roles(table, source="scores")
+    rows = table.filter(is_student())
     if branches is not None:
         known = sorted(set(rows["branch"].to_list()))
         for b in branches:
@@ -75,7 +78,8 @@ class BenchmarkLoadResult:
     """One row per seed group and cohort: size, branch, seeds, n_seeds, low, high, range."""
     min_seeds: int
     alpha: float = loadtest.DEFAULT_ALPHA
-    a_last: tuple[str, ...] = loadtest.DEFAULT_A_LAST
+    a_last: tuple[str, ...] = ()
+    """The A-last branches of the contrast (read from the runs' roles unless named)."""
     n_draws: int = loadtest.NULL_DRAWS
 
     def to_frame(self) -> pl.DataFrame:
@@ -182,15 +186,18 @@ def _cohort_input(row: dict[str, Any], means: pl.DataFrame | None,
 def benchmark_load(scores: ScoresResult, *, min_seeds: int = DEFAULT_MIN_SEEDS,
                    branches: Sequence[str] | None = None,
                    alpha: float = loadtest.DEFAULT_ALPHA,
-                   a_last: Sequence[str] = loadtest.DEFAULT_A_LAST, seed: int = 0,
+                   a_last: Sequence[str] | None = None, seed: int = 0,
                    n_draws: int = loadtest.NULL_DRAWS) -> BenchmarkLoadResult:
     """Δb, Φb, the study's call and the calibrated call for every (benchmark, subset, mapping)
-    cohort of ``scores``; ``seed`` keys the Monte-Carlo null of the span test."""
+    cohort of ``scores``; ``seed`` keys the Monte-Carlo null of the span test. ``a_last``:
+    the A-last side of the policy contrast; None = the students whose last policy signal is
+    A (:func:`guarddiag.roles.is_a_last`)."""
     if isinstance(min_seeds, bool) or not isinstance(min_seeds, int) or min_seeds < 2:
         raise GuarddiagError(f"min_seeds: expected an integer >= 2, got {min_seeds!r}")
     if not 0.0 < alpha < 1.0:
         raise GuarddiagError(f"alpha: expected a level in (0, 1), got {alpha!r}")
     rows = student_runs(scores.binary(), branches=branches).filter(pl.col("score").is_not_null())
+    a_last = tuple(a_last) if a_last is not None else names_where(rows, is_a_last())
     per_branch = _branch_means(rows)
     by_size_df = _spans(per_branch)
     groups_all = _seed_groups(per_branch, min_seeds)

@@ -20,12 +20,11 @@ same statistic from branch means N(0, 1/n_am) at the cohort's own layout, divide
 sqrt(χ²_df / df); p = (1 + #{T* ≥ T}) / (1 + B). T is pivotal, so one null per layout serves
 every cohort with that layout; its generator is keyed by the report seed and the layout.
 
-Policy contrast (``p_contrast``). The A-last branches (default the study's group E1, E7, E8,
-E10: the branches whose last policy signal is A — E1, E7, E10 recalibrated their heads on
-policy-A labels last, E8 is distilled from the policy-A teacher T_A; the predictions carry only
-the hard-label ``label_policy``, which for E8 reads B, so the group is a setting, not read from
-the data) against every other student branch (the B-last ones: reference, E2–E6, E9, all
-distilled from T_B). D = mean over sizes of (mean of A-last − mean of B-last);
+Policy contrast (``p_contrast``). The A-last branches (by default read from the runs' roles,
+:func:`guarddiag.roles.is_a_last`: the students whose last policy signal is A — in the study
+three recalibrated their heads on policy-A labels last and one is distilled from the policy-A
+teacher) against every other student branch (the B-last ones). D = mean over sizes of
+(mean of A-last − mean of B-last);
 Var(D) = σ² · (1/|M|²) Σ_m [Σ_{a∈A_m} 1/(n_am |A_m|²) + Σ_{b∈B_m} 1/(n_bm |B_m|²)], and
 t = D / (s · sqrt(c)) has an exact t distribution on df degrees of freedom; p is two-sided.
 
@@ -62,8 +61,6 @@ from guarddiag import stats
 MIN_PROMPTS = 20
 """A cohort scored on fewer prompts than this is ``undetermined`` (scores move in 1/n steps)."""
 DEFAULT_ALPHA = 0.05
-DEFAULT_A_LAST = ("E1", "E7", "E8", "E10")
-"""The study's A-last group: the branches whose last policy signal is A."""
 NULL_DRAWS = 20_000
 """Monte-Carlo draws of the span's null distribution (p-values resolve to 1/20,001)."""
 CALLS = ("policy", "route-sensitive", "capability", "uninformative", "undetermined")
@@ -204,7 +201,7 @@ def call_load(row: Mapping[str, object], alpha: float) -> str:
 
 
 def run_load_tests(cohorts: Sequence[CohortInput], families: Sequence[tuple[str, str]], *,
-                 a_last: Sequence[str] = DEFAULT_A_LAST, alpha: float = DEFAULT_ALPHA,
+                 a_last: Sequence[str], alpha: float = DEFAULT_ALPHA,
                  seed: int = 0, n_draws: int = NULL_DRAWS, min_groups: int = 2
                  ) -> list[dict[str, object]]:
     """Test every cohort; ``families[i]`` = (subset, mapping) of cohort i (the BH family).

@@ -58,8 +58,8 @@ class ReportOptions(Model):
     competence_floor: float = Field(default=DEFAULT_COMPETENCE_FLOOR, ge=0.0, le=1.0)
     """Mean reference CAP on the clear-harm benchmarks below which the report cautions that a
     capability-load call does not mean detection (:mod:`~guarddiag.analyses.competence`)."""
-    rank_group: tuple[str, ...] = Field(default=DEFAULT_GROUP, min_length=1)
-    """Branches of the exact rank test."""
+    rank_group: tuple[str, ...] = DEFAULT_GROUP
+    """Branches of the exact rank test; empty = the A-last group read from the runs' roles."""
     rank_benchmark: str = DEFAULT_BENCHMARK
     """Benchmark of the rank test."""
     rank_tail: Literal["top", "bottom", "either"] = "top"

@@ -36,10 +36,10 @@ from guarddiag.analyses.scored import SCORES
 from guarddiag.analyses.scores import VAL_BENCHMARK
 from guarddiag.labels import MAPPINGS, BinaryMapping, branch_order
 from guarddiag.predictions import unsafe_decisions
+from guarddiag.roles import is_reference, is_student, names_where
 
 DEFAULT_ALPHA = 0.05
 """Family-wise level of the Holm-adjusted paired tests."""
-REFERENCE = "reference"
 
 SCHEMA: dict[str, pl.DataType] = {
     "family": pl.String(), "benchmark": pl.String(), "metric_alias": pl.String(),
@@ -145,20 +145,21 @@ def recipes_vs_reference(predictions: pl.DataFrame, *, mapping: BinaryMapping,
                          threshold: float, subset: str, aliases: Mapping[str, str],
                          alpha: float = DEFAULT_ALPHA) -> PairedComparisonResult | None:
     """Every student branch recipe against the reference recipe of its size (Table 1)."""
-    rec = recipe_decisions(predictions.filter(pl.col("guard_kind") == "branch"),
-                           mapping=mapping, threshold=threshold, subset=subset).filter(
-        ~pl.col("branch").str.starts_with("T_"))
-    ref = rec.filter(pl.col("branch") == REFERENCE).select(
-        "size", "benchmark", "prompt_id", pl.col("unsafe").alias("u2"))
-    others = rec.filter(pl.col("branch") != REFERENCE).select(
+    students = predictions.filter(is_student())
+    reference = names_where(students, is_reference())
+    rec = recipe_decisions(students, mapping=mapping, threshold=threshold, subset=subset)
+    ref = rec.filter(pl.col("branch").is_in(reference)).select(
+        "size", "benchmark", "prompt_id", pl.col("branch").alias("second"),
+        pl.col("unsafe").alias("u2"))
+    others = rec.filter(~pl.col("branch").is_in(reference)).select(
         "size", "benchmark", "prompt_id", pl.col("branch").alias("first"),
         pl.col("unsafe").alias("u1"))
     if ref.height == 0 or others.height == 0:
         return None
     pairs = others.join(ref, on=["size", "benchmark", "prompt_id"], how="inner")
-    counts = _count_pairs(pairs, ["size", "benchmark", "first"])
+    counts = _count_pairs(pairs, ["size", "benchmark", "first", "second"])
     rows = [{**r, "metric_alias": aliases.get(r["benchmark"])}
-            for r in _records(counts, subset=subset, mapping=mapping.name, second=REFERENCE)]
+            for r in _records(counts, subset=subset, mapping=mapping.name)]
     return _finish(rows, family="recipes", alpha=alpha, description=(
         "each student branch recipe against the reference recipe of the same size, per "
         f"benchmark ({subset} prompts, {mapping.name} mapping)"))
@@ -169,18 +170,18 @@ def outside_vs_reference(predictions: pl.DataFrame, *, mapping: BinaryMapping,
                          subset: str = "decontaminated",
                          alpha: float = DEFAULT_ALPHA) -> PairedComparisonResult | None:
     """Every outside guard against the reference recipe of each size (Table 2, one mapping)."""
-    d = predictions.filter(pl.col("guard_kind").is_in(["outside", "branch"]))
+    d = predictions.filter((pl.col("guard_kind") == "outside") | is_reference())
     rec = recipe_decisions(d, mapping=mapping, threshold=threshold, subset=subset)
     guards = rec.filter(pl.col("guard_kind") == "outside").select(
         "benchmark", "prompt_id", pl.col("branch").alias("first"), pl.col("unsafe").alias("u1"))
-    ref = rec.filter((pl.col("guard_kind") == "branch") & (pl.col("branch") == REFERENCE)
-                     ).select("size", "benchmark", "prompt_id", pl.col("unsafe").alias("u2"))
+    ref = rec.filter(pl.col("guard_kind") == "branch").select(
+        "size", "branch", "benchmark", "prompt_id", pl.col("unsafe").alias("u2"))
     if guards.height == 0 or ref.height == 0:
         return None
     pairs = guards.join(ref, on=["benchmark", "prompt_id"], how="inner")
-    counts = _count_pairs(pairs, ["size", "benchmark", "first"])
+    counts = _count_pairs(pairs, ["size", "branch", "benchmark", "first"])
     rows = [{**r, "metric_alias": aliases.get(r["benchmark"]),
-             "second": f"{r['size']}/{REFERENCE}"}
+             "second": f"{r['size']}/{r['branch']}"}
             for r in _records(counts, subset=subset, mapping=mapping.name)]
     return _finish(rows, family=f"outside:{mapping.name}", alpha=alpha, description=(
         "each outside guard against the reference recipe of each size, per benchmark "

@@ -1,9 +1,12 @@
 """The exact permutation rank test of a named group of branches on one benchmark.
 
 Each branch's score on the benchmark at one model size is the mean over its seeds; the branches
-ranked are the E-numbered branches (``E1`` … ``E10``) plus any other student branch the group
-names. :func:`guarddiag.stats.rank_test` does the counting (closed form 1/C(n, k), exact
-rank-sum distribution over the observed mid-ranks); see its module docstring for ties and tails.
+ranked are the study's branches, read from the runs' roles (:func:`guarddiag.roles.
+is_study_branch`: students that are neither the reference nor a sensitivity variant), plus any
+other student branch the group names. The group, unless named, is the A-last group
+(:func:`guarddiag.roles.is_a_last`: the students whose last policy signal is A).
+:func:`guarddiag.stats.rank_test` does the counting (closed form 1/C(n, k), exact rank-sum
+distribution over the observed mid-ranks); see its module docstring for ties and tails.
 One test per model size.
 
 Ties made visible. :func:`rank_ties` lists the blocks of branches with equal scores. The
@@ -17,7 +20,6 @@ apart from them and the tie-aware p is larger than the closed form (5/210, not 1
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -31,10 +33,11 @@ from guarddiag.analyses.scored import SCORES
 from guarddiag.analyses.scores import ScoresResult
 from guarddiag.errors import GuarddiagError, unknown_name
 from guarddiag.labels import branch_order
+from guarddiag.roles import is_a_last, is_study_branch, names_where
 
-_E_BRANCH = re.compile(r"^E\d+$")
-DEFAULT_GROUP = ("E1", "E7", "E8", "E10")
-"""The study's group: branches whose last policy signal is A."""
+DEFAULT_GROUP: tuple[str, ...] = ()
+"""No names: the group is read from the runs' roles, the A-last group (students whose last
+policy signal is A)."""
 DEFAULT_BENCHMARK = "harmbench_copyright"
 
 
@@ -162,11 +165,13 @@ def rank_ties(test: stats.RankTestResult) -> RankTies:
 def branch_rank_test(scores: ScoresResult, *, group: Sequence[str] = DEFAULT_GROUP,
                      benchmark: str = DEFAULT_BENCHMARK, subset: str = "full",
                      mapping: str = "loose", tail: str = "top") -> BranchRankResult:
-    """Test whether ``group`` holds the ``tail`` ranks of the branches on ``benchmark``."""
-    group = tuple(group)
-    if not group:
-        raise GuarddiagError("rank test: the group names no branch")
+    """Test whether ``group`` holds the ``tail`` ranks of the branches on ``benchmark``
+    (an empty ``group``: the A-last group, read from the runs' roles)."""
     rows = student_runs(scores.binary(subset=subset, mapping=mapping))
+    group = tuple(group) or names_where(rows.filter(is_study_branch()), is_a_last())
+    if not group:
+        raise GuarddiagError("rank test: the group names no branch (and no scored study "
+                             "branch has last_policy A)")
     known_benches = sorted(set(rows["benchmark"].to_list()))
     if benchmark not in known_benches:
         raise unknown_name("benchmark", benchmark, known_benches, "the rank test")
@@ -175,8 +180,7 @@ def branch_rank_test(scores: ScoresResult, *, group: Sequence[str] = DEFAULT_GRO
     for g in group:
         if g not in known:
             raise unknown_name("branch", g, known, "the rank-test group")
-    rows = rows.filter(pl.col("branch").str.contains(_E_BRANCH.pattern)
-                       | pl.col("branch").is_in(list(group)))
+    rows = rows.filter(is_study_branch() | pl.col("branch").is_in(list(group)))
     # Seed means rounded to 12 decimals, so that means equal in exact arithmetic tie (and get
     # mid-ranks) whatever order the floats were added in.
     per = rows.group_by(["size", "branch"]).agg(pl.col("score").mean().round(12)).sort(

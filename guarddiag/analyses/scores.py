@@ -56,6 +56,7 @@ from guarddiag import stats
 from guarddiag.errors import GuarddiagError
 from guarddiag.labels import LOOSE, STRICT, BinaryMapping
 from guarddiag.predictions import check_threshold, with_unsafe_probability
+from guarddiag.roles import ROLE_COLUMNS, ROLE_SCHEMA
 
 VAL_BENCHMARK = "pool_val"
 """Benchmark id of the pool's validation split in the predictions table."""
@@ -75,7 +76,7 @@ OR-Bench-hard)."""
 
 SCORE_SCHEMA: dict[str, pl.DataType] = {
     "run_id": pl.String(), "guard_kind": pl.String(), "branch": pl.String(),
-    "size": pl.String(), "seed": pl.Int64(), "label_policy": pl.String(),
+    "size": pl.String(), "seed": pl.Int64(), "label_policy": pl.String(), **ROLE_SCHEMA,
     "benchmark": pl.String(), "benchmark_sha256": pl.String(), "metric": pl.String(),
     "metric_alias": pl.String(), "subset": pl.String(), "lang": pl.String(),
     "mapping": pl.String(), "mapping_applied": pl.String(), "threshold": pl.Float64(),
@@ -90,7 +91,8 @@ for VAL; ``score = n_positive / n_scored``). ``mapping_applied`` is the mapping 
 produced the read-out: ``mapping`` where the run gave class probabilities, ``native`` where the
 guard's own binary verdict (``p_unsafe``) was used, ``mixed`` where both occur."""
 
-_RUN_COLUMNS = ("run_id", "guard_kind", "branch", "size", "seed", "label_policy")
+_RUN_COLUMNS = ("run_id", "guard_kind", "branch", "size", "seed", "label_policy",
+                *ROLE_COLUMNS)
 
 
 @dataclass(frozen=True)
@@ -172,7 +174,7 @@ def _run_table(df: pl.DataFrame, source: str) -> pl.DataFrame:
     if dup.height:
         raise GuarddiagError(
             f"{source}: run {dup['run_id'][0]!r} has more than one value of guard_kind, branch, "
-            "size, seed or label_policy; a run id must name one run")
+            "size, seed, label_policy or a role; a run id must name one run")
     return runs.sort("run_id")
 
 

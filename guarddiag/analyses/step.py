@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
+import polars as pl
+
 from guarddiag.analyses.inputs import ReportInputs, load_inputs
 from guarddiag.analyses.options import ReportOptions
 from guarddiag.analyses.registry import (
@@ -78,9 +80,10 @@ def analyse(inputs: ReportInputs, options: ReportOptions, *,
         raise GuarddiagError(f"primary subset {options.primary_subset!r} is not one of "
                              f"{', '.join(SUBSETS)}")
     # Sensitivity variants enter only the analyses that read ``all_inputs`` (distill).
-    clean = replace(inputs, predictions=without_variants(inputs.predictions),
-                    run_meta=(None if inputs.run_meta is None
-                              else without_variants(inputs.run_meta)))
+    predictions = without_variants(inputs.predictions)
+    clean = replace(inputs, predictions=predictions,
+                    run_meta=(None if inputs.run_meta is None else inputs.run_meta.filter(
+                        pl.col("run_id").is_in(predictions["run_id"].unique().to_list()))))
     done: dict[str, Any] = {}
     omitted: dict[str, str] = {}
     ctx = AnalysisContext(options=options, inputs=clean, all_inputs=inputs, done=done)

@@ -24,12 +24,12 @@ from guarddiag.analyses.rank import RANK, BranchRankResult
 from guarddiag.analyses.registry import AnalysisContext, register_analysis
 from guarddiag.analyses.scored import SCORES
 from guarddiag.analyses.scores import ScoresResult
+from guarddiag.roles import is_a_last, is_reference
 
 STUDY_OVERLAP = {"jbb_benign": 0.880, "orbench_hard": 0.821, "harmbench_copyright": 0.250,
                  "wildguardtest_harmful": 0.143, "strongreject": 0.121, "advbench": 0.020,
                  "orbench_toxic": 0.0}
 """Exact overlap of the study's training pool with each benchmark (SPEC §6)."""
-STUDY_A_LAST = ("E1", "E7", "E8", "E10")
 DERIVED_MARK = "__"
 """Mutated / derived subsets (``sorrybench__caesar``) carry this in their id; the study scored
 none, so they are left out of every mean compared with the study's."""
@@ -123,13 +123,15 @@ def _correlation_rows(correlation: CorrelationResult | None) -> list[Row]:
     ]
 
 
-def _mapping_rows(effect: MappingEffectResult | None, *, subset: str) -> list[Row]:
+def _mapping_rows(effect: MappingEffectResult | None, scores: ScoresResult, *,
+                  subset: str) -> list[Row]:
     """OR-H under the loose and the strict mapping (study Table 2)."""
     if effect is None:
         return []
     t = effect.table.filter((pl.col("subset") == subset)
                             & (pl.col("benchmark") == "orbench_hard"))
-    ref = t.filter((pl.col("guard_kind") == "branch") & (pl.col("branch") == "reference"))
+    reference_runs = scores.table.filter(is_reference())["run_id"].unique().to_list()
+    ref = t.filter(pl.col("run_id").is_in(reference_runs))
     rows = [
         _row("OR-H, reference student, loose mapping", "share", 0.057, "own student",
              ref["loose"].mean() if ref.height else None, f"mean of {ref.height} run(s)"),  # pragma: no mutate(guard-always): an empty column's mean is None too  # noqa: E501
@@ -150,9 +152,8 @@ def _student_rows(scores: ScoresResult, lt: pl.DataFrame | None, *, subset: str,
     """The A-last branches' COPY and OR-H, and mean CAP on capability-load benchmarks."""
     students = student_runs(scores.binary(subset=subset, mapping=mapping))
     copy = students.filter(pl.col("benchmark") == "harmbench_copyright")
-    a_last = copy.filter(pl.col("branch").is_in(list(STUDY_A_LAST)))
-    orh = students.filter((pl.col("benchmark") == "orbench_hard")
-                          & pl.col("branch").is_in(list(STUDY_A_LAST)))
+    a_last = copy.filter(is_a_last())
+    orh = students.filter((pl.col("benchmark") == "orbench_hard") & is_a_last())
     rows = [
         _row("COPY of A-last branches (E1, E7, E8, E10), lowest run", "share", 1.0,
              "all score 100", a_last["score"].min() if a_last.height else None,
@@ -250,7 +251,7 @@ def study_comparison(*, scores: ScoresResult, load: BenchmarkLoadResult | None,
                if contamination is not None else None)
     excluded = sorted({b for b in scores.binary()["benchmark"].to_list() if DERIVED_MARK in b})
     rows = [*_load_rows(load, lt, subset=subset, mapping=mapping), *_rank_rows(rank),
-            *_correlation_rows(correlation), *_mapping_rows(effect, subset=subset),
+            *_correlation_rows(correlation), *_mapping_rows(effect, scores, subset=subset),
             *_student_rows(scores, lt, subset=subset, mapping=mapping),
             *_overlap_rows(contamination, origins)]
     return StudyComparisonResult(

@@ -6,10 +6,9 @@ the ten recipes, not an eleventh recipe: the analysis step takes its runs out of
 analysis (the rank test, Table 1, the span Δb, the load call, the seed floor, the correlations)
 with :func:`without_variants`, and reports them only in :func:`distill_sensitivity`'s table.
 
-A variant is known by its name, ``<base>-<tag>`` with base ``E<n>`` or ``reference``
-(:data:`VARIANT_NAME`; ``guarddiag.train.branches`` holds the same pattern and checks that a
-spec with such a name says ``variant_of`` and the reverse), so predictions copied without their
-run folders are still split correctly.
+A variant is known by its role column ``variant_of`` (:mod:`guarddiag.roles`), which its spec
+declares and the run meta and predictions table carry, so predictions copied without their run
+folders are still split correctly.
 
 :func:`distill_sensitivity`: per model size, every variant beside its base branch — seed-mean
 score (interval ``seed-range+wilson``, a single run's own Wilson interval) on each scored
@@ -19,32 +18,18 @@ benchmark and the primary VAL, the difference in percentage points, and each run
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 import polars as pl
 
 from guarddiag.analyses.intervals import recipe_interval_aggs
 from guarddiag.analyses.scores import ScoresResult
-
-VARIANT_NAME = re.compile(r"^(?P<base>E\d+|reference)-(?P<tag>[A-Za-z0-9_.]+)$")
-"""``<base>-<tag>``: the name of a sensitivity variant of branch ``base``."""
-
-
-def variant_base(branch: str | None) -> str | None:
-    """The branch a variant varies (``E6-a05`` → ``E6``); None for any other name."""
-    m = VARIANT_NAME.fullmatch(branch or "")
-    return m["base"] if m else None
-
-
-def _is_variant() -> pl.Expr:
-    return (pl.col("guard_kind") == "branch") & pl.col("branch").fill_null("").str.contains(
-        VARIANT_NAME.pattern)
+from guarddiag.roles import is_variant
 
 
 def without_variants(frame: pl.DataFrame) -> pl.DataFrame:
-    """The rows of a predictions, scores or run-meta frame that are not variant runs."""
-    return frame.filter(~_is_variant())
+    """The rows of a predictions or scores frame that are not variant runs (by role)."""
+    return frame.filter(~is_variant())
 
 
 @dataclass(frozen=True)
@@ -83,8 +68,8 @@ def distill_sensitivity(all_scores: ScoresResult, *, subset: str, mapping: str,
     size where both were scored, on the benchmarks both were scored on.
     """
     students = all_scores.table.filter(pl.col("guard_kind") == "branch")
-    pairs = sorted({(str(b), base) for b in students["branch"].unique().to_list()
-                    if (base := variant_base(b)) is not None})
+    pairs = sorted(set(students.filter(is_variant()).select("branch", "variant_of")
+                       .iter_rows()))
     if not pairs:
         return None
     binary = all_scores.binary(subset=subset, mapping=mapping)

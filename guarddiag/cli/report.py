@@ -72,8 +72,9 @@ def register(sub, bench) -> None:
                         "the report opens with a caution that a capability-load call does not "
                         "mean detection (default 0.8, the study's lowest)")
     p.add_argument("--rank-group", type=_group, default=unset, metavar="E1,E7,…",
-                   help="branches of the exact rank test (default E1,E7,E8,E10; naming an "
-                        "unknown branch is an error)")
+                   help="branches of the exact rank test (default: the A-last group, the "
+                        "study branches whose spec says last_policy: A; naming an unknown "
+                        "branch is an error)")
     p.add_argument("--rank-benchmark", default=unset, metavar="ID",
                    help="benchmark of the rank test (default harmbench_copyright)")
     p.add_argument("--rank-tail", default=unset, choices=("top", "bottom", "either"),

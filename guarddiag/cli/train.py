@@ -32,6 +32,7 @@ from guarddiag.paths import resolve_data_dir
 
 if TYPE_CHECKING:
     from guarddiag.predict.options import PredictOptions
+    from guarddiag.train.options import TrainOptions
 
 _SIZES_HELP = ("model sizes, comma-separated: micro, tiny (random init, CPU), small, base, "
                "large (ModernBERT-base/-large shapes)")
@@ -57,11 +58,13 @@ def _register_branches(sub: argparse._SubParsersAction) -> None:
     validate = add_parser(actions, "validate", help="validate every spec, all errors at once",
                           description="Validate the branch specs as a set: known keys and "
                                       "routes, fractions in [0, 1],\nknown sizes, teachers and "
-                                      "parents that exist, no dependency cycles.\nEvery problem "
-                                      "is printed on its own line naming file and field.")
+                                      "parents that exist, no dependency cycles, roles\n"
+                                      "consistent with the recipe. Every problem is printed on "
+                                      "its own line\nnaming file and field.")
     lister = add_parser(actions, "list", help="one line per branch",
-                        description="List the branches with their routes, label mix, "
-                                    "teacher/parent and budget.")
+                        description="List the branches with their roles (role, policy of "
+                                    "the last signal), routes, label mix, teacher/parent and "
+                                    "budget.")
     for p in (validate, lister):
         p.add_argument("--branches-dir", default=None, metavar="DIR",
                        help="folder of branch specs (default: the bundled branches/)")
@@ -82,12 +85,14 @@ def _run_list(args: argparse.Namespace) -> int:
     from guarddiag.train.branches import load_branches
 
     branches = load_branches(args.branches_dir)
-    header = ("branch", "routes", "labels", "teacher", "parent", "size", "rows", "epochs",
-              "description")
+    header = ("branch", "role", "last", "routes", "labels", "teacher", "parent", "size", "rows",
+              "epochs", "description")
     rows = []
     for name in branches.names():
         s = branches[name]
-        rows.append((name, "+".join(s.routes), s.label_policy(), s.teacher or "-",
+        role = s.role + (f" of {s.control_of}" if s.control_of else "")
+        rows.append((name, role, s.last_policy, "+".join(s.routes), s.label_policy(),
+                     s.teacher or "-",
                      s.parent or "-", s.size, "all" if s.train_rows is None else str(s.train_rows),
                      str(s.epochs), s.description))
     _print_table(header, rows)
@@ -139,8 +144,8 @@ def _register_train(sub: argparse._SubParsersAction) -> None:
                         "base=answerdotai/ModernBERT-base or small=/models/all-MiniLM-L6-v2; "
                         "repeatable. Without it a size trains ModernBERT from random init with "
                         "a tokenizer trained on the pool")
-    p.add_argument("--checkpoint-every", type=float, default=60.0, metavar="SECONDS",
-                   help="wall-clock seconds between resume checkpoints")
+    p.add_argument("--checkpoint-every", type=float, default=None, metavar="SECONDS",
+                   help="wall-clock seconds between resume checkpoints (default: one minute)")
     p.add_argument("--run", default=None, metavar="SIZE/BRANCH/seed=S",
                    help="train exactly this run (its dependencies must be finished); "
                         "--branches, --sizes and --seeds are then not used")
@@ -186,21 +191,45 @@ def _parse_checkpoints(items: list[str]) -> dict[str, str]:
     return out
 
 
+_FLAGS = {"checkpoint_every_s": "checkpoint_every", "pretrained": "checkpoint",
+          "threads": "threads", "device": "device", "micro_batch": "micro_batch",
+          "compile": "compile", "wait_for_lock": "wait"}
+"""TrainOptions field → the ``train``/``sweep`` flag (argparse dest) that sets it."""
+
+
+def train_options(args: argparse.Namespace) -> TrainOptions:
+    """The :class:`~guarddiag.train.options.TrainOptions` of a ``train`` or ``sweep`` command
+    line: flags it lacks or leaves unset (None) keep the model's defaults, so the command line,
+    the API and the runner share one set of defaults; a bad value is one line naming its flag."""
+    from guarddiag.spec import SpecError
+    from guarddiag.train.options import TrainOptions
+    from guarddiag.typed import validate
+
+    values = {field: getattr(args, dest) for field, dest in _FLAGS.items()
+              if getattr(args, dest, None) is not None}
+    if "pretrained" in values:
+        values["pretrained"] = _parse_checkpoints(values["pretrained"])
+    try:
+        return validate(TrainOptions, values, where="options")
+    except SpecError as exc:
+        problems = []
+        for problem in exc.problems:
+            for field, dest in _FLAGS.items():
+                flag = "--" + dest.replace("_", "-")
+                problem = problem.replace(f'options field "{field}"', flag)
+            problems.append(problem)
+        raise SpecError("the training options", problems) from None
+
+
 def _run_train(args: argparse.Namespace) -> int:
-    from guarddiag.train import RunOptions, RunSummary, train_branches, train_one
+    from guarddiag.train import RunSummary, train_branches, train_one
     from guarddiag.train.branches import load_branches, parse_seeds, parse_sizes
 
     if args.list_sizes:
         return _list_sizes()
-    if args.micro_batch is not None and args.micro_batch < 1:
-        raise GuarddiagError(f"--micro-batch: expected at least 1, got {args.micro_batch}")
     paths = work_paths_from(args)
-    pretrained = _parse_checkpoints(args.checkpoint)
+    options = train_options(args)
     branches = load_branches(args.branches_dir)
-    options = RunOptions(checkpoint_every_s=args.checkpoint_every, pretrained=pretrained,
-                         threads=args.threads, device=args.device,
-                         micro_batch=args.micro_batch, compile=args.compile,
-                         wait_for_lock=args.wait)
     runs: tuple[RunSummary, ...]
     if args.run:
         runs = (train_one(branches=branches, run_id=args.run, runs_dir=paths.runs,
@@ -358,7 +387,6 @@ def _run_sweep(args: argparse.Namespace) -> int:
     from guarddiag.model.threads import auto_threads
     from guarddiag.predict import predict_runs
     from guarddiag.predict.sweep import ScoreTask, sweep
-    from guarddiag.train import RunOptions
     from guarddiag.train.branches import parse_seeds, parse_sizes
 
     paths = work_paths_from(args)
@@ -370,8 +398,7 @@ def _run_sweep(args: argparse.Namespace) -> int:
         scoring.batch_size, scoring.device, auto_threads(sizes))
     res = sweep(names=args.branches, sizes=sizes, seeds=parse_seeds(args.seeds),
                 runs_dir=paths.runs, pool_path=paths.pool, branches_dir=args.branches_dir,
-                options=RunOptions(pretrained=_parse_checkpoints(args.checkpoint),
-                                   device=args.device),
+                options=train_options(args),
                 engine=args.engine, jobs=args.jobs, address=args.address, score=score)
     rows = [(r.run_id, r.status, f"{r.wall_s:.1f}", f"{r.val_acc_a:.3f}", f"{r.val_acc_b:.3f}")
             for r in res.runs]

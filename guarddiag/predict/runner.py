@@ -26,9 +26,12 @@ from guarddiag.predict.baseline import score_baselines
 from guarddiag.predict.options import PredictOptions
 from guarddiag.predict.score import POOL_VAL, ScoringInput, score_frame
 from guarddiag.progress import progress, say
+from guarddiag.roles import ROLE_COLUMNS, BranchRoles
 from guarddiag.runs import (
+    META_FILE,
     MODEL_FILE,
     PREDICTIONS_FILE,
+    RunMeta,
     ScoreCache,
     finished_runs,
     read_run_meta,
@@ -107,7 +110,7 @@ def predict_runs(options: PredictOptions | None = None, **fields: Any) -> Predic
     say(describe_device(dev, spec=device))
     metas = {d: read_run_meta(d) for d in run_dirs}
     if threads is None:
-        threads = auto_threads(m["size"] for m in metas.values())
+        threads = auto_threads(m.size for m in metas.values())
     with torch_threads(threads):
         frames, report = _score_runs(run_dirs, metas, inputs, batch_size=batch_size,
                                      device=dev)
@@ -130,7 +133,7 @@ def predict_runs(options: PredictOptions | None = None, **fields: Any) -> Predic
                          tuple(i.benchmark for i in inputs), tuple(unavailable), note)
 
 
-def _score_runs(run_dirs: list[Path], metas: dict[Path, dict[str, Any]],
+def _score_runs(run_dirs: list[Path], metas: dict[Path, RunMeta],
                 inputs: list[ScoringInput], *, batch_size: int,
                 device: torch.device | None = None
                 ) -> tuple[list[pl.DataFrame], list[RunScoring]]:
@@ -140,12 +143,17 @@ def _score_runs(run_dirs: list[Path], metas: dict[Path, dict[str, Any]],
     for run_dir in run_dirs:
         t0 = time.monotonic()
         meta = metas[run_dir]
+        if meta.roles is None:
+            raise GuarddiagError(
+                f"{run_dir / META_FILE}: no roles (trained before branch roles existed); run "
+                f"`guarddiag train` again: finished runs are not retrained, only get their roles")
         scores, n_scored = fill_score_cache(run_dir, inputs, batch_size=batch_size,
-                                            device=device, desc=meta["run_id"])
+                                            device=device, desc=meta.run_id)
         frames.append(_with_run_columns(
-            scores, run_id=meta["run_id"], guard_kind="branch", branch=meta["branch"],
-            size=meta["size"], seed=meta["seed"], label_policy=meta["label_policy"]))
-        report.append(RunScoring(meta["run_id"], "branch", n_scored, n_prompts,
+            scores, run_id=meta.run_id, guard_kind="branch", branch=meta.branch,
+            size=meta.size, seed=meta.seed, label_policy=meta.label_policy,
+            roles=meta.roles))
+        report.append(RunScoring(meta.run_id, "branch", n_scored, n_prompts,
                                  round(time.monotonic() - t0, 2)))
     return frames, report
 
@@ -169,7 +177,9 @@ def fill_score_cache(run_dir: Path, inputs: list[ScoringInput], *, batch_size: i
 
 
 def _with_run_columns(scores: pl.DataFrame, *, run_id: str, guard_kind: str, branch: str,
-                      size: str, seed: int | None, label_policy: str) -> pl.DataFrame:
+                      size: str, seed: int | None, label_policy: str,
+                      roles: BranchRoles | None = None) -> pl.DataFrame:
+    """The scores with the run's columns; ``roles`` fills the role columns (null without)."""
     probs = scores.select(PROB_COLUMNS).to_numpy()
     unsafe_cols = [c for c, name in zip(PROB_COLUMNS, CLASSES, strict=True)
                    if LOOSE.is_unsafe(name)]
@@ -179,6 +189,9 @@ def _with_run_columns(scores: pl.DataFrame, *, run_id: str, guard_kind: str, bra
         pl.lit(branch).alias("branch"), pl.lit(size).alias("size"),
         pl.lit(seed, dtype=pl.Int64).alias("seed"),
         pl.lit(label_policy).alias("label_policy"),
+        *(pl.lit(value, dtype=pl.String).alias(name) for name, value in
+          (roles.model_dump() if roles is not None
+           else dict.fromkeys(ROLE_COLUMNS)).items()),
         pl.sum_horizontal([pl.col(c) for c in unsafe_cols]).clip(0.0, 1.0).alias("p_unsafe"),
         pl.Series("pred_class", list(pred), dtype=pl.String),
         pl.lit("ok").alias("status"))

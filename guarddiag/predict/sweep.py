@@ -33,7 +33,7 @@ from guarddiag.model.threads import torch_threads
 from guarddiag.predict.runner import fill_score_cache, scoring_inputs
 from guarddiag.progress import say
 from guarddiag.train.branches import PlannedRun, load_branches, plan_runs
-from guarddiag.train.options import RunOptions
+from guarddiag.train.options import TrainOptions
 from guarddiag.train.runner import RunSummary, train_one
 
 ENGINES = ("local", "ray")
@@ -58,12 +58,12 @@ class SweepTask:
     runs_dir: str
     pool_path: str
     branches_dir: str | None
-    options: RunOptions = field(default_factory=RunOptions)
+    options: TrainOptions = field(default_factory=TrainOptions)
 
 
 def train_task(task: SweepTask) -> RunSummary:
     """Train one run in a worker (``train --run``); waits for a lock another holds."""
-    options = replace(task.options, wait_for_lock=True)
+    options = task.options.model_copy(update={"wait_for_lock": True})
     return train_one(branches=load_branches(task.branches_dir), run_id=task.run_id,
                      runs_dir=task.runs_dir, pool_path=task.pool_path, options=options)
 
@@ -215,7 +215,7 @@ def open_engine(engine: str, *, jobs: int, address: str | None) -> LocalEngine |
 def sweep(*, names: str | Sequence[str] = "all", sizes: Sequence[str] = ("micro",),
           seeds: Sequence[int] = (42,), plan: Sequence[PlannedRun] | None = None,
           runs_dir: str | Path, pool_path: str | Path,
-          branches_dir: str | Path | None = None, options: RunOptions | None = None,
+          branches_dir: str | Path | None = None, options: TrainOptions | None = None,
           engine: str = "local", jobs: int = 2, address: str | None = None,
           score: ScoreTask | None = None) -> SweepResult:
     """Train the plan with up to ``jobs`` runs at a time, dependencies first; then, with
@@ -223,7 +223,7 @@ def sweep(*, names: str | Sequence[str] = "all", sizes: Sequence[str] = ("micro"
 
     The plan is ``names`` × ``sizes`` × ``seeds``, or ``plan`` as given (e.g. from
     :func:`merge_plans`)."""
-    options = options or RunOptions()
+    options = options or TrainOptions()
     gpu = pick_device(options.device).type == "cuda"
     if plan is None:
         plan = plan_runs(load_branches(branches_dir), names=names, sizes=sizes, seeds=seeds)

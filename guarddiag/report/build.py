@@ -38,10 +38,15 @@ def build_report(ctx: ReportContext, *,
     def ref(x: tuple[str, str] | None) -> dict[str, str] | None:
         return {"path": x[0], "sha256": x[1]} if x else None
 
+    options = {k: getattr(o, k) for k in OptionsJson.model_fields}
+    rank = ctx.results.values.get("rank")
+    if rank is not None and not options["rank_group"]:
+        # The default group is read from the runs' roles: record the branches it held.
+        options["rank_group"] = list(rank.group)
     results = {
         "schema_version": SCHEMA_VERSION,
         "title": o.title,
-        "options": {k: getattr(o, k) for k in OptionsJson.model_fields},
+        "options": options,
         "inputs": {"predictions": [ref(x) for x in i.prediction_files],
                    "pool": ref(i.pool_file), "agreement": ref(i.agreement_file),
                    "audit_summary": ref(i.audit_file)},

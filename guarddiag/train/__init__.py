@@ -49,7 +49,7 @@ from guarddiag.train.head_only import (
     train_heads,
 )
 from guarddiag.train.losses import LossWeights, distill_loss, guard_loss, recipe_target
-from guarddiag.train.options import RunOptions, TrainingInterrupted
+from guarddiag.train.options import TrainingInterrupted, TrainOptions
 from guarddiag.train.rows import LabelledRows, calibration_frame, label_rows, policy_a_mask
 from guarddiag.train.runner import (
     TRAINING_VERSION,
@@ -72,9 +72,9 @@ __all__ = [
     "LabelledRows",
     "LossWeights",
     "PlannedRun",
-    "RunOptions",
     "RunSummary",
     "TrainLog",
+    "TrainOptions",
     "TrainResult",
     "TrainingInterrupted",
     "Whitening",

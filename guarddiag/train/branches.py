@@ -1,10 +1,13 @@
 """Branch specs (branches/*.yaml): how a labelling policy reaches one trained guard.
 
 A branch is one recipe: which route(s) carry the policy (hard labels, distillation from a
-teacher, head-only recalibration of a parent), which rows carry policy-A labels, and the
-optimiser budget. Specs are flat YAML, one file per branch, named by their file stem, and are
-validated as a set: teachers and parents must exist, no cycles, fractions in [0, 1], no unknown
-keys, known sizes — every problem reported at once, each naming file and field.
+teacher, head-only recalibration of a parent), which rows carry policy-A labels, the optimiser
+budget, and its roles (:mod:`guarddiag.roles`: what the branch is for, the policy of its last
+label signal, what it is a control for). Specs are flat YAML, one file per branch, named by
+their file stem, read through one typed model (:class:`BranchSpec`, :func:`guarddiag.typed.
+validate`) and validated as a set: teachers, parents and controlled branches must exist, no
+cycles, fractions in [0, 1], no unknown keys, known sizes, roles consistent with the recipe —
+every problem reported at once, each naming file and field.
 
 A plan expands branches × sizes × seeds into runs (``<size>/<branch>/seed=<s>``) in dependency
 order (teachers → reference → branches), adding the runs a requested branch depends on.
@@ -14,85 +17,127 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
+
+from pydantic import ConfigDict, Field, PrivateAttr, field_validator
 
 from guarddiag.errors import GuarddiagError, did_you_mean, unknown_name
 from guarddiag.model.sizes import SIZE_ORDER, get_size, size_up
 from guarddiag.paths import branches_dir
+from guarddiag.roles import ROUTES, BranchRoles, Policy, RoleKind, Route
 from guarddiag.runs import run_id
-from guarddiag.spec import Field, Problems, load_yaml_mapping, read_fields
+from guarddiag.spec import Problems, SpecError, load_yaml_mapping
+from guarddiag.typed import Model, validate
 
-ROUTES = ("hard_labels", "distill", "head_only")
 ROUTE_SETS = ({"hard_labels"}, {"hard_labels", "distill"}, {"head_only"})
 SIZE_MODES = ("same", "one_up")
 CALIBRATION_SPLITS = ("train", "cal", "val")
 CALIBRATION_SOURCES = ("all", "disagreement")
-VARIANT_NAME = re.compile(r"^(?P<base>E\d+|reference)-(?P<tag>[A-Za-z0-9_.]+)$")
-"""Name of a sensitivity variant: its base branch, a hyphen and a tag (``E6-a05``). The report's
-analyses know a variant by this name alone (``guarddiag.analyses.variants`` holds the same
-pattern), so a spec with this name must say ``variant_of`` and the reverse."""
+VARIANT_TAG = re.compile(r"^[A-Za-z0-9_.]+$")
+"""The tag of a sensitivity variant's name, ``<variant_of>-<tag>`` (``E6-a05``)."""
+ROLE_KEYS = ("role", "last_policy", "control_of")
+"""The role keys a spec declares beside its recipe (``routes``, ``teacher`` and ``variant_of``
+are recipe keys that are roles too); roles never change what a run learns, so they stay out of
+the run's fingerprint (:meth:`BranchSpec.resolved`)."""
+
+Fraction = Annotated[float, Field(ge=0.0, le=1.0)]
 
 
-@dataclass(frozen=True)
-class BranchSpec:
+class BranchSpec(Model):
     """One branch recipe, as resolved from its YAML file (defaults filled in)."""
+
+    model_config = ConfigDict(strict=True)
 
     name: str
     """Branch name; equals the file stem (``E1``, ``T_A``, ``reference``…)."""
-    routes: tuple[str, ...]
+    routes: tuple[Route, ...]
     """``[hard_labels]``, ``[hard_labels, distill]`` or ``[head_only]``."""
-    policy_a_fraction: float
+    policy_a_fraction: Fraction
     """Share of rows whose labels (class and pillars) come from policy A; the rest use B.
     Rows are assigned by a hash of their prompt id, so a smaller share is a subset of a larger."""
-    epochs: int
-    lr: float
-    batch_size: int
+    epochs: int = Field(ge=1)
+    lr: float = Field(gt=0.0)
+    batch_size: int = Field(ge=1)
+    role: RoleKind
+    """``teacher``, ``reference``, ``student`` or ``control`` (:mod:`guarddiag.roles`)."""
+    last_policy: Policy
+    """Policy (A or B) of the last label signal that reached the model: a distilled branch's
+    teacher's, a recalibration's (or a hard-label branch's) labels' where they are all one
+    policy."""
+    control_of: str | None = None
+    """The branch this one is a control for (role ``control``); null for the study's branches."""
     description: str = ""
-    train_rows: int | None = None
+    train_rows: int | None = Field(default=None, ge=1)
     """Rows drawn from the pool's train split (hash order; null = all of them)."""
-    val_rows: int | None = 2000
+    val_rows: int | None = Field(default=2000, ge=1)
     """Rows of the val split that choose the kept checkpoint (null = all)."""
     size: str = "same"
     """``same`` (the --sizes value), ``one_up`` (teachers: micro→tiny, base→large) or a size."""
-    fixed_seed: int | None = None
+    fixed_seed: int | None = Field(default=None, ge=0)
     """Train once at this seed whatever --seeds says (teachers: every student seed distils from
     the same teacher, so the seed floor measures the student recipe)."""
-    pillar_weight: float = 1.0
-    span_weight: float = 1.0
-    weight_decay: float = 0.01
-    evals_per_epoch: int = 2
+    pillar_weight: float = Field(default=1.0, ge=0.0)
+    span_weight: float = Field(default=1.0, ge=0.0)
+    weight_decay: float = Field(default=0.01, ge=0.0)
+    evals_per_epoch: int = Field(default=2, ge=1)
     # hard_labels
-    max_length: int | None = None
+    max_length: int | None = Field(default=None, ge=8)
     anchors: bool = False
     """Add the policy-refusal anchors to the mix: a fixed 25% of the train rows policy A blocks
     and B allows, on their policy-A label (:func:`guarddiag.train.rows.policy_anchor_mask`);
     the ones outside the train sample are added as rows (:func:`~guarddiag.train.rows.
     training_frame`)."""
-    warmup_fraction: float = 0.06
+    warmup_fraction: float = Field(default=0.06, ge=0.0, lt=1.0)
     # distill
     teacher: str | None = None
-    distill_weight: float = 0.8
+    distill_weight: Fraction = 0.8
     """Weight α of the teacher term: loss = α·τ²·KL(teacher‖student) + (1−α)·CE(hard)."""
-    temperature: float = 4.0
+    temperature: float = Field(default=4.0, gt=0.0)
     # head_only
     parent: str | None = None
-    calibration_split: str = "train"
+    calibration_split: Literal["train", "cal", "val"] = "train"
     """Where calibration rows come from: ``cal`` (the disagreement-enriched split the pool builds
     for this route), ``train`` (the parent's train sample) or ``val``."""
-    calibration_fraction: float | None = None
+    calibration_fraction: float | None = Field(default=None, gt=0.0, le=1.0)
     """Calibration set size as a share of the parent's train sample (``train_rows``), whichever
     split the rows come from; a split with fewer rows is resampled with replacement."""
-    calibration_source: str = "all"
+    calibration_source: Literal["all", "disagreement"] = "all"
     """``all`` rows, or only ``disagreement`` rows (label_a ≠ label_b) plus anchors."""
-    generic_anchor_fraction: float = 0.0
+    generic_anchor_fraction: float = Field(default=0.0, ge=0.0, lt=1.0)
     """Share of the calibration set that is GENERIC_SAFE anchor rows (both policies agree)."""
     variant_of: str | None = None
     """A sensitivity variant of this branch (name ``<variant_of>-<tag>``): trained like any
     branch, reported only in its own table (the distillation-weight table), never in the
     ten-branch rank test, Table 1, the span Δb, the load call or the seed floor."""
-    path: str = field(default="", compare=False)
+    _path: str = PrivateAttr(default="")
+
+    @property
+    def path(self) -> str:
+        """The YAML file the spec was read from (empty for a spec built in code)."""
+        return self._path
+
+    @field_validator("routes", mode="before")
+    @classmethod
+    def _route_list(cls, value: Any) -> Any:
+        """A route name or a list of them, in the routes' order; one valid combination."""
+        if isinstance(value, str):
+            value = [value]
+        if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
+            raise ValueError("expected a list of route names")
+        unknown = [v for v in value if v not in ROUTES]
+        if unknown:
+            raise ValueError(f"unknown route {unknown[0]!r} ({did_you_mean(unknown[0], ROUTES)})")
+        if set(value) not in ROUTE_SETS or len(set(value)) != len(value):
+            raise ValueError("not a valid combination: use [hard_labels], [hard_labels, "
+                             "distill] or [head_only]")
+        return tuple(r for r in ROUTES if r in value)
+
+    @field_validator("description", mode="after")
+    @classmethod
+    def _strip(cls, value: str) -> str:
+        return value.strip()
 
     @property
     def head_only(self) -> bool:
@@ -101,6 +146,17 @@ class BranchSpec:
     @property
     def distill(self) -> bool:
         return "distill" in self.routes
+
+    @property
+    def last_route(self) -> Route:
+        """The route that carried the last label signal (the roles' ``route``)."""
+        return self.routes[-1]
+
+    def roles(self) -> BranchRoles:
+        """The branch's roles, as run meta and the predictions table carry them."""
+        return BranchRoles(role=self.role, route=self.last_route, last_policy=self.last_policy,
+                           teacher=self.teacher, control_of=self.control_of,
+                           variant_of=self.variant_of)
 
     def depends_on(self) -> list[tuple[str, str]]:
         """(field, branch) pairs this branch needs trained first."""
@@ -118,19 +174,17 @@ class BranchSpec:
         return text + ("+anchors" if self.anchors else "")
 
     def resolved(self) -> dict[str, Any]:
-        out = asdict(self)
-        out.pop("path")
+        """The recipe as the run fingerprint hashes it: every key but the roles (a role says
+        what a run is for, not what it learns), ``variant_of`` only when set (so the
+        fingerprints of runs made before variants and roles existed do not change)."""
+        out = self.model_dump(exclude=set(ROLE_KEYS))
         if out["variant_of"] is None:
-            # Left out when unset, so the fingerprints of existing runs do not change.
             out.pop("variant_of")
         out["routes"] = list(self.routes)
         return out
 
 
 # Which keys a route may set; a key outside its routes is a spec error, not silently ignored.
-_COMMON = {"name", "description", "routes", "policy_a_fraction", "epochs", "lr", "batch_size",
-           "train_rows", "val_rows", "size", "fixed_seed", "pillar_weight", "span_weight",
-           "weight_decay", "evals_per_epoch", "variant_of"}
 _ROUTE_KEYS = {
     "hard_labels": {"max_length", "anchors", "warmup_fraction"},
     "distill": {"teacher", "distill_weight", "temperature"},
@@ -139,51 +193,7 @@ _ROUTE_KEYS = {
 }
 _ROUTE_REQUIRED = {"hard_labels": {"max_length", "train_rows"}, "distill": {"teacher"},
                    "head_only": {"parent", "calibration_fraction"}}
-
-
-def _fraction(name: str, *, required: bool = False, open_minimum: bool = False,
-              open_maximum: bool = False) -> Field:
-    return Field(name, "number", required=required, minimum=0.0, maximum=1.0,
-                 open_minimum=open_minimum, open_maximum=open_maximum)
-
-
-BRANCH_FIELDS: tuple[Field, ...] = (
-    Field("name", required=True),
-    Field("routes", required=True),
-    _fraction("policy_a_fraction", required=True),
-    Field("epochs", "int", required=True, minimum=1),
-    Field("lr", "number", required=True, minimum=0.0, open_minimum=True),
-    Field("batch_size", "int", required=True, minimum=1),
-    Field("description", "text"),
-    Field("train_rows", "int", minimum=1, nullable=True),
-    Field("val_rows", "int", minimum=1, nullable=True),
-    Field("size"),
-    Field("fixed_seed", "int", minimum=0, nullable=True),
-    Field("pillar_weight", "number", minimum=0.0),
-    Field("span_weight", "number", minimum=0.0),
-    Field("weight_decay", "number", minimum=0.0),
-    Field("evals_per_epoch", "int", minimum=1),
-    Field("variant_of", "str"),
-    # hard_labels
-    Field("max_length", "int", minimum=8),
-    Field("anchors", "bool"),
-    _fraction("warmup_fraction", open_maximum=True),
-    # distill
-    Field("teacher", "str"),
-    _fraction("distill_weight"),
-    Field("temperature", "number", minimum=0.0, open_minimum=True),
-    # head_only
-    Field("parent", "str"),
-    Field("calibration_split", allowed=CALIBRATION_SPLITS),
-    _fraction("calibration_fraction", open_minimum=True),
-    Field("calibration_source", allowed=CALIBRATION_SOURCES),
-    _fraction("generic_anchor_fraction", open_maximum=True),
-)
-"""Every key of a branch spec, with its type and range (defaults live on :class:`BranchSpec`);
-``routes``, ``size`` and ``name`` get their own checks in :func:`_parse`."""
-_ALL_KEYS = {f.name for f in BRANCH_FIELDS}
-assert _COMMON.union(*_ROUTE_KEYS.values()) == _ALL_KEYS
-assert {f.name for f in fields(BranchSpec)} >= _ALL_KEYS
+assert set().union(*_ROUTE_KEYS.values()) <= set(BranchSpec.model_fields)
 
 
 @dataclass(frozen=True)
@@ -200,14 +210,16 @@ class BranchSet:
             raise unknown_name("branch", name, tuple(self.branches), str(self.folder)) from None
 
     def names(self) -> list[str]:
-        return sorted(self.branches, key=branch_sort_key)
+        return sorted(self.branches, key=lambda n: branch_sort_key(n, self.branches[n]))
 
 
-def branch_sort_key(name: str) -> tuple[int, int, str]:
-    """Teachers, then the reference, then E1…E10 in numeric order, then anything else."""
-    if name.startswith("T_"):
+def branch_sort_key(name: str, spec: BranchSpec | None = None) -> tuple[int, int, str]:
+    """Teachers, then the reference, then E1…E10 in numeric order, then anything else (with a
+    spec, its role says which is a teacher or the reference)."""
+    role = spec.role if spec is not None else None
+    if role == "teacher" or (role is None and name.startswith("T_")):
         return (0, 0, name)
-    if name == "reference":
+    if role == "reference" or (role is None and name == "reference"):
         return (1, 0, name)
     m = re.fullmatch(r"E(\d+)", name)
     if m:
@@ -242,7 +254,9 @@ def load_branches(folder: str | Path | None = None) -> BranchSet:
         spec = _parse(path, doc, problems)
         if spec is not None:
             specs[stem] = spec
-    _check_links(specs, set(raw), problems)
+    paths = {stem: path for stem, (path, _) in raw.items()}
+    _check_links(specs, paths, problems)
+    _check_roles(specs, paths, problems)
     problems.raise_if_any(f"branch specs in {folder}")
     return BranchSet(folder, specs)
 
@@ -252,33 +266,43 @@ def _where(path: Path, key: str) -> str:
 
 
 def _parse(path: Path, doc: dict[str, Any], problems: Problems) -> BranchSpec | None:
+    """One spec through the typed model, plus the checks that span its keys."""
     n_before = len(problems.items)
-    values = read_fields(doc, BRANCH_FIELDS, where=str(path), problems=problems)
-    routes = _routes(path, doc.get("routes"), problems)
+    spec: BranchSpec | None = None
+    try:
+        spec = validate(BranchSpec, doc, where=path)
+    except SpecError as exc:
+        problems.items.extend(exc.problems)
+    routes = spec.routes if spec is not None else _valid_routes(doc.get("routes"))
     if routes is not None:
         _check_route_keys(path, doc, routes, problems)
     name = doc.get("name")
     if "name" in doc and name != path.stem:
         problems.add(_where(path, "name"), f"{name!r} must equal the file stem {path.stem!r}")
-    if "description" in values:
-        values["description"] = values["description"].strip()
     if "size" in doc:
         _check_size(path, doc, routes, problems)
-    _check_variant_name(path, doc.get("variant_of"), problems)
-    if len(problems.items) > n_before or routes is None:
+    if len(problems.items) > n_before or spec is None:
         return None
-    values["routes"] = tuple(routes)
-    values["name"] = path.stem
-    return BranchSpec(**values, path=str(path))
+    spec._path = str(path)
+    return spec
 
 
-def _check_route_keys(path: Path, doc: dict[str, Any], routes: list[str],
+def _valid_routes(value: Any) -> tuple[str, ...] | None:
+    """The routes of a spec that failed elsewhere, when they alone are valid (so the route
+    keys are still checked and every problem is reported at once)."""
+    try:
+        return BranchSpec._route_list(value)
+    except ValueError:
+        return None
+
+
+def _check_route_keys(path: Path, doc: dict[str, Any], routes: Sequence[str],
                       problems: Problems) -> None:
     """Keys of routes the branch does not take are errors; each route's own keys are needed."""
-    allowed = _COMMON.union(*(_ROUTE_KEYS[r] for r in routes))
+    allowed = set().union(*(_ROUTE_KEYS[r] for r in routes))
     for key in doc:
-        if key in _ALL_KEYS and key not in allowed:
-            owners = [r for r, keys in _ROUTE_KEYS.items() if key in keys]
+        owners = [r for r, keys in _ROUTE_KEYS.items() if key in keys]
+        if owners and key not in allowed:
             problems.add(_where(path, key),
                          f"applies only to route {' or '.join(owners)}, not to "
                          f"[{', '.join(routes)}]")
@@ -287,20 +311,7 @@ def _check_route_keys(path: Path, doc: dict[str, Any], routes: list[str],
             problems.add(_where(path, key), f"required by route {route}")
 
 
-def _check_variant_name(path: Path, variant_of: Any, problems: Problems) -> None:
-    """A variant is named ``<variant_of>-<tag>``, and only a variant has such a name."""
-    m = VARIANT_NAME.fullmatch(path.stem)
-    if variant_of is None and m is not None:
-        problems.add(_where(path, "variant_of"),
-                     f"a branch named {path.stem!r} is a variant of {m['base']!r}: add "
-                     f"variant_of: {m['base']}, or rename it")
-    elif isinstance(variant_of, str) and (m is None or m["base"] != variant_of):
-        problems.add(_where(path, "variant_of"),
-                     f"a variant of {variant_of!r} must be named {variant_of}-<tag> (letters, "
-                     f"digits, '_' or '.'), not {path.stem!r}")
-
-
-def _check_size(path: Path, doc: dict[str, Any], routes: list[str] | None,
+def _check_size(path: Path, doc: dict[str, Any], routes: Sequence[str] | None,
                 problems: Problems) -> None:
     size = doc["size"]
     if not isinstance(size, str) or size not in (*SIZE_MODES, *SIZE_ORDER):
@@ -311,53 +322,99 @@ def _check_size(path: Path, doc: dict[str, Any], routes: list[str] | None,
         problems.add(_where(path, "size"), "a head-only branch always has its parent's size")
 
 
-def _routes(path: Path, value: Any, problems: Problems) -> list[str] | None:
-    if value is None:
-        return None
-    if isinstance(value, str):
-        value = [value]
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        problems.add(_where(path, "routes"), f"expected a list of route names, got {value!r}")
-        return None
-    unknown = [v for v in value if v not in ROUTES]
-    if unknown:
-        problems.add(_where(path, "routes"),
-                     f"unknown route {unknown[0]!r} ({did_you_mean(unknown[0], ROUTES)})")
-        return None
-    if set(value) not in ROUTE_SETS or len(set(value)) != len(value):
-        problems.add(_where(path, "routes"),
-                     f"{value} is not a valid combination: use [hard_labels], "
-                     f"[hard_labels, distill] or [head_only]")
-        return None
-    return [r for r in ROUTES if r in value]
-
-
-def _check_links(specs: dict[str, BranchSpec], names: set[str], problems: Problems) -> None:
+def _check_links(specs: dict[str, BranchSpec], paths: dict[str, Path],
+                 problems: Problems) -> None:
     # A spec that failed to parse still exists as a name, so its dependants are not blamed.
+    names = sorted(paths)
     for spec in specs.values():
-        for key, target in spec.depends_on():
-            if target not in names:
-                problems.add(_where(Path(spec.path), key),
-                             f"unknown branch {target!r} ({did_you_mean(target, sorted(names))})")
+        links = [*spec.depends_on(), *([("control_of", spec.control_of)] if spec.control_of
+                                       else [])]
+        for key, target in links:
+            if target not in paths:
+                problems.add(_where(paths[spec.name], key),
+                             f"unknown branch {target!r} ({did_you_mean(target, names)})")
             elif target == spec.name:
-                problems.add(_where(Path(spec.path), key), "a branch cannot depend on itself")
+                problems.add(_where(paths[spec.name], key),
+                             "a branch cannot depend on itself" if key != "control_of"
+                             else "a branch cannot be a control for itself")
     for spec in specs.values():
-        base = spec.variant_of
-        if base is not None and base not in names:
-            problems.add(_where(Path(spec.path), "variant_of"),
-                         f"unknown branch {base!r} ({did_you_mean(base, sorted(names))})")
-        elif base is not None and base in specs and specs[base].variant_of is not None:
-            problems.add(_where(Path(spec.path), "variant_of"),
-                         f"{base!r} is itself a variant; name the branch it varies")
+        _check_variant(spec, specs, paths, problems)
     reported: set[frozenset[str]] = set()
-    for start in sorted(specs, key=branch_sort_key):
+    for start in sorted(specs, key=lambda n: branch_sort_key(n, specs[n])):
         cycle = _find_cycle(start, specs)
         if cycle and frozenset(cycle) not in reported:
             reported.add(frozenset(cycle))
             first = specs[cycle[0]]
             key = next(k for k, t in first.depends_on() if t == cycle[1])
-            problems.add(_where(Path(first.path), key),
+            problems.add(_where(paths[first.name], key),
                          f"dependency cycle {' → '.join(cycle)}")
+
+
+def _check_variant(spec: BranchSpec, specs: dict[str, BranchSpec], paths: dict[str, Path],
+                   problems: Problems) -> None:
+    """A variant is named ``<variant_of>-<tag>``, and a branch named ``<other branch>-<tag>``
+    is a variant of that branch (unless it is a control: ``E1-ctrl`` may be ``control_of: E1``)."""
+    where = _where(paths[spec.name], "variant_of")
+    base = spec.variant_of
+    if base is None:
+        if spec.role == "control":
+            return
+        head, _, tag = spec.name.rpartition("-")
+        if head in paths and VARIANT_TAG.fullmatch(tag):
+            problems.add(where, f"a branch named {spec.name!r} is a variant of {head!r}: add "
+                                f"variant_of: {head}, or rename it")
+        return
+    tag = spec.name[len(base) + 1:] if spec.name.startswith(base + "-") else ""
+    if not VARIANT_TAG.fullmatch(tag):
+        problems.add(where, f"a variant of {base!r} must be named {base}-<tag> (letters, "
+                            f"digits, '_' or '.'), not {spec.name!r}")
+    elif base not in paths:
+        problems.add(where, f"unknown branch {base!r} ({did_you_mean(base, sorted(paths))})")
+    elif base in specs and specs[base].variant_of is not None:
+        problems.add(where, f"{base!r} is itself a variant; name the branch it varies")
+
+
+def _implied_policy(spec: BranchSpec, specs: dict[str, BranchSpec]) -> tuple[str, str] | None:
+    """(policy, the reason) the recipe implies for the last label signal; None where it implies none
+    (a mix of hard labels without a teacher, or a teacher that did not parse)."""
+    if spec.distill and spec.teacher is not None:
+        teacher = specs.get(spec.teacher)
+        if teacher is None:
+            return None
+        return (teacher.last_policy,
+                f"its teacher {spec.teacher}'s last policy is {teacher.last_policy}")
+    if spec.policy_a_fraction in (0.0, 1.0):
+        policy = "A" if spec.policy_a_fraction == 1.0 else "B"
+        what = "calibration" if spec.head_only else "hard"
+        return policy, f"all its {what} labels are policy {policy}"
+    return None
+
+
+def _check_roles(specs: dict[str, BranchSpec], paths: dict[str, Path],
+                 problems: Problems) -> None:
+    """Roles agree with the recipe and with each other (the set is checked as a whole)."""
+    for spec in specs.values():
+        path = paths[spec.name]
+        implied = _implied_policy(spec, specs)
+        if implied is not None and implied[0] != spec.last_policy:
+            problems.add(_where(path, "last_policy"),
+                         f"{implied[1]}, got {spec.last_policy!r}")
+        if (spec.role == "control") != (spec.control_of is not None):
+            problems.add(_where(path, "control_of" if spec.role == "control" else "role"),
+                         "a control names the branch it is a control for (role: control "
+                         "with control_of: <branch>), and only a control does")
+        if spec.teacher in specs and specs[spec.teacher].role != "teacher":
+            problems.add(_where(path, "teacher"),
+                         f"{spec.teacher!r} has role {specs[spec.teacher].role!r}; a branch "
+                         f"distils from a branch with role teacher")
+        if spec.role == "teacher" and spec.variant_of is not None:
+            problems.add(_where(path, "role"), "a sensitivity variant is not a teacher")
+    references = sorted(n for n, s in specs.items()
+                        if s.role == "reference" and s.variant_of is None)
+    for extra in references[1:]:
+        problems.add(_where(paths[extra], "role"),
+                     f"a second reference ({references[0]!r} is the reference); the tables "
+                     f"compare every recipe with one reference per size")
 
 
 def _find_cycle(start: str, specs: dict[str, BranchSpec]) -> list[str] | None:

@@ -36,7 +36,7 @@ from guarddiag.train.batches import EncodedRows, collate, encode_rows, epoch_bat
 from guarddiag.train.branches import BranchSpec, PlannedRun
 from guarddiag.train.checkpoint import TrainLog, load_checkpoint, save_checkpoint
 from guarddiag.train.losses import LossWeights, guard_loss, recipe_target
-from guarddiag.train.options import RunOptions, TrainingInterrupted
+from guarddiag.train.options import TrainingInterrupted, TrainOptions
 from guarddiag.train.rows import (
     LabelledRows,
     label_counts,
@@ -198,7 +198,7 @@ class FullRoute:
     position, so a resumed run replays the same batches to the same final weights."""
 
     def __init__(self, spec: BranchSpec, run: PlannedRun, run_dir: Path, *,
-                 options: RunOptions, fingerprint: str):
+                 options: TrainOptions, fingerprint: str):
         self.spec, self.run, self.run_dir = spec, run, run_dir
         self.options, self.fingerprint = options, fingerprint
         self.pretrained = options.pretrained.get(run.size)
@@ -382,7 +382,7 @@ class FullRoute:
 
 
 def train_full(spec: BranchSpec, run: PlannedRun, run_dir: Path, pool: Pool, runs_dir: Path,
-               options: RunOptions, fingerprint: str) -> dict[str, Any]:
+               options: TrainOptions, fingerprint: str) -> dict[str, Any]:
     """Train one run of routes 1-2 into ``run_dir``; returns its meta's training record."""
     route = FullRoute(spec, run, run_dir, options=options, fingerprint=fingerprint)
     route.setup(pool, runs_dir)

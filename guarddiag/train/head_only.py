@@ -29,7 +29,7 @@ from guarddiag.train.batches import EncodedRows, collate, encode_rows
 from guarddiag.train.branches import BranchSpec, PlannedRun
 from guarddiag.train.checkpoint import TrainLog
 from guarddiag.train.losses import LossWeights, guard_loss
-from guarddiag.train.options import RunOptions
+from guarddiag.train.options import TrainOptions
 from guarddiag.train.rows import (
     LabelledRows,
     calibration_frame,
@@ -240,7 +240,7 @@ def check_encoder_unchanged(model: GuardModel, before: dict[str, torch.Tensor], 
 
 
 def train_head_only(spec: BranchSpec, run: PlannedRun, run_dir: Path, pool: Pool,
-                    runs_dir: Path, options: RunOptions) -> dict[str, Any]:
+                    runs_dir: Path, options: TrainOptions) -> dict[str, Any]:
     """Recalibrate the parent's heads into ``run_dir``; returns its meta's training record."""
     dev = DeviceSetup.of(options.device)
     parent = load_guard(runs_dir / (run.parent or ""))

@@ -20,7 +20,7 @@ from typing import Any
 import polars as pl
 
 from guarddiag.errors import GuarddiagError
-from guarddiag.files import sha256_file, write_meta
+from guarddiag.files import sha256_file
 from guarddiag.model.device import describe_device, pick_device
 from guarddiag.model.threads import auto_threads, torch_threads
 from guarddiag.pool.table import Pool, read_pool
@@ -31,12 +31,15 @@ from guarddiag.runs import (
     MODEL_FILE,
     STATUS_FINISHED,
     finished_meta,
+    new_run_meta,
+    read_run_meta,
+    write_run_meta,
 )
 from guarddiag.train.branches import BranchSet, BranchSpec, PlannedRun, plan_runs
 from guarddiag.train.full import train_full
 from guarddiag.train.head_only import train_head_only
 from guarddiag.train.lock import RunLock
-from guarddiag.train.options import RunOptions
+from guarddiag.train.options import TrainOptions
 from guarddiag.train.plan import find_run
 
 TRAINING_VERSION = 2
@@ -74,7 +77,7 @@ def _fingerprint(payload: dict[str, Any]) -> str:
 
 
 def _run_fingerprint(spec: BranchSpec, run: PlannedRun, pool: Pool, runs_dir: Path,
-                     options: RunOptions) -> tuple[str, dict[str, str]]:
+                     options: TrainOptions) -> tuple[str, dict[str, str]]:
     inputs = {"pool.parquet": pool.sha256}
     for role, dep in (("teacher", run.teacher), ("parent", run.parent)):
         if dep:
@@ -86,13 +89,13 @@ def _run_fingerprint(spec: BranchSpec, run: PlannedRun, pool: Pool, runs_dir: Pa
 
 
 def train_run(spec: BranchSpec, run: PlannedRun, *, pool: Pool, runs_dir: Path,
-              options: RunOptions | None = None) -> RunSummary:
+              options: TrainOptions | None = None) -> RunSummary:
     """Train one planned run (its dependencies must be finished), or skip it if done.
 
     The run folder's lock (:class:`~guarddiag.train.lock.RunLock`) is held throughout, so two
     processes never train the same run; the second one, once it gets the lock, finds the run
     finished and skips it."""
-    options = options or RunOptions()
+    options = options or TrainOptions()
     run_dir = runs_dir / run.run_id
     for dep in run.deps():
         if finished_meta(runs_dir / dep) is None:
@@ -103,13 +106,14 @@ def train_run(spec: BranchSpec, run: PlannedRun, *, pool: Pool, runs_dir: Path,
 
 
 def _train_locked(spec: BranchSpec, run: PlannedRun, *, pool: Pool, runs_dir: Path,
-                  options: RunOptions) -> RunSummary:
+                  options: TrainOptions) -> RunSummary:
     run_dir = runs_dir / run.run_id
     fingerprint, inputs = _run_fingerprint(spec, run, pool, runs_dir, options)
     done = finished_meta(run_dir)
     if done is not None:
         if done.get("train", {}).get("fingerprint") == fingerprint:
             (run_dir / CHECKPOINT_FILE).unlink(missing_ok=True)
+            _update_roles(run_dir, spec)
             say(f"{run.run_id}: already finished with this spec and these inputs; skipped")
             return _summary(run, done, status="skipped", wall_s=0.0)
         say(f"{run.run_id}: spec or inputs changed since it was trained; retraining")
@@ -122,18 +126,29 @@ def _train_locked(spec: BranchSpec, run: PlannedRun, *, pool: Pool, runs_dir: Pa
     wall = time.monotonic() - t0
     model_section = info.pop("model")
     resumed = info.pop("resumed")
-    write_meta(run_dir, inputs=inputs, seed=run.seed, status=STATUS_FINISHED,
-               run_id=run.run_id, branch=run.branch, size=run.size,
-               label_policy=spec.label_policy(), teacher=run.teacher, parent=run.parent,
-               spec=spec.resolved(), model=model_section,
-               train={"fingerprint": fingerprint, "training_version": TRAINING_VERSION,
-                      "wall_s": round(wall, 2), **info})
+    write_run_meta(run_dir, new_run_meta(
+        run_id=run.run_id, branch=run.branch, size=run.size, seed=run.seed,
+        status=STATUS_FINISHED, label_policy=spec.label_policy(), roles=spec.roles(),
+        teacher=run.teacher, parent=run.parent, inputs=inputs, spec=spec.resolved(),
+        model=model_section, train={"fingerprint": fingerprint,
+                                    "training_version": TRAINING_VERSION,
+                                    "wall_s": round(wall, 2), **info}))
     (run_dir / CHECKPOINT_FILE).unlink(missing_ok=True)
     meta = finished_meta(run_dir) or {}
     summary = _summary(run, meta, status="resumed" if resumed else "trained", wall_s=wall)
     say(f"{run.run_id}: {summary.status} in {wall:.1f}s — val acc A {summary.val_acc_a:.3f}, "
         f"B {summary.val_acc_b:.3f} (kept step {meta['train']['best']['step']})")
     return summary
+
+
+def _update_roles(run_dir: Path, spec: BranchSpec) -> None:
+    """Write the spec's roles into a finished run's meta.json where they differ: roles are
+    not part of the fingerprint (they say what a run is for, not what it learned), so a role
+    changed in the spec, or a run trained before roles existed, is relabelled, not retrained."""
+    meta = read_run_meta(run_dir)
+    if meta.roles != spec.roles():
+        write_run_meta(run_dir, meta.model_copy(update={"roles": spec.roles()}))
+        say(f"{meta.run_id}: roles updated in its meta.json")
 
 
 def _summary(run: PlannedRun, meta: dict[str, Any], *, status: str,
@@ -151,11 +166,11 @@ def train_branches(*, branches: BranchSet, names: str | Sequence[str] = "all",
                    sizes: Sequence[str] = ("micro",), seeds: Sequence[int] = (42,),
                    plan: Sequence[PlannedRun] | None = None,
                    runs_dir: str | Path, pool_path: str | Path,
-                   options: RunOptions | None = None) -> TrainResult:
+                   options: TrainOptions | None = None) -> TrainResult:
     """Train every run of the plan (``names`` × ``sizes`` × ``seeds``, or ``plan`` as given)
     in dependency order; finished runs are skipped."""
     runs_dir = Path(runs_dir)
-    options = options or RunOptions()
+    options = options or TrainOptions()
     device_line = describe_device(pick_device(options.device), spec=options.device)
     if plan is None:
         plan = plan_runs(branches, names=names, sizes=sizes, seeds=seeds)
@@ -176,11 +191,11 @@ def train_branches(*, branches: BranchSet, names: str | Sequence[str] = "all",
 
 
 def train_one(*, branches: BranchSet, run_id: str, runs_dir: str | Path,
-              pool_path: str | Path, options: RunOptions | None = None) -> RunSummary:
+              pool_path: str | Path, options: TrainOptions | None = None) -> RunSummary:
     """Train exactly the run ``run_id`` (``<size>/<branch>/seed=<s>``) once its dependencies
     are finished — for Slurm arrays and sweeps, where each task trains one run."""
     runs_dir = Path(runs_dir)
-    options = options or RunOptions()
+    options = options or TrainOptions()
     say(describe_device(pick_device(options.device), spec=options.device))
     run = find_run(branches, run_id)
     for dep in run.deps():
