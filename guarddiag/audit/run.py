@@ -22,10 +22,12 @@ from typing import Any
 import polars as pl
 
 from guarddiag import data, files
+from guarddiag.audit import merge
 from guarddiag.audit.engine import check_engine, make_spec, scan_pool
 from guarddiag.audit.exact import index_forms
 from guarddiag.audit.frames import audit_frames, check_options
 from guarddiag.audit.outputs import load_if_current, write_audit
+from guarddiag.audit.provenance import write_audit_records
 from guarddiag.audit.result import (
     DEFAULT_CONTAINMENT,
     DEFAULT_SHORT_THRESHOLD,
@@ -100,6 +102,12 @@ def audit_pool(pool: str | Path, *, text_column: str = "text",
         options |= {"containment": True, "containment_threshold": containment_threshold,
                     "drop_contained": drop_contained}
     key = _cache_key(pool_sha, bench_set.sha256, list(bench_set.frames), unavailable, options)
+    # Audits add up: refuse before any work when the folder's other lists are of another pool
+    # or other options (guarddiag.audit.merge).
+    previous = merge.previous_audit(out_dir)
+    adds_up = merge.check_adds_up(previous, out_dir=out_dir, pool_sha256=pool_sha,
+                                  options=options,
+                                  covered=[*bench_set.frames, *(u.benchmark for u in unavailable)])
     if not force:
         cached = load_if_current(out_dir, key)
         if cached is not None:
@@ -107,6 +115,8 @@ def audit_pool(pool: str | Path, *, text_column: str = "text",
                 "(use --force to recompute)")
             return cached
 
+    if adds_up and previous is not None:
+        merge.keep_previous(previous, out_dir)
     # A failed run must not leave the previous run's summary vouching for this folder.
     _forget_finished(out_dir)
     tasks = plan_tasks(shards)
@@ -122,10 +132,17 @@ def audit_pool(pool: str | Path, *, text_column: str = "text",
             id_column=id_column, engine=engine, workers=workers, ray_address=ray_address,
             frame_options=frame_options, figure=figure, derived_dir=derived_dir,
             data_dir=data_dir)
+        records = merge.new_records(result, pool_sha256=pool_sha, options=options,
+                                    benchmark_sha256=bench_set.sha256)
+        if adds_up and previous is not None:
+            result = merge.merge_results(previous.result, result)
+            records = merge.merged_records(previous.records, records, result)
+        write_audit_records(out_dir, records)
         write_audit(result, out_dir, figure=figure,
                     meta={"inputs": {"pool": pool_sha, **{f"benchmark:{k}": v
                                                           for k, v in bench_set.sha256.items()}},
                           "pool_path": str(pool), "options": options, "cache_key": key})
+    merge.finish_merge(out_dir)
     return replace(result, out_dir=out_dir)
 
 
