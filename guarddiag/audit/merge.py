@@ -33,8 +33,9 @@ from guarddiag.audit.provenance import (
 from guarddiag.audit.result import AuditResult
 from guarddiag.errors import GuarddiagError
 
-__all__ = ["PREVIOUS_FOLDER", "PreviousAudit", "check_adds_up", "finish_merge", "keep_previous",
-           "merge_results", "merged_records", "new_records", "previous_audit"]
+__all__ = ["PREVIOUS_FOLDER", "PreviousAudit", "finish_merge", "keep_previous",
+           "merge_results", "merged_records", "new_records", "previous_audit",
+           "previous_to_keep"]
 
 PREVIOUS_FOLDER = ".previous"
 """The audit folder's copy of its previous audit while a new one is merged into it."""
@@ -66,16 +67,17 @@ def previous_audit(out_dir: Path) -> PreviousAudit | None:
     return None
 
 
-def check_adds_up(previous: PreviousAudit | None, *, out_dir: Path, pool_sha256: str,
-                  options: Mapping[str, Any], covered: Collection[str]) -> bool:
-    """Whether this audit merges into ``previous``: True when ``previous`` holds benchmarks
+def previous_to_keep(out_dir: Path, *, pool_sha256: str, options: Mapping[str, Any],
+                     covered: Collection[str]) -> PreviousAudit | None:
+    """The folder's audit this audit adds to: the previous audit when it holds benchmarks
     this audit does not cover and was made of the same pool with the same options; an error
-    naming the difference when those differ; False when there is nothing to keep."""
+    naming the difference when those differ; None when there is nothing to keep."""
+    previous = previous_audit(out_dir)
     if previous is None:
-        return False
+        return None
     others = sorted(set(previous.result.decontaminated) - set(covered))
     if not others:
-        return False
+        return None
     record = previous.records[others[0]]
     diff = []
     if record.pool_sha256 != pool_sha256:
@@ -91,7 +93,7 @@ def check_adds_up(previous: PreviousAudit | None, *, out_dir: Path, pool_sha256:
             f"with another {'pool' if record.pool_sha256 != pool_sha256 else 'set of options'}"
             f" ({'; '.join(diff)}); audits in one folder must add up: use the same pool and "
             f"options, audit those benchmarks too, or choose another --out")
-    return True
+    return previous
 
 
 def keep_previous(previous: PreviousAudit, out_dir: Path) -> None:
