@@ -30,9 +30,8 @@ def section_contamination(ctx: ReportContext) -> Section:
     c = ctx.results.contamination
     flags, flag_table = flag_source_blocks(ctx)
     if c is None:
-        said = " ".join(b.text for b in flags if isinstance(b, Paragraph))
-        return Section.omit("contamination", title,
-                            "no audit summary.json was found" + (f". {said}" if said else ""))
+        said = "".join(f". {b.text}" for b in flags if isinstance(b, Paragraph))
+        return Section.omit("contamination", title, f"no audit summary.json was found{said}")
     t = c.table
     short = ("" if c.short_words is None or c.short_threshold is None else
              f"; ≥ {c.short_threshold:g} for prompts of fewer than {c.short_words} distinct "
@@ -109,8 +108,7 @@ def flag_source_blocks(ctx: ReportContext) -> tuple[list[Block], pl.DataFrame | 
                   f" {', '.join(inputs.unrecorded_flag_files)} record no audit for their flags "
                   "(written before these records, or by a tool that keeps none).")
     if not sources:
-        if unrecorded:
-            blocks.append(Paragraph("Decontamination flags:" + unrecorded))
+        # No table records its audit (all written before these records): as before them.
         return blocks, None
     by_audit: dict[str, list[str]] = {}
     for bench, source in sorted(sources.items()):
