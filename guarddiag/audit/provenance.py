@@ -29,7 +29,7 @@ from guarddiag.errors import GuarddiagError
 from guarddiag.typed import Model, validate
 
 __all__ = ["PROVENANCE_FILE", "AuditRecord", "FlagResult", "FlagSource", "audit_id",
-           "basis_difference", "describe_source", "flag_predictions", "flags_path",
+           "basis_difference", "compared_of", "describe_source", "flag_predictions", "flags_path",
            "merge_flag_sources", "read_audit_records", "read_flag_sources",
            "write_audit_records", "write_flag_sources"]
 
@@ -81,6 +81,13 @@ def audit_id(pool_sha256: str, options: Mapping[str, Any],
              benchmark_sha256: Mapping[str, str | None]) -> str:
     doc = {"pool": pool_sha256, "options": dict(options), "benchmarks": dict(benchmark_sha256)}
     return hashlib.sha256(files.dumps_json(doc).encode()).hexdigest()[:12]
+
+
+def compared_of(options: Mapping[str, Any]) -> str:
+    """What the audit looked for: ``exact``, then ``+near``, ``+template``, ``+contained``."""
+    return "+".join(k for k, on in (("exact", True), ("near", options.get("near_dup")),
+                                    ("template", options.get("templates")),
+                                    ("contained", options.get("containment"))) if on)
 
 
 def drops_of(options: Mapping[str, Any]) -> str:
@@ -136,12 +143,13 @@ def basis_difference(a: AuditRecord, b: AuditRecord) -> str | None:
 
 
 def describe_source(source: AuditRecord) -> str:
-    """``<folder> audit <id> (pool <sha>…, <rows> rows, drops <what>)``."""
+    """``<folder> audit <id> (pool <sha>…, <rows> rows, compared <what>, drops <what>)``."""
     where = f"{source.audit_dir} " if isinstance(source, FlagSource) else ""
     via = f", inherited from {source.via}" if isinstance(source, FlagSource) and source.via \
         else ""
     return (f"{where}audit {source.audit_id} (pool {source.pool_sha256[:12]}…, "
-            f"{source.pool_rows:,} rows, drops {source.drops}{via})")
+            f"{source.pool_rows:,} rows, compared {compared_of(source.options)}, drops "
+            f"{source.drops}{via})")
 
 
 # ─── the predictions table's records ───────────────────────────────────────────────────────────
@@ -315,9 +323,14 @@ def _note(folder: Path | None, audited: list[str], kept: list[str], rest: list[s
         head = f"survives_decontam of {len(audited)} benchmark(s) from {folder}"
     parts = [head]
     if kept:
-        parts.append(f"{len(kept)} kept as the table held them ({', '.join(kept)}), each from "
-                     "its own audit")
+        parts.append(f"{len(kept)} kept as the table held them ({_some(kept)}), each from its "
+                     "own audit")
     if rest:
-        parts.append(f"{len(rest)} never audited, True everywhere ({', '.join(rest)}; run "
+        parts.append(f"{len(rest)} never audited, True everywhere ({_some(rest)}; run "
                      "`guarddiag audit` for decontaminated scores)")
     return "; ".join(parts)
+
+
+def _some(names: list[str], shown: int = 6) -> str:
+    more = len(names) - shown
+    return ", ".join(names[:shown]) + (f" and {more} more" if more > 0 else "")

@@ -38,7 +38,7 @@ class ContaminationJson(_ContaminationBase, total=False):
     flag_sources: list[Record]
     """Present where the predictions record it: per scored benchmark, the audit its
     survives_decontam flags came from (benchmark, audit_dir, audit_id, pool_sha256, pool_rows,
-    drops, n, n_kept, via: the base subset a derived subset inherits from)."""
+    compared, drops, n, n_kept, via: the base subset a derived subset inherits from)."""
 
 
 class ProvenanceJson(TypedDict):

@@ -8,7 +8,7 @@ from typing import Any
 import polars as pl
 
 from guarddiag import plots
-from guarddiag.audit.provenance import describe_source
+from guarddiag.audit.provenance import compared_of, describe_source
 from guarddiag.report.context import ReportContext
 from guarddiag.report.document import (
     Block,
@@ -94,7 +94,8 @@ def section_contamination(ctx: ReportContext) -> Section:
 
 
 FLAG_SOURCE_SCHEMA = {"benchmark": pl.String, "audit_dir": pl.String, "audit_id": pl.String,
-                      "pool_sha256": pl.String, "pool_rows": pl.Int64, "drops": pl.String,
+                      "pool_sha256": pl.String, "pool_rows": pl.Int64, "compared": pl.String,
+                      "drops": pl.String,
                       "n": pl.Int64, "n_kept": pl.Int64, "via": pl.String}
 
 
@@ -120,11 +121,13 @@ def flag_source_blocks(ctx: ReportContext) -> tuple[list[Block], pl.DataFrame | 
         f"change only with its own audit.{unrecorded}"))
     frame = pl.DataFrame(
         [{"benchmark": b, "audit_dir": s.audit_dir, "audit_id": s.audit_id,
-          "pool_sha256": s.pool_sha256, "pool_rows": s.pool_rows, "drops": s.drops,
+          "pool_sha256": s.pool_sha256, "pool_rows": s.pool_rows,
+          "compared": compared_of(s.options), "drops": s.drops,
           "n": s.n, "n_kept": s.n_kept, "via": s.via} for b, s in sorted(sources.items())],
         schema=FLAG_SOURCE_SCHEMA)
     columns = (Column("benchmark", "benchmark"), Column("audit_dir", "audit folder"),
-               Column("audit_id", "audit"), Column("drops", "drops"),
+               Column("audit_id", "audit"), Column("compared", "compared"),
+               Column("drops", "drops"),
                Column("n", "audited n", "int"), Column("n_kept", "kept", "int"),
                Column("via", "inherited from"))
     blocks.append(Table("flag_sources", "The audit each benchmark's decontamination flags "
