@@ -89,6 +89,9 @@ def test_other_options_are_refused_naming_the_difference(full):
                    near_dup=True)
     message = str(exc.value)
     assert "near_dup False there, True now" in message
+    with pytest.raises(GuarddiagError, match="templates off there, True now"):
+        audit_pool(pool, benchmarks="team_harmful", out_dir=audit, workers=1, figure=False,
+                   templates=True)
     assert "advbench" in message
     assert "\n" not in message
     assert {p.name: p.read_bytes() for p in audit.rglob("*") if p.is_file()} == before

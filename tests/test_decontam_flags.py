@@ -293,3 +293,29 @@ def test_a_record_of_another_version_of_the_table_is_refused(audited):
         read_flag_sources(path)
     assert read_flag_sources(path, stale_ok=True) is None
     assert flags_path(path).name == "predictions.decontam.json"
+
+
+def test_the_report_stops_on_one_benchmark_flagged_from_two_pools(audited, capsys):
+    """predictions.parquet flagged from tmp/audit, an outside guard's table from an audit of
+    another pool: ``report`` exits 2 with one line naming the fix."""
+    from guarddiag.audit.provenance import write_flag_sources
+
+    runs = audited / "runs"
+    (runs / "outside").mkdir(parents=True)
+    table = _table({"adv": ["a1", "a2", "a3"]})
+    flagged = _flag(table, audit_dir=audited / "audit", previous=None, selected=["adv"])
+    _write(flagged, runs / "predictions.parquet")
+    guard = frame(rows_for(run_meta("outside", "g", None, kind="outside", policy="outside"),
+                           "adv", [0.5, 0.5, 0.5], ids=["a1", "a2", "a3"],
+                           decontam=flagged.table["survives_decontam"].to_list(),
+                           classes=False))
+    guard.write_parquet(runs / "outside" / "g.parquet")
+    other = FlagSource(**(flagged.sources["adv"].model_dump() | {"pool_sha256": "e" * 64}))
+    write_flag_sources(runs / "outside" / "g.parquet", {"adv": other})
+    code = cli.main(["report", "--runs-dir", str(runs), "--audit-dir", str(audited / "audit"),
+                     "--out", str(audited / "report")])
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert code == 2
+    assert err.startswith("guarddiag: error: ")
+    assert "survives_decontam of benchmark 'adv'" in err
+    assert "re-flag every table from one audit: `guarddiag predict --benchmarks adv" in err

@@ -83,7 +83,7 @@ def previous_to_keep(out_dir: Path, *, pool_sha256: str, options: Mapping[str, A
     if record.pool_sha256 != pool_sha256:
         diff.append(f"pool sha256 {record.pool_sha256[:12]}… there, {pool_sha256[:12]}… now")
     keys = sorted(set(record.options) | set(options))
-    diff += [f"{k} {record.options.get(k)!r} there, {options.get(k)!r} now" for k in keys
+    diff += [f"{k} {_shown(record.options, k)} there, {_shown(options, k)} now" for k in keys
              if record.options.get(k) != options.get(k)]
     if diff:
         listed = ", ".join(others[:6]) + (f" and {len(others) - 6} more" if len(others) > 6
@@ -94,6 +94,11 @@ def previous_to_keep(out_dir: Path, *, pool_sha256: str, options: Mapping[str, A
             f" ({'; '.join(diff)}); audits in one folder must add up: use the same pool and "
             f"options, audit those benchmarks too, or choose another --out")
     return previous
+
+
+def _shown(options: Mapping[str, Any], key: str) -> str:
+    # An option the audit left out (templates, containment and theirs when off) reads "off".
+    return repr(options[key]) if key in options else "off"
 
 
 def keep_previous(previous: PreviousAudit, out_dir: Path) -> None:

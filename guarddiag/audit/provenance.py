@@ -137,7 +137,7 @@ def basis_difference(a: AuditRecord, b: AuditRecord) -> str | None:
     if a.pool_sha256 != b.pool_sha256:
         return f"pool sha256 {a.pool_sha256[:12]}… vs {b.pool_sha256[:12]}…"
     keys = sorted(set(a.options) | set(b.options))
-    diff = [f"{k} {a.options.get(k)!r} vs {b.options.get(k)!r}" for k in keys
+    diff = [f"{k} {a.options.get(k, 'off')!r} vs {b.options.get(k, 'off')!r}" for k in keys
             if a.options.get(k) != b.options.get(k)]
     return "options " + ", ".join(diff) if diff else None
 
