@@ -319,3 +319,27 @@ def test_the_report_stops_on_one_benchmark_flagged_from_two_pools(audited, capsy
     assert err.startswith("guarddiag: error: ")
     assert "survives_decontam of benchmark 'adv'" in err
     assert "re-flag every table from one audit: `guarddiag predict --benchmarks adv" in err
+
+
+def test_the_report_stops_when_its_audit_is_not_the_flags_audit(audited, capsys):
+    """Flags from tmp/audit, then tmp/audit re-audited with other options: the report's
+    overlap table would describe one audit and its decontaminated scores another."""
+    from guarddiag.analyses.inputs import load_inputs
+
+    runs = audited / "runs"
+    runs.mkdir()
+    table = _table({"adv": ["a1", "a2", "a3"]})
+    _write(_flag(table, audit_dir=audited / "audit", previous=None, selected=["adv"]),
+           runs / "predictions.parquet")
+    where = SimpleNamespace(runs_dir=runs, pool_path=None, audit_dir=audited / "audit",
+                            data_dir=None, derived_dir=None)
+    assert load_inputs(where).flag_sources["adv"].audit_dir == str(audited / "audit")
+    audit_pool(audited / "pool.parquet", benchmarks="adv", out_dir=audited / "audit",
+               workers=1, figure=False, near_dup=True)
+    with pytest.raises(GuarddiagError, match=r"its audit of 'adv' is not the one the "
+                                             r"predictions' flags came from .*near_dup False "
+                                             r"vs True.*`guarddiag predict --benchmarks adv "):
+        load_inputs(where)
+    _write(_flag(table, audit_dir=audited / "audit", previous=runs / "predictions.parquet",
+                 selected=["adv"]), runs / "predictions.parquet")
+    assert load_inputs(where).flag_sources["adv"].options["near_dup"] is True

@@ -19,7 +19,13 @@ import polars as pl
 from guarddiag import files
 from guarddiag import predictions as preds_mod
 from guarddiag.analyses.provenance import RUN_META_SCHEMA
-from guarddiag.audit.provenance import FlagSource, merge_flag_sources, read_flag_sources
+from guarddiag.audit.provenance import (
+    FlagSource,
+    check_flags_match_audit,
+    merge_flag_sources,
+    read_audit_records,
+    read_flag_sources,
+)
 from guarddiag.data import BenchmarkManifest, load_benchmarks, load_manifests
 from guarddiag.errors import GuarddiagError
 from guarddiag.sorry.taxonomy import SORRY_BENCHMARK, base_benchmark
@@ -227,6 +233,9 @@ def load_inputs(options: InputOptions) -> ReportInputs:
     flag_sources = merge_flag_sources({k: v for k, v in recorded.items() if v is not None})
     pool, pool_file, agreement, agreement_file = _read_pool(options.pool_path, notes)
     summary, audit_file = _read_audit(options.audit_dir, notes)
+    if summary is not None and flag_sources and options.audit_dir is not None:
+        check_flags_match_audit(flag_sources, read_audit_records(options.audit_dir),
+                                options.audit_dir)
     audit_overlap, pool_sources = _read_overlap_origin(options.audit_dir, options.pool_path)
     manifests = load_manifests(derived_dir=options.derived_dir, data_dir=options.data_dir)
     derived_from = {k: m.derived_from for k, m in manifests.items()

@@ -29,9 +29,9 @@ from guarddiag.errors import GuarddiagError
 from guarddiag.typed import Model, validate
 
 __all__ = ["PROVENANCE_FILE", "AuditRecord", "FlagResult", "FlagSource", "audit_id",
-           "basis_difference", "compared_of", "describe_source", "flag_predictions", "flags_path",
-           "merge_flag_sources", "read_audit_records", "read_flag_sources",
-           "write_audit_records", "write_flag_sources"]
+           "basis_difference", "check_flags_match_audit", "compared_of", "describe_source",
+           "flag_predictions", "flags_path", "merge_flag_sources", "read_audit_records",
+           "read_flag_sources", "write_audit_records", "write_flag_sources"]
 
 PROVENANCE_FILE = "provenance.json"
 """The audit folder's per-benchmark record of the audit that wrote each list."""
@@ -205,6 +205,26 @@ def merge_flag_sources(per_file: Mapping[str, Mapping[str, FlagSource]]
                     f"`guarddiag predict --benchmarks {bench} --audit-dir {seen.audit_dir}` "
                     "(and `guarddiag guards score` with the same --audit-dir)")
     return out
+
+
+def check_flags_match_audit(sources: Mapping[str, FlagSource],
+                            records: Mapping[str, AuditRecord], audit_dir: str | Path) -> None:
+    """The report's audit folder must describe the same audit as the flags it sits beside: a
+    benchmark it covers whose flags came from an audit of another pool, other options or
+    another version of the benchmark is an error naming the command that re-flags it."""
+    for bench, source in sorted(sources.items()):
+        record = records.get(bench)
+        if record is None or source.via is not None:
+            continue
+        diff = basis_difference(source, record)
+        if diff is None and source.benchmark_sha256 != record.benchmark_sha256:
+            diff = (f"benchmark sha256 {str(source.benchmark_sha256)[:12]}… vs "
+                    f"{str(record.benchmark_sha256)[:12]}…")
+        if diff is not None:
+            raise GuarddiagError(
+                f"{audit_dir}: its audit of {bench!r} is not the one the predictions' flags "
+                f"came from ({describe_source(source)}; {diff}); re-flag them from it: "
+                f"`guarddiag predict --benchmarks {bench} --audit-dir {audit_dir}`")
 
 
 # ─── setting the flags ─────────────────────────────────────────────────────────────────────────
