@@ -89,12 +89,25 @@ def test_other_options_are_refused_naming_the_difference(full):
                    near_dup=True)
     message = str(exc.value)
     assert "near_dup False there, True now" in message
+    assert "use the same pool and options, audit" in message   # nothing to switch on here
     with pytest.raises(GuarddiagError, match="templates off there, True now"):
         audit_pool(pool, benchmarks="team_harmful", out_dir=audit, workers=1, figure=False,
                    templates=True)
     assert "advbench" in message
     assert "\n" not in message
     assert {p.name: p.read_bytes() for p in audit.rglob("*") if p.is_file()} == before
+
+
+def test_the_refusal_spells_the_folders_options_as_flags(tmp_path, monkeypatch):
+    serve(monkeypatch, {"advbench": ADV})
+    pool = write_pool(tmp_path / "pool.parquet", POOL_TEXTS)
+    audit_pool(pool, out_dir=tmp_path / "audit", workers=1, figure=False, near_dup=True,
+               templates=True, threshold=0.7)
+    serve(monkeypatch, {"advbench": ADV, "team_harmful": TEAM})
+    with pytest.raises(GuarddiagError, match=r"use the same pool and options \(--near-dup "
+                                             r"--templates --threshold 0.7\)"):
+        audit_pool(pool, benchmarks="team_harmful", out_dir=tmp_path / "audit", workers=1,
+                   figure=False)
 
 
 def test_another_pool_is_refused_unless_the_audit_replaces_every_list(full, tmp_path):

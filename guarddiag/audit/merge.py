@@ -92,8 +92,21 @@ def previous_to_keep(out_dir: Path, *, pool_sha256: str, options: Mapping[str, A
             f"{out_dir}: holds an audit of {listed} that this audit would not replace, made "
             f"with another {'pool' if record.pool_sha256 != pool_sha256 else 'set of options'}"
             f" ({'; '.join(diff)}); audits in one folder must add up: use the same pool and "
-            f"options, audit those benchmarks too, or choose another --out")
+            f"options{_as_flags(record.options, options)}, audit those benchmarks too, or "
+            f"choose another --out")
     return previous
+
+
+def _as_flags(there: Mapping[str, Any], now: Mapping[str, Any]) -> str:
+    """The folder's options that differ, as the command line spells them (``--near-dup``,
+    ``--threshold 0.8``); an option to turn off has no flag and is left out."""
+    flags = []
+    for key in sorted(there):
+        if there[key] == now.get(key) or there[key] is False or there[key] is None:
+            continue
+        flag = "--" + key.replace("_", "-")
+        flags.append(flag if there[key] is True else f"{flag} {there[key]}")
+    return f" ({' '.join(flags)})" if flags else ""
 
 
 def _shown(options: Mapping[str, Any], key: str) -> str:
