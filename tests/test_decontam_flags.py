@@ -241,6 +241,21 @@ def test_uncovered_benchmarks_keep_their_flags_and_source(audited):
     assert second.sources["team"].audit_dir == str(audited / "my_audit")
 
 
+def test_a_table_without_records_keeps_its_audit_flags_and_says_so(audited):
+    table = _table({"adv": ["a1", "a2", "a3"], "team": ["t1", "t2"]})
+    first = _flag(table, audit_dir=audited / "audit", previous=None, selected=["adv"])
+    first.table.write_parquet(audited / "legacy.parquet")      # no record beside it
+    again = _flag(table, audit_dir=audited / "audit", previous=audited / "legacy.parquet",
+                  selected=["adv"])
+    assert "1 never audited, True everywhere (team;" in again.note  # all True: not "kept"
+    second = _flag(table, audit_dir=audited / "my_audit", previous=audited / "legacy.parquet",
+                   selected=["team"])
+    flags = dict(zip(second.table["prompt_id"], second.table["survives_decontam"], strict=True))
+    assert flags == {"a1": True, "a2": False, "a3": True, "t1": False, "t2": True}
+    assert "1 kept as the table held them with no recorded audit (adv)" in second.note
+    assert sorted(second.sources) == ["team"]
+
+
 def test_an_audit_covering_none_of_the_selection_is_an_error(audited):
     table = _table({"team": ["t1", "t2"]})
     with pytest.raises(GuarddiagError, match=r"my_audit: this audit covers team, none of the "

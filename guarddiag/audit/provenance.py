@@ -305,7 +305,10 @@ def flag_predictions(table: pl.DataFrame, *, audit_dir: str | Path | None,
     old, old_sources = _previous(Path(previous_file) if previous_file is not None else None)
     present = table["benchmark"].unique().to_list()
     audited = sorted(b for b in present if b in lists)
-    before = set() if old is None else set(old["benchmark"].to_list())
+    # Kept: flags the table holds from a recorded audit, or any False flag (an audit from
+    # before these records); a benchmark whose flags are all True is simply never audited.
+    before = set() if old is None else set(old_sources) | set(
+        old.filter(~pl.col("survives_decontam"))["benchmark"].to_list())
     kept = sorted(b for b in present if b not in lists and b not in unaudited and b in before)
     keys = ["benchmark", "prompt_id"]
     new = pl.DataFrame([(b, pid) for b in audited for pid in lists[b]],
@@ -333,10 +336,13 @@ def flag_predictions(table: pl.DataFrame, *, audit_dir: str | Path | None,
     recorded = {b: sources[b] for b in audited if b in sources}
     recorded |= {b: old_sources[b] for b in kept if b in old_sources}
     rest = sorted(set(present) - set(audited) - set(kept) - set(unaudited))
-    return FlagResult(out, recorded, _note(folder, audited, kept, rest))
+    return FlagResult(out, recorded, _note(folder, audited, kept, rest, set(old_sources)))
 
 
-def _note(folder: Path | None, audited: list[str], kept: list[str], rest: list[str]) -> str:
+def _note(folder: Path | None, audited: list[str], kept_all: list[str], rest: list[str],
+          recorded: set[str]) -> str:
+    kept = [b for b in kept_all if b in recorded]
+    unrecorded = [b for b in kept_all if b not in recorded]
     if folder is None or not folder.is_dir():
         head = f"no audit folder at {folder}, so no flag set from an audit"
     else:
@@ -345,6 +351,9 @@ def _note(folder: Path | None, audited: list[str], kept: list[str], rest: list[s
     if kept:
         parts.append(f"{len(kept)} kept as the table held them ({_some(kept)}), each from its "
                      "own audit")
+    if unrecorded:
+        parts.append(f"{len(unrecorded)} kept as the table held them with no recorded audit "
+                     f"({_some(unrecorded)})")
     if rest:
         parts.append(f"{len(rest)} never audited, True everywhere ({_some(rest)}; run "
                      "`guarddiag audit` for decontaminated scores)")
