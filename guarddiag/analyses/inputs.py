@@ -19,6 +19,13 @@ import polars as pl
 from guarddiag import files
 from guarddiag import predictions as preds_mod
 from guarddiag.analyses.provenance import RUN_META_SCHEMA
+from guarddiag.audit.provenance import (
+    FlagSource,
+    check_flags_match_audit,
+    merge_flag_sources,
+    read_audit_records,
+    read_flag_sources,
+)
 from guarddiag.data import BenchmarkManifest, load_benchmarks, load_manifests
 from guarddiag.errors import GuarddiagError
 from guarddiag.sorry.taxonomy import SORRY_BENCHMARK, base_benchmark
@@ -58,6 +65,12 @@ class ReportInputs:
     outside_definitions: Mapping[str, str] = field(default_factory=dict)
     """Per outside guard (run id ``guard/<name>``), what "unsafe" means for it, from
     ``runs/outside/<name>.meta.json``; guards that state none are absent."""
+    flag_sources: Mapping[str, FlagSource] = field(default_factory=dict)
+    """Per benchmark, the audit its ``survives_decontam`` flags came from, as the predictions
+    files record it (:mod:`guarddiag.audit.provenance`); absent where none is recorded."""
+    unrecorded_flag_files: tuple[str, ...] = ()
+    """Predictions files that record no audit for their flags (written before these records,
+    or by a tool that keeps none)."""
     run_meta: pl.DataFrame | None = field(default=None, repr=False)
     """Per scored run with a ``meta.json`` in the runs folder: size, parameters, checkpoint,
     training rows (:data:`~guarddiag.analyses.provenance.RUN_META_SCHEMA`); None where no run
@@ -216,8 +229,13 @@ def load_inputs(options: InputOptions) -> ReportInputs:
     notes: list[str] = []
     run_files = preds_mod.run_files(options.runs_dir)
     predictions = preds_mod.load_runs(options.runs_dir)
+    recorded = {str(f): read_flag_sources(f) for f in run_files}
+    flag_sources = merge_flag_sources({k: v for k, v in recorded.items() if v is not None})
     pool, pool_file, agreement, agreement_file = _read_pool(options.pool_path, notes)
     summary, audit_file = _read_audit(options.audit_dir, notes)
+    if summary is not None and flag_sources and options.audit_dir is not None:
+        check_flags_match_audit(flag_sources, read_audit_records(options.audit_dir),
+                                options.audit_dir)
     audit_overlap, pool_sources = _read_overlap_origin(options.audit_dir, options.pool_path)
     manifests = load_manifests(derived_dir=options.derived_dir, data_dir=options.data_dir)
     derived_from = {k: m.derived_from for k, m in manifests.items()
@@ -237,4 +255,6 @@ def load_inputs(options: InputOptions) -> ReportInputs:
         unavailable_benchmarks=unavailable, audit_overlap=audit_overlap,
         pool_sources=pool_sources,
         run_meta=read_run_meta(options.runs_dir, set(predictions["run_id"].to_list())),
-        outside_definitions=read_outside_definitions(options.runs_dir))
+        outside_definitions=read_outside_definitions(options.runs_dir),
+        flag_sources=flag_sources,
+        unrecorded_flag_files=tuple(k for k, v in recorded.items() if v is None))

@@ -145,7 +145,9 @@ def check_prompt_sets(df: pl.DataFrame, *, source: str = "predictions") -> None:
         row = bad.sort(["benchmark", "prompt_id"]).row(0, named=True)
         raise GuarddiagError(
             f"{source}: runs disagree on whether prompt {row['prompt_id']!r} of benchmark "
-            f"{row['benchmark']!r} survives decontamination (survives_decontam differs)")
+            f"{row['benchmark']!r} survives decontamination (survives_decontam differs); "
+            f"re-flag every table from one audit: `guarddiag predict --benchmarks "
+            f"{row['benchmark']} --audit-dir DIR` and `guarddiag guards score` with that DIR")
     inside = df.filter(pl.col("guard_kind") != "outside")
     if inside.height:
         preds_mod.check_same_prompt_sets(inside, source=source)

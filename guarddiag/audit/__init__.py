@@ -37,13 +37,17 @@ It then writes, to ``out_dir`` (default ``work/audit/``)::
                                subsets with the reason
     overlap.png, overlap.pdf   bar chart: exact, near, template and contained % per benchmark
     meta.json                  input digests, options, versions
+    provenance.json            per benchmark, the audit run that wrote its list: audit id,
+                               pool digest and rows, options, benchmark digest
+                               (:mod:`~guarddiag.audit.provenance`)
 
 Decontamination drops exact overlaps (as in the study); ``drop_near=True`` drops near duplicates
 too, ``drop_template=True`` template overlaps, ``drop_contained=True`` contained overlaps.
 Without ``templates`` and ``containment`` every output is what it was before those overlaps
 existed. ``summary.json`` and ``meta.json`` are written last, and a
 rerun with the same inputs and options finds them and returns the saved result instead of
-recomputing.
+recomputing. Audits add up (:mod:`~guarddiag.audit.merge`): an audit of some benchmarks into
+a folder holding an audit of others, of the same pool and options, keeps the others' lists.
 
 The pool may be a table file, a glob over shards, a folder of shards or a ``datasets`` folder;
 it is read in batches (:mod:`~guarddiag.audit.stream`), each batch normalised in polars where

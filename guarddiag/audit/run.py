@@ -22,10 +22,12 @@ from typing import Any
 import polars as pl
 
 from guarddiag import data, files
+from guarddiag.audit import merge
 from guarddiag.audit.engine import check_engine, make_spec, scan_pool
 from guarddiag.audit.exact import index_forms
 from guarddiag.audit.frames import audit_frames, check_options
 from guarddiag.audit.outputs import load_if_current, write_audit
+from guarddiag.audit.provenance import write_audit_records
 from guarddiag.audit.result import (
     DEFAULT_CONTAINMENT,
     DEFAULT_SHORT_THRESHOLD,
@@ -90,16 +92,14 @@ def audit_pool(pool: str | Path, *, text_column: str = "text",
     unavailable = tuple(UnavailableBenchmark(benchmark=s.id, reason=_reason(s))
                         for s in bench_set.unavailable)
     pool_sha = pool_digest(shards)
-    options = {"text_column": text_column, "id_column": id_column, "near_dup": near_dup,
-               "threshold": threshold, "drop_near": drop_near, "short_words": short_words,
-               "short_threshold": short_threshold}
-    if templates:
-        # Only when on: an audit without templates keeps the cache key and meta.json it had.
-        options |= {"templates": True, "drop_template": drop_template}
-    if containment:
-        options |= {"containment": True, "containment_threshold": containment_threshold,
-                    "drop_contained": drop_contained}
+    options = _recorded_options(
+        text_column=text_column, id_column=id_column, near_dup=near_dup, threshold=threshold,
+        drop_near=drop_near, short_words=short_words, short_threshold=short_threshold,
+        templates=templates, drop_template=drop_template, containment=containment,
+        containment_threshold=containment_threshold, drop_contained=drop_contained)
     key = _cache_key(pool_sha, bench_set.sha256, list(bench_set.frames), unavailable, options)
+    keep = merge.previous_to_keep(out_dir, pool_sha256=pool_sha, options=options, covered=[
+        *bench_set.frames, *(u.benchmark for u in unavailable)])  # audits add up, or refused
     if not force:
         cached = load_if_current(out_dir, key)
         if cached is not None:
@@ -107,6 +107,8 @@ def audit_pool(pool: str | Path, *, text_column: str = "text",
                 "(use --force to recompute)")
             return cached
 
+    if keep is not None:
+        merge.keep_previous(keep, out_dir)
     # A failed run must not leave the previous run's summary vouching for this folder.
     _forget_finished(out_dir)
     tasks = plan_tasks(shards)
@@ -122,11 +124,41 @@ def audit_pool(pool: str | Path, *, text_column: str = "text",
             id_column=id_column, engine=engine, workers=workers, ray_address=ray_address,
             frame_options=frame_options, figure=figure, derived_dir=derived_dir,
             data_dir=data_dir)
-        write_audit(result, out_dir, figure=figure,
-                    meta={"inputs": {"pool": pool_sha, **{f"benchmark:{k}": v
-                                                          for k, v in bench_set.sha256.items()}},
-                          "pool_path": str(pool), "options": options, "cache_key": key})
+        inputs = {"pool": pool_sha} | {f"benchmark:{k}": v for k, v in bench_set.sha256.items()}
+        result = _write_outputs(result, out_dir, keep=keep, figure=figure, meta={
+            "inputs": inputs, "pool_path": str(pool), "options": options, "cache_key": key})
+    merge.finish_merge(out_dir)
     return replace(result, out_dir=out_dir)
+
+
+def _recorded_options(*, templates: bool, drop_template: bool, containment: bool,
+                      containment_threshold: float, drop_contained: bool,
+                      **always: Any) -> dict[str, Any]:
+    """The options meta.json and the cache key record."""
+    options = dict(always)
+    if templates:
+        # Only when on: an audit without templates keeps the cache key and meta.json it had.
+        options |= {"templates": True, "drop_template": drop_template}
+    if containment:
+        options |= {"containment": True, "containment_threshold": containment_threshold,
+                    "drop_contained": drop_contained}
+    return options
+
+
+def _write_outputs(result: AuditResult, out_dir: Path, *, keep: merge.PreviousAudit | None,
+                   figure: bool, meta: Mapping[str, Any]) -> AuditResult:
+    """The audit folder: this run's lists added to the ones ``keep`` holds, each benchmark's
+    record of its audit (before summary.json and meta.json, which come last), the outputs."""
+    records = merge.new_records(result, pool_sha256=meta["inputs"]["pool"],
+                                options=meta["options"],
+                                benchmark_sha256={k.removeprefix("benchmark:"): v
+                                                  for k, v in meta["inputs"].items()})
+    if keep is not None:
+        result = merge.merge_results(keep.result, result)
+        records = merge.merged_records(keep.records, records, result)
+    write_audit_records(out_dir, records)
+    write_audit(result, out_dir, figure=figure, meta=meta)
+    return result
 
 
 def _forget_finished(out_dir: Path) -> None:

@@ -31,11 +31,17 @@ not memory; a big plain JSON-lines file is split into byte ranges. Each finished
 when run again (--force starts over). A bad row is reported with its shard and row, and leaves
 no summary.json behind.
 
+Audits add up: --benchmarks new_set into an --out that holds an audit of other benchmarks adds
+new_set's list and keeps theirs, when that audit is of the same pool with the same options (it
+refuses otherwise, naming the difference). provenance.json records per benchmark the audit that
+wrote its list (pool digest, options, benchmark digest); predict copies it beside the table.
+
 Exit status: 0 = done, 1 = a benchmark is above --fail-above, 2 = bad input.
 
 Examples:
   guarddiag audit --pool work/pool/pool.parquet --near-dup --fail-above 5
-  guarddiag audit --pool 'corpus/*.jsonl.zst' --id-column none --out work/audit-corpus"""
+  guarddiag audit --pool 'corpus/*.jsonl.zst' --id-column none --out work/audit-corpus
+  guarddiag audit --benchmarks my_set --out work/audit     # add my_set to the folder"""
 
 _BENCH_DESCRIPTION = """\
 Throughput of the contamination audit on seeded synthetic pools: an exact audit of --rows rows

@@ -297,10 +297,13 @@ def _register_predict(sub: argparse._SubParsersAction) -> None:
                     "every available benchmark subset and on the pool's val split (benchmark\n"
                     "pool_val), into <runs-dir>/predictions.parquet. Runs already scored with\n"
                     "unchanged inputs are not re-scored, and subsets scored earlier stay in\n"
-                    "the table when --benchmarks selects others. survives_decontam comes from\n"
-                    "the audit folder when it exists.\n\n"
+                    "the table when --benchmarks selects others. A benchmark's survives_decontam\n"
+                    "comes only from an audit that covers it (--audit-dir); the others keep the\n"
+                    "flags the table holds, and predictions.decontam.json records the audit\n"
+                    "(folder, pool digest, options) each benchmark's flags came from.\n\n"
                     "  guarddiag predict\n"
-                    "  guarddiag predict --benchmarks harmbench_copyright,orbench_hard")
+                    "  guarddiag predict --benchmarks harmbench_copyright,orbench_hard\n"
+                    "  guarddiag predict --benchmarks my_set --audit-dir work/my_audit")
     add_work_paths(p, "runs", "pool", "audit", "derived",
                    help={"pool": "labelled pool, for its val split"})
     # Left out, an option is absent here (SUPPRESS) and PredictOptions' default holds; the

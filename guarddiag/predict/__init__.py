@@ -8,6 +8,9 @@ run and the TF-IDF baseline, on every available benchmark subset and on the pool
 float32, as always, otherwise). Scoring is incremental: a run's scores are kept beside it
 (``scores.parquet`` + ``scores.json``) and only benchmarks whose inputs changed are re-scored;
 benchmarks scored earlier but outside this call's selection are kept, not dropped.
+``survives_decontam`` of a benchmark changes only with an audit that covers it, and
+``predictions.decontam.json`` records where each benchmark's flags came from
+(:func:`guarddiag.audit.provenance.flag_predictions`).
 
 Modules: :mod:`~guarddiag.predict.score` (score texts with a run; one subset's scores),
 :mod:`~guarddiag.predict.options` (:class:`PredictOptions`, declared once),

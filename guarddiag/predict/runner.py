@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +13,8 @@ import numpy as np
 import polars as pl
 import torch
 
-from guarddiag import audit, data, predictions
+from guarddiag import data, predictions
+from guarddiag.audit.provenance import FlagSource, flag_predictions, write_flag_sources
 from guarddiag.errors import GuarddiagError
 from guarddiag.files import sha256_file, write_parquet
 from guarddiag.labels import CLASSES, LOOSE, PROB_COLUMNS
@@ -77,6 +78,9 @@ class PredictResult:
     benchmarks: tuple[str, ...]
     unavailable: tuple[str, ...]
     decontam_note: str
+    flag_sources: Mapping[str, FlagSource] = field(default_factory=dict)
+    """Per benchmark, the audit its ``survives_decontam`` flags came from (also written beside
+    the table, :func:`guarddiag.audit.provenance.flags_path`)."""
 
     def to_frame(self) -> pl.DataFrame:
         return pl.DataFrame([asdict(r) for r in self.runs])
@@ -124,13 +128,19 @@ def predict_runs(options: PredictOptions | None = None, **fields: Any) -> Predic
     table = pl.concat(frames)
     bases = data.derived_bases(data.load_manifests(
         derived_dir=derived_dir, data_dir=data_dir))
-    decontam, note = _decontam(audit_dir, bases)
-    table = _add_decontam(table, decontam)
-    table = predictions.validate(table, source=str(out_path))
+    # A flag changes only with its own audit: benchmarks the audit does not cover keep what
+    # the table at out_path holds (read before it is rewritten).
+    flagged = flag_predictions(
+        table, audit_dir=audit_dir, selected=[i.benchmark for i in inputs],
+        benchmark_sha256={i.benchmark: i.sha256 for i in inputs}, derived_from=bases,
+        previous_file=out_path, unaudited=(POOL_VAL,))
+    table = predictions.validate(flagged.table, source=str(out_path))
     table = table.sort(["run_id", "benchmark", "prompt_id"])
     write_parquet(table, out_path)
+    write_flag_sources(out_path, flagged.sources)
     return PredictResult(out_path, table.height, tuple(report),
-                         tuple(i.benchmark for i in inputs), tuple(unavailable), note)
+                         tuple(i.benchmark for i in inputs), tuple(unavailable), flagged.note,
+                         flagged.sources)
 
 
 def _score_runs(run_dirs: list[Path], metas: dict[Path, RunMeta],
@@ -195,33 +205,3 @@ def _with_run_columns(scores: pl.DataFrame, *, run_id: str, guard_kind: str, bra
         pl.sum_horizontal([pl.col(c) for c in unsafe_cols]).clip(0.0, 1.0).alias("p_unsafe"),
         pl.Series("pred_class", list(pred), dtype=pl.String),
         pl.lit("ok").alias("status"))
-
-
-def _decontam(audit_dir: str | Path | None, derived_from: Mapping[str, str]
-              ) -> tuple[dict[str, frozenset[str]] | None, str]:
-    if audit_dir is None or not Path(audit_dir).is_dir():
-        note = (f"no audit folder at {audit_dir}; survives_decontam is True everywhere "
-                f"(run `guarddiag audit` for decontaminated scores)")
-        say(note)
-        return None, note
-    found = audit.load_decontaminated(audit_dir, derived_from=derived_from)
-    return found, f"survives_decontam from {audit_dir} ({len(found)} benchmark lists)"
-
-
-def _add_decontam(table: pl.DataFrame, decontam: dict[str, frozenset[str]] | None
-                  ) -> pl.DataFrame:
-    if decontam is None:
-        return table.with_columns(pl.lit(True).alias("survives_decontam"))
-    keep = pl.DataFrame(
-        [(b, pid) for b, ids in decontam.items() for pid in ids],
-        schema={"benchmark": pl.String, "prompt_id": pl.String}, orient="row",
-    ).with_columns(pl.lit(True).alias("_kept"))
-    audited = list(decontam)
-    # A subset the audit did not cover (the pool's own val split) is not contaminated by
-    # definition of the audit: it counts as surviving. Derived subsets carry their base's list.
-    return (table.join(keep, on=["benchmark", "prompt_id"], how="left")
-            .with_columns(pl.when(pl.col("benchmark").is_in(audited))
-                          .then(pl.col("_kept").fill_null(False))
-                          .otherwise(pl.lit(True)).alias("survives_decontam"))
-            .drop("_kept"))
-

@@ -421,6 +421,10 @@ class ContaminationJson(_ContaminationBase):
     three-word runs in one row; no exact overlap)."""
     containment_definition: str | None = absent()
     """The audit's description of a contained overlap (summary.json)."""
+    flag_sources: list[Record] = absent()
+    """Present where the predictions record it: per scored benchmark, the audit its
+    survives_decontam flags came from (benchmark, audit_dir, audit_id, pool_sha256, pool_rows,
+    compared, drops, n, n_kept, via: the base subset a derived subset inherits from)."""
 
 
 class ProvenanceJson(Doc):

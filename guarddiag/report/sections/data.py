@@ -8,6 +8,7 @@ from typing import Any
 import polars as pl
 
 from guarddiag import plots
+from guarddiag.audit.provenance import compared_of, describe_source
 from guarddiag.report.context import ReportContext
 from guarddiag.report.document import (
     Block,
@@ -27,8 +28,10 @@ from guarddiag.report.sections.valparts import val_part_blocks
 def section_contamination(ctx: ReportContext) -> Section:
     title = "Training-pool overlap (contamination audit)"
     c = ctx.results.contamination
+    flags, flag_table = flag_source_blocks(ctx)
     if c is None:
-        return Section.omit("contamination", title, "no audit summary.json was found")
+        said = "".join(f". {b.text}" for b in flags if isinstance(b, Paragraph))
+        return Section.omit("contamination", title, f"no audit summary.json was found{said}")
     t = c.table
     short = ("" if c.short_words is None or c.short_threshold is None else
              f"; ≥ {c.short_threshold:g} for prompts of fewer than {c.short_words} distinct "
@@ -62,6 +65,7 @@ def section_contamination(ctx: ReportContext) -> Section:
                     "Share of each benchmark's prompts found in the training pool "
                     "(study Fig. 2a)."),
     ]
+    blocks += flags
     if c.unavailable:
         blocks.append(Bullets(tuple(f"{k}: unavailable ({v})"
                                     for k, v in sorted(c.unavailable.items()))))
@@ -80,11 +84,55 @@ def section_contamination(ctx: ReportContext) -> Section:
                "near_threshold": c.near_threshold, "near_dup": c.near_dup,
                "short_words": c.short_words, "short_threshold": c.short_threshold,
                "unavailable": dict(c.unavailable)}
+    if flag_table is not None:
+        payload |= {"flag_sources": records(flag_table)}
     if c.templates:
         payload |= {"templates": True, "template_definition": c.template_definition}
     if c.containment:
         payload |= {"containment": True, "containment_definition": c.containment_definition}
     return Section("contamination", title, tuple(blocks), payload)
+
+
+FLAG_SOURCE_SCHEMA = {"benchmark": pl.String, "audit_dir": pl.String, "audit_id": pl.String,
+                      "pool_sha256": pl.String, "pool_rows": pl.Int64, "compared": pl.String,
+                      "drops": pl.String,
+                      "n": pl.Int64, "n_kept": pl.Int64, "via": pl.String}
+
+
+def flag_source_blocks(ctx: ReportContext) -> tuple[list[Block], pl.DataFrame | None]:
+    """The audit each scored benchmark's decontamination flags came from: one sentence per
+    audit naming its benchmarks, and the table (None where no predictions file records one)."""
+    inputs = ctx.results.inputs
+    sources = {b: s for b, s in inputs.flag_sources.items() if b in ctx.benchmarks}
+    blocks: list[Block] = []
+    unrecorded = ("" if not inputs.unrecorded_flag_files else
+                  f" {', '.join(inputs.unrecorded_flag_files)} record no audit for their flags "
+                  "(written before these records, or by a tool that keeps none).")
+    if not sources:
+        # No table records its audit (all written before these records): as before them.
+        return blocks, None
+    by_audit: dict[str, list[str]] = {}
+    for bench, source in sorted(sources.items()):
+        by_audit.setdefault(describe_source(source), []).append(bench)
+    named = "; ".join(f"{audit} for {', '.join(benches)}" for audit, benches in by_audit.items())
+    blocks.append(Paragraph(
+        f"Which prompts count as decontaminated (survives_decontam) comes, per benchmark, from "
+        f"the audit that covered it — {len(by_audit)} audit(s): {named}. A benchmark's flags "
+        f"change only with its own audit.{unrecorded}"))
+    frame = pl.DataFrame(
+        [{"benchmark": b, "audit_dir": s.audit_dir, "audit_id": s.audit_id,
+          "pool_sha256": s.pool_sha256, "pool_rows": s.pool_rows,
+          "compared": compared_of(s.options), "drops": s.drops,
+          "n": s.n, "n_kept": s.n_kept, "via": s.via} for b, s in sorted(sources.items())],
+        schema=FLAG_SOURCE_SCHEMA)
+    columns = (Column("benchmark", "benchmark"), Column("audit_dir", "audit folder"),
+               Column("audit_id", "audit"), Column("compared", "compared"),
+               Column("drops", "drops"),
+               Column("n", "audited n", "int"), Column("n_kept", "kept", "int"),
+               Column("via", "inherited from"))
+    blocks.append(Table("flag_sources", "The audit each benchmark's decontamination flags "
+                        "come from", columns, frame))
+    return blocks, frame
 
 
 def section_val(ctx: ReportContext) -> Section:
