@@ -75,16 +75,21 @@ def score_guard(guard: GuardAdapter | GuardFunction | PairGuardFunction, *,
                 runs_dir: str | Path = "work/runs", audit_dir: str | Path | None = "work/audit",
                 data_dir: str | Path | None = None, derived_dir: str | Path | None = None,
                 mapping: str = "loose", batch_size: int = 64,
-                definition: str | None = None, input: str | None = None) -> GuardScoreResult:
+                definition: str | None = None, input: str | None = None,
+                version: str | None = None, rescore: bool = False) -> GuardScoreResult:
     """Score an outside guard on the benchmarks; writes ``<runs_dir>/outside/<name>.parquet``.
 
     ``guard`` is a guard adapter or a plain function from prompt texts to one answer each
     (P(unsafe), a label, or class probabilities); ``name`` defaults to the function's name.
     ``definition`` says in one sentence what "unsafe" means for the guard (shown beside
     Table 2). Answers already saved for the same guard are reused, so an interrupted run
-    resumes. ``input="prompt+response"`` scores a function ``fn(prompts, responses)`` on
-    benchmarks that carry a model's responses (WildGuardTest); an adapter says what it reads
-    itself.
+    resumes: the same guard means the same identity, which is the function's source (or the
+    adapter's model file hash and options) and ``version`` — pass a new ``version`` when the
+    model behind the function changes (a retrained file, a new constant read elsewhere), or
+    ``rescore=True`` to ask every selected prompt again. Benchmarks outside ``benchmarks`` keep
+    the rows they were scored with. ``input="prompt+response"`` scores a function
+    ``fn(prompts, responses)`` on benchmarks that carry a model's responses (WildGuardTest); an
+    adapter says what it reads itself.
     """
     if isinstance(guard, GuardAdapter):
         if input is not None and input != guard.input:
@@ -97,7 +102,8 @@ def score_guard(guard: GuardAdapter | GuardFunction | PairGuardFunction, *,
     try:
         return score_adapter(adapter, benchmarks=benchmarks, runs_dir=runs_dir,
                              audit_dir=audit_dir, data_dir=data_dir, derived_dir=derived_dir,
-                             name=name, mapping=mapping)
+                             name=name, mapping=mapping, version=version, rescore=rescore,
+                             definition=definition)
     finally:
         if adapter is not guard:
             adapter.close()

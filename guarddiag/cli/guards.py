@@ -43,7 +43,10 @@ def _add_score(guards_sub: argparse._SubParsersAction) -> None:
                     "<runs-dir>/outside/<name>.parquet (predictions schema, run id guard/<name>)\n"
                     "with its raw outputs beside it (<name>.raw.jsonl). Answers are stored as\n"
                     "they arrive: a rerun after a crash or kill asks only what is missing.\n"
-                    "Unparseable answers are status 'failed', counted, never read as safe.\n\n"
+                    "Unparseable answers are status 'failed', counted, never read as safe.\n"
+                    "Saved answers are reused only for the same guard identity (function\n"
+                    "source or model file hash, options, --guard-version); --rescore asks\n"
+                    "again. Benchmarks outside --benchmarks keep their earlier rows.\n\n"
                     "  guarddiag guards score --adapter file --file my_guard.csv\n"
                     "  guarddiag guards score --adapter callable --target my_guards:moderate\n"
                     "  guarddiag guards score --adapter any-guardrail --target harm_guard \\\n"
@@ -87,6 +90,15 @@ def _add_score(guards_sub: argparse._SubParsersAction) -> None:
                      help="label → class mapping (hf-classifier; optional for file)")
     src.add_argument("--name", default=None,
                      help="guard name (run id guard/<name>); default from the model or file")
+    src.add_argument("--definition", default=None, metavar="TEXT",
+                     help="what \"unsafe\" means for this guard, in one sentence (shown in the "
+                          "report beside its scores; default: what the adapter states)")
+    src.add_argument("--guard-version", default=None, metavar="V",
+                     help="part of the guard's identity: answers saved under another version "
+                          "(or another function source, model file hash or option) are not "
+                          "reused; give a new one when the model behind the guard changes")
+    src.add_argument("--rescore", action="store_true",
+                     help="ask every selected prompt again, reusing no saved answer")
     src.add_argument("--risk-name", default=None,
                      help="granite-guardian: guardian_config risk_name (default harm)")
     src.add_argument("--risk-definition", default=None, metavar="TEXT",
@@ -207,7 +219,9 @@ def _run_score(args: argparse.Namespace) -> int:
     try:
         result = score_guard(adapter, benchmarks=args.benchmarks, runs_dir=paths.runs,
                              audit_dir=paths.audit, data_dir=resolve_data_dir(args.data_dir),
-                             derived_dir=paths.derived, mapping=args.mapping)
+                             derived_dir=paths.derived, mapping=args.mapping,
+                             version=args.guard_version, rescore=args.rescore,
+                             definition=args.definition)
     finally:
         adapter.close()
     say(f"guard {result.name}: {result.n_prompts} prompts, {result.n_asked} asked, "

@@ -26,6 +26,7 @@ import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,7 @@ import polars as pl
 from guarddiag import data, files
 from guarddiag.audit import load_decontaminated
 from guarddiag.errors import GuarddiagError
+from guarddiag.files import read_table
 from guarddiag.guards.backends import repair_jsonl_tail
 from guarddiag.guards.base import PROMPT_RESPONSE, GuardAdapter, GuardVerdict, check_guard_name
 from guarddiag.guards.responses import RESPONSE, with_responses
@@ -64,6 +66,8 @@ class GuardScoreResult:
     unavailable: tuple[str, ...] = ()
     decontam_known: bool = False
     notes: tuple[str, ...] = field(default_factory=tuple)
+    fingerprint: str = ""
+    """The guard's identity digest its answers are keyed on (:func:`identity`)."""
 
     def to_frame(self) -> pl.DataFrame:
         """Per benchmark: kind, n, n_failed, unsafe rate under both mappings."""
@@ -76,12 +80,27 @@ class GuardScoreResult:
                 "n_asked": self.n_asked, "n_reused": self.n_reused, "n_failed": self.n_failed,
                 "mapping": self.mapping, "unavailable": list(self.unavailable),
                 "decontam_known": self.decontam_known, "notes": list(self.notes),
+                "fingerprint": self.fingerprint,
                 "benchmarks": self.summary.to_dicts()}
 
 
-def fingerprint(adapter: GuardAdapter) -> str:
-    doc = json.dumps(adapter.describe(), sort_keys=True, default=str)
+def identity(adapter: GuardAdapter, *, version: str | None = None) -> dict[str, Any]:
+    """What the guard's answers are keyed on: its adapter's description (a function's source
+    digest, a model folder's sha256, a file's sha256, the options) and the user's ``version``."""
+    out = dict(adapter.describe())
+    if version is not None:
+        out["version"] = version
+    return out
+
+
+def fingerprint(adapter: GuardAdapter, *, version: str | None = None) -> str:
+    """A short digest of :func:`identity`: answers under another fingerprint are not reused."""
+    doc = json.dumps(identity(adapter, version=version), sort_keys=True, default=str)
     return hashlib.sha256(doc.encode("utf-8")).hexdigest()[:16]
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _text_sha(text: str) -> str:
@@ -97,24 +116,35 @@ def _asked_texts(frame: pl.DataFrame, *, pairs: bool) -> list[str]:
     return [f"{t}\n\x1e\n{r}" for t, r in zip(texts, frame[RESPONSE].to_list(), strict=True)]
 
 
-def _record(bench: str, pid: str, text: str, fp: str, v: GuardVerdict) -> dict[str, Any]:
+def _record(bench: str, pid: str, text: str, fp: str, v: GuardVerdict, asked_at: str
+            ) -> dict[str, Any]:
     return {"benchmark": bench, "prompt_id": pid, "text_sha256": _text_sha(text),
-            "fingerprint": fp, "answered": v.answered, "status": v.status,
+            "fingerprint": fp, "asked_at": asked_at, "answered": v.answered, "status": v.status,
             "verdict": v.verdict, "categories": list(v.categories),
             "class_probs": list(v.class_probs) if v.class_probs is not None else None,
             "p_unsafe": v.p_unsafe, "p_source": v.p_source, "raw": v.raw, "error": v.error,
             "extra": v.extra}
 
 
-def _load_raw(path: Path, fp: str, *, describe: dict[str, Any]
-              ) -> dict[tuple[str, str], dict[str, Any]]:
-    """Earlier answers of this guard, keyed by (benchmark, prompt id); later lines win."""
-    out: dict[tuple[str, str], dict[str, Any]] = {}
+@dataclass
+class _RawLog:
+    """The answers of the raw log written under the current fingerprint, by (benchmark, prompt
+    id), and how many lines an earlier identity of the guard wrote (by its fingerprint)."""
+
+    done: dict[tuple[str, str], dict[str, Any]]
+    stale: dict[str, int]
+
+
+def _load_raw(path: Path, fp: str) -> _RawLog:
+    """Earlier answers of this guard (later lines win); answers of another identity are counted,
+    never reused, and dropped from the log."""
+    log = _RawLog({}, {})
     if not path.is_file():
-        return out
+        return log
     repair_jsonl_tail(path)
+    kept_lines: list[str] = []
     with open(path, encoding="utf-8", errors="replace") as fh:
-        for lineno, line in enumerate(fh, start=1):
+        for line in fh:
             try:
                 rec = json.loads(line)
                 key = (rec["benchmark"], rec["prompt_id"])
@@ -122,12 +152,13 @@ def _load_raw(path: Path, fp: str, *, describe: dict[str, Any]
             except (json.JSONDecodeError, KeyError, TypeError):
                 continue  # a line torn by a kill
             if rec_fp != fp:
-                raise GuarddiagError(
-                    f"{path} line {lineno}: written by this guard name with other settings "
-                    f"(now {json.dumps(describe, sort_keys=True, default=str)[:160]}); "
-                    f"score under another --name, or delete the file to start over")
-            out[key] = rec
-    return out
+                log.stale[rec_fp] = log.stale.get(rec_fp, 0) + 1
+                continue
+            log.done[key] = rec
+            kept_lines.append(line if line.endswith("\n") else line + "\n")
+    if log.stale:
+        files.write_text("".join(kept_lines), path)
+    return log
 
 
 def _verdict_from_record(rec: dict[str, Any]) -> GuardVerdict:
@@ -221,6 +252,7 @@ def _ask(adapter: GuardAdapter, name: str, pending: list[pl.DataFrame], *, fp: s
                 for start in range(0, frame.height, chunk_size):
                     chunk = frame.slice(start, chunk_size)
                     verdicts = adapter.score_prompts(chunk)
+                    asked_at = _now()
                     if len(verdicts) != chunk.height:
                         raise GuarddiagError(f"guard {name}: adapter returned {len(verdicts)} "
                                              f"verdicts for {chunk.height} prompts")
@@ -228,7 +260,7 @@ def _ask(adapter: GuardAdapter, name: str, pending: list[pl.DataFrame], *, fp: s
                                                    chunk["prompt_id"].to_list(),
                                                    _asked_texts(chunk, pairs=pairs), verdicts,
                                                    strict=True):
-                        rec = _record(bench, pid, text, fp, v)
+                        rec = _record(bench, pid, text, fp, v, asked_at)
                         done[(bench, pid)] = rec
                         raw_fh.write(json.dumps(rec, sort_keys=True, ensure_ascii=False,
                                                 default=str) + "\n")
@@ -259,17 +291,61 @@ def _notes(*, decontam_known: bool, audit_dir: str | Path | None,
     return tuple(notes)
 
 
+@dataclass(frozen=True)
+class _Earlier:
+    """The guard's rows of benchmarks outside this selection, kept as they were."""
+
+    rows: pl.DataFrame
+    sha256: dict[str, str | None]
+    dropped: tuple[str, ...] = ()
+    """Benchmarks whose rows an earlier identity of the guard computed: left out."""
+
+
+def _earlier_rows(table_path: Path, meta_path: Path, *, fp: str, rescore: bool,
+                  selected: Sequence[str]) -> _Earlier:
+    empty = _Earlier(rows=pl.DataFrame(), sha256={})
+    if not table_path.is_file():
+        return empty
+    old = read_table(table_path)
+    others = old.filter(~pl.col("benchmark").is_in(list(selected)))
+    if others.height == 0:
+        return empty
+    meta = files.read_json(meta_path) if meta_path.is_file() else {}
+    benches = tuple(sorted(set(others["benchmark"].to_list())))
+    if rescore or not isinstance(meta, dict) or meta.get("fingerprint") != fp:
+        return _Earlier(rows=pl.DataFrame(), sha256={}, dropped=benches)
+    old_sha = meta.get("benchmark_sha256")
+    old_sha = old_sha if isinstance(old_sha, dict) else {}
+    return _Earlier(rows=others, sha256={b: old_sha.get(b) for b in benches})
+
+
+def _computed(done: dict[tuple[str, str], dict[str, Any]], table: pl.DataFrame
+              ) -> dict[str, str | None]:
+    """When the table's answers were asked: the first and the last time (UTC)."""
+    times = [t for key in zip(table["benchmark"].to_list(), table["prompt_id"].to_list(),
+                              strict=True)
+             if (t := (done.get(key) or {}).get("asked_at"))]
+    return {"first": min(times) if times else None, "last": max(times) if times else None}
+
+
 def score_guard(adapter: GuardAdapter, *, benchmarks: str | Sequence[str] = "all",
                 runs_dir: str | Path = "work/runs", audit_dir: str | Path | None = "work/audit",
                 data_dir: str | Path | None = None, derived_dir: str | Path | None = None,
                 frames: dict[str, pl.DataFrame] | None = None, name: str | None = None,
                 mapping: str = "loose", chunk_size: int | None = None,
-                benchmark_sha256: dict[str, str] | None = None) -> GuardScoreResult:
+                benchmark_sha256: dict[str, str] | None = None, version: str | None = None,
+                rescore: bool = False, definition: str | None = None) -> GuardScoreResult:
     """Score ``adapter`` on the benchmarks and write its predictions table (see module doc).
 
     ``frames`` injects benchmark frames (``benchmark``, ``prompt_id``, ``text``,
     ``label_kind``) instead of loading ``benchmarks`` from the data directory. Answers are
     stored every ``chunk_size`` prompts (default: the adapter's ``chunk_size``).
+
+    Answers are reused only under the same identity (:func:`identity`: the adapter's
+    description and ``version``); ``rescore`` asks every selected prompt again. Rows of
+    benchmarks outside the selection stay as they were, unless an earlier identity of the guard
+    computed them (then they are dropped, and the result's notes say so). ``definition``
+    states what "unsafe" means for the guard (default: what the adapter says).
     """
     read_out = get_mapping(mapping)
     name = check_guard_name(name or adapter.name)
@@ -281,12 +357,15 @@ def score_guard(adapter: GuardAdapter, *, benchmarks: str | Sequence[str] = "all
     out_dir.mkdir(parents=True, exist_ok=True)
     table_path = out_dir / f"{name}.parquet"
     raw_path = out_dir / f"{name}.raw.jsonl"
-    fp = fingerprint(adapter)
-    if getattr(adapter, "resumable", True):
-        done = _load_raw(raw_path, fp, describe=adapter.describe())
-    else:
-        done = {}
+    meta_path = out_dir / f"{name}.meta.json"
+    fp = fingerprint(adapter, version=version)
+    if rescore or not getattr(adapter, "resumable", True):
         raw_path.unlink(missing_ok=True)
+    log = _load_raw(raw_path, fp)
+    done = log.done
+    if log.stale:
+        say(f"{name}: the guard changed since {sum(log.stale.values())} answer(s) were "
+            f"computed (identity {', '.join(sorted(log.stale))} → {fp}); not reusing them")
 
     ordered = {b: inputs.frames[b].with_columns(pl.col("prompt_id").cast(pl.String))
                for b in sorted(inputs.frames)}
@@ -294,35 +373,53 @@ def score_guard(adapter: GuardAdapter, *, benchmarks: str | Sequence[str] = "all
     pending, n_reused = _unanswered(ordered, done, pairs=pairs)
     chunk_size = max(1, int(chunk_size or adapter.chunk_size))
     if n_reused:
-        say(f"{name}: reusing {n_reused} answer(s) from {raw_path}")
+        say(f"{name}: reusing {n_reused} answer(s) from {raw_path} (identity {fp}; "
+            f"rescore=True / --rescore asks again)")
     n_asked = _ask(adapter, name, pending, fp=fp, chunk_size=chunk_size, raw_path=raw_path,
                    done=done, n_reused=n_reused, pairs=pairs)
 
     decontam = _decontaminated(Path(audit_dir) if audit_dir is not None else None,
                                derived_dir=derived_dir, data_dir=data_dir)
-    table = validate(_table(name, adapter.kind, ordered, done, decontam),
+    fresh = validate(_table(name, adapter.kind, ordered, done, decontam),
                      source=str(table_path))
+    earlier = _earlier_rows(table_path, meta_path, fp=fp, rescore=rescore,
+                            selected=list(ordered))
+    table = fresh if earlier.rows.height == 0 else validate(
+        pl.concat([validate(earlier.rows, source=str(table_path)), fresh])
+        .sort(["benchmark"], maintain_order=True), source=str(table_path))
     files.write_parquet(table, table_path)
-    summary = _summary(table, ordered, read_out.name)
+    summary = _summary(table.filter(pl.col("benchmark").is_in(list(ordered))), ordered,
+                       read_out.name)
     n_failed = int((table["status"] == "failed").sum())
-    notes = _notes(decontam_known=decontam is not None, audit_dir=audit_dir, ordered=ordered,
-                   done=done)
-    sha256 = inputs.benchmark_sha256 or {}
+    notes = list(_notes(decontam_known=decontam is not None, audit_dir=audit_dir,
+                        ordered=ordered, done=done))
+    if earlier.rows.height:
+        kept = sorted(earlier.sha256)
+        notes.append(f"kept {earlier.rows.height} row(s) of {len(kept)} benchmark(s) scored "
+                     f"earlier, outside this selection: {', '.join(kept)}")
+    if earlier.dropped:
+        notes.append(f"dropped the rows of {', '.join(earlier.dropped)}: an earlier identity "
+                     f"of the guard computed them; score them again")
+    sha256 = {**earlier.sha256, **{b: (inputs.benchmark_sha256 or {}).get(b) for b in ordered}}
     files.write_json({
         "guard": name, "run_id": RUN_PREFIX + name, "adapter": adapter.describe(),
-        "source": getattr(adapter, "source", None), "definition": adapter.definition or None,
+        "identity": identity(adapter, version=version), "version": version,
+        "source": getattr(adapter, "source", None),
+        "definition": definition or adapter.definition or None,
         **({"input": adapter.input} if pairs else {}),
-        "fingerprint": fp, "benchmarks": sorted(ordered),
+        "fingerprint": fp, "benchmarks": sorted(sha256),
+        "answers_computed": _computed(done, table),
         "unavailable": list(inputs.unavailable),
-        "benchmark_sha256": {b: sha256.get(b) for b in sorted(ordered)},
+        "benchmark_sha256": {b: sha256[b] for b in sorted(sha256)},
         "n_prompts": table.height, "n_failed": n_failed, "decontam_known": decontam is not None,
         "versions": files.package_versions(), "git_sha": files.git_sha(),
-    }, out_dir / f"{name}.meta.json")
+    }, meta_path)
     return GuardScoreResult(name=name, table_path=table_path, raw_path=raw_path,
                             n_prompts=table.height, n_asked=n_asked, n_reused=n_reused,
                             n_failed=n_failed, mapping=read_out.name, summary=summary,
                             unavailable=inputs.unavailable,
-                            decontam_known=decontam is not None, notes=notes)
+                            decontam_known=decontam is not None, notes=tuple(notes),
+                            fingerprint=fp)
 
 
 def _table(name: str, kind: str, frames: dict[str, pl.DataFrame],
