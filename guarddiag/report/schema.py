@@ -82,6 +82,8 @@ Changes in version 4
   all languages); ``val`` gains ``parts`` (:class:`ValPartsJson`).
 - ``contamination.containment`` / ``containment_definition`` (only when the audit looked for
   prompts inside longer pool rows) and per-benchmark n_contained, share_contained.
+- ``outside.answers``: per outside guard, when and from which identity its answers were
+  computed (run id → first, last, fingerprint, version, adapter, source, model_sha256).
 """
 
 from __future__ import annotations
@@ -377,6 +379,10 @@ class OutsideJson(TypedDict):
     """Per mapping: each outside guard vs the reference recipe of each size."""
     definitions: dict[str, str]
     """Per outside guard (run id), what "unsafe" means for it, as its adapter states it."""
+    answers: dict[str, Record]
+    """Per outside guard (run id): first, last (UTC times its answers were asked),
+    fingerprint (the identity they are keyed on), version, adapter, source (function, model or
+    file), model_sha256."""
 
 
 class SpearmanJson(TypedDict):

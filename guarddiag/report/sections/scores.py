@@ -3,6 +3,7 @@ beside the branches."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import polars as pl
@@ -231,6 +232,13 @@ def section_outside(ctx: ReportContext) -> Section:
                                 "definition; a score measures that, not harm in general):"))
         blocks.append(Bullets(tuple(f"{run_id.removeprefix('guard/')}: {text}"
                                     for run_id, text in definitions.items())))
+    answers = {run: a for run, a in ctx.results.inputs.outside_answers.items()
+               if run.removeprefix("guard/") in set(t["entity"].to_list())}
+    if answers:
+        blocks.append(Paragraph("When and from which identity each outside guard's answers "
+                                "were computed (answers are reused only under the same "
+                                "identity; `guards score --rescore` asks again):"))
+        blocks.append(Bullets(tuple(_answers_line(run, a) for run, a in answers.items())))
     for m in sorted(set(t["mapping"].to_list())):
         frame, cols = pivot_by_cohort(t.filter(pl.col("mapping") == m),
                                       entity_cols=["who", "kind", "interval"],
@@ -247,4 +255,18 @@ def section_outside(ctx: ReportContext) -> Section:
                                           else ())]
     return Section("outside", title, tuple(blocks),
                    {"rows": records(one_interval_kind(ctx.results.outside.table)),
-                    "paired": paired, "definitions": dict(definitions)})
+                    "paired": paired, "definitions": dict(definitions),
+                    "answers": {run: dict(a) for run, a in answers.items()}})
+
+
+def _answers_line(run_id: str, a: Mapping[str, Any]) -> str:
+    when = (a.get("first") or "unknown time") if a.get("first") == a.get("last") \
+        else f"{a.get('first')} – {a.get('last')}"
+    parts = [f"identity {a.get('fingerprint') or '?'}"]
+    if a.get("version"):
+        parts.append(f"version {a['version']}")
+    if a.get("source"):
+        parts.append(f"{a.get('adapter')} {a['source']}")
+    if a.get("model_sha256"):
+        parts.append(f"file sha256 {str(a['model_sha256'])[:16]}")
+    return f"{run_id.removeprefix('guard/')}: computed {when} UTC; {', '.join(parts)}"
