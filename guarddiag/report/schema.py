@@ -371,7 +371,7 @@ class MappingJson(TypedDict):
     """Each run under the strict mapping vs itself under the loose one (primary subset)."""
 
 
-class OutsideJson(TypedDict):
+class _OutsideBase(TypedDict):
     rows: list[Record]
     """Guards and branch recipes on the decontaminated prompts, per mapping; every row's
     interval is ``seed-range+wilson`` (a guard is one run: its Wilson interval)."""
@@ -379,6 +379,9 @@ class OutsideJson(TypedDict):
     """Per mapping: each outside guard vs the reference recipe of each size."""
     definitions: dict[str, str]
     """Per outside guard (run id), what "unsafe" means for it, as its adapter states it."""
+
+
+class OutsideJson(_OutsideBase, total=False):
     answers: dict[str, Record]
     """Per outside guard (run id): first, last (UTC times its answers were asked),
     fingerprint (the identity they are keyed on), version, adapter, source (function, model or
