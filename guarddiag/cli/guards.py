@@ -90,6 +90,20 @@ def _add_score(guards_sub: argparse._SubParsersAction) -> None:
                      help="label → class mapping (hf-classifier; optional for file)")
     src.add_argument("--name", default=None,
                      help="guard name (run id guard/<name>); default from the model or file")
+    _add_identity_and_model_options(src)
+    where = score.add_argument_group("what to score and where")
+    where.add_argument("--benchmarks", default="all", metavar="IDS",
+                       help="benchmark ids or selectors (all, study, extra, derived, a,b,…)")
+    add_work_paths(where, "runs", "audit", "derived", help={
+        "runs": "runs folder; the guard is written to DIR/outside/",
+        "audit": "contamination audit (for survives_decontam)"})
+    where.add_argument("--mapping", default="loose", choices=("loose", "strict"),
+                       help="binary read-out of the printed summary (both are stored)")
+    _add_running(score.add_argument_group("running"))
+    score.set_defaults(handler=_run_score)
+
+
+def _add_identity_and_model_options(src: argparse._ArgumentGroup) -> None:
     src.add_argument("--definition", default=None, metavar="TEXT",
                      help="what \"unsafe\" means for this guard, in one sentence (shown in the "
                           "report beside its scores; default: what the adapter states)")
@@ -107,16 +121,6 @@ def _add_score(guards_sub: argparse._SubParsersAction) -> None:
                      help="llama-guard: custom category list (categories: {S1: ..., ...})")
     src.add_argument("--exclude-categories", default=None, metavar="S1,S2",
                      help="llama-guard: category codes to leave out")
-    where = score.add_argument_group("what to score and where")
-    where.add_argument("--benchmarks", default="all", metavar="IDS",
-                       help="benchmark ids or selectors (all, study, extra, derived, a,b,…)")
-    add_work_paths(where, "runs", "audit", "derived", help={
-        "runs": "runs folder; the guard is written to DIR/outside/",
-        "audit": "contamination audit (for survives_decontam)"})
-    where.add_argument("--mapping", default="loose", choices=("loose", "strict"),
-                       help="binary read-out of the printed summary (both are stored)")
-    _add_running(score.add_argument_group("running"))
-    score.set_defaults(handler=_run_score)
 
 
 def _add_running(run: argparse._ArgumentGroup) -> None:

@@ -161,6 +161,19 @@ def _load_raw(path: Path, fp: str) -> _RawLog:
     return log
 
 
+def _open_log(raw_path: Path, fp: str, *, name: str, fresh: bool
+              ) -> dict[tuple[str, str], dict[str, Any]]:
+    """The answers to reuse: none when ``fresh`` (the log is removed), else the raw log's
+    answers under fingerprint ``fp`` (other identities' are dropped, and said so)."""
+    if fresh:
+        raw_path.unlink(missing_ok=True)
+    log = _load_raw(raw_path, fp)
+    if log.stale:
+        say(f"{name}: the guard changed since {sum(log.stale.values())} answer(s) were "
+            f"computed (identity {', '.join(sorted(log.stale))} → {fp}); not reusing them")
+    return log.done
+
+
 def _verdict_from_record(rec: dict[str, Any]) -> GuardVerdict:
     probs = rec.get("class_probs")
     return GuardVerdict(status=rec["status"],
@@ -276,21 +289,6 @@ def _ask(adapter: GuardAdapter, name: str, pending: list[pl.DataFrame], *, fp: s
     return n_asked
 
 
-def _notes(*, decontam_known: bool, audit_dir: str | Path | None,
-           ordered: dict[str, pl.DataFrame], done: dict[tuple[str, str], dict[str, Any]]
-           ) -> tuple[str, ...]:
-    notes = []
-    if not decontam_known:
-        notes.append(f"no audit folder at {audit_dir}: survives_decontam is True everywhere; "
-                     f"run `guarddiag audit`, then score again (answers are reused)")
-    n_unanswered = sum(1 for (b, p), r in done.items() if b in ordered and
-                       not r.get("answered", True))
-    if n_unanswered:
-        notes.append(f"{n_unanswered} prompt(s) got no answer (recorded as failed); a rerun "
-                     f"asks them again")
-    return tuple(notes)
-
-
 @dataclass(frozen=True)
 class _Earlier:
     """The guard's rows of benchmarks outside this selection, kept as they were."""
@@ -319,6 +317,28 @@ def _earlier_rows(table_path: Path, meta_path: Path, *, fp: str, rescore: bool,
     return _Earlier(rows=others, sha256={b: old_sha.get(b) for b in benches})
 
 
+def _notes(*, decontam_known: bool, audit_dir: str | Path | None,
+           ordered: dict[str, pl.DataFrame], done: dict[tuple[str, str], dict[str, Any]],
+           earlier: _Earlier) -> tuple[str, ...]:
+    notes = []
+    if earlier.rows.height:
+        kept = sorted(earlier.sha256)
+        notes.append(f"kept {earlier.rows.height} row(s) of {len(kept)} benchmark(s) scored "
+                     f"earlier, outside this selection: {', '.join(kept)}")
+    if earlier.dropped:
+        notes.append(f"dropped the rows of {', '.join(earlier.dropped)}: an earlier identity "
+                     f"of the guard computed them; score them again")
+    if not decontam_known:
+        notes.append(f"no audit folder at {audit_dir}: survives_decontam is True everywhere; "
+                     f"run `guarddiag audit`, then score again (answers are reused)")
+    n_unanswered = sum(1 for (b, p), r in done.items() if b in ordered and
+                       not r.get("answered", True))
+    if n_unanswered:
+        notes.append(f"{n_unanswered} prompt(s) got no answer (recorded as failed); a rerun "
+                     f"asks them again")
+    return tuple(notes)
+
+
 def _computed(done: dict[tuple[str, str], dict[str, Any]], table: pl.DataFrame
               ) -> dict[str, str | None]:
     """When the table's answers were asked: the first and the last time (UTC)."""
@@ -326,6 +346,26 @@ def _computed(done: dict[tuple[str, str], dict[str, Any]], table: pl.DataFrame
                               strict=True)
              if (t := (done.get(key) or {}).get("asked_at"))]
     return {"first": min(times) if times else None, "last": max(times) if times else None}
+
+
+def _meta(adapter: GuardAdapter, name: str, *, version: str | None, definition: str | None,
+          fp: str, sha256: dict[str, str | None], computed: dict[str, str | None],
+          table: pl.DataFrame, unavailable: tuple[str, ...], decontam_known: bool
+          ) -> dict[str, Any]:
+    """The guard's ``<name>.meta.json``: settings, identity, when its answers were asked."""
+    return {
+        "guard": name, "run_id": RUN_PREFIX + name, "adapter": adapter.describe(),
+        "identity": identity(adapter, version=version), "version": version,
+        "source": getattr(adapter, "source", None),
+        "definition": definition or adapter.definition or None,
+        **({"input": adapter.input} if adapter.input == PROMPT_RESPONSE else {}),
+        "fingerprint": fp, "benchmarks": sorted(sha256), "answers_computed": computed,
+        "unavailable": list(unavailable),
+        "benchmark_sha256": {b: sha256[b] for b in sorted(sha256)},
+        "n_prompts": table.height, "n_failed": int((table["status"] == "failed").sum()),
+        "decontam_known": decontam_known,
+        "versions": files.package_versions(), "git_sha": files.git_sha(),
+    }
 
 
 def score_guard(adapter: GuardAdapter, *, benchmarks: str | Sequence[str] = "all",
@@ -359,13 +399,8 @@ def score_guard(adapter: GuardAdapter, *, benchmarks: str | Sequence[str] = "all
     raw_path = out_dir / f"{name}.raw.jsonl"
     meta_path = out_dir / f"{name}.meta.json"
     fp = fingerprint(adapter, version=version)
-    if rescore or not getattr(adapter, "resumable", True):
-        raw_path.unlink(missing_ok=True)
-    log = _load_raw(raw_path, fp)
-    done = log.done
-    if log.stale:
-        say(f"{name}: the guard changed since {sum(log.stale.values())} answer(s) were "
-            f"computed (identity {', '.join(sorted(log.stale))} → {fp}); not reusing them")
+    done = _open_log(raw_path, fp, name=name,
+                     fresh=rescore or not getattr(adapter, "resumable", True))
 
     ordered = {b: inputs.frames[b].with_columns(pl.col("prompt_id").cast(pl.String))
                for b in sorted(inputs.frames)}
@@ -391,34 +426,18 @@ def score_guard(adapter: GuardAdapter, *, benchmarks: str | Sequence[str] = "all
     summary = _summary(table.filter(pl.col("benchmark").is_in(list(ordered))), ordered,
                        read_out.name)
     n_failed = int((table["status"] == "failed").sum())
-    notes = list(_notes(decontam_known=decontam is not None, audit_dir=audit_dir,
-                        ordered=ordered, done=done))
-    if earlier.rows.height:
-        kept = sorted(earlier.sha256)
-        notes.append(f"kept {earlier.rows.height} row(s) of {len(kept)} benchmark(s) scored "
-                     f"earlier, outside this selection: {', '.join(kept)}")
-    if earlier.dropped:
-        notes.append(f"dropped the rows of {', '.join(earlier.dropped)}: an earlier identity "
-                     f"of the guard computed them; score them again")
+    notes = _notes(decontam_known=decontam is not None, audit_dir=audit_dir, ordered=ordered,
+                   done=done, earlier=earlier)
     sha256 = {**earlier.sha256, **{b: (inputs.benchmark_sha256 or {}).get(b) for b in ordered}}
-    files.write_json({
-        "guard": name, "run_id": RUN_PREFIX + name, "adapter": adapter.describe(),
-        "identity": identity(adapter, version=version), "version": version,
-        "source": getattr(adapter, "source", None),
-        "definition": definition or adapter.definition or None,
-        **({"input": adapter.input} if pairs else {}),
-        "fingerprint": fp, "benchmarks": sorted(sha256),
-        "answers_computed": _computed(done, table),
-        "unavailable": list(inputs.unavailable),
-        "benchmark_sha256": {b: sha256[b] for b in sorted(sha256)},
-        "n_prompts": table.height, "n_failed": n_failed, "decontam_known": decontam is not None,
-        "versions": files.package_versions(), "git_sha": files.git_sha(),
-    }, meta_path)
+    files.write_json(_meta(adapter, name, version=version, definition=definition, fp=fp,
+                           sha256=sha256, computed=_computed(done, table), table=table,
+                           unavailable=inputs.unavailable, decontam_known=decontam is not None),
+                     meta_path)
     return GuardScoreResult(name=name, table_path=table_path, raw_path=raw_path,
                             n_prompts=table.height, n_asked=n_asked, n_reused=n_reused,
                             n_failed=n_failed, mapping=read_out.name, summary=summary,
                             unavailable=inputs.unavailable,
-                            decontam_known=decontam is not None, notes=tuple(notes),
+                            decontam_known=decontam is not None, notes=notes,
                             fingerprint=fp)
 
 
