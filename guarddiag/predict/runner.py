@@ -122,6 +122,10 @@ def predict_runs(*, runs_dir: str | Path, pool_path: str | Path,
             report.append(RunScoring(run_id, "baseline", n_scored, n_prompts, secs))
 
     table = pl.concat(frames)
+    kept = sorted(set(table["benchmark"].to_list()) - {i.benchmark for i in inputs})
+    if kept:  # the score caches keep every subset scored before: a selection adds, never drops
+        say(f"kept the rows of {len(kept)} subset(s) scored earlier, outside this selection: "
+            f"{', '.join(kept)}")
     bases = data.derived_bases(data.load_manifests(
         derived_dir=derived_dir, data_dir=data_dir))
     decontam, note = _decontam(audit_dir, bases)
