@@ -71,7 +71,7 @@ def run_audit(pool: str | Path, *, benchmarks: str | Sequence[str] = "all",
 
 
 def score_guard(guard: GuardAdapter | GuardFunction | PairGuardFunction, *,
-                benchmarks: str | Sequence[str] = "all", name: str | None = None,
+                benchmarks: str | Sequence[str] = "all,derived", name: str | None = None,
                 runs_dir: str | Path = "work/runs", audit_dir: str | Path | None = "work/audit",
                 data_dir: str | Path | None = None, derived_dir: str | Path | None = None,
                 mapping: str = "loose", batch_size: int = 64,
@@ -81,6 +81,8 @@ def score_guard(guard: GuardAdapter | GuardFunction | PairGuardFunction, *,
 
     ``guard`` is a guard adapter or a plain function from prompt texts to one answer each
     (P(unsafe), a label, or class probabilities); ``name`` defaults to the function's name.
+    ``benchmarks`` defaults to every benchmark and every derived (mutated) subset; a prompt is
+    called unsafe at P(unsafe) ≥ 0.5.
     ``definition`` says in one sentence what "unsafe" means for the guard (shown beside
     Table 2). Answers already saved for the same guard are reused, so an interrupted run
     resumes: the same guard means the same identity, which is the function's source (or the

@@ -92,8 +92,10 @@ def _add_score(guards_sub: argparse._SubParsersAction) -> None:
                      help="guard name (run id guard/<name>); default from the model or file")
     _add_identity_and_model_options(src)
     where = score.add_argument_group("what to score and where")
-    where.add_argument("--benchmarks", default="all", metavar="IDS",
-                       help="benchmark ids or selectors (all, study, extra, derived, a,b,…)")
+    where.add_argument("--benchmarks", default="all,derived", metavar="IDS",
+                       help="benchmark ids or selectors (all, study, extra, user, derived, "
+                            "a,b,…); default all,derived: every benchmark and every mutated "
+                            "subset, like the demo's outside guard")
     add_work_paths(where, "runs", "audit", "derived", help={
         "runs": "runs folder; the guard is written to DIR/outside/",
         "audit": "contamination audit (for survives_decontam)"})
@@ -178,7 +180,7 @@ def _run_score(args: argparse.Namespace) -> int:
 
     from guarddiag.errors import GuarddiagError
     from guarddiag.guards.registry import ADAPTERS, get_adapter
-    from guarddiag.guards.scoring import score_guard
+    from guarddiag.guards.scoring import UNSAFE_CUTOFF, score_guard
     from guarddiag.paths import resolve_data_dir
     from guarddiag.progress import say
 
@@ -235,7 +237,7 @@ def _run_score(args: argparse.Namespace) -> int:
     col = f"pct_unsafe_{result.mapping}"
     print(f"guard/{result.name}  ({result.table_path})")
     print(f"{'benchmark':<28} {'kind':<8} {'n':>6} {'failed':>6}  % unsafe ({result.mapping} "
-          f"read-out, P(unsafe) >= 0.5; failed prompts left out)")
+          f"read-out, P(unsafe) >= {UNSAFE_CUTOFF:g}; failed prompts left out)")
     for row in result.summary.iter_rows(named=True):
         pct = "-" if row[col] is None else f"{row[col]:.1f}"
         print(f"{row['benchmark']:<28} {row['kind'] or '-':<8} {row['n']:>6} "
