@@ -61,6 +61,9 @@ class ReportInputs:
     outside_answers: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     """Per outside guard (run id), when and by which identity its answers were computed
     (:func:`read_outside_answers`)."""
+    outside_own: pl.DataFrame | None = field(default=None, repr=False)
+    """Per outside guard audited against its own training data: run_id, benchmark, prompt_id,
+    survives_own_decontam (:func:`read_outside_own`); None when no guard was."""
     no_manifest: tuple[str, ...] = ()
     """Benchmarks scored earlier whose manifest is not found now: left out of the analyses."""
     run_meta: pl.DataFrame | None = field(default=None, repr=False)
@@ -221,8 +224,28 @@ def read_outside_answers(runs_dir: Path) -> dict[str, dict[str, Any]]:
             "first": computed.get("first"), "last": computed.get("last"),
             "fingerprint": meta.get("fingerprint"), "version": meta.get("version"),
             "adapter": adapter.get("adapter"), "source": str(what) if what else None,
-            "model_sha256": adapter.get("model_sha256") or adapter.get("sha256")}
+            "model_sha256": adapter.get("model_sha256") or adapter.get("sha256"),
+            "training_data": (_section(meta, "training_data").get("file")),
+            "training_rows": (_section(meta, "training_data").get("rows"))}
     return out
+
+
+OWN_DECONTAM = "survives_own_decontam"
+"""The outside guards' own-decontamination flag (:data:`guarddiag.guards.scoring.OWN_DECONTAM`;
+read here by name, as the analyses do not import the guards)."""
+
+
+def read_outside_own(runs_dir: Path) -> pl.DataFrame | None:
+    """The :data:`OWN_DECONTAM` flags of every outside guard that has them (non-null rows)."""
+    parts = []
+    for path in sorted((Path(runs_dir) / "outside").glob("*.parquet")):
+        frame = files.read_table(path)
+        if OWN_DECONTAM in frame.columns:
+            parts.append(frame.select("run_id", "benchmark", "prompt_id",
+                                      pl.col(OWN_DECONTAM).cast(pl.Boolean))
+                         .filter(pl.col(OWN_DECONTAM).is_not_null()))
+    parts = [p for p in parts if p.height]
+    return pl.concat(parts) if parts else None
 
 
 def _drop_unknown_benchmarks(predictions: pl.DataFrame,
@@ -281,4 +304,5 @@ def load_inputs(options: InputOptions) -> ReportInputs:
         pool_sources=pool_sources,
         run_meta=read_run_meta(options.runs_dir, set(predictions["run_id"].to_list())),
         outside_definitions=read_outside_definitions(options.runs_dir),
-        outside_answers=read_outside_answers(options.runs_dir), no_manifest=no_manifest)
+        outside_answers=read_outside_answers(options.runs_dir), no_manifest=no_manifest,
+        outside_own=read_outside_own(options.runs_dir))

@@ -26,7 +26,11 @@ from guarddiag.analyses.disclosure import DisclosureResult, disclosure_card
 from guarddiag.analyses.inputs import ReportInputs, load_inputs
 from guarddiag.analyses.load import BenchmarkLoadResult, benchmark_load
 from guarddiag.analyses.mapping import MappingEffectResult, mapping_effect
-from guarddiag.analyses.outside import OutsideComparisonResult, outside_comparison
+from guarddiag.analyses.outside import (
+    OutsideComparisonResult,
+    outside_comparison,
+    own_decontam_table,
+)
 from guarddiag.analyses.paired import PairedResults, paired_comparisons
 from guarddiag.analyses.pool import (
     PoolStatsResult,
@@ -209,7 +213,9 @@ def analyse(inputs: ReportInputs, options: AnalysisOptions) -> AnalysisResults:
     correlation = (val_correlation(scores, load, subset=subset, mapping=mname)
                    if scores.val().height else None)
     effect = mapping_effect(scores, loose="loose", strict="strict")
-    outside = outside_comparison(scores, subset="decontaminated")
+    own = own_decontam_table(inputs.predictions, inputs.outside_own, kinds=inputs.kinds,
+                             threshold=options.threshold, confidence=options.confidence)
+    outside = outside_comparison(scores, subset="decontaminated", own_decontam=own)
     pool_stats, val_overlap = _pool(inputs)
     benches = sorted(set(scores.binary()["benchmark"].to_list()))
     disclosure = disclosure_card(load=load, contamination=contamination, subset=subset,

@@ -115,6 +115,12 @@ def _add_identity_and_model_options(src: argparse._ArgumentGroup) -> None:
                           "reused; give a new one when the model behind the guard changes")
     src.add_argument("--rescore", action="store_true",
                      help="ask every selected prompt again, reusing no saved answer")
+    src.add_argument("--training-data", default=None, metavar="TABLE",
+                     help="the guard's own training prompts (CSV/JSONL/parquet): audited "
+                          "against the benchmarks, so the report also shows the guard on its "
+                          "own decontaminated prompts (column survives_own_decontam)")
+    src.add_argument("--training-text-column", default="text", metavar="C",
+                     help="column of --training-data holding the prompt text (default text)")
     src.add_argument("--risk-name", default=None,
                      help="granite-guardian: guardian_config risk_name (default harm)")
     src.add_argument("--risk-definition", default=None, metavar="TEXT",
@@ -227,13 +233,19 @@ def _run_score(args: argparse.Namespace) -> int:
                              audit_dir=paths.audit, data_dir=resolve_data_dir(args.data_dir),
                              derived_dir=paths.derived, mapping=args.mapping,
                              version=args.guard_version, rescore=args.rescore,
-                             definition=args.definition)
+                             definition=args.definition, training_data=args.training_data,
+                             training_text_column=args.training_text_column)
     finally:
         adapter.close()
     say(f"guard {result.name}: {result.n_prompts} prompts, {result.n_asked} asked, "
         f"{result.n_reused} reused, {result.n_failed} failed")
     for note in result.notes:
         say(note)
+    if result.training is not None:
+        t = result.training
+        say(f"own decontamination: {t['rows']} training prompt(s) of {t['file']} audited; "
+            + ", ".join(f"{b} keeps {c['n_kept']} of {c['n']}"
+                        for b, c in sorted(t["benchmarks"].items())))
     col = f"pct_unsafe_{result.mapping}"
     print(f"guard/{result.name}  ({result.table_path})")
     print(f"{'benchmark':<28} {'kind':<8} {'n':>6} {'failed':>6}  % unsafe ({result.mapping} "

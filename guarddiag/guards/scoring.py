@@ -33,7 +33,8 @@ from typing import Any
 import polars as pl
 
 from guarddiag import data, files
-from guarddiag.audit import load_decontaminated
+from guarddiag.audit import audit_frames, load_decontaminated, read_pool
+from guarddiag.audit.outputs import inherit_decontamination
 from guarddiag.errors import GuarddiagError
 from guarddiag.files import read_table
 from guarddiag.guards.backends import repair_jsonl_tail
@@ -44,6 +45,10 @@ from guarddiag.predictions import validate
 from guarddiag.progress import progress, say
 
 RUN_PREFIX = "guard/"
+OWN_DECONTAM = "survives_own_decontam"
+"""Extra column of an outside guard's table: the prompt survives the audit of the guard's own
+training data (``training_data=``); null where that audit was not run. ``survives_decontam``
+stays the pool audit's flag, the one every run shares."""
 UNSAFE_CUTOFF = 0.5
 """A guard calls a prompt unsafe when its P(unsafe) is at least this (the printed summary; the
 report's default threshold is the same 0.5)."""
@@ -71,6 +76,9 @@ class GuardScoreResult:
     notes: tuple[str, ...] = field(default_factory=tuple)
     fingerprint: str = ""
     """The guard's identity digest its answers are keyed on (:func:`identity`)."""
+    training: dict[str, Any] | None = None
+    """The audit of the guard's own training data (file, sha256, rows, per benchmark n,
+    n_exact, n_near, n_kept); None without ``training_data``."""
 
     def to_frame(self) -> pl.DataFrame:
         """Per benchmark: kind, n, n_failed, unsafe rate under both mappings."""
@@ -84,6 +92,7 @@ class GuardScoreResult:
                 "mapping": self.mapping, "unavailable": list(self.unavailable),
                 "decontam_known": self.decontam_known, "notes": list(self.notes),
                 "fingerprint": self.fingerprint, "unsafe_cutoff": UNSAFE_CUTOFF,
+                "training_data": self.training,
                 "benchmarks": self.summary.to_dicts()}
 
 
@@ -203,6 +212,8 @@ class _Inputs:
     frames: dict[str, pl.DataFrame]
     benchmark_sha256: dict[str, str] | None
     unavailable: tuple[str, ...]
+    derived_from: dict[str, str] = field(default_factory=dict)
+    """Each derived subset's base (from the manifests; empty for injected frames)."""
 
 
 def _select_inputs(adapter: GuardAdapter, name: str, *, benchmarks: str | Sequence[str],
@@ -230,7 +241,8 @@ def _select_inputs(adapter: GuardAdapter, name: str, *, benchmarks: str | Sequen
     frames = adapter.prepare(frames, known=known)
     if not frames:
         raise GuarddiagError(f"guard {name}: none of the selected benchmarks can be scored")
-    return _Inputs(frames, benchmark_sha256, unavailable)
+    return _Inputs(frames, benchmark_sha256, unavailable,
+                   data.derived_bases(manifests) if manifests is not None else {})
 
 
 def _unanswered(ordered: dict[str, pl.DataFrame], done: dict[tuple[str, str], dict[str, Any]],
@@ -300,6 +312,8 @@ class _Earlier:
     sha256: dict[str, str | None]
     dropped: tuple[str, ...] = ()
     """Benchmarks whose rows an earlier identity of the guard computed: left out."""
+    training: dict[str, Any] | None = None
+    """The earlier meta's ``training_data`` (the guard's own audit) for the kept rows."""
 
 
 def _earlier_rows(table_path: Path, meta_path: Path, *, fp: str, rescore: bool,
@@ -317,7 +331,9 @@ def _earlier_rows(table_path: Path, meta_path: Path, *, fp: str, rescore: bool,
         return _Earlier(rows=pl.DataFrame(), sha256={}, dropped=benches)
     old_sha = meta.get("benchmark_sha256")
     old_sha = old_sha if isinstance(old_sha, dict) else {}
-    return _Earlier(rows=others, sha256={b: old_sha.get(b) for b in benches})
+    training = meta.get("training_data")
+    return _Earlier(rows=others, sha256={b: old_sha.get(b) for b in benches},
+                    training=training if isinstance(training, dict) else None)
 
 
 def _notes(*, decontam_known: bool, audit_dir: str | Path | None,
@@ -342,6 +358,14 @@ def _notes(*, decontam_known: bool, audit_dir: str | Path | None,
     return tuple(notes)
 
 
+def _merged(fresh: pl.DataFrame, earlier: _Earlier, *, source: str) -> pl.DataFrame:
+    """This run's rows after the kept rows of the benchmarks outside the selection."""
+    if earlier.rows.height == 0:
+        return fresh
+    return validate(pl.concat([validate(earlier.rows, source=source), fresh])
+                    .sort(["benchmark"], maintain_order=True), source=source)
+
+
 def _computed(done: dict[tuple[str, str], dict[str, Any]], table: pl.DataFrame
               ) -> dict[str, str | None]:
     """When the table's answers were asked: the first and the last time (UTC)."""
@@ -351,10 +375,63 @@ def _computed(done: dict[tuple[str, str], dict[str, Any]], table: pl.DataFrame
     return {"first": min(times) if times else None, "last": max(times) if times else None}
 
 
+@dataclass(frozen=True)
+class _OwnAudit:
+    """The guard's training prompts audited against the scored benchmarks."""
+
+    kept: dict[str, frozenset[str]]
+    """Per benchmark, the prompt ids that survive (exact overlaps removed)."""
+    doc: dict[str, Any]
+    """What the guard's meta.json says about it (file, sha256, rows, per-benchmark counts)."""
+
+
+def _own_audit(training_data: str | Path, ordered: dict[str, pl.DataFrame], *,
+               text_column: str, bases: dict[str, str]) -> _OwnAudit:
+    """Audit the guard's own training prompts against the benchmarks, with the pool audit's
+    default rules (exact and near duplicates found, exact ones removed); a derived subset
+    inherits its base's list, as in the pool audit."""
+    path = Path(training_data)
+    ids, texts = read_pool(path, text_column=text_column, id_column=None)
+    result = audit_frames(ids, texts, {b: f.select("prompt_id", "text")
+                                       for b, f in ordered.items()}, near_dup=True)
+    direct = {b: frozenset(v) for b, v in result.decontaminated.items()}
+    kept = {b: ids_ for b, ids_ in inherit_decontamination(
+        direct, {d: b for d, b in bases.items() if d in ordered}).items() if b in ordered}
+    counts = {o.benchmark: {"n": o.n, "n_exact": o.n_exact, "n_near": o.n_near,
+                            "n_kept": len(kept.get(o.benchmark, ()))}
+              for o in result.benchmarks}
+    return _OwnAudit(kept=kept, doc={"file": str(path.resolve()),
+                                     "sha256": files.sha256_file(path),
+                                     "text_column": text_column, "rows": len(texts),
+                                     "benchmarks": counts})
+
+
+def _with_own_flags(table: pl.DataFrame, own: _OwnAudit | None, earlier: pl.DataFrame
+                    ) -> pl.DataFrame:
+    """``table`` with the :data:`OWN_DECONTAM` column: this run's own audit for the scored
+    benchmarks, the earlier rows' flags for the kept ones, null elsewhere."""
+    parts = []
+    if own is not None:
+        parts.append(pl.DataFrame(
+            [(b, pid, pid in own.kept.get(b, frozenset())) for b, pid in
+             zip(table["benchmark"].to_list(), table["prompt_id"].to_list(), strict=True)
+             if b in own.kept],
+            schema={"benchmark": pl.String, "prompt_id": pl.String, OWN_DECONTAM: pl.Boolean},
+            orient="row"))
+    if OWN_DECONTAM in earlier.columns:
+        parts.append(earlier.select("benchmark", "prompt_id", pl.col(OWN_DECONTAM)
+                                    .cast(pl.Boolean)))
+    if not parts:
+        return table
+    flags = pl.concat(parts).unique(["benchmark", "prompt_id"], keep="first",
+                                    maintain_order=True)
+    return table.join(flags, on=["benchmark", "prompt_id"], how="left", maintain_order="left")
+
+
 def _meta(adapter: GuardAdapter, name: str, *, version: str | None, definition: str | None,
           fp: str, sha256: dict[str, str | None], computed: dict[str, str | None],
-          table: pl.DataFrame, unavailable: tuple[str, ...], decontam_known: bool
-          ) -> dict[str, Any]:
+          table: pl.DataFrame, unavailable: tuple[str, ...], decontam_known: bool,
+          training: dict[str, Any] | None) -> dict[str, Any]:
     """The guard's ``<name>.meta.json``: settings, identity, when its answers were asked."""
     return {
         "guard": name, "run_id": RUN_PREFIX + name, "adapter": adapter.describe(),
@@ -366,7 +443,7 @@ def _meta(adapter: GuardAdapter, name: str, *, version: str | None, definition: 
         "unavailable": list(unavailable),
         "benchmark_sha256": {b: sha256[b] for b in sorted(sha256)},
         "n_prompts": table.height, "n_failed": int((table["status"] == "failed").sum()),
-        "decontam_known": decontam_known,
+        "decontam_known": decontam_known, "training_data": training,
         "versions": files.package_versions(), "git_sha": files.git_sha(),
     }
 
@@ -378,7 +455,9 @@ def score_guard(adapter: GuardAdapter, *,
                 frames: dict[str, pl.DataFrame] | None = None, name: str | None = None,
                 mapping: str = "loose", chunk_size: int | None = None,
                 benchmark_sha256: dict[str, str] | None = None, version: str | None = None,
-                rescore: bool = False, definition: str | None = None) -> GuardScoreResult:
+                rescore: bool = False, definition: str | None = None,
+                training_data: str | Path | None = None,
+                training_text_column: str = "text") -> GuardScoreResult:
     """Score ``adapter`` on the benchmarks and write its predictions table (see module doc).
 
     ``benchmarks`` defaults to every benchmark and every derived (mutated) subset, as the
@@ -393,6 +472,10 @@ def score_guard(adapter: GuardAdapter, *,
     benchmarks outside the selection stay as they were, unless an earlier identity of the guard
     computed them (then they are dropped, and the result's notes say so). ``definition``
     states what "unsafe" means for the guard (default: what the adapter says).
+
+    ``training_data`` (a table with the guard's training prompts in ``training_text_column``)
+    is audited against the scored benchmarks; the table's :data:`OWN_DECONTAM` column says
+    which prompts survive it, beside ``survives_decontam`` (the pool audit's flag).
     """
     read_out = get_mapping(mapping)
     name = check_guard_name(name or adapter.name)
@@ -402,34 +485,32 @@ def score_guard(adapter: GuardAdapter, *,
 
     out_dir = Path(runs_dir) / "outside"
     out_dir.mkdir(parents=True, exist_ok=True)
-    table_path = out_dir / f"{name}.parquet"
-    raw_path = out_dir / f"{name}.raw.jsonl"
-    meta_path = out_dir / f"{name}.meta.json"
+    table_path, raw_path, meta_path = (out_dir / f"{name}{suffix}" for suffix in
+                                       (".parquet", ".raw.jsonl", ".meta.json"))
     fp = fingerprint(adapter, version=version)
     done = _open_log(raw_path, fp, name=name,
                      fresh=rescore or not getattr(adapter, "resumable", True))
 
     ordered = {b: inputs.frames[b].with_columns(pl.col("prompt_id").cast(pl.String))
                for b in sorted(inputs.frames)}
-    pairs = adapter.input == PROMPT_RESPONSE
-    pending, n_reused = _unanswered(ordered, done, pairs=pairs)
-    chunk_size = max(1, int(chunk_size or adapter.chunk_size))
+    pending, n_reused = _unanswered(ordered, done, pairs=adapter.input == PROMPT_RESPONSE)
     if n_reused:
         say(f"{name}: reusing {n_reused} answer(s) from {raw_path} (identity {fp}; "
             f"rescore=True / --rescore asks again)")
-    n_asked = _ask(adapter, name, pending, fp=fp, chunk_size=chunk_size, raw_path=raw_path,
-                   done=done, n_reused=n_reused, pairs=pairs)
+    n_asked = _ask(adapter, name, pending, fp=fp, raw_path=raw_path, done=done,
+                   chunk_size=max(1, int(chunk_size or adapter.chunk_size)), n_reused=n_reused,
+                   pairs=adapter.input == PROMPT_RESPONSE)
 
     decontam = _decontaminated(Path(audit_dir) if audit_dir is not None else None,
                                derived_dir=derived_dir, data_dir=data_dir)
-    fresh = validate(_table(name, adapter.kind, ordered, done, decontam),
-                     source=str(table_path))
     earlier = _earlier_rows(table_path, meta_path, fp=fp, rescore=rescore,
                             selected=list(ordered))
-    table = fresh if earlier.rows.height == 0 else validate(
-        pl.concat([validate(earlier.rows, source=str(table_path)), fresh])
-        .sort(["benchmark"], maintain_order=True), source=str(table_path))
-    files.write_parquet(table, table_path)
+    table = _merged(validate(_table(name, adapter.kind, ordered, done, decontam),
+                             source=str(table_path)), earlier, source=str(table_path))
+    own = None if training_data is None else _own_audit(
+        training_data, ordered, text_column=training_text_column,
+        bases=inputs.derived_from)
+    files.write_parquet(_with_own_flags(table, own, earlier.rows), table_path)
     summary = _summary(table.filter(pl.col("benchmark").is_in(list(ordered))), ordered,
                        read_out.name)
     n_failed = int((table["status"] == "failed").sum())
@@ -438,14 +519,15 @@ def score_guard(adapter: GuardAdapter, *,
     sha256 = {**earlier.sha256, **{b: (inputs.benchmark_sha256 or {}).get(b) for b in ordered}}
     files.write_json(_meta(adapter, name, version=version, definition=definition, fp=fp,
                            sha256=sha256, computed=_computed(done, table), table=table,
-                           unavailable=inputs.unavailable, decontam_known=decontam is not None),
+                           unavailable=inputs.unavailable, decontam_known=decontam is not None,
+                           training=own.doc if own is not None else earlier.training),
                      meta_path)
     return GuardScoreResult(name=name, table_path=table_path, raw_path=raw_path,
                             n_prompts=table.height, n_asked=n_asked, n_reused=n_reused,
                             n_failed=n_failed, mapping=read_out.name, summary=summary,
                             unavailable=inputs.unavailable,
                             decontam_known=decontam is not None, notes=notes,
-                            fingerprint=fp)
+                            fingerprint=fp, training=own.doc if own is not None else None)
 
 
 def _table(name: str, kind: str, frames: dict[str, pl.DataFrame],

@@ -83,7 +83,9 @@ Changes in version 4
 - ``contamination.containment`` / ``containment_definition`` (only when the audit looked for
   prompts inside longer pool rows) and per-benchmark n_contained, share_contained.
 - ``outside.answers``: per outside guard, when and from which identity its answers were
-  computed (run id → first, last, fingerprint, version, adapter, source, model_sha256).
+  computed (run id → first, last, fingerprint, version, adapter, source, model_sha256,
+  training_data, training_rows); ``outside.own_decontam``: guards on the prompts that survive
+  the audit of their own training data, beside the pool-decontaminated ones.
 """
 
 from __future__ import annotations
@@ -385,7 +387,11 @@ class OutsideJson(_OutsideBase, total=False):
     answers: dict[str, Record]
     """Per outside guard (run id): first, last (UTC times its answers were asked),
     fingerprint (the identity they are keyed on), version, adapter, source (function, model or
-    file), model_sha256."""
+    file), model_sha256, training_data, training_rows."""
+    own_decontam: list[Record]
+    """Guards audited against their own training data: per guard, benchmark and prompts
+    (pool-decontaminated | own-decontaminated | both), n_scored, n_unsafe, score, low, high
+    (loose read-out, Wilson)."""
 
 
 class SpearmanJson(TypedDict):

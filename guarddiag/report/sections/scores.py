@@ -239,6 +239,7 @@ def section_outside(ctx: ReportContext) -> Section:
                                 "were computed (answers are reused only under the same "
                                 "identity; `guards score --rescore` asks again):"))
         blocks.append(Bullets(tuple(_answers_line(run, a) for run, a in answers.items())))
+    blocks += _own_decontam_blocks(ctx, answers)
     for m in sorted(set(t["mapping"].to_list())):
         frame, cols = pivot_by_cohort(t.filter(pl.col("mapping") == m),
                                       entity_cols=["who", "kind", "interval"],
@@ -256,7 +257,31 @@ def section_outside(ctx: ReportContext) -> Section:
     return Section("outside", title, tuple(blocks),
                    {"rows": records(one_interval_kind(ctx.results.outside.table)),
                     "paired": paired, "definitions": dict(definitions),
-                    "answers": {run: dict(a) for run, a in answers.items()}})
+                    "answers": {run: dict(a) for run, a in answers.items()},
+                    "own_decontam": records(ctx.results.outside.own_decontam)})
+
+
+def _own_decontam_blocks(ctx: ReportContext, answers: Mapping[str, Mapping[str, Any]]
+                         ) -> list[Block]:
+    """The guards audited against their own training data, beside the pool-decontaminated
+    numbers every other table uses."""
+    own = ctx.results.outside.own_decontam
+    if own.height == 0:
+        return []
+    trained = [f"{run.removeprefix('guard/')}: {a['training_rows']} prompts of "
+               f"{a['training_data']}" for run, a in answers.items() if a.get("training_data")]
+    return [
+        Paragraph("Which prompts are \"decontaminated\". Pool-decontaminated: the prompts that "
+                  "survive the audit of the branches' training pool (every other table uses "
+                  "these). Own-decontaminated: the prompts that survive the audit of the "
+                  "guard's own training data. Both: the prompts that survive both. Loose "
+                  f"read-out, P(unsafe) ≥ {ctx.options.threshold:g}, Wilson intervals."
+                  + (" Training data audited: " + "; ".join(trained) + "." if trained else "")),
+        Table("outside_own_decontam", "Outside guards on their own decontaminated prompts",
+              (Column("entity", "guard"), Column("benchmark", "benchmark"),
+               Column("metric", "metric"), Column("prompts", "prompts"),
+               Column("n_scored", "n"), Column("score", "score", "pct"),
+               Column("low", "low", "pct"), Column("high", "high", "pct")), own)]
 
 
 def _answers_line(run_id: str, a: Mapping[str, Any]) -> str:
