@@ -314,26 +314,28 @@ class _Earlier:
     """Benchmarks whose rows an earlier identity of the guard computed: left out."""
     training: dict[str, Any] | None = None
     """The earlier meta's ``training_data`` (the guard's own audit) for the kept rows."""
+    definition: str | None = None
+    """The definition the same identity was scored with before."""
 
 
 def _earlier_rows(table_path: Path, meta_path: Path, *, fp: str, rescore: bool,
                   selected: Sequence[str]) -> _Earlier:
-    empty = _Earlier(rows=pl.DataFrame(), sha256={})
-    if not table_path.is_file():
-        return empty
-    old = read_table(table_path)
-    others = old.filter(~pl.col("benchmark").is_in(list(selected)))
-    if others.height == 0:
-        return empty
     meta = files.read_json(meta_path) if meta_path.is_file() else {}
+    meta = meta if isinstance(meta, dict) and meta.get("fingerprint") == fp else {}
+    # A definition describes the guard, not its answers: kept while the identity is the same.
+    definition = meta.get("definition") if isinstance(meta.get("definition"), str) else None
+    if not table_path.is_file():
+        return _Earlier(rows=pl.DataFrame(), sha256={}, definition=definition)
+    others = read_table(table_path).filter(~pl.col("benchmark").is_in(list(selected)))
     benches = tuple(sorted(set(others["benchmark"].to_list())))
-    if rescore or not isinstance(meta, dict) or meta.get("fingerprint") != fp:
-        return _Earlier(rows=pl.DataFrame(), sha256={}, dropped=benches)
+    if others.height and (rescore or not meta):
+        return _Earlier(rows=pl.DataFrame(), sha256={}, dropped=benches, definition=definition)
     old_sha = meta.get("benchmark_sha256")
     old_sha = old_sha if isinstance(old_sha, dict) else {}
     training = meta.get("training_data")
     return _Earlier(rows=others, sha256={b: old_sha.get(b) for b in benches},
-                    training=training if isinstance(training, dict) else None)
+                    training=training if isinstance(training, dict) and others.height
+                    else None, definition=definition)
 
 
 def _notes(*, decontam_known: bool, audit_dir: str | Path | None,
@@ -517,7 +519,8 @@ def score_guard(adapter: GuardAdapter, *,
     notes = _notes(decontam_known=decontam is not None, audit_dir=audit_dir, ordered=ordered,
                    done=done, earlier=earlier)
     sha256 = {**earlier.sha256, **{b: (inputs.benchmark_sha256 or {}).get(b) for b in ordered}}
-    files.write_json(_meta(adapter, name, version=version, definition=definition, fp=fp,
+    files.write_json(_meta(adapter, name, version=version, fp=fp,
+                           definition=definition or earlier.definition,
                            sha256=sha256, computed=_computed(done, table), table=table,
                            unavailable=inputs.unavailable, decontam_known=decontam is not None,
                            training=own.doc if own is not None else earlier.training),

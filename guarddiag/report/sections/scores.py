@@ -294,4 +294,4 @@ def _answers_line(run_id: str, a: Mapping[str, Any]) -> str:
         parts.append(f"{a.get('adapter')} {a['source']}")
     if a.get("model_sha256"):
         parts.append(f"file sha256 {str(a['model_sha256'])[:16]}")
-    return f"{run_id.removeprefix('guard/')}: computed {when} UTC; {', '.join(parts)}"
+    return f"{run_id.removeprefix('guard/')}: computed {when} (UTC); {', '.join(parts)}"
