@@ -232,3 +232,21 @@ def test_the_cutoff_is_stated_and_applied_at_one_half(tmp_path, capsys):
                     frames=_frames("h_bench", "b_bench"))
     assert result.to_dict()["unsafe_cutoff"] == 0.5
     assert _pct(result) == {"b_bench": pytest.approx(100 / 3), "h_bench": 50.0}
+
+
+def test_rescore_of_a_selection_asks_only_it_and_keeps_the_rest(tmp_path):
+    state = {"p": 0.9}
+
+    def model_guard(texts):
+        return [state["p"]] * len(texts)
+
+    _score(model_guard, tmp_path, version="v1")
+    state["p"] = 0.1
+    part = _score(model_guard, tmp_path, frames=_frames("c_bench"), version="v1", rescore=True)
+    assert (part.n_asked, part.n_reused) == (2, 0)
+    table = pl.read_parquet(part.table_path).sort("benchmark", "prompt_id")
+    by_bench = {b: g["p_unsafe"].to_list() for (b,), g in table.group_by(["benchmark"])}
+    assert by_bench == {"b_bench": [0.9] * 3, "c_bench": [0.1] * 2, "h_bench": [0.9] * 4}
+    # The other benchmarks' answers are still saved: scoring everything asks nothing.
+    again = _score(model_guard, tmp_path, version="v1")
+    assert (again.n_asked, again.n_reused) == (0, 9)

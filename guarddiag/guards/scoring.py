@@ -147,14 +147,15 @@ class _RawLog:
     stale: dict[str, int]
 
 
-def _load_raw(path: Path, fp: str) -> _RawLog:
+def _load_raw(path: Path, fp: str, *, forget: frozenset[str] = frozenset()) -> _RawLog:
     """Earlier answers of this guard (later lines win); answers of another identity are counted,
-    never reused, and dropped from the log."""
+    never reused, and dropped from the log, as are the answers on the ``forget`` benchmarks."""
     log = _RawLog({}, {})
     if not path.is_file():
         return log
     repair_jsonl_tail(path)
     kept_lines: list[str] = []
+    n_forgotten = 0
     with open(path, encoding="utf-8", errors="replace") as fh:
         for line in fh:
             try:
@@ -166,20 +167,24 @@ def _load_raw(path: Path, fp: str) -> _RawLog:
             if rec_fp != fp:
                 log.stale[rec_fp] = log.stale.get(rec_fp, 0) + 1
                 continue
+            if key[0] in forget:
+                n_forgotten += 1
+                continue
             log.done[key] = rec
             kept_lines.append(line if line.endswith("\n") else line + "\n")
-    if log.stale:
+    if log.stale or n_forgotten:
         files.write_text("".join(kept_lines), path)
     return log
 
 
-def _open_log(raw_path: Path, fp: str, *, name: str, fresh: bool
-              ) -> dict[tuple[str, str], dict[str, Any]]:
-    """The answers to reuse: none when ``fresh`` (the log is removed), else the raw log's
-    answers under fingerprint ``fp`` (other identities' are dropped, and said so)."""
-    if fresh:
+def _open_log(raw_path: Path, fp: str, *, name: str, resumable: bool,
+              rescore: frozenset[str]) -> dict[tuple[str, str], dict[str, Any]]:
+    """The answers to reuse: the raw log's answers under fingerprint ``fp`` (other identities'
+    are dropped, and said so), less those on the ``rescore`` benchmarks; none at all for an
+    adapter that is not ``resumable`` (the log is removed)."""
+    if not resumable:
         raw_path.unlink(missing_ok=True)
-    log = _load_raw(raw_path, fp)
+    log = _load_raw(raw_path, fp, forget=rescore)
     if log.stale:
         say(f"{name}: the guard changed since {sum(log.stale.values())} answer(s) were "
             f"computed (identity {', '.join(sorted(log.stale))} → {fp}); not reusing them")
@@ -318,7 +323,7 @@ class _Earlier:
     """The definition the same identity was scored with before."""
 
 
-def _earlier_rows(table_path: Path, meta_path: Path, *, fp: str, rescore: bool,
+def _earlier_rows(table_path: Path, meta_path: Path, *, fp: str,
                   selected: Sequence[str]) -> _Earlier:
     meta = files.read_json(meta_path) if meta_path.is_file() else {}
     meta = meta if isinstance(meta, dict) and meta.get("fingerprint") == fp else {}
@@ -328,7 +333,7 @@ def _earlier_rows(table_path: Path, meta_path: Path, *, fp: str, rescore: bool,
         return _Earlier(rows=pl.DataFrame(), sha256={}, definition=definition)
     others = read_table(table_path).filter(~pl.col("benchmark").is_in(list(selected)))
     benches = tuple(sorted(set(others["benchmark"].to_list())))
-    if others.height and (rescore or not meta):
+    if others.height and not meta:
         return _Earlier(rows=pl.DataFrame(), sha256={}, dropped=benches, definition=definition)
     old_sha = meta.get("benchmark_sha256")
     old_sha = old_sha if isinstance(old_sha, dict) else {}
@@ -470,7 +475,8 @@ def score_guard(adapter: GuardAdapter, *,
     ``chunk_size``).
 
     Answers are reused only under the same identity (:func:`identity`: the adapter's
-    description and ``version``); ``rescore`` asks every selected prompt again. Rows of
+    description and ``version``); ``rescore`` asks every selected prompt again (other
+    benchmarks' rows and answers stay). Rows of
     benchmarks outside the selection stay as they were, unless an earlier identity of the guard
     computed them (then they are dropped, and the result's notes say so). ``definition``
     states what "unsafe" means for the guard (default: what the adapter says).
@@ -490,8 +496,8 @@ def score_guard(adapter: GuardAdapter, *,
     table_path, raw_path, meta_path = (out_dir / f"{name}{suffix}" for suffix in
                                        (".parquet", ".raw.jsonl", ".meta.json"))
     fp = fingerprint(adapter, version=version)
-    done = _open_log(raw_path, fp, name=name,
-                     fresh=rescore or not getattr(adapter, "resumable", True))
+    done = _open_log(raw_path, fp, name=name, resumable=getattr(adapter, "resumable", True),
+                     rescore=frozenset(inputs.frames) if rescore else frozenset())
 
     ordered = {b: inputs.frames[b].with_columns(pl.col("prompt_id").cast(pl.String))
                for b in sorted(inputs.frames)}
@@ -505,8 +511,7 @@ def score_guard(adapter: GuardAdapter, *,
 
     decontam = _decontaminated(Path(audit_dir) if audit_dir is not None else None,
                                derived_dir=derived_dir, data_dir=data_dir)
-    earlier = _earlier_rows(table_path, meta_path, fp=fp, rescore=rescore,
-                            selected=list(ordered))
+    earlier = _earlier_rows(table_path, meta_path, fp=fp, selected=list(ordered))
     table = _merged(validate(_table(name, adapter.kind, ordered, done, decontam),
                              source=str(table_path)), earlier, source=str(table_path))
     own = None if training_data is None else _own_audit(
