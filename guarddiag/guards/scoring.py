@@ -455,16 +455,15 @@ def _meta(adapter: GuardAdapter, name: str, *, version: str | None, definition: 
     }
 
 
-def score_guard(adapter: GuardAdapter, *,
-                benchmarks: str | Sequence[str] = "all,derived",
+def score_guard(adapter: GuardAdapter, *, benchmarks: str | Sequence[str] = "all,derived",
                 runs_dir: str | Path = "work/runs", audit_dir: str | Path | None = "work/audit",
                 data_dir: str | Path | None = None, derived_dir: str | Path | None = None,
                 frames: dict[str, pl.DataFrame] | None = None, name: str | None = None,
                 mapping: str = "loose", chunk_size: int | None = None,
                 benchmark_sha256: dict[str, str] | None = None, version: str | None = None,
                 rescore: bool = False, definition: str | None = None,
-                training_data: str | Path | None = None,
-                training_text_column: str = "text") -> GuardScoreResult:
+                training_data: str | Path | None = None, training_text_column: str = "text"
+                ) -> GuardScoreResult:
     """Score ``adapter`` on the benchmarks and write its predictions table (see module doc).
 
     ``benchmarks`` defaults to every benchmark and every derived (mutated) subset, as the
