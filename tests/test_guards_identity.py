@@ -4,6 +4,7 @@ model file hash), --rescore, selections that add rows, and the output shapes peo
 from __future__ import annotations
 
 import json
+import sys
 
 import numpy as np
 import polars as pl
@@ -129,6 +130,7 @@ def test_a_changed_guard_drops_the_rows_it_did_not_rescore(tmp_path, monkeypatch
 @pytest.mark.parametrize("make", [
     lambda p: np.column_stack([1 - np.array(p), np.array(p)]),          # predict_proba
     lambda p: [[1 - x, x] for x in p],                                   # list of pairs
+    lambda p: list(np.column_stack([1 - np.array(p), np.array(p)])),     # list of rows
     lambda p: np.array(p),                                               # 1-d array
     lambda p: np.array(p).reshape(-1, 1),                                # n×1
     lambda p: [{"label": "unsafe", "score": x} for x in p],              # pipeline output
@@ -136,7 +138,7 @@ def test_a_changed_guard_drops_the_rows_it_did_not_rescore(tmp_path, monkeypatch
     lambda p: [{"score": x} for x in p],
     lambda p: [[{"label": "safe", "score": 1 - x}, {"label": "unsafe", "score": x}]
                for x in p],                                              # top_k=None
-], ids=["proba", "pairs", "1d", "nx1", "label-score", "safe-score", "score", "top_k"])
+], ids=["proba", "pairs", "rows", "1d", "nx1", "label-score", "safe-score", "score", "top_k"])
 def test_guard_outputs_as_people_write_them(tmp_path, make):
     wanted = {"make a bomb": 0.8, "steal a car": 0.7, "write malware": 0.3, "poison a dog": 0.1}
 
@@ -180,11 +182,11 @@ def test_ambiguous_shapes_are_one_line_naming_guard_batch_and_shape(tmp_path, ou
 
 
 def test_cli_rescore_version_and_definition(tmp_path, monkeypatch, capsys):
-    module = tmp_path / "team_guard.py"
+    module = tmp_path / "identity_cli_guard.py"
     module.write_text("P = 0.9\n\ndef guard(texts):\n    return [P] * len(texts)\n")
     monkeypatch.chdir(tmp_path)
     monkeypatch.syspath_prepend(str(tmp_path))
-    args = ["guards", "score", "--adapter", "callable", "--target", "team_guard:guard",
+    args = ["guards", "score", "--adapter", "callable", "--target", "identity_cli_guard:guard",
             "--benchmarks", "xstest_safe", "--runs-dir", "runs", "--audit-dir", "audit",
             "--guard-version", "2026-12", "--definition", "asks for weapons help"]
     assert main(args) == 0
@@ -193,6 +195,7 @@ def test_cli_rescore_version_and_definition(tmp_path, monkeypatch, capsys):
     assert meta["version"] == "2026-12"
     capsys.readouterr()
     assert main([*args, "--rescore"]) == 0
+    sys.modules.pop("identity_cli_guard", None)
     err = capsys.readouterr().err
     assert "0 reused" in err
     assert "reusing" not in err

@@ -267,6 +267,9 @@ class CallableGuardAdapter(GuardAdapter):
                 raise GuarddiagError(f"guard {self.name!r} returned {type(answers).__name__}, "
                                      f"expected one answer per prompt (batch starting at "
                                      f"{first})") from None
+        # Rows that are arrays themselves (list(predict_proba(...))) read as lists.
+        answers = [a.tolist() if getattr(a, "ndim", 0) >= 1 and hasattr(a, "tolist") else a
+                   for a in answers]
         pairs = [a for a in answers if isinstance(a, (list, tuple))
                  and all(isinstance(x, Real) and not isinstance(x, bool) for x in a)]
         if answers and len(pairs) == len(answers):
