@@ -11,8 +11,10 @@ from scipy.stats import binomtest
 
 from guarddiag.analyses.inputs import read_outside_own
 from guarddiag.analyses.outside import own_decontam_table
+from guarddiag.errors import GuarddiagError
 from guarddiag.guards.callable import CallableGuardAdapter
-from guarddiag.guards.scoring import OWN_DECONTAM, score_guard
+from guarddiag.guards.own_decontam import OWN_DECONTAM
+from guarddiag.guards.scoring import score_guard
 
 
 def _frames() -> dict[str, pl.DataFrame]:
@@ -106,3 +108,19 @@ def test_scores_on_each_prompt_set_by_hand(scored):
         0, named=True)
     ci = binomtest(1, 2).proportion_ci(0.95, method="wilson")
     assert (row["score"], row["low"], row["high"]) == pytest.approx((0.5, ci.low, ci.high))
+
+
+def test_a_bad_training_file_fails_before_the_guard_is_asked(tmp_path):
+    asked = []
+
+    def guard(texts):
+        asked.extend(texts)
+        return [0.5] * len(texts)
+
+    bad = tmp_path / "train.csv"
+    bad.write_text("prompt\nhello\n", encoding="utf-8")
+    with pytest.raises(GuarddiagError, match=r"train.csv: missing column\(s\) text; found "
+                                             r"prompt"):
+        score_guard(CallableGuardAdapter(function=guard, name="g"), frames=_frames(),
+                    runs_dir=tmp_path / "runs", audit_dir=None, training_data=bad)
+    assert asked == []

@@ -120,7 +120,7 @@ def _add_identity_and_model_options(src: argparse._ArgumentGroup) -> None:
                           "against the benchmarks, so the report also shows the guard on its "
                           "own decontaminated prompts (column survives_own_decontam)")
     src.add_argument("--training-text-column", default="text", metavar="C",
-                     help="column of --training-data holding the prompt text (default text)")
+                     help="column of --training-data holding the prompt text")
     src.add_argument("--risk-name", default=None,
                      help="granite-guardian: guardian_config risk_name (default harm)")
     src.add_argument("--risk-definition", default=None, metavar="TEXT",

@@ -33,22 +33,18 @@ from typing import Any
 import polars as pl
 
 from guarddiag import data, files
-from guarddiag.audit import audit_frames, load_decontaminated, read_pool
-from guarddiag.audit.outputs import inherit_decontamination
+from guarddiag.audit import load_decontaminated
 from guarddiag.errors import GuarddiagError
 from guarddiag.files import read_table
 from guarddiag.guards.backends import repair_jsonl_tail
 from guarddiag.guards.base import PROMPT_RESPONSE, GuardAdapter, GuardVerdict, check_guard_name
+from guarddiag.guards.own_decontam import own_audit, read_training, with_own_flags
 from guarddiag.guards.responses import RESPONSE, with_responses
 from guarddiag.labels import CLASSES, PROB_COLUMNS, get_mapping
 from guarddiag.predictions import validate
 from guarddiag.progress import progress, say
 
 RUN_PREFIX = "guard/"
-OWN_DECONTAM = "survives_own_decontam"
-"""Extra column of an outside guard's table: the prompt survives the audit of the guard's own
-training data (``training_data=``); null where that audit was not run. ``survives_decontam``
-stays the pool audit's flag, the one every run shares."""
 UNSAFE_CUTOFF = 0.5
 """A guard calls a prompt unsafe when its P(unsafe) is at least this (the printed summary; the
 report's default threshold is the same 0.5)."""
@@ -382,59 +378,6 @@ def _computed(done: dict[tuple[str, str], dict[str, Any]], table: pl.DataFrame
     return {"first": min(times) if times else None, "last": max(times) if times else None}
 
 
-@dataclass(frozen=True)
-class _OwnAudit:
-    """The guard's training prompts audited against the scored benchmarks."""
-
-    kept: dict[str, frozenset[str]]
-    """Per benchmark, the prompt ids that survive (exact overlaps removed)."""
-    doc: dict[str, Any]
-    """What the guard's meta.json says about it (file, sha256, rows, per-benchmark counts)."""
-
-
-def _own_audit(training_data: str | Path, ordered: dict[str, pl.DataFrame], *,
-               text_column: str, bases: dict[str, str]) -> _OwnAudit:
-    """Audit the guard's own training prompts against the benchmarks, with the pool audit's
-    default rules (exact and near duplicates found, exact ones removed); a derived subset
-    inherits its base's list, as in the pool audit."""
-    path = Path(training_data)
-    ids, texts = read_pool(path, text_column=text_column, id_column=None)
-    result = audit_frames(ids, texts, {b: f.select("prompt_id", "text")
-                                       for b, f in ordered.items()}, near_dup=True)
-    direct = {b: frozenset(v) for b, v in result.decontaminated.items()}
-    kept = {b: ids_ for b, ids_ in inherit_decontamination(
-        direct, {d: b for d, b in bases.items() if d in ordered}).items() if b in ordered}
-    counts = {o.benchmark: {"n": o.n, "n_exact": o.n_exact, "n_near": o.n_near,
-                            "n_kept": len(kept.get(o.benchmark, ()))}
-              for o in result.benchmarks}
-    return _OwnAudit(kept=kept, doc={"file": str(path.resolve()),
-                                     "sha256": files.sha256_file(path),
-                                     "text_column": text_column, "rows": len(texts),
-                                     "benchmarks": counts})
-
-
-def _with_own_flags(table: pl.DataFrame, own: _OwnAudit | None, earlier: pl.DataFrame
-                    ) -> pl.DataFrame:
-    """``table`` with the :data:`OWN_DECONTAM` column: this run's own audit for the scored
-    benchmarks, the earlier rows' flags for the kept ones, null elsewhere."""
-    parts = []
-    if own is not None:
-        parts.append(pl.DataFrame(
-            [(b, pid, pid in own.kept.get(b, frozenset())) for b, pid in
-             zip(table["benchmark"].to_list(), table["prompt_id"].to_list(), strict=True)
-             if b in own.kept],
-            schema={"benchmark": pl.String, "prompt_id": pl.String, OWN_DECONTAM: pl.Boolean},
-            orient="row"))
-    if OWN_DECONTAM in earlier.columns:
-        parts.append(earlier.select("benchmark", "prompt_id", pl.col(OWN_DECONTAM)
-                                    .cast(pl.Boolean)))
-    if not parts:
-        return table
-    flags = pl.concat(parts).unique(["benchmark", "prompt_id"], keep="first",
-                                    maintain_order=True)
-    return table.join(flags, on=["benchmark", "prompt_id"], how="left", maintain_order="left")
-
-
 def _meta(adapter: GuardAdapter, name: str, *, version: str | None, definition: str | None,
           fp: str, sha256: dict[str, str | None], computed: dict[str, str | None],
           table: pl.DataFrame, unavailable: tuple[str, ...], decontam_known: bool,
@@ -495,6 +438,7 @@ def score_guard(adapter: GuardAdapter, *, benchmarks: str | Sequence[str] = "all
     table_path, raw_path, meta_path = (out_dir / f"{name}{suffix}" for suffix in
                                        (".parquet", ".raw.jsonl", ".meta.json"))
     fp = fingerprint(adapter, version=version)
+    training = read_training(training_data, text_column=training_text_column)
     done = _open_log(raw_path, fp, name=name, resumable=getattr(adapter, "resumable", True),
                      rescore=frozenset(inputs.frames) if rescore else frozenset())
 
@@ -513,10 +457,8 @@ def score_guard(adapter: GuardAdapter, *, benchmarks: str | Sequence[str] = "all
     earlier = _earlier_rows(table_path, meta_path, fp=fp, selected=list(ordered))
     table = _merged(validate(_table(name, adapter.kind, ordered, done, decontam),
                              source=str(table_path)), earlier, source=str(table_path))
-    own = None if training_data is None else _own_audit(
-        training_data, ordered, text_column=training_text_column,
-        bases=inputs.derived_from)
-    files.write_parquet(_with_own_flags(table, own, earlier.rows), table_path)
+    own = None if training is None else own_audit(training, ordered, bases=inputs.derived_from)
+    files.write_parquet(with_own_flags(table, own, earlier.rows), table_path)
     summary = _summary(table.filter(pl.col("benchmark").is_in(list(ordered))), ordered,
                        read_out.name)
     n_failed = int((table["status"] == "failed").sum())
