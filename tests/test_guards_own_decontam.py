@@ -13,8 +13,8 @@ from guarddiag.analyses.inputs import read_outside_own
 from guarddiag.analyses.outside import own_decontam_table
 from guarddiag.errors import GuarddiagError
 from guarddiag.guards.callable import CallableGuardAdapter
-from guarddiag.guards.own_decontam import OWN_DECONTAM
 from guarddiag.guards.scoring import score_guard
+from guarddiag.predictions import OWN_DECONTAM
 
 
 def _frames() -> dict[str, pl.DataFrame]:

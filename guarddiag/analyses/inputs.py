@@ -230,20 +230,16 @@ def read_outside_answers(runs_dir: Path) -> dict[str, dict[str, Any]]:
     return out
 
 
-OWN_DECONTAM = "survives_own_decontam"
-"""The outside guards' own-decontamination flag (:data:`guarddiag.guards.scoring.OWN_DECONTAM`;
-read here by name, as the analyses do not import the guards)."""
-
-
 def read_outside_own(runs_dir: Path) -> pl.DataFrame | None:
-    """The :data:`OWN_DECONTAM` flags of every outside guard that has them (non-null rows)."""
+    """The :data:`~guarddiag.predictions.OWN_DECONTAM` flags of every outside guard that has
+    them (non-null rows)."""
     parts = []
     for path in sorted((Path(runs_dir) / "outside").glob("*.parquet")):
         frame = files.read_table(path)
-        if OWN_DECONTAM in frame.columns:
+        if preds_mod.OWN_DECONTAM in frame.columns:
             parts.append(frame.select("run_id", "benchmark", "prompt_id",
-                                      pl.col(OWN_DECONTAM).cast(pl.Boolean))
-                         .filter(pl.col(OWN_DECONTAM).is_not_null()))
+                                      pl.col(preds_mod.OWN_DECONTAM).cast(pl.Boolean))
+                         .filter(pl.col(preds_mod.OWN_DECONTAM).is_not_null()))
     parts = [p for p in parts if p.height]
     return pl.concat(parts) if parts else None
 

@@ -23,6 +23,7 @@ from guarddiag import stats
 from guarddiag.analyses.intervals import WILSON, recipe_interval_aggs
 from guarddiag.analyses.load import student_runs
 from guarddiag.analyses.scores import METRIC_OF_KIND, ScoresResult
+from guarddiag.predictions import OWN_DECONTAM
 
 # Keys typed Any: DataFrame.cast takes a mapping keyed by names or selectors.
 SCHEMA: dict[Any, PolarsDataType] = {
@@ -79,8 +80,8 @@ def own_decontam_table(predictions: pl.DataFrame, own: pl.DataFrame | None, *,
         if bench not in kinds:
             continue
         masks = {"pool-decontaminated": part["survives_decontam"],
-                 "own-decontaminated": part["survives_own_decontam"],
-                 "both": part["survives_decontam"] & part["survives_own_decontam"]}
+                 "own-decontaminated": part[OWN_DECONTAM],
+                 "both": part["survives_decontam"] & part[OWN_DECONTAM]}
         for prompts in OWN_PROMPTS:
             sub = part.filter(masks[prompts])
             n, k = sub.height, int(sub["_unsafe"].sum())

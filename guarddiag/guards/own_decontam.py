@@ -3,8 +3,9 @@ scored on (``score_guard(..., training_data=FILE)``).
 
 "Decontaminated" everywhere else means the prompts that survive the audit of the branches'
 training pool (``survives_decontam``, the flag every run shares). A guard trained on its own
-data gets the same audit against that data, stored as its own column (:data:`OWN_DECONTAM`)
-beside the pool flag, never over it: the report shows the guard on both prompt sets.
+data gets the same audit against that data, stored as its own column
+(:data:`guarddiag.predictions.OWN_DECONTAM`) beside the pool flag, never over it: the report
+shows the guard on both prompt sets.
 """
 
 from __future__ import annotations
@@ -18,11 +19,7 @@ import polars as pl
 from guarddiag import files
 from guarddiag.audit import audit_frames, read_pool
 from guarddiag.audit.outputs import inherit_decontamination
-
-OWN_DECONTAM = "survives_own_decontam"
-"""Extra column of an outside guard's table: the prompt survives the audit of the guard's own
-training data (``training_data=``); null where that audit was not run. ``survives_decontam``
-stays the pool audit's flag, the one every run shares."""
+from guarddiag.predictions import OWN_DECONTAM
 
 
 @dataclass(frozen=True)
