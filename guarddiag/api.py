@@ -73,20 +73,32 @@ def run_audit(pool: str | Path, *, benchmarks: str | Sequence[str] = "all",
 
 
 def score_guard(guard: GuardAdapter | GuardFunction | PairGuardFunction, *,
-                benchmarks: str | Sequence[str] = "all", name: str | None = None,
+                benchmarks: str | Sequence[str] = "all,derived", name: str | None = None,
                 runs_dir: str | Path = "work/runs", audit_dir: str | Path | None = "work/audit",
                 data_dir: str | Path | None = None, derived_dir: str | Path | None = None,
                 mapping: str = "loose", batch_size: int = 64,
-                definition: str | None = None, input: str | None = None) -> GuardScoreResult:
+                definition: str | None = None, input: str | None = None,
+                version: str | None = None, rescore: bool = False,
+                training_data: str | Path | None = None,
+                training_text_column: str = "text") -> GuardScoreResult:
     """Score an outside guard on the benchmarks; writes ``<runs_dir>/outside/<name>.parquet``.
 
     ``guard`` is a guard adapter or a plain function from prompt texts to one answer each
     (P(unsafe), a label, or class probabilities); ``name`` defaults to the function's name.
+    ``benchmarks`` defaults to every benchmark and every derived (mutated) subset; a prompt is
+    called unsafe at P(unsafe) ≥ 0.5.
     ``definition`` says in one sentence what "unsafe" means for the guard (shown beside
     Table 2). Answers already saved for the same guard are reused, so an interrupted run
-    resumes. ``input="prompt+response"`` scores a function ``fn(prompts, responses)`` on
-    benchmarks that carry a model's responses (WildGuardTest); an adapter says what it reads
-    itself.
+    resumes: the same guard means the same identity, which is the function's source (or the
+    adapter's model file hash and options) and ``version`` — pass a new ``version`` when the
+    model behind the function changes (a retrained file, a new constant read elsewhere), or
+    ``rescore=True`` to ask every selected prompt again. Benchmarks outside ``benchmarks`` keep
+    the rows they were scored with. ``training_data`` (a table of the guard's own training
+    prompts, text in ``training_text_column``) is audited against the benchmarks, so the report
+    shows the guard on its own decontaminated prompts beside the pool-decontaminated ones.
+    ``input="prompt+response"`` scores a function
+    ``fn(prompts, responses)`` on benchmarks that carry a model's responses (WildGuardTest); an
+    adapter says what it reads itself.
     """
     if isinstance(guard, GuardAdapter):
         if input is not None and input != guard.input:
@@ -99,7 +111,9 @@ def score_guard(guard: GuardAdapter | GuardFunction | PairGuardFunction, *,
     try:
         return score_adapter(adapter, benchmarks=benchmarks, runs_dir=runs_dir,
                              audit_dir=audit_dir, data_dir=data_dir, derived_dir=derived_dir,
-                             name=name, mapping=mapping)
+                             name=name, mapping=mapping, version=version, rescore=rescore,
+                             definition=definition, training_data=training_data,
+                             training_text_column=training_text_column)
     finally:
         if adapter is not guard:
             adapter.close()

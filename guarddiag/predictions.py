@@ -63,6 +63,10 @@ SCHEMA: dict[str, pl.DataType] = {
     "status": pl.String(),
 }
 COLUMNS: tuple[str, ...] = tuple(SCHEMA)
+OWN_DECONTAM = "survives_own_decontam"
+"""An outside guard's optional extra column: the prompt survives the audit of the guard's own
+training data (null where that audit was not run). Not part of :data:`SCHEMA`: ``validate``
+drops it, and ``survives_decontam`` stays the pool audit's flag every run shares."""
 GUARD_KINDS = ("branch", "baseline", "outside")
 STATUSES = ("ok", "failed")
 _PROB_TOL = 1e-4

@@ -25,6 +25,8 @@ from typing import Any, Protocol, TypeVar
 import polars as pl
 from pydantic import Field
 
+from guarddiag.audit.provenance import prune_flag_sources
+from guarddiag.errors import GuarddiagError
 from guarddiag.files import git_sha, package_versions, read_json, write_json, write_parquet
 from guarddiag.labels import PROB_COLUMNS
 from guarddiag.roles import BranchRoles
@@ -200,3 +202,70 @@ class ScoreCache:
         write_json({"key": self.key, "inputs": {b: self.shas[b] for b in order}},
                    self.folder / SCORES_META)
         return frame
+
+
+# ----------------------------------------------------------------------------- pruning
+
+@dataclass(frozen=True)
+class PruneResult:
+    """What :func:`prune_benchmarks` removed, per file."""
+
+    benchmarks: tuple[str, ...]
+    removed: dict[str, int]
+    """Rows removed, by the file they were removed from (files without such rows absent)."""
+
+    @property
+    def n_removed(self) -> int:
+        return sum(self.removed.values())
+
+
+def _prune_table(path: Path, benchmarks: Sequence[str], removed: dict[str, int]) -> None:
+    frame = pl.read_parquet(path)
+    if "benchmark" not in frame.columns:
+        return
+    kept = frame.filter(~pl.col("benchmark").is_in(list(benchmarks)))
+    if kept.height != frame.height:
+        write_parquet(kept, path)
+        # The table's decontamination record names its sha256: describe the pruned table.
+        prune_flag_sources(path, benchmarks)
+        removed[str(path)] = frame.height - kept.height
+
+
+def _prune_json_list(path: Path, key: str, benchmarks: Sequence[str]) -> None:
+    """Drop ``benchmarks`` from the list or mapping under ``key`` of a JSON file."""
+    if not path.is_file():
+        return
+    meta = read_json(path)
+    value = meta.get(key) if isinstance(meta, dict) else None
+    if isinstance(value, dict):
+        meta[key] = {k: v for k, v in value.items() if k not in benchmarks}
+    elif isinstance(value, list):
+        meta[key] = [k for k in value if k not in benchmarks]
+    else:
+        return
+    write_json(meta, path)
+
+
+def prune_benchmarks(runs_dir: str | Path, benchmarks: Sequence[str]) -> PruneResult:
+    """Remove every row of ``benchmarks`` from a runs folder, on purpose: the predictions
+    table, each outside guard's table (and its meta's benchmark list) and each run's score
+    cache. Other benchmarks' rows stay as they were; a guard's raw answers stay (scoring the
+    benchmark again reuses them)."""
+    runs_dir = Path(runs_dir)
+    wanted = tuple(dict.fromkeys(b.strip() for b in benchmarks if b.strip()))
+    if not wanted:
+        raise GuarddiagError("--benchmarks: name at least one benchmark id to prune")
+    if not runs_dir.is_dir():
+        raise GuarddiagError(f"{runs_dir}: runs folder not found")
+    removed: dict[str, int] = {}
+    if (runs_dir / PREDICTIONS_FILE).is_file():
+        _prune_table(runs_dir / PREDICTIONS_FILE, wanted, removed)
+    for path in sorted((runs_dir / "outside").glob("*.parquet")):
+        _prune_table(path, wanted, removed)
+        meta_path = path.with_suffix(".meta.json")
+        _prune_json_list(meta_path, "benchmarks", wanted)
+        _prune_json_list(meta_path, "benchmark_sha256", wanted)
+    for scores in sorted(runs_dir.glob(f"**/{SCORES_FILE}")):
+        _prune_table(scores, wanted, removed)
+        _prune_json_list(scores.parent / SCORES_META, "inputs", wanted)
+    return PruneResult(benchmarks=wanted, removed=removed)

@@ -416,3 +416,123 @@ def test_a_missing_response_column_is_a_one_line_error(setup, capsys):
     ddir, src = setup
     assert add(ddir, src, "--response-column", "reply") == 2
     assert 'no column "reply" (--response-column)' in one_line_error(capsys)
+
+
+# ── mixed files: --label-column, refusal, --whole-file (issue 31, item 5) ─────────────────────
+
+
+def mixed_rows() -> list[dict[str, str]]:
+    """20 rows, labels cycling harmful, benign, benign, unsafe: rows 1, 4, 5, 8, … harmful."""
+    labels = ("harmful", "benign", "benign", "unsafe")
+    return [{"uid": f"m{i:02d}", "prompt": f"Mixed prompt {i}", "label": labels[(i - 1) % 4]}
+            for i in range(1, 21)]
+
+
+def test_a_label_column_splits_the_file_into_harmful_and_benign(setup, capsys):
+    ddir, _ = setup
+    src = write_csv(ddir.parent / "team" / "mixed.csv", mixed_rows())
+    assert cli.main(["--data-dir", str(ddir), "data", "add", str(src), "--id", "team",
+                     "--text-column", "prompt", "--id-column", "uid", "--label-column", "label",
+                     "--harmful-values", "harmful,unsafe"]) == 0
+    out = capsys.readouterr().out
+    with open(src, newline="", encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    harmful_ids = [r["uid"] for r in rows if r["label"] in ("harmful", "unsafe")]
+    benign_ids = [r["uid"] for r in rows if r["label"] == "benign"]
+    assert len(harmful_ids) == len(benign_ids) == 10
+    assert "added team_harmful: 10 harmful prompts" in out
+    assert "added team_benign: 10 benign prompts" in out
+    loaded = data.load_benchmarks("team_harmful,team_benign", data_dir=ddir)
+    assert loaded.frames["team_harmful"]["prompt_id"].to_list() == harmful_ids
+    assert loaded.frames["team_benign"]["prompt_id"].to_list() == benign_ids
+    assert set(loaded.frames["team_benign"]["label_kind"]) == {"benign"}
+    doc = yaml.safe_load((ddir / "user_manifests" / "team_benign.yaml").read_text())
+    assert (doc["filter_field"], doc["filter_values"]) == ("label", ["benign"])
+
+
+def test_benign_values_make_any_other_value_an_error(setup, capsys):
+    ddir, _ = setup
+    rows = mixed_rows()
+    rows[6]["label"] = "unsure"  # row 7
+    src = write_csv(ddir.parent / "team" / "mixed.csv", rows)
+    assert cli.main(["--data-dir", str(ddir), "data", "add", str(src), "--id", "team",
+                     "--text-column", "prompt", "--label-column", "label",
+                     "--harmful-values", "harmful,unsafe", "--benign-values", "benign"]) == 2
+    err = one_line_error(capsys)
+    assert f'{src.resolve()} row 7 field "label": value \'unsure\' is neither' in err
+    assert cli.main(["--data-dir", str(ddir), "data", "add", str(src), "--id", "team",
+                     "--text-column", "prompt", "--label-column", "label",
+                     "--harmful-values", "toxic"]) == 2
+    assert "no row has the harmful value 'toxic'" in one_line_error(capsys)
+
+
+def test_a_mixed_file_added_as_one_kind_is_refused_unless_whole_file(setup, capsys):
+    ddir, _ = setup
+    src = write_csv(ddir.parent / "team" / "mixed.csv", mixed_rows())
+    base = ["--data-dir", str(ddir), "data", "add", str(src), "--id", "team",
+            "--text-column", "prompt", "--kind", "harmful"]
+    assert cli.main(base) == 2
+    err = one_line_error(capsys)
+    assert 'column "label" looks like a per-row label (values: benign (10), harmful (5), ' \
+           "unsafe (5))" in err
+    assert "--label-column label --harmful-values" in err
+    assert "--whole-file" in err
+    assert cli.main([*base, "--whole-file"]) == 0
+    assert "added team: 20 harmful prompts" in capsys.readouterr().out
+
+
+# ── smaller items (issue 31, item 7) ──────────────────────────────────────────────────────────
+
+
+def test_a_small_benchmark_is_told_the_minimum(setup, capsys):
+    ddir, _ = setup
+    src = write_csv(ddir.parent / "team" / "small.csv", red_team_rows(12))
+    assert add(ddir, src, subset_id="small") == 0
+    err = capsys.readouterr().err
+    assert ("small has 12 prompts: the report's policy-or-capability test needs 20, so it "
+            "will call it undetermined") in err
+    capsys.readouterr()
+    assert add(ddir, write_csv(ddir.parent / "team" / "big.csv", red_team_rows(20)),
+               subset_id="big") == 0
+    assert "undetermined" not in capsys.readouterr().err
+
+
+def test_an_edited_user_file_error_names_replace_on_load(setup):
+    ddir, src = setup
+    assert add(ddir, src) == 0
+    rows = red_team_rows()
+    rows[0]["prompt"] = "edited"
+    write_csv(src, rows)
+    with pytest.raises(GuarddiagError) as info:
+        data.load_benchmarks("my_set", data_dir=ddir)
+    message = str(info.value)
+    assert message.startswith(f"{src.resolve()}: checksum mismatch for my_set data file")
+    assert f"guarddiag data add {src.resolve()} --id my_set ... --replace" in message
+    assert "\n" not in message
+
+
+def test_an_unknown_benchmark_names_the_folders_searched(setup, capsys):
+    ddir, src = setup
+    elsewhere = ddir.parent / "my_manifests"
+    assert add(ddir, src, "--manifests-dir", str(elsewhere)) == 0
+    with pytest.raises(GuarddiagError) as info:
+        data.load_benchmarks("my_set", data_dir=ddir)
+    message = str(info.value)
+    assert message.startswith("unknown benchmark 'my_set'")
+    assert f"user {ddir / 'user_manifests'} (another folder is read when " \
+           f"$GUARDDIAG_USER_MANIFESTS names it)" in message
+    assert f"built-in {paths.manifests_dir() / 'benchmarks'}" in message
+
+
+def test_data_list_keeps_the_unavailable_note_on_its_own_line(setup, capsys):
+    ddir, src = setup
+    assert add(ddir, src) == 0
+    capsys.readouterr()
+    assert cli.main(["--data-dir", str(ddir), "data", "list"]) == 0
+    captured = capsys.readouterr()
+    lines = captured.out.splitlines()
+    assert "unavailable subsets are skipped by every command; `guarddiag data pull` " \
+           "fetches them" in lines
+    assert lines[lines.index("user: 1 of 1 subsets available, 30 of 30 prompts") + 1] \
+        .startswith(("derived", "unavailable subsets are skipped"))
+    assert "unavailable" not in captured.err

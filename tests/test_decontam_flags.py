@@ -336,10 +336,15 @@ def test_the_report_stops_on_one_benchmark_flagged_from_two_pools(audited, capsy
     assert "re-flag every table from one audit: `guarddiag predict --benchmarks adv" in err
 
 
-def test_the_report_stops_when_its_audit_is_not_the_flags_audit(audited, capsys):
+def test_the_report_stops_when_its_audit_is_not_the_flags_audit(audited, capsys, monkeypatch):
     """Flags from tmp/audit, then tmp/audit re-audited with other options: the report's
     overlap table would describe one audit and its decontaminated scores another."""
+    from guarddiag.analyses import inputs as inputs_mod
     from guarddiag.analyses.inputs import load_inputs
+
+    # The stand-in benchmark has no manifest; this test is about flags, so keep its rows.
+    monkeypatch.setattr(inputs_mod, "_drop_unknown_benchmarks",
+                        lambda predictions, manifests, notes: (predictions, ()))
 
     runs = audited / "runs"
     runs.mkdir()

@@ -54,6 +54,13 @@ def test_outside_guards_appear_next_to_branches_in_the_report(tmp_path):
     runs = work / "runs"
     file_result = score_guard(get_adapter("file", file=str(csv)), frames=frames, runs_dir=runs,
                               audit_dir=audit)
+    # A team benchmark scored earlier whose manifest is gone now (another
+    # GUARDDIAG_USER_MANIFESTS, a removed file): reported and left out, never a failure.
+    gone = pl.DataFrame({"benchmark": "team_gone", "prompt_id": ["1", "2"],
+                         "text": ["a", "b"], "label_kind": "harmful"})
+    score_guard(get_adapter("callable", function=lambda texts: [0.9] * len(texts),
+                            name="gone_guard"),
+                frames={"team_gone": gone}, runs_dir=runs, audit_dir=audit, version="v7")
     with ScriptedServer(_script) as server:
         endpoint = get_adapter("qwen3guard", endpoint=f"{server.base_url}#Qwen/Qwen3Guard-Gen-4B")
         endpoint_result = score_guard(endpoint, frames=frames, runs_dir=runs, audit_dir=audit)
@@ -82,7 +89,19 @@ def test_outside_guards_appear_next_to_branches_in_the_report(tmp_path):
         strict = ((part["p_HARMFUL"] + part["p_BOUNDARY_SAFE"]) >= 0.5).mean()
         assert q[(bench, "loose")] == pytest.approx(loose)
         assert q[(bench, "strict")] == pytest.approx(strict)
+    assert "team_gone" not in {r["benchmark"] for r in rows}
+    assert any(n.startswith("scored earlier, manifest not found: team_gone")
+               for n in res["notes"])
+    # When and from which identity each guard's answers were computed.
+    answers = res["results"]["outside"]["answers"]
+    assert set(answers) == {"guard/team_guard", "guard/qwen3guard-gen-4b"}
+    team_meta = json.loads((runs / "outside" / "team_guard.meta.json").read_text())
+    assert answers["guard/team_guard"]["fingerprint"] == team_meta["fingerprint"]
+    assert answers["guard/team_guard"]["first"] == team_meta["answers_computed"]["first"]
+    assert answers["guard/team_guard"]["model_sha256"] == files.sha256_file(csv)
     md = (out / "report.md").read_text(encoding="utf-8")
+    assert f"identity {team_meta['fingerprint']}" in md
+    assert "scored earlier, manifest not found: team\\_gone" in md
     assert "team\\_guard" in md  # Markdown escapes the underscore
     assert "qwen3guard-gen-4b" in md
 

@@ -261,17 +261,28 @@ def test_unanswered_prompts_are_failed_then_asked_again(tmp_path):
     assert second.n_failed == 1
 
 
-def test_changed_settings_under_the_same_name_is_an_error(tmp_path):
-    with ScriptedServer(lambda body, n: "Yes") as server:
+def test_changed_settings_under_the_same_name_ask_again(tmp_path):
+    # The server answers by risk: harm → "No" (safe), violence → "Yes" (unsafe); a rerun under
+    # the same name with the other risk must report the new answers, not the saved ones.
+    def answer(body, n):
+        return "Yes" if "violence" in json.dumps(body) else "No"
+
+    with ScriptedServer(answer) as server:
         spec = f"{server.base_url}#granite"
-        _score(get_adapter("granite-guardian", endpoint=spec), tmp_path)
-        with pytest.raises(GuarddiagError, match="other settings"):
-            _score(get_adapter("granite-guardian", endpoint=spec, name="granite",
-                               risk_name="violence"), tmp_path)
-        # Its own default name keeps the two apart.
-        other = _score(get_adapter("granite-guardian", endpoint=spec, risk_name="violence"),
-                       tmp_path)
-    assert other.name == "granite-violence"
+        first = _score(get_adapter("granite-guardian", endpoint=spec), tmp_path)
+        n_before = len(server.requests)
+        second = _score(get_adapter("granite-guardian", endpoint=spec, name="granite",
+                                    risk_name="violence"), tmp_path)
+        assert len(server.requests) - n_before == 7
+    assert first.fingerprint != second.fingerprint
+    assert (second.n_asked, second.n_reused) == (7, 0)
+    pct = {r["benchmark"]: r["pct_unsafe_loose"] for r in second.summary.iter_rows(named=True)}
+    assert pct == {"b_bench": 100.0, "h_bench": 100.0}
+    first_pct = {r["benchmark"]: r["pct_unsafe_loose"] for r in first.summary.iter_rows(named=True)}
+    assert first_pct == {"b_bench": 0.0, "h_bench": 0.0}
+    # The raw log keeps only the current identity's answers.
+    lines = second.raw_path.read_text().splitlines()
+    assert {json.loads(x)["fingerprint"] for x in lines} == {second.fingerprint}
 
 
 def test_survives_decontam_follows_the_audit(tmp_path):

@@ -143,7 +143,8 @@ def test_scoring_is_incremental(setup, monkeypatch):
     assert {r.n_scored for r in third.runs} == {5}  # only the changed subset, in every run
 
 
-def test_a_narrower_selection_keeps_what_was_scored_before(setup, monkeypatch, tmp_path):
+def test_a_narrower_selection_keeps_what_was_scored_before(setup, monkeypatch, tmp_path,
+                                                           capsys):
     import shutil
 
     import guarddiag.data
@@ -159,6 +160,8 @@ def test_a_narrower_selection_keeps_what_was_scored_before(setup, monkeypatch, t
     assert all(r.n_scored == 0 for r in narrow.runs)  # nothing re-scored
     after = pl.read_parquet(narrow.path)
     assert after.equals(before)  # harmbench_copyright is still there, bit for bit
+    assert ("kept the rows of 1 subset(s) scored earlier, outside this selection: "
+            "harmbench_copyright") in capsys.readouterr().err
     # a new subset joins the others
     more = dict(BENCH, jbb_benign=["how do i make a paper plane"])
     monkeypatch.setattr(guarddiag.data, "load_benchmarks", _fake_benchmarks(more))

@@ -352,11 +352,20 @@ def test_rank_group_naming_an_unknown_branch(tmp_path, capsys):
     assert "unknown branch 'E42' in the rank-test group" in err
 
 
-def test_unknown_benchmark_in_predictions(tmp_path, capsys):
-    err = _bad_run(tmp_path, lambda df: df.with_columns(
+def test_a_benchmark_whose_manifest_is_gone_is_left_out_with_a_note(tmp_path, capsys):
+    # Scored earlier under a user manifest that is not visible now: a note, not a failure.
+    work = write_inputs(tmp_path, pool=False, audit=False)
+    path = work / "runs" / "predictions.parquet"
+    pl.read_parquet(path).with_columns(
         pl.when(pl.col("benchmark") == "orbench_hard").then(pl.lit("my_private_set"))
-        .otherwise(pl.col("benchmark")).alias("benchmark")), capsys)
-    assert "benchmark 'my_private_set' has no kind" in err
+        .otherwise(pl.col("benchmark")).alias("benchmark")).write_parquet(path)
+    assert run_report(work, tmp_path / "out") == 0
+    res = json.loads((tmp_path / "out" / "results.json").read_text(encoding="utf-8"))
+    assert any(n.startswith("scored earlier, manifest not found: my_private_set")
+               for n in res["notes"])
+    scored = {r["cohort"]["benchmark"] for r in res["results"]["scores"]["scores"]}
+    assert "harmbench_copyright" in scored
+    assert "my_private_set" not in scored
 
 
 def test_missing_runs_dir(tmp_path, capsys):

@@ -71,6 +71,14 @@ class ReportInputs:
     unrecorded_flag_files: tuple[str, ...] = ()
     """Predictions files that record no audit for their flags (written before these records,
     or by a tool that keeps none)."""
+    outside_answers: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    """Per outside guard (run id), when and by which identity its answers were computed
+    (:func:`read_outside_answers`)."""
+    outside_own: pl.DataFrame | None = field(default=None, repr=False)
+    """Per outside guard audited against its own training data: run_id, benchmark, prompt_id,
+    survives_own_decontam (:func:`read_outside_own`); None when no guard was."""
+    no_manifest: tuple[str, ...] = ()
+    """Benchmarks scored earlier whose manifest is not found now: left out of the analyses."""
     run_meta: pl.DataFrame | None = field(default=None, repr=False)
     """Per scored run with a ``meta.json`` in the runs folder: size, parameters, checkpoint,
     training rows (:data:`~guarddiag.analyses.provenance.RUN_META_SCHEMA`); None where no run
@@ -213,6 +221,56 @@ def read_outside_definitions(runs_dir: Path) -> dict[str, str]:
     return out
 
 
+def read_outside_answers(runs_dir: Path) -> dict[str, dict[str, Any]]:
+    """Per outside guard (run id, name order): the first and last time its answers were asked
+    (UTC), its identity digest, its version and the function or model it names."""
+    out: dict[str, dict[str, Any]] = {}
+    for path in sorted((Path(runs_dir) / "outside").glob("*.meta.json")):
+        meta = files.read_json(path)
+        if not (isinstance(meta, dict) and isinstance(meta.get("run_id"), str)):
+            continue
+        computed = _section(meta, "answers_computed")
+        adapter = _section(meta, "adapter")
+        what = adapter.get("function") or adapter.get("model") or adapter.get("file") \
+            or adapter.get("guardrail")
+        out[meta["run_id"]] = {
+            "first": computed.get("first"), "last": computed.get("last"),
+            "fingerprint": meta.get("fingerprint"), "version": meta.get("version"),
+            "adapter": adapter.get("adapter"), "source": str(what) if what else None,
+            "model_sha256": adapter.get("model_sha256") or adapter.get("sha256"),
+            "training_data": (_section(meta, "training_data").get("file")),
+            "training_rows": (_section(meta, "training_data").get("rows"))}
+    return out
+
+
+def read_outside_own(runs_dir: Path) -> pl.DataFrame | None:
+    """The :data:`~guarddiag.predictions.OWN_DECONTAM` flags of every outside guard that has
+    them (non-null rows)."""
+    parts = []
+    for path in sorted((Path(runs_dir) / "outside").glob("*.parquet")):
+        frame = files.read_table(path)
+        if preds_mod.OWN_DECONTAM in frame.columns:
+            parts.append(frame.select("run_id", "benchmark", "prompt_id",
+                                      pl.col(preds_mod.OWN_DECONTAM).cast(pl.Boolean))
+                         .filter(pl.col(preds_mod.OWN_DECONTAM).is_not_null()))
+    parts = [p for p in parts if p.height]
+    return pl.concat(parts) if parts else None
+
+
+def _drop_unknown_benchmarks(predictions: pl.DataFrame,
+                             manifests: Mapping[str, BenchmarkManifest], notes: list[str]
+                             ) -> tuple[pl.DataFrame, tuple[str, ...]]:
+    """Rows of benchmarks whose manifest is gone (another user manifests folder, a removed
+    file) are left out with a note, never a failure; ``guarddiag runs prune`` removes them."""
+    gone = sorted(set(predictions["benchmark"].to_list()) - set(manifests) - {"pool_val"})
+    for bench in gone:
+        notes.append(f"scored earlier, manifest not found: {bench} (left out of the analyses; "
+                     f"`guarddiag runs prune --benchmarks {bench}` removes its rows)")
+    if not gone:
+        return predictions, ()
+    return predictions.filter(~pl.col("benchmark").is_in(gone)), tuple(gone)
+
+
 def read_run_meta(runs_dir: Path, run_ids: set[str]) -> pl.DataFrame | None:
     """The provenance fields of each scored run's ``meta.json`` (``<size>/<branch>/seed=<s>``
     and ``baseline/<name>/seed=<s>`` folders), in run-id order; None where there are none."""
@@ -238,6 +296,10 @@ def load_inputs(options: InputOptions) -> ReportInputs:
                                 options.audit_dir)
     audit_overlap, pool_sources = _read_overlap_origin(options.audit_dir, options.pool_path)
     manifests = load_manifests(derived_dir=options.derived_dir, data_dir=options.data_dir)
+    predictions, no_manifest = _drop_unknown_benchmarks(predictions, manifests, notes)
+    if predictions.height == 0:
+        raise GuarddiagError(f"{options.runs_dir}: every scored benchmark's manifest is gone "
+                             f"({', '.join(no_manifest)}); nothing to report")
     derived_from = {k: m.derived_from for k, m in manifests.items()
                     if m.derived and m.derived_from}
     scored = sorted(set(predictions["benchmark"].to_list()) - {"pool_val"})
@@ -257,4 +319,6 @@ def load_inputs(options: InputOptions) -> ReportInputs:
         run_meta=read_run_meta(options.runs_dir, set(predictions["run_id"].to_list())),
         outside_definitions=read_outside_definitions(options.runs_dir),
         flag_sources=flag_sources,
-        unrecorded_flag_files=tuple(k for k, v in recorded.items() if v is None))
+        unrecorded_flag_files=tuple(k for k, v in recorded.items() if v is None),
+        outside_answers=read_outside_answers(options.runs_dir), no_manifest=no_manifest,
+        outside_own=read_outside_own(options.runs_dir))

@@ -184,6 +184,18 @@ def read_flag_sources(predictions_file: str | Path, *, stale_ok: bool = False
     return dict(doc.benchmarks)
 
 
+def prune_flag_sources(predictions_file: str | Path, benchmarks: Sequence[str]) -> None:
+    """After ``benchmarks``' rows were removed from ``predictions_file`` on purpose
+    (``guarddiag runs prune``): drop their records and describe the table as it is now. A
+    table without a record keeps none."""
+    path = flags_path(predictions_file)
+    if not path.is_file():
+        return
+    doc = validate(_FlagsDoc, files.read_json(path), where=path)
+    kept = {k: v for k, v in doc.benchmarks.items() if k not in set(benchmarks)}
+    write_flag_sources(predictions_file, kept)
+
+
 def merge_flag_sources(per_file: Mapping[str, Mapping[str, FlagSource]]
                        ) -> dict[str, FlagSource]:
     """One source per benchmark over every predictions file's records; flags of one benchmark

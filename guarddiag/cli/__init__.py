@@ -20,7 +20,7 @@ from guarddiag.errors import GuarddiagError
 from guarddiag.paths import WorkPaths
 
 COMMAND_MODULES = ("data", "pool", "audit", "train", "guards", "report", "sorry", "export",
-                   "demo")
+                   "demo", "runs")
 
 _DESCRIPTION = """\
 guarddiag: how much of a guard classifier's public-benchmark score is detection capability,

@@ -86,16 +86,34 @@ def _add_add(data_sub: argparse._SubParsersAction) -> None:
                     "Prompt ids are the --id-column values, else the 1-based data-row numbers.\n"
                     "Formats by suffix: .csv, .jsonl, .jsonl.gz, .json (array of records),\n"
                     ".parquet, .txt (one prompt per line, column text).\n\n"
+                    "A file with a label-like column (label, is_harmful …) holding several\n"
+                    "values is refused unless --label-column splits it or --whole-file says\n"
+                    "every row is --kind. A benchmark under 20 prompts is 'undetermined' in\n"
+                    "the policy-or-capability test.\n\n"
                     "  guarddiag data add red_team.csv --id red_team --text-column prompt \\\n"
-                    "      --kind harmful --category-column category")
+                    "      --kind harmful --category-column category\n"
+                    "  guarddiag data add mixed.csv --id team --text-column prompt \\\n"
+                    "      --label-column label --harmful-values harmful,unsafe")
     adding.add_argument("file", metavar="FILE", help="the benchmark file")
     adding.add_argument("--id", required=True, dest="subset_id", metavar="ID",
                         help="benchmark id: lower-case letters, digits, _ and - (not a built-in "
                              "id)")
     adding.add_argument("--text-column", required=True, metavar="C",
                         help="column holding the prompt text")
-    adding.add_argument("--kind", required=True, choices=("harmful", "benign"),
-                        help="what a guard should call every prompt of it")
+    adding.add_argument("--kind", default=None, choices=("harmful", "benign"),
+                        help="what a guard should call every prompt of it (required unless "
+                             "--label-column splits the file)")
+    adding.add_argument("--label-column", default=None, metavar="C",
+                        help="column holding each row's label: split the file into ID_harmful "
+                             "(rows with a --harmful-values value) and ID_benign (the rest)")
+    adding.add_argument("--harmful-values", default=None, metavar="V[,V…]",
+                        help="with --label-column: the values that mean harmful")
+    adding.add_argument("--benign-values", default=None, metavar="V[,V…]",
+                        help="with --label-column: the values that mean benign (default: every "
+                             "other value; with it, any other value is an error)")
+    adding.add_argument("--whole-file", action="store_true",
+                        help="every row is --kind even though a column looks like a per-row "
+                             "label (without it such a file is refused)")
     adding.add_argument("--category-column", default=None, metavar="C",
                         help="column holding a category (optional)")
     adding.add_argument("--id-column", default=None, metavar="C",
@@ -169,8 +187,9 @@ def _run_list(args: argparse.Namespace) -> int:
               f"{expected:,} prompts")
     invalid = [s for s in statuses if s.status == "invalid"]
     if any(s.status == "unavailable" for s in statuses):
+        # On stdout with the listing it explains: on stderr it interleaved with the counts.
         print("unavailable subsets are skipped by every command; "
-              "`guarddiag data pull` fetches them", file=sys.stderr)
+              "`guarddiag data pull` fetches them")
     for s in invalid:
         print(f"guarddiag: invalid subset: {s.message}", file=sys.stderr)
     return 1 if invalid else 0
@@ -200,22 +219,50 @@ def _run_pull(args: argparse.Namespace) -> int:
 
 def _run_add(args: argparse.Namespace) -> int:
     from guarddiag import data
+    from guarddiag.analyses.loadtest import MIN_PROMPTS
+    from guarddiag.errors import GuarddiagError
     from guarddiag.progress import say
 
-    result = data.add_benchmark(
-        args.file, subset_id=args.subset_id, text_column=args.text_column, kind=args.kind,
-        category_column=args.category_column, id_column=args.id_column,
-        response_column=args.response_column, title=args.title,
-        file_format=args.file_format, manifests_dir=args.manifests_dir,
-        data_dir=resolve_data_dir(args.data_dir), replace=args.replace)
+    common = {"subset_id": args.subset_id, "text_column": args.text_column,
+              "category_column": args.category_column, "id_column": args.id_column,
+              "response_column": args.response_column, "title": args.title,
+              "file_format": args.file_format, "manifests_dir": args.manifests_dir,
+              "data_dir": resolve_data_dir(args.data_dir), "replace": args.replace}
+    if args.label_column is not None:
+        if args.kind is not None or args.whole_file:
+            raise GuarddiagError("--label-column splits the file by kind: drop --kind and "
+                                 "--whole-file")
+        if not args.harmful_values:
+            raise GuarddiagError("--label-column needs --harmful-values V[,V…] (the values "
+                                 "that mean harmful)")
+        split = data.add_labelled_benchmark(
+            args.file, label_column=args.label_column,
+            harmful_values=args.harmful_values.split(","),
+            benign_values=args.benign_values.split(",") if args.benign_values else None,
+            **common)
+        results = [("harmful", split.harmful), ("benign", split.benign)]
+    else:
+        if args.harmful_values or args.benign_values:
+            raise GuarddiagError("--harmful-values and --benign-values go with --label-column")
+        if args.kind is None:
+            raise GuarddiagError("--kind harmful|benign is required (or --label-column C "
+                                 "--harmful-values V to split a mixed file)")
+        results = [(args.kind, data.add_benchmark(args.file, kind=args.kind,
+                                                  whole_file=args.whole_file, **common))]
     verb = {"added": "added", "replaced": "replaced", "unchanged": "already added, unchanged:"}
-    print(f"{verb[result.status]} {result.subset_id}: {result.rows:,} {args.kind} prompts from "
-          f"{result.file} ({result.format}, sha256 {result.sha256[:12]}…)")
-    print(f"manifest: {result.manifest_path}")
+    for kind, result in results:
+        print(f"{verb[result.status]} {result.subset_id}: {result.rows:,} {kind} prompts from "
+              f"{result.file} ({result.format}, sha256 {result.sha256[:12]}…)")
+        print(f"manifest: {result.manifest_path}")
+        if result.rows < MIN_PROMPTS:
+            say(f"{result.subset_id} has {result.rows} prompts: the report's policy-or-"
+                f"capability test needs {MIN_PROMPTS}, so it will call it undetermined")
+    first = results[0][1]
     default_root = data.user_manifests_root(data_dir=resolve_data_dir(args.data_dir))
-    if result.manifest_path.parent.resolve() != default_root.resolve():
+    if first.manifest_path.parent.resolve() != default_root.resolve():
         say(f"other commands read this folder when {data.USER_MANIFESTS_ENV}="
-            f"{result.manifest_path.parent} is set")
-    print(f"use it: guarddiag audit --benchmarks {result.subset_id}; in Python: "
-          f"guarddiag.data.load_benchmark({result.subset_id!r})")
+            f"{first.manifest_path.parent} is set")
+    ids = ",".join(r.subset_id for _, r in results)
+    print(f"use it: guarddiag audit --benchmarks {ids}; in Python: "
+          f"guarddiag.data.load_benchmark({first.subset_id!r})")
     return 0

@@ -43,7 +43,10 @@ def _add_score(guards_sub: argparse._SubParsersAction) -> None:
                     "<runs-dir>/outside/<name>.parquet (predictions schema, run id guard/<name>)\n"
                     "with its raw outputs beside it (<name>.raw.jsonl). Answers are stored as\n"
                     "they arrive: a rerun after a crash or kill asks only what is missing.\n"
-                    "Unparseable answers are status 'failed', counted, never read as safe.\n\n"
+                    "Unparseable answers are status 'failed', counted, never read as safe.\n"
+                    "Saved answers are reused only for the same guard identity (function\n"
+                    "source or model file hash, options, --guard-version); --rescore asks\n"
+                    "again. Benchmarks outside --benchmarks keep their earlier rows.\n\n"
                     "  guarddiag guards score --adapter file --file my_guard.csv\n"
                     "  guarddiag guards score --adapter callable --target my_guards:moderate\n"
                     "  guarddiag guards score --adapter any-guardrail --target harm_guard \\\n"
@@ -87,6 +90,37 @@ def _add_score(guards_sub: argparse._SubParsersAction) -> None:
                      help="label → class mapping (hf-classifier; optional for file)")
     src.add_argument("--name", default=None,
                      help="guard name (run id guard/<name>); default from the model or file")
+    _add_identity_and_model_options(src)
+    where = score.add_argument_group("what to score and where")
+    where.add_argument("--benchmarks", default="all,derived", metavar="IDS",
+                       help="benchmark ids or selectors (all, study, extra, user, derived, "
+                            "a,b,…); default all,derived: every benchmark and every mutated "
+                            "subset, like the demo's outside guard")
+    add_work_paths(where, "runs", "audit", "derived", help={
+        "runs": "runs folder; the guard is written to DIR/outside/",
+        "audit": "contamination audit (for survives_decontam)"})
+    where.add_argument("--mapping", default="loose", choices=("loose", "strict"),
+                       help="binary read-out of the printed summary (both are stored)")
+    _add_running(score.add_argument_group("running"))
+    score.set_defaults(handler=_run_score)
+
+
+def _add_identity_and_model_options(src: argparse._ArgumentGroup) -> None:
+    src.add_argument("--definition", default=None, metavar="TEXT",
+                     help="what \"unsafe\" means for this guard, in one sentence (shown in the "
+                          "report beside its scores; default: what the adapter states)")
+    src.add_argument("--guard-version", default=None, metavar="V",
+                     help="part of the guard's identity: answers saved under another version "
+                          "(or another function source, model file hash or option) are not "
+                          "reused; give a new one when the model behind the guard changes")
+    src.add_argument("--rescore", action="store_true",
+                     help="ask every selected prompt again, reusing no saved answer")
+    src.add_argument("--training-data", default=None, metavar="TABLE",
+                     help="the guard's own training prompts (CSV/JSONL/parquet): audited "
+                          "against the benchmarks, so the report also shows the guard on its "
+                          "own decontaminated prompts (column survives_own_decontam)")
+    src.add_argument("--training-text-column", default="text", metavar="C",
+                     help="column of --training-data holding the prompt text")
     src.add_argument("--risk-name", default=None,
                      help="granite-guardian: guardian_config risk_name (default harm)")
     src.add_argument("--risk-definition", default=None, metavar="TEXT",
@@ -95,16 +129,6 @@ def _add_score(guards_sub: argparse._SubParsersAction) -> None:
                      help="llama-guard: custom category list (categories: {S1: ..., ...})")
     src.add_argument("--exclude-categories", default=None, metavar="S1,S2",
                      help="llama-guard: category codes to leave out")
-    where = score.add_argument_group("what to score and where")
-    where.add_argument("--benchmarks", default="all", metavar="IDS",
-                       help="benchmark ids or selectors (all, study, extra, derived, a,b,…)")
-    add_work_paths(where, "runs", "audit", "derived", help={
-        "runs": "runs folder; the guard is written to DIR/outside/",
-        "audit": "contamination audit (for survives_decontam)"})
-    where.add_argument("--mapping", default="loose", choices=("loose", "strict"),
-                       help="binary read-out of the printed summary (both are stored)")
-    _add_running(score.add_argument_group("running"))
-    score.set_defaults(handler=_run_score)
 
 
 def _add_running(run: argparse._ArgumentGroup) -> None:
@@ -162,7 +186,7 @@ def _run_score(args: argparse.Namespace) -> int:
 
     from guarddiag.errors import GuarddiagError
     from guarddiag.guards.registry import ADAPTERS, get_adapter
-    from guarddiag.guards.scoring import score_guard
+    from guarddiag.guards.scoring import UNSAFE_CUTOFF, score_guard
     from guarddiag.paths import resolve_data_dir
     from guarddiag.progress import say
 
@@ -207,17 +231,25 @@ def _run_score(args: argparse.Namespace) -> int:
     try:
         result = score_guard(adapter, benchmarks=args.benchmarks, runs_dir=paths.runs,
                              audit_dir=paths.audit, data_dir=resolve_data_dir(args.data_dir),
-                             derived_dir=paths.derived, mapping=args.mapping)
+                             derived_dir=paths.derived, mapping=args.mapping,
+                             version=args.guard_version, rescore=args.rescore,
+                             definition=args.definition, training_data=args.training_data,
+                             training_text_column=args.training_text_column)
     finally:
         adapter.close()
     say(f"guard {result.name}: {result.n_prompts} prompts, {result.n_asked} asked, "
         f"{result.n_reused} reused, {result.n_failed} failed")
     for note in result.notes:
         say(note)
+    if result.training is not None:
+        t = result.training
+        say(f"own decontamination: {t['rows']} training prompt(s) of {t['file']} audited; "
+            + ", ".join(f"{b} keeps {c['n_kept']} of {c['n']}"
+                        for b, c in sorted(t["benchmarks"].items())))
     col = f"pct_unsafe_{result.mapping}"
     print(f"guard/{result.name}  ({result.table_path})")
     print(f"{'benchmark':<28} {'kind':<8} {'n':>6} {'failed':>6}  % unsafe ({result.mapping} "
-          f"read-out, P(unsafe) >= 0.5; failed prompts left out)")
+          f"read-out, P(unsafe) >= {UNSAFE_CUTOFF:g}; failed prompts left out)")
     for row in result.summary.iter_rows(named=True):
         pct = "-" if row[col] is None else f"{row[col]:.1f}"
         print(f"{row['benchmark']:<28} {row['kind'] or '-':<8} {row['n']:>6} "

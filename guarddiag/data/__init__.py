@@ -29,7 +29,13 @@ Modules:
   manifest in the user manifests folder that every command reads with the built-in ones.
 """
 
-from guarddiag.data.add import ADD_FORMATS, AddResult, add_benchmark
+from guarddiag.data.add import (
+    ADD_FORMATS,
+    AddResult,
+    SplitAddResult,
+    add_benchmark,
+    add_labelled_benchmark,
+)
 from guarddiag.data.load import (
     DERIVED_COLUMNS,
     FRAME_SCHEMA,
@@ -71,8 +77,10 @@ __all__ = [
     "BenchmarkSet",
     "PullResult",
     "PulledFile",
+    "SplitAddResult",
     "SubsetStatus",
     "add_benchmark",
+    "add_labelled_benchmark",
     "derived_bases",
     "load_benchmark",
     "load_benchmarks",

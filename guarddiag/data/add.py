@@ -16,10 +16,12 @@ from __future__ import annotations
 import os
 import re
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import polars as pl
 import yaml
 
 from guarddiag import paths
@@ -33,12 +35,13 @@ from guarddiag.data.manifest import (
     parse_manifest,
     user_manifests_root,
 )
-from guarddiag.data.read import ROW, read_file_rows
+from guarddiag.data.read import ROW, as_text, read_file_rows
 from guarddiag.errors import GuarddiagError
 from guarddiag.files import atomic_path, sha256_file
 from guarddiag.spec import Problems
 
-__all__ = ["ADD_FORMATS", "AddResult", "add_benchmark"]
+__all__ = ["ADD_FORMATS", "AddResult", "SplitAddResult", "add_benchmark",
+           "add_labelled_benchmark"]
 
 ADD_FORMATS: dict[str, str] = {
     ".csv": "csv", ".parquet": "parquet", ".jsonl": "jsonl", ".jsonl.gz": "jsonl.gz",
@@ -155,7 +158,7 @@ def add_benchmark(file: str | os.PathLike[str], *, subset_id: str, text_column: 
                   file_format: str | None = None,
                   manifests_dir: str | os.PathLike[str] | None = None,
                   data_dir: str | os.PathLike[str] | None = None,
-                  replace: bool = False) -> AddResult:
+                  replace: bool = False, whole_file: bool = False) -> AddResult:
     """Describe ``file`` as the benchmark ``subset_id`` in the user manifests folder.
 
     ``kind`` is what a guard should call every prompt (``harmful`` or ``benign``). Without
@@ -164,16 +167,115 @@ def add_benchmark(file: str | os.PathLike[str], *, subset_id: str, text_column: 
     is the user manifests folder (default: ``$GUARDDIAG_USER_MANIFESTS``, else
     ``<data dir>/user_manifests``).
     One-line errors name the file, row and field; re-adding a changed file under the same id
-    is a checksum error unless ``replace``.
+    is a checksum error unless ``replace``. A file with a label-like column holding more than
+    one value (``label``: harmful / benign) is refused unless ``whole_file`` says every row is
+    ``kind``; :func:`add_labelled_benchmark` splits such a file instead.
 
         add_benchmark("red_team.csv", subset_id="red_team", text_column="prompt",
                       kind="harmful", category_column="category")
     """
+    if kind not in KINDS:
+        raise GuarddiagError(f"--kind {kind!r}: expected harmful or benign")
+    src = _read_source(file, subset_id=subset_id, file_format=file_format,
+                       manifests_dir=manifests_dir, data_dir=data_dir,
+                       columns={"--text-column": text_column, "--id-column": id_column,
+                                "--category-column": category_column,
+                                "--response-column": response_column})
+    if not whole_file:
+        _refuse_label_like(src, subset_id=subset_id, kind=kind,
+                           used={text_column, id_column, category_column, response_column})
+    doc = _manifest_doc(subset_id=subset_id, title=title, kind=kind, path=src.path,
+                        fmt=src.fmt, sha256=src.sha256, rows=src.raw.height,
+                        text_column=text_column, id_column=id_column,
+                        category_column=category_column, response_column=response_column)
+    return _write_manifest(doc, src, replace=replace, data_dir=data_dir)
+
+
+@dataclass(frozen=True)
+class SplitAddResult:
+    """What ``data add --label-column`` wrote: one benchmark per kind."""
+
+    harmful: AddResult
+    benign: AddResult
+
+
+def add_labelled_benchmark(file: str | os.PathLike[str], *, subset_id: str, text_column: str,
+                           label_column: str, harmful_values: Sequence[str],
+                           benign_values: Sequence[str] | None = None,
+                           category_column: str | None = None, id_column: str | None = None,
+                           response_column: str | None = None, title: str | None = None,
+                           file_format: str | None = None,
+                           manifests_dir: str | os.PathLike[str] | None = None,
+                           data_dir: str | os.PathLike[str] | None = None,
+                           replace: bool = False) -> SplitAddResult:
+    """Split a file of harmful and benign prompts into ``<id>_harmful`` and ``<id>_benign``.
+
+    Rows whose ``label_column`` value is among ``harmful_values`` are harmful; the others are
+    benign, or, when ``benign_values`` is given, the rows with those values (any other value is
+    then an error naming the row). Both manifests name the same file with a row filter
+    (``filter_field`` / ``filter_values``), so the file stays where it is.
+
+        add_labelled_benchmark("team.csv", subset_id="team", text_column="prompt",
+                               label_column="label", harmful_values=["harmful"])
+    """
+    harmful = _values(harmful_values, "--harmful-values")
+    src = _read_source(file, subset_id=subset_id, file_format=file_format,
+                       manifests_dir=manifests_dir, data_dir=data_dir,
+                       columns={"--text-column": text_column, "--label-column": label_column,
+                                "--id-column": id_column,
+                                "--category-column": category_column,
+                                "--response-column": response_column})
+    split = _split_values(src, label_column, harmful,
+                          None if benign_values is None else
+                          _values(benign_values, "--benign-values"))
+    out = {}
+    for kind, values in split.items():
+        part_id = f"{subset_id}_{kind}"
+        _check_id_free(part_id, src.known)
+        doc = _manifest_doc(subset_id=part_id, title=f"{title or subset_id} ({kind})",
+                            kind=kind, path=src.path, fmt=src.fmt, sha256=src.sha256,
+                            rows=src.raw.height, text_column=text_column, id_column=id_column,
+                            category_column=category_column, response_column=response_column)
+        doc["filter_field"] = label_column
+        doc["filter_values"] = list(values)
+        doc["expected_count"] = int(src.labels(label_column).is_in(list(values)).sum())
+        out[kind] = doc
+    return SplitAddResult(
+        harmful=_write_manifest(out["harmful"], src, replace=replace, data_dir=data_dir),
+        benign=_write_manifest(out["benign"], src, replace=replace, data_dir=data_dir))
+
+
+# ── shared steps ─────────────────────────────────────────────────────────────────────────────
+
+LABEL_LIKE = ("label", "labels", "is_harmful", "harmful", "is_unsafe", "unsafe", "safety",
+              "safety_label", "prompt_label", "gold", "gold_label", "target", "class", "y",
+              "harmfulness", "moderation", "toxic", "is_toxic")
+"""Column names that usually hold a per-row harmful / benign label."""
+
+
+@dataclass(frozen=True)
+class _Source:
+    """The file being added, read once."""
+
+    path: Path
+    fmt: str
+    sha256: str
+    raw: pl.DataFrame
+    root: Path
+    known: dict[str, BenchmarkManifest]
+
+    def labels(self, column: str) -> pl.Series:
+        """``column`` as the text the loader's row filter compares."""
+        return self.raw.select(as_text(self.raw, column)).to_series()
+
+
+def _read_source(file: str | os.PathLike[str], *, subset_id: str, file_format: str | None,
+                 manifests_dir: str | os.PathLike[str] | None,
+                 data_dir: str | os.PathLike[str] | None,
+                 columns: dict[str, str | None]) -> _Source:
     if not re.fullmatch(ID_PATTERN, subset_id):
         raise GuarddiagError(f"--id {subset_id!r}: expected lower-case letters, digits, _ or - "
                              f"(starting with a letter or digit)")
-    if kind not in KINDS:
-        raise GuarddiagError(f"--kind {kind!r}: expected harmful or benign")
     path = Path(file).expanduser().resolve()
     if not path.is_file():
         raise GuarddiagError(f"{path}: file not found")
@@ -184,24 +286,78 @@ def add_benchmark(file: str | os.PathLike[str], *, subset_id: str, text_column: 
     raw = read_file_rows(path, BenchmarkFile(path=str(path), format=fmt, sha256=None, rows=1))
     if raw.height == 0:
         raise GuarddiagError(f"{path}: no data rows")
-    _check_columns(path, [c for c in raw.columns if c != ROW],
-                   {"--text-column": text_column, "--id-column": id_column,
-                    "--category-column": category_column,
-                    "--response-column": response_column})
-    doc = _manifest_doc(subset_id=subset_id, title=title, kind=kind, path=path, fmt=fmt,
-                        sha256=sha256_file(path), rows=raw.height, text_column=text_column,
-                        id_column=id_column, category_column=category_column,
-                        response_column=response_column)
-    target = root / f"{subset_id}.yaml"
+    _check_columns(path, [c for c in raw.columns if c != ROW], columns)
+    return _Source(path=path, fmt=fmt, sha256=sha256_file(path), raw=raw, root=root,
+                   known=known)
+
+
+def _values(values: Sequence[str], option: str) -> tuple[str, ...]:
+    out = tuple(dict.fromkeys(str(v).strip() for v in values if str(v).strip()))
+    if not out:
+        raise GuarddiagError(f"{option}: give at least one value")
+    return out
+
+
+def _counts(labels: pl.Series) -> str:
+    counts = labels.drop_nulls().value_counts(sort=True)
+    return ", ".join(f"{v} ({n})" for v, n in counts.iter_rows())
+
+
+def _refuse_label_like(src: _Source, *, subset_id: str, kind: str,
+                       used: set[str | None]) -> None:
+    """A mixed file added as one kind gives silently wrong numbers: refuse it, say how."""
+    for column in src.raw.columns:
+        if column in used or column == ROW or column.lower() not in LABEL_LIKE:
+            continue
+        labels = src.labels(column)
+        if labels.drop_nulls().n_unique() < 2:
+            continue
+        raise GuarddiagError(
+            f'{src.path}: column "{column}" looks like a per-row label (values: '
+            f"{_counts(labels)}); pass --label-column {column} --harmful-values V[,V…] to "
+            f"split it into {subset_id}_harmful and {subset_id}_benign, or --whole-file to add "
+            f"every row as {kind}")
+
+
+def _split_values(src: _Source, column: str, harmful: tuple[str, ...],
+                  benign: tuple[str, ...] | None) -> dict[str, tuple[str, ...]]:
+    labels = src.labels(column)
+    found = set(labels.drop_nulls().to_list())
+    absent = [v for v in harmful if v not in found]
+    if absent:
+        raise GuarddiagError(f'{src.path} column "{column}": no row has the harmful value '
+                             f"{absent[0]!r}; the values are {_counts(labels)}")
+    both = set(harmful) & set(benign or ())
+    if both:
+        raise GuarddiagError(f"--benign-values: {sorted(both)[0]!r} is also a harmful value")
+    rest = tuple(sorted(found - set(harmful)))
+    benign_values = rest if benign is None else benign
+    for i, value in enumerate(labels.to_list()):
+        if value is None or (value not in harmful and value not in benign_values):
+            row = int(src.raw[ROW][i])
+            raise GuarddiagError(
+                f'{src.path} row {row} field "{column}": value {value!r} is neither a harmful '
+                f"value ({', '.join(harmful)}) nor a benign one "
+                f"({', '.join(benign_values) or 'none'})")
+    if not benign_values or not (labels.is_in(list(benign_values))).any():
+        raise GuarddiagError(f'{src.path} column "{column}": every row has a harmful value '
+                             f"({_counts(labels)}); add the file with --kind harmful instead")
+    return {"harmful": harmful, "benign": benign_values}
+
+
+def _write_manifest(doc: dict[str, Any], src: _Source, *, replace: bool,
+                    data_dir: str | os.PathLike[str] | None) -> AddResult:
+    target = src.root / f"{doc['id']}.yaml"
     status = _previous(target, doc, replace=replace)
     _validate(doc, paths.resolve_data_dir(data_dir))
     if status != "unchanged":
-        root.mkdir(parents=True, exist_ok=True)
+        src.root.mkdir(parents=True, exist_ok=True)
         with atomic_path(target) as tmp:
             tmp.write_text(_HEADER + yaml.safe_dump(doc, sort_keys=False, allow_unicode=True),
                            encoding="utf-8")
-    return AddResult(subset_id=subset_id, manifest_path=target, file=path, format=fmt,
-                     rows=raw.height, sha256=doc["files"][0]["sha256"], status=status)
+    return AddResult(subset_id=doc["id"], manifest_path=target, file=src.path,
+                     format=src.fmt, rows=int(doc["expected_count"]), sha256=src.sha256,
+                     status=status)
 
 
 def _check_id_free(subset_id: str, known: dict[str, BenchmarkManifest]) -> None:

@@ -32,6 +32,7 @@ from guarddiag.data.manifest import (
     default_derived_dir,
     load_manifests,
     resolve_ids,
+    searched_folders,
 )
 from guarddiag.data.read import FILE, ROW, normalise_file, read_file_rows
 from guarddiag.errors import GuarddiagError, unknown_name
@@ -132,6 +133,18 @@ def _file_key(path: Path) -> tuple[str, int, int]:
     return (str(path), st.st_size, st.st_mtime_ns)
 
 
+def _verify(manifest: BenchmarkManifest, path: Path, sha256: str) -> None:
+    """The pinned checksum; for a user benchmark the error says how to take an edited file."""
+    try:
+        verify_file(path, sha256=sha256, what=f"{manifest.id} data file")
+    except GuarddiagError as exc:
+        if not manifest.user:
+            raise
+        raise GuarddiagError(f"{exc}; if you edited it, run `guarddiag data add {path} --id "
+                             f"{manifest.id} ... --replace` to use the new version "
+                             f"({manifest.manifest_path})") from None
+
+
 def load_subset(manifest: BenchmarkManifest, data_dir: Path
                 ) -> tuple[pl.DataFrame, str, bool]:
     """Load and verify one subset whose files exist. Returns (frame, digest, verified).
@@ -144,7 +157,7 @@ def load_subset(manifest: BenchmarkManifest, data_dir: Path
     parts, digests, verified = [], [], True
     for entry, path in zip(manifest.files, file_paths, strict=True):
         if entry.sha256 is not None:
-            verify_file(path, sha256=entry.sha256, what=f"{manifest.id} data file")
+            _verify(manifest, path, entry.sha256)
             digests.append(entry.sha256)
         else:
             digests.append(sha256_file(path))
@@ -214,7 +227,10 @@ def subset_status(*, data_dir: str | os.PathLike[str] | None = None,
     manifests = load_manifests(derived_dir=derived_dir, manifests_dir=manifests_dir,
                                data_dir=data_dir, user_manifests_dir=user_manifests_dir)
     root = paths.resolve_data_dir(data_dir)
-    return [_status(manifests[i], root)[0] for i in resolve_ids(ids, manifests)]
+    searched = searched_folders(manifests_dir=manifests_dir, data_dir=data_dir,
+                                user_manifests_dir=user_manifests_dir, derived_dir=derived_dir)
+    return [_status(manifests[i], root)[0]
+            for i in resolve_ids(ids, manifests, searched=searched)]
 
 
 def load_benchmark(benchmark_id: str, *, data_dir: str | os.PathLike[str] | None = None,
@@ -225,7 +241,11 @@ def load_benchmark(benchmark_id: str, *, data_dir: str | os.PathLike[str] | None
     manifests = load_manifests(derived_dir=derived_dir, manifests_dir=manifests_dir,
                                data_dir=data_dir, user_manifests_dir=user_manifests_dir)
     if benchmark_id not in manifests:
-        raise unknown_name("benchmark", benchmark_id, list(manifests))
+        searched = searched_folders(manifests_dir=manifests_dir, data_dir=data_dir,
+                                    user_manifests_dir=user_manifests_dir,
+                                    derived_dir=derived_dir)
+        raise GuarddiagError(f"{unknown_name('benchmark', benchmark_id, list(manifests))}; "
+                             f"{searched}")
     status, frame = _status(manifests[benchmark_id], paths.resolve_data_dir(data_dir))
     if frame is None:
         raise GuarddiagError(status.message or f"{benchmark_id}: {status.status}")
@@ -249,7 +269,9 @@ def load_benchmarks(ids: str | Sequence[str] = "all", *,
     frames: dict[str, pl.DataFrame] = {}
     unavailable: list[SubsetStatus] = []
     digests: dict[str, str] = {}
-    for sid in resolve_ids(ids, manifests):
+    searched = searched_folders(manifests_dir=manifests_dir, data_dir=data_dir,
+                                user_manifests_dir=user_manifests_dir, derived_dir=derived_dir)
+    for sid in resolve_ids(ids, manifests, searched=searched):
         status, frame = _status(manifests[sid], root)
         if status.status == "invalid":
             raise GuarddiagError(status.message or f"{sid}: invalid")

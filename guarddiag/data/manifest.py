@@ -551,9 +551,22 @@ def derived_bases(manifests: Mapping[str, BenchmarkManifest]) -> dict[str, str]:
     return {k: m.derived_from for k, m in manifests.items() if m.derived_from is not None}
 
 
-def resolve_ids(ids: str | Sequence[str], manifests: dict[str, BenchmarkManifest]) -> list[str]:
+def searched_folders(*, manifests_dir: str | os.PathLike[str] | None = None,
+                     user_manifests_dir: str | os.PathLike[str] | None = None,
+                     data_dir: str | os.PathLike[str] | None = None,
+                     derived_dir: str | os.PathLike[str] | None = None) -> str:
+    """Where :func:`load_manifests` looks, in words (for an unknown-benchmark error)."""
+    user = user_manifests_root(user_manifests_dir, data_dir=data_dir)
+    return (f"searched built-in {manifests_root(manifests_dir)}, user {user} (another folder "
+            f"is read when ${USER_MANIFESTS_ENV} names it), derived "
+            f"{default_derived_dir(derived_dir)}")
+
+
+def resolve_ids(ids: str | Sequence[str], manifests: dict[str, BenchmarkManifest], *,
+                searched: str | None = None) -> list[str]:
     """Subset ids named by ``ids``: ids and selectors (``all``, ``study``, ``extra``,
-    ``derived``), comma-separated or as a list; manifest order, no repeats."""
+    ``derived``), comma-separated or as a list; manifest order, no repeats. ``searched`` (from
+    :func:`searched_folders`) is added to an unknown-id error."""
     tokens = ids.split(",") if isinstance(ids, str) else list(ids)
     tokens = [t.strip() for t in tokens if t and t.strip()]
     if not tokens:
@@ -575,6 +588,7 @@ def resolve_ids(ids: str | Sequence[str], manifests: dict[str, BenchmarkManifest
         elif token in manifests:
             chosen.add(token)
         else:
-            raise unknown_name("benchmark", token, [*SELECTORS, *manifests])
+            err = unknown_name("benchmark", token, [*SELECTORS, *manifests])
+            raise GuarddiagError(f"{err}; {searched}") if searched else err
     return [k for k in manifests if k in chosen]
 

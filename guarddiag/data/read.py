@@ -129,7 +129,8 @@ def _first_bad_row(df: pl.DataFrame, mask: pl.Expr) -> int | None:
     return None if hit is None else int(hit)
 
 
-def _as_text(df: pl.DataFrame, column: str) -> pl.Expr:
+def as_text(df: pl.DataFrame, column: str) -> pl.Expr:
+    """``column`` as the text ids, categories and row filters are compared as."""
     dtype = df.schema[column]
     if dtype == pl.String:
         return pl.col(column)
@@ -150,12 +151,12 @@ def normalise_file(manifest: BenchmarkManifest, entry: BenchmarkFile, path: Path
     text_fields = entry.text_fields or manifest.text_fields
     _check_columns(manifest, text_fields, path, df)
     if manifest.filter_field:
-        df = df.filter(_as_text(df, manifest.filter_field).is_in(list(manifest.filter_values)))
+        df = df.filter(as_text(df, manifest.filter_field).is_in(list(manifest.filter_values)))
     df, flag_category = _apply_flags(manifest, df)
     text = _text_expr(manifest, text_fields, path, df)
     pid = _id_expr(manifest, entry, path, df)
     if manifest.category_field:
-        category = _as_text(df, manifest.category_field)
+        category = as_text(df, manifest.category_field)
     elif flag_category is not None:
         category = flag_category
     else:
@@ -166,8 +167,8 @@ def normalise_file(manifest: BenchmarkManifest, entry: BenchmarkFile, path: Path
         pl.col(ROW),
     ]
     if manifest.derived:
-        columns += [_as_text(df, "base_prompt_id").alias("base_prompt_id"),
-                    _as_text(df, "mutation").alias("mutation")]
+        columns += [as_text(df, "base_prompt_id").alias("base_prompt_id"),
+                    as_text(df, "mutation").alias("mutation")]
     return df.select(columns).with_columns(pl.lit(str(path)).alias(FILE))
 
 
@@ -227,10 +228,10 @@ def _id_expr(manifest: BenchmarkManifest, entry: BenchmarkFile, path: Path,
              df: pl.DataFrame) -> pl.Expr:
     if manifest.id_field:
         bad = _first_bad_row(df, pl.col(manifest.id_field).is_null()
-                             | (_as_text(df, manifest.id_field).str.strip_chars() == ""))
+                             | (as_text(df, manifest.id_field).str.strip_chars() == ""))
         if bad is not None:
             raise GuarddiagError(f'{path} row {bad} field "{manifest.id_field}": empty id')
-        pid = _as_text(df, manifest.id_field)
+        pid = as_text(df, manifest.id_field)
     else:
         pid = pl.col(ROW).cast(pl.String)
     if entry.id_prefix:

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from guarddiag.errors import GuarddiagError
+from guarddiag.files import sha256_file
 from guarddiag.guards.transport import (
     KeepAliveClient,
     ResponseCache,
@@ -183,6 +184,21 @@ def resolve_model_source(name: str, *, what: str = "model") -> str:
     if looks_like_path(name):
         raise GuarddiagError(f"{name}: {what} folder not found")
     return name  # a hub id such as "Qwen/Qwen3Guard-Gen-4B"
+
+
+def model_digest(name: str) -> str | None:
+    """sha256 over a local model folder's files (names and contents), or None for a hub id.
+
+    Part of a guard's identity: a model retrained into the same folder must not reuse the
+    answers of the one it replaced, whatever the folder is called."""
+    path = Path(name).expanduser()
+    if not path.is_dir():
+        return None
+    digest = hashlib.sha256()
+    for f in sorted(p for p in path.rglob("*") if p.is_file()
+                    and not any(part.startswith(".") for part in p.relative_to(path).parts)):
+        digest.update(f"{f.relative_to(path).as_posix()}\0{sha256_file(f)}\n".encode())
+    return digest.hexdigest()[:16]
 
 
 def load_error(name: str, exc: BaseException, *, what: str = "model") -> GuarddiagError:

@@ -9,8 +9,20 @@ The function gets a list of prompt texts and returns one answer per text, in ord
 * a number: P(unsafe) in [0, 1] (its safe mass is GENERIC_SAFE, so strict and loose agree);
 * a label string, read like a predictions file's ``label`` column (safe / unsafe / yes / no /
   controversial / the four class names);
-* a mapping: ``{"p_unsafe": x}``, ``{"label": "unsafe"}``, or class probabilities over the four
-  class names summing to 1 (``{"HARMFUL": 0.7, "GENERIC_SAFE": 0.3}``; absent classes are 0).
+* a mapping: ``{"p_unsafe": x}``, ``{"label": "unsafe"}``, ``{"score": x}`` (P(unsafe)),
+  ``{"label": "unsafe", "score": x}`` (a Hugging Face pipeline: x is the label's probability),
+  or class probabilities over the four class names summing to 1
+  (``{"HARMFUL": 0.7, "GENERIC_SAFE": 0.3}``; absent classes are 0);
+* a list of ``{"label", "score"}`` mappings (a pipeline with ``top_k=None``).
+
+The whole batch may also come back as a numpy array or torch tensor of n values (or n×1), or as
+an n×2 array or list of ``[P(safe), P(unsafe)]`` rows (scikit-learn's ``predict_proba``); other
+shapes are a one-line error naming the guard, the batch and the shape.
+
+The answers are saved and reused under the guard's identity: the function's module and name, a
+digest of its source and of the plain values (numbers, strings) it reads from module globals or
+its closure, and the ``version`` given to ``score_guard``. A model object the function uses is
+not hashed: pass a new ``version`` (or ``rescore=True``) when it changes.
 
 Anything else (a wrong length, NaN, a value outside [0, 1], an unknown label, an exception) stops
 the run with one line naming the guard and the first prompt it concerns; nothing is read as safe.
@@ -44,12 +56,13 @@ from guarddiag.guards.base import (
     GuardAdapter,
     GuardVerdict,
     check_input,
+    class_probs_from,
     one_hot,
     slug,
 )
 from guarddiag.guards.predfile import DEFAULT_LABELS
 from guarddiag.guards.responses import RESPONSE
-from guarddiag.labels import CLASSES
+from guarddiag.labels import CLASSES, LOOSE
 
 GuardFunction = Callable[[list[str]], Sequence[Any]]
 """What a callable guard is: prompt texts in, one answer per text out."""
@@ -88,14 +101,58 @@ def _function_name(fn: Callable[..., Any]) -> str:
     return "callable" if name == "<lambda>" else slug(name)
 
 
+_CONSTANT_TYPES = (type(None), bool, int, float, complex, str, bytes)
+
+
+def _constant(value: Any) -> bool:
+    if isinstance(value, (tuple, frozenset)):
+        return all(_constant(v) for v in value)
+    return isinstance(value, _CONSTANT_TYPES)
+
+
+def _read_values(fn: Callable[..., Any]) -> dict[str, str]:
+    """The plain values (numbers, strings, tuples of them) the function reads from its module's
+    globals and its closure: a threshold set from the command line changes the answers without
+    changing the source. Models and other objects are not hashed (pass ``version=``)."""
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return {}
+    names: set[str] = set()
+    stack = [code]
+    while stack:
+        c = stack.pop()
+        names.update(c.co_names)
+        stack += [k for k in c.co_consts if hasattr(k, "co_names")]
+    out: dict[str, str] = {}
+    module_globals = getattr(fn, "__globals__", {})
+    for n in sorted(names):
+        if n in module_globals and _constant(module_globals[n]):
+            out[n] = repr(module_globals[n])
+    for n, cell in zip(code.co_freevars, getattr(fn, "__closure__", None) or (), strict=False):
+        try:
+            value = cell.cell_contents
+        except ValueError:  # an empty cell
+            continue
+        if _constant(value):
+            out[n] = repr(value)
+    return out
+
+
 def _fingerprint(fn: Callable[..., Any]) -> str:
-    """Where the function lives and a digest of its source (so an edited function is noticed)."""
+    """Where the function lives, a digest of its source and of the plain values it reads (so an
+    edited function or a changed module constant is noticed)."""
     where = f"{getattr(fn, '__module__', '?')}:{getattr(fn, '__qualname__', type(fn).__name__)}"
     try:
         source = inspect.getsource(fn)
     except (OSError, TypeError):
+        source = ""
+    values = _read_values(fn)
+    if not source and not values:
         return where
-    return f"{where}#{hashlib.sha256(source.encode('utf-8')).hexdigest()[:16]}"
+    # Without values the digest is the source's alone, as before values were read: saved
+    # answers of an unchanged function stay valid.
+    doc = source + ("\0" + json.dumps(values, sort_keys=True) if values else "")
+    return f"{where}#{hashlib.sha256(doc.encode('utf-8')).hexdigest()[:16]}"
 
 
 def _check_arity(fn: Callable[..., Any], *, guard: str, pairs: bool) -> None:
@@ -177,17 +234,60 @@ class CallableGuardAdapter(GuardAdapter):
         except Exception as exc:  # the user's function: one line
             raise GuarddiagError(f"guard {self.name!r} raised {type(exc).__name__}: {exc} on a "
                                  f"batch of {len(texts)} starting at {labels[0]}") from None
-        if isinstance(answers, (str, bytes, Mapping)) or not isinstance(answers, Sequence):
-            try:
-                answers = list(answers)  # numpy arrays, tensors, generators
-            except TypeError:
-                raise GuarddiagError(f"guard {self.name!r} returned {type(answers).__name__}, "
-                                     f"expected one answer per prompt (batch starting at "
-                                     f"{labels[0]})") from None
+        answers = self._rows(answers, len(texts), labels[0])
         if len(answers) != len(texts):
             raise GuarddiagError(f"guard {self.name!r} returned {len(answers)} answer(s) for "
                                  f"{len(texts)} prompts (batch starting at {labels[0]})")
         return [self._verdict(a, where) for a, where in zip(answers, labels, strict=True)]
+
+    def _shape_error(self, shape: tuple[int, ...], n: int, first: str) -> GuarddiagError:
+        return GuarddiagError(
+            f"guard {self.name!r} returned an array of shape {shape} for a batch of {n} "
+            f"prompts starting at {first}; expected {n} values of P(unsafe), or an {n}×2 array "
+            f"of [P(safe), P(unsafe)] rows (predict_proba)")
+
+    def _rows(self, answers: Any, n: int, first: str) -> list[Any]:
+        """One answer per prompt from what the function returned: a sequence, a numpy array or
+        torch tensor of n values (or n×1), or an n×2 array / list of [P(safe), P(unsafe)]
+        pairs (predict_proba). Any other shape: one line naming guard, batch and shape."""
+        if hasattr(answers, "detach") and hasattr(answers, "cpu"):  # a torch tensor
+            answers = answers.detach().cpu().numpy()
+        shape = getattr(answers, "shape", None)
+        if isinstance(shape, tuple) and hasattr(answers, "tolist"):
+            rows = answers.tolist()
+            if len(shape) == 1 and shape[0] == n:
+                return list(rows)
+            if len(shape) == 2 and shape[0] == n and shape[1] in (1, 2):
+                return [r[0] if shape[1] == 1 else self._pair(r, first) for r in rows]
+            raise self._shape_error(tuple(int(d) for d in shape), n, first)
+        if isinstance(answers, (str, bytes, Mapping)) or not isinstance(answers, Sequence):
+            try:
+                answers = list(answers)  # generators, other iterables
+            except TypeError:
+                raise GuarddiagError(f"guard {self.name!r} returned {type(answers).__name__}, "
+                                     f"expected one answer per prompt (batch starting at "
+                                     f"{first})") from None
+        # Rows that are arrays themselves (list(predict_proba(...))) read as lists.
+        answers = [a.tolist() if getattr(a, "ndim", 0) >= 1 and hasattr(a, "tolist") else a
+                   for a in answers]
+        pairs = [a for a in answers if isinstance(a, (list, tuple))
+                 and all(isinstance(x, Real) and not isinstance(x, bool) for x in a)]
+        if answers and len(pairs) == len(answers):
+            widths = sorted({len(a) for a in pairs})
+            if widths != [2] or len(answers) != n:
+                shape = (len(answers), widths[0]) if len(widths) == 1 else (len(answers), -1)
+                raise self._shape_error(shape, n, first)
+            return [self._pair(a, first) for a in answers]
+        return list(answers)
+
+    def _pair(self, row: Sequence[Any], first: str) -> dict[str, float]:
+        p_safe, p_unsafe = (float(x) for x in row)
+        if abs(p_safe + p_unsafe - 1.0) > _PROB_TOL:
+            raise GuarddiagError(
+                f"guard {self.name!r}: a row [{p_safe:g}, {p_unsafe:g}] of the batch starting at "
+                f"{first} sums to {p_safe + p_unsafe:g}; two columns are read as [P(safe), "
+                f"P(unsafe)] and must sum to 1")
+        return {"p_unsafe": p_unsafe}
 
     def _fail(self, where: str, what: str) -> GuarddiagError:
         return GuarddiagError(f"guard {self.name!r}: {what} for {where}")
@@ -207,19 +307,49 @@ class CallableGuardAdapter(GuardAdapter):
                                     f"{', '.join(sorted(DEFAULT_LABELS))})")
         return one_hot(cls)
 
+    def _scored_label(self, answer: Mapping[str, Any], where: str) -> ClassProbs:
+        """``{"label": l, "score": s}`` (a Hugging Face pipeline): s is the probability of l,
+        the rest goes to the opposite side (safe ↔ HARMFUL)."""
+        s = self._prob(answer["score"], where, "score")
+        cls = CLASSES[[p > 0 for p in self._label(answer["label"], where)].index(True)]
+        unsafe = s if cls in LOOSE.unsafe else 1.0 - s
+        return (1.0 - unsafe, 0.0, unsafe, 0.0)
+
+    def _label_scores(self, answer: Sequence[Any], where: str) -> ClassProbs:
+        """A list of ``{"label", "score"}`` (a pipeline with ``top_k=None``): each label's score
+        goes to its class."""
+        mass: dict[str, float] = {}
+        for item in answer:
+            if not (isinstance(item, Mapping) and {"label", "score"} <= set(item)):
+                raise self._fail(where, f"answer {answer!r} is a list, expected one number, "
+                                        f"label or mapping (or a list of label/score mappings)")
+            probs = self._label(item["label"], where)
+            cls = CLASSES[probs.index(1.0)]
+            mass[cls] = mass.get(cls, 0.0) + self._prob(item["score"], where, "score")
+        if abs(sum(mass.values()) - 1.0) > _PROB_TOL:
+            raise self._fail(where, f"label scores sum to {sum(mass.values()):.6f}, expected 1")
+        return class_probs_from(mass)
+
     def _probs(self, answer: Any, where: str) -> ClassProbs:
         if isinstance(answer, str):
             return self._label(answer, where)
+        if isinstance(answer, (list, tuple)):
+            return self._label_scores(answer, where)
         if isinstance(answer, Mapping):
             if "p_unsafe" in answer:
                 p = self._prob(answer["p_unsafe"], where, "p_unsafe")
+                return (1.0 - p, 0.0, p, 0.0)
+            if "label" in answer and "score" in answer:
+                return self._scored_label(answer, where)
+            if "score" in answer:
+                p = self._prob(answer["score"], where, "score (read as P(unsafe))")
                 return (1.0 - p, 0.0, p, 0.0)
             if "label" in answer:
                 return self._label(answer["label"], where)
             unknown = sorted(str(k) for k in answer if k not in CLASSES)
             if unknown or not answer:
-                raise self._fail(where, f"answer keys {unknown or '{}'} are not p_unsafe, label "
-                                        f"or the class names {', '.join(CLASSES)}")
+                raise self._fail(where, f"answer keys {unknown or '{}'} are not p_unsafe, label, "
+                                        f"score or the class names {', '.join(CLASSES)}")
             vec = [self._prob(answer.get(c, 0.0), where, c) for c in CLASSES]
             if abs(sum(vec) - 1.0) > _PROB_TOL:
                 raise self._fail(where, f"class probabilities sum to {sum(vec):.6f}, expected 1")

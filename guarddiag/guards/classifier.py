@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from guarddiag.errors import GuarddiagError
-from guarddiag.guards.backends import load_error, resolve_model_source
+from guarddiag.guards.backends import load_error, model_digest, resolve_model_source
 from guarddiag.guards.base import GuardAdapter, GuardVerdict, class_probs_from, slug
 from guarddiag.labels import CLASSES
 from guarddiag.spec import mapping_section
@@ -74,6 +74,7 @@ class HFClassifierAdapter(GuardAdapter):
             raise GuarddiagError(f"{labels if not isinstance(labels, Mapping) else 'labels'}: "
                                  f"{detail} (the model's labels: {', '.join(self.model_labels)})")
         self.model_id = model
+        self.model_sha256 = model_digest(source)
         self.name = name or slug(model)
         self.batch_size = max(1, int(batch_size))
         limit = getattr(self.tokenizer, "model_max_length", max_length) or max_length
@@ -87,7 +88,8 @@ class HFClassifierAdapter(GuardAdapter):
 
     def describe(self) -> dict[str, Any]:
         return {"adapter": self.kind, "model": self.model_id, "labels": self.label_map,
-                "max_length": self.max_length}
+                "max_length": self.max_length,
+                **({"model_sha256": self.model_sha256} if self.model_sha256 else {})}
 
     def score(self, texts: Sequence[str]) -> list[GuardVerdict]:
         import torch

@@ -20,6 +20,7 @@ from guarddiag.guards.backends import (
     HFGenerator,
     TextGenerator,
     make_generator,
+    model_digest,
 )
 from guarddiag.guards.base import GuardAdapter, GuardVerdict, class_probs_from, one_hot, slug
 from guarddiag.guards.parsing import (
@@ -72,6 +73,8 @@ class GenerativeGuard(GuardAdapter):
                 backoff_s=backoff_s)
         self.model_id = self.generator.spec.split("#", 1)[-1] if "#" in self.generator.spec \
             else self.generator.spec.partition(":")[2]
+        self.model_sha256 = (model_digest(self.model_id)
+                             if self.generator.spec.startswith("hf:") else None)
         self.max_new_tokens = int(max_new_tokens or self.default_max_new_tokens)
         self.top_logprobs = max(0, int(top_logprobs))
         self.name = name or self.default_name()
@@ -93,9 +96,10 @@ class GenerativeGuard(GuardAdapter):
     def describe(self) -> dict[str, Any]:
         # The back end's kind, not its URL: a server restarted on another port is the same
         # guard, and a resumed run may use it.
-        return {"adapter": self.kind, "model": self.model_id,
-                "backend": self.generator.spec.partition(":")[0],
-                "max_new_tokens": self.max_new_tokens, "template_kwargs": self.template_kwargs()}
+        backend = self.generator.spec.partition(":")[0]
+        return {"adapter": self.kind, "model": self.model_id, "backend": backend,
+                "max_new_tokens": self.max_new_tokens, "template_kwargs": self.template_kwargs(),
+                **({"model_sha256": self.model_sha256} if self.model_sha256 else {})}
 
     @property
     def chunk_size(self) -> int:

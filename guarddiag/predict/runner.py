@@ -126,6 +126,10 @@ def predict_runs(options: PredictOptions | None = None, **fields: Any) -> Predic
             report.append(RunScoring(run_id, "baseline", n_scored, n_prompts, secs))
 
     table = pl.concat(frames)
+    kept = sorted(set(table["benchmark"].to_list()) - {i.benchmark for i in inputs})
+    if kept:  # the score caches keep every subset scored before: a selection adds, never drops
+        say(f"kept the rows of {len(kept)} subset(s) scored earlier, outside this selection: "
+            f"{', '.join(kept)}")
     bases = data.derived_bases(data.load_manifests(
         derived_dir=derived_dir, data_dir=data_dir))
     # A flag changes only with its own audit: benchmarks the audit does not cover keep what

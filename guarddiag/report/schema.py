@@ -84,6 +84,10 @@ Changes in version 4
   all languages); ``val`` gains ``parts`` (:class:`ValPartsJson`).
 - ``contamination.containment`` / ``containment_definition`` (only when the audit looked for
   prompts inside longer pool rows) and per-benchmark n_contained, share_contained.
+- ``outside.answers``: per outside guard, when and from which identity its answers were
+  computed (run id → first, last, fingerprint, version, adapter, source, model_sha256,
+  training_data, training_rows); ``outside.own_decontam``: guards on the prompts that survive
+  the audit of their own training data, beside the pool-decontaminated ones.
 """
 
 from __future__ import annotations

@@ -301,6 +301,14 @@ class OutsideJson(Doc):
     """Per mapping: each outside guard vs the reference recipe of each size."""
     definitions: dict[str, str]
     """Per outside guard (run id), what "unsafe" means for it, as its adapter states it."""
+    answers: dict[str, Record] = absent()
+    """Per outside guard (run id): first, last (UTC times its answers were asked),
+    fingerprint (the identity they are keyed on), version, adapter, source (function, model or
+    file), model_sha256, training_data, training_rows."""
+    own_decontam: list[Record] = absent()
+    """Guards audited against their own training data: per guard, benchmark and prompts
+    (pool-decontaminated | own-decontaminated | both), n_scored, n_unsafe, score, low, high
+    (loose read-out, Wilson)."""
 
 
 class SpearmanJson(Doc):

@@ -95,6 +95,8 @@ def section_mapping(ctx: ReportContext) -> Section:
                              .to_list())
     for bench in shown:
         part = mapped.filter(pl.col("benchmark") == bench)
+        if part.height == 0:  # no run re-read under strict on it: nothing to show
+            continue
         main = part.group_by("prompt_set").len().sort(["len", "prompt_set"],
                                                       descending=[True, False])["prompt_set"][0]
         left_out |= set(part.filter(pl.col("prompt_set") != main)["entity"].to_list())

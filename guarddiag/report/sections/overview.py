@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from guarddiag.analyses.loadtest import MIN_PROMPTS
 from guarddiag.report.context import ReportContext
 from guarddiag.report.document import (
     Block,
@@ -63,9 +64,9 @@ def _load_bullets(ctx: ReportContext, lists: dict[str, list[str]]) -> list[str]:
                      "(e.g. all 0), so these say nothing about policy or capability.")
     if undetermined:
         items.append(f"Undetermined: {', '.join(undetermined)} — fewer than two seed groups "
-                     f"of at least {o.min_seeds} seeds, fewer than two branches, or too few "
-                     "prompts, so noise cannot be told from policy; do not read these as "
-                     "either.")
+                     f"of at least {o.min_seeds} seeds, fewer than two branches, or fewer than "
+                     f"{MIN_PROMPTS} prompts, so noise cannot be told from policy; do not read "
+                     "these as either.")
     return items
 
 

@@ -3,6 +3,7 @@ beside the branches."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import polars as pl
@@ -231,6 +232,14 @@ def section_outside(ctx: ReportContext) -> Section:
                                 "definition; a score measures that, not harm in general):"))
         blocks.append(Bullets(tuple(f"{run_id.removeprefix('guard/')}: {text}"
                                     for run_id, text in definitions.items())))
+    answers = {run: a for run, a in ctx.results.inputs.outside_answers.items()
+               if run.removeprefix("guard/") in set(t["entity"].to_list())}
+    if answers:
+        blocks.append(Paragraph("When and from which identity each outside guard's answers "
+                                "were computed (answers are reused only under the same "
+                                "identity; `guards score --rescore` asks again):"))
+        blocks.append(Bullets(tuple(_answers_line(run, a) for run, a in answers.items())))
+    blocks += _own_decontam_blocks(ctx, answers)
     for m in sorted(set(t["mapping"].to_list())):
         frame, cols = pivot_by_cohort(t.filter(pl.col("mapping") == m),
                                       entity_cols=["who", "kind", "interval"],
@@ -247,4 +256,42 @@ def section_outside(ctx: ReportContext) -> Section:
                                           else ())]
     return Section("outside", title, tuple(blocks),
                    {"rows": records(one_interval_kind(ctx.results.outside.table)),
-                    "paired": paired, "definitions": dict(definitions)})
+                    "paired": paired, "definitions": dict(definitions),
+                    "answers": {run: dict(a) for run, a in answers.items()},
+                    "own_decontam": records(ctx.results.outside.own_decontam)})
+
+
+def _own_decontam_blocks(ctx: ReportContext, answers: Mapping[str, Mapping[str, Any]]
+                         ) -> list[Block]:
+    """The guards audited against their own training data, beside the pool-decontaminated
+    numbers every other table uses."""
+    own = ctx.results.outside.own_decontam
+    if own.height == 0:
+        return []
+    trained = [f"{run.removeprefix('guard/')}: {a['training_rows']} prompts of "
+               f"{a['training_data']}" for run, a in answers.items() if a.get("training_data")]
+    return [
+        Paragraph("Which prompts are \"decontaminated\". Pool-decontaminated: the prompts that "
+                  "survive the audit of the branches' training pool (every other table uses "
+                  "these). Own-decontaminated: the prompts that survive the audit of the "
+                  "guard's own training data. Both: the prompts that survive both. Loose "
+                  f"read-out, P(unsafe) ≥ {ctx.options.threshold:g}, Wilson intervals."
+                  + (" Training data audited: " + "; ".join(trained) + "." if trained else "")),
+        Table("outside_own_decontam", "Outside guards on their own decontaminated prompts",
+              (Column("entity", "guard"), Column("benchmark", "benchmark"),
+               Column("metric", "metric"), Column("prompts", "prompts"),
+               Column("n_scored", "n"), Column("score", "score", "pct"),
+               Column("low", "low", "pct"), Column("high", "high", "pct")), own)]
+
+
+def _answers_line(run_id: str, a: Mapping[str, Any]) -> str:
+    when = (a.get("first") or "unknown time") if a.get("first") == a.get("last") \
+        else f"{a.get('first')} – {a.get('last')}"
+    parts = [f"identity {a.get('fingerprint') or '?'}"]
+    if a.get("version"):
+        parts.append(f"version {a['version']}")
+    if a.get("source"):
+        parts.append(f"{a.get('adapter')} {a['source']}")
+    if a.get("model_sha256"):
+        parts.append(f"file sha256 {str(a['model_sha256'])[:16]}")
+    return f"{run_id.removeprefix('guard/')}: computed {when} (UTC); {', '.join(parts)}"
