@@ -18,8 +18,7 @@ from guarddiag.errors import GuarddiagError
 from guarddiag.files import sha256_file, write_parquet
 from guarddiag.labels import CLASSES, LOOSE, PROB_COLUMNS
 from guarddiag.model.device import describe_device, pick_device
-from guarddiag.model.logits import guard_logits, softmax
-from guarddiag.model.store import load_guard
+from guarddiag.model.logits import run_scorer, softmax
 from guarddiag.model.threads import auto_threads, torch_threads
 from guarddiag.pool.table import Pool, read_pool
 from guarddiag.predict.baseline import score_baselines
@@ -161,10 +160,10 @@ def fill_score_cache(run_dir: Path, inputs: list[ScoringInput], *, batch_size: i
     cache = ScoreCache.open(run_dir, sha256_file(run_dir / MODEL_FILE))
     todo = cache.missing(inputs)
     if todo:
-        guard = load_guard(run_dir, device=device)
+        scorer = run_scorer(run_dir, batch_size=batch_size, device=device)
         bar = progress(total=sum(len(i.texts) for i in todo), desc=desc, unit="ex")
         for inp in todo:
-            probs = softmax(guard_logits(guard, inp.texts, batch_size=batch_size))
+            probs = softmax(scorer(inp.texts))
             cache.put(inp, score_frame(inp, probs))
             bar.update(len(inp.texts))
         bar.close()
