@@ -9,10 +9,13 @@ Stages (each a library verb; a re-run skips or reuses what is finished):
 4. mutate      - SORRY-Bench's deterministic linguistic mutations (ASCII, Caesar, Morse,
                  Atbash, seeded misspellings) of the sorrybench subset → ``<work>/derived/``,
                  scored and reported like any subset (robustness table);
-5. train       - teachers, reference and E1–E10 at the demo size, seed 42; then seeds 43 and 44
-                 of the seed-floor recipes (default: reference, E1, E10), so the report has a
-                 seed floor Φb beside the span Δb (finished runs are skipped, an interrupted
-                 run resumes from its last checkpoint);
+5. train       - at a frozen size (the default, ``minilm``) first the encoder states of every
+                 pool, benchmark and mutated prompt, once, into the state cache (a second demo
+                 reads them all); then teachers, reference and E1–E10 at the demo size, seed
+                 42, and seeds 43 and 44 of the seed-floor recipes (default: every branch and
+                 variant), so the report has a seed floor Φb per recipe beside the span Δb
+                 (finished runs are skipped, an interrupted run starts again or resumes from
+                 its last checkpoint);
 6. predict     - every run and the TF-IDF baseline on every available benchmark subset and on
                  the pool's val split → ``<work>/runs/predictions.parquet`` (runs already scored
                  are not scored again);
@@ -42,6 +45,7 @@ from guarddiag.files import write_json
 from guarddiag.guards import profanity
 from guarddiag.guards.callable import CallableGuardAdapter
 from guarddiag.guards.scoring import score_guard
+from guarddiag.model.sizes import get_size, size_up
 from guarddiag.pool import build_pool
 from guarddiag.progress import say
 from guarddiag.sorry.mutate import mutate_benchmark, resolve_mutations
@@ -50,10 +54,13 @@ if TYPE_CHECKING:
     from guarddiag.train.branches import BranchSet
     from guarddiag.train.runner import RunSummary
 
-DEMO_SIZE = "micro"
+DEMO_SIZE = "minilm"
+"""The pretrained CPU size (frozen all-MiniLM-L6-v2 + a trained MLP body and heads); ``micro``
+(random init) is the quick size the tests use."""
 DEMO_SEED = 42
 FLOOR_SEEDS: tuple[int, ...] = (43, 44)
-FLOOR_BRANCHES: tuple[str, ...] = ("reference", "E1", "E10")
+FLOOR_BRANCHES: tuple[str, ...] = ("all",)
+"""Every branch and variant at every seed: the seed floor is measured per recipe."""
 MUTATED_BENCHMARK = "sorrybench"
 MUTATIONS: tuple[str, ...] = ("deterministic",)
 
@@ -163,13 +170,38 @@ def _train(branches: BranchSet, options: DemoOptions, work: paths.WorkPaths
 
     plan = merge_plans(
         plan_runs(branches, names="all", sizes=(options.size,), seeds=(options.seed,)),
-        plan_runs(branches, names=list(options.floor_branches), sizes=(options.size,),
+        plan_runs(branches, names=_floor_names(options), sizes=(options.size,),
                   seeds=options.floor_seeds) if options.floor_seeds else [])
     if options.jobs > 1:
         return list(sweep(plan=plan, runs_dir=work.runs, pool_path=work.pool, engine="local",
                           jobs=options.jobs).runs)
     return list(train_branches(branches=branches, plan=plan, runs_dir=work.runs,
                                pool_path=work.pool).runs)
+
+
+def _floor_names(options: DemoOptions) -> str | list[str]:
+    return "all" if tuple(options.floor_branches) == ("all",) else list(options.floor_branches)
+
+
+def _embed_states(options: DemoOptions, work: paths.WorkPaths, data_dir: Path) -> None:
+    """At a frozen size: every prompt the runs will read (pool, benchmarks, mutated subsets)
+    embedded once here, with every usable core, so the parallel runs only read the cache."""
+    if not get_size(options.size).frozen:
+        return
+    import polars as pl
+
+    from guarddiag.data import load_benchmarks
+    from guarddiag.model.threads import torch_threads
+    from guarddiag.train.options import RunOptions
+    from guarddiag.train.pooled import encoder_for
+
+    texts = pl.read_parquet(work.pool, columns=["text"])["text"].to_list()
+    bench = load_benchmarks("all,derived", data_dir=data_dir, derived_dir=work.derived)
+    for frame in bench.frames.values():
+        texts += frame["text"].to_list()
+    for size in {options.size, size_up(options.size)}:
+        with torch_threads(usable_cores()):
+            encoder_for(size, RunOptions()).states(texts)
 
 
 def _score_in_parallel(runs: list[RunSummary], options: DemoOptions, work: paths.WorkPaths,
@@ -199,7 +231,8 @@ def run_demo(options: DemoOptions = DemoOptions()) -> DemoResult:
     times: dict[str, float] = {}
     branches = load_branches()
     # Unknown floor branches fail here, before twenty minutes of training.
-    select_branches(branches, list(options.floor_branches))
+    select_branches(branches, _floor_names(options))
+    get_size(options.size, where="--size")
     if options.mutations:
         resolve_mutations(list(options.mutations))
 
@@ -228,6 +261,7 @@ def run_demo(options: DemoOptions = DemoOptions()) -> DemoResult:
     t = stage(f"train all branches ({options.size}, seed {options.seed}) and the seed floor "
               f"({', '.join(options.floor_branches)} × seeds "
               f"{', '.join(map(str, options.floor_seeds))})", 5)
+    _embed_states(options, work, data_dir)
     runs = _train(branches, options, work)
     times["train"] = time.perf_counter() - t
 

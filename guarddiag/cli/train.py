@@ -218,9 +218,17 @@ def _run_train(args: argparse.Namespace) -> int:
 def _list_sizes() -> int:
     from guarddiag.model import SIZES
     from guarddiag.model.guard import size_param_counts
+    from guarddiag.model.pooled import trainable_param_counts
 
     rows = []
     for name, size in SIZES.items():
+        if size.frozen:  # the encoder is the checkpoint's: count what trains
+            total, heads = trainable_param_counts(name)
+            rows.append((name, f"{size.hidden_size}→{size.body_hidden}",
+                         f"{size.num_hidden_layers} frozen + {size.body_layers} MLP", "-",
+                         f"{total:,} trained", f"{heads:,}", f"{100 * heads / total:.2f} %",
+                         size.pretrained or "-"))
+            continue
         total, heads = size_param_counts(name)
         rows.append((name, str(size.hidden_size), str(size.num_hidden_layers),
                      str(size.vocab_size), f"{total:,}", f"{heads:,}",
@@ -228,7 +236,9 @@ def _list_sizes() -> int:
     _print_table(("size", "hidden", "layers", "vocab", "params", "head_params", "head_share",
                   "checkpoint"), rows)
     print("random-init ModernBERT shapes with each size's vocabulary; a run on a pretrained "
-          "--encoder records its own counts and head share in meta.json")
+          "--encoder records its own counts and head share in meta.json. Frozen sizes train "
+          "an MLP body + heads over cached encoder states; their head share of the whole "
+          "guard (encoder included) is in meta.json (minilm: 0.087 %)")
     return 0
 
 

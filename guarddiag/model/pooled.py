@@ -144,6 +144,12 @@ def pooled_scorer(folder: str | Path, model_section: dict[str, Any]
     return score
 
 
-def pooled_head_count(size: str) -> int:
+def trainable_param_counts(size: str) -> tuple[int, int]:
+    """(body + head parameters, head parameters) of a frozen size, on the meta device."""
     spec = get_size(size)
-    return head_param_count(spec.body_hidden)
+    with torch.device("meta"):
+        model = build_pooled(spec, seed=0, in_size=spec.hidden_size)
+    heads = sum(p.numel() for p in model.heads.parameters())
+    if heads != head_param_count(model.width):  # the heads are the study's three
+        raise GuarddiagError(f"model size {size}: unexpected head shape")
+    return sum(p.numel() for p in model.parameters()), heads

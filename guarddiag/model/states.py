@@ -25,7 +25,7 @@ import json
 import os
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -86,11 +86,18 @@ class StateCache:
         self.folder, self.hidden = folder, hidden
         self.index: dict[bytes, tuple[int, int]] = {}
         self.shards: list[np.ndarray] = []
+        self.loaded: set[str] = set()
         folder.mkdir(parents=True, exist_ok=True)
-        for path in sorted(folder.glob("shard-*.safetensors")):
-            self._load(path)
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Read the shards written since the last look (by this or another process)."""
+        for path in sorted(self.folder.glob("shard-*.safetensors")):
+            if path.name not in self.loaded:
+                self._load(path)
 
     def _load(self, path: Path) -> None:
+        self.loaded.add(path.name)
         try:
             data = load_weights(path)
         except GuarddiagError:
@@ -134,6 +141,7 @@ class FrozenEncoder:
     model: Any
     key: str
     hidden: int
+    _caches: dict[Path, StateCache] = field(default_factory=dict, repr=False)
 
     @classmethod
     def load(cls, checkpoint: str, *, max_length: int, numeric: str = "fp32") -> FrozenEncoder:
@@ -163,7 +171,14 @@ class FrozenEncoder:
                    int(model.config.hidden_size))
 
     def cache(self, root: Path | None = None) -> StateCache:
-        return StateCache((root or states_root()) / self.key, self.hidden)
+        """The cache of this encoder key under ``root`` (default :func:`states_root`), kept
+        open for the process and refreshed with other processes' shards at each use."""
+        folder = (root or states_root()) / self.key
+        if folder not in self._caches:
+            self._caches[folder] = StateCache(folder, self.hidden)
+        else:
+            self._caches[folder].refresh()
+        return self._caches[folder]
 
     def embed(self, texts: Sequence[str], *, batch_size: int = 64) -> np.ndarray:
         """Mean-pooled states [n, hidden] straight from the encoder (no cache)."""
