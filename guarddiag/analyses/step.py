@@ -225,7 +225,8 @@ def analyse(inputs: ReportInputs, options: AnalysisOptions) -> AnalysisResults:
                           confidence=options.confidence)
     paired = _paired(inputs, options, scores)
     competence = competence_gate(scores, kinds=inputs.kinds, subset=subset, mapping=mname,
-                                 floor=options.competence_floor)
+                                 floor=options.competence_floor,
+                                 predictions=inputs.predictions)
     threshold_free = threshold_free_metrics(
         inputs.predictions, mapping=mapping, threshold=options.threshold, subset=subset,
         n_resamples=options.n_resamples, confidence=options.confidence, seed=options.seed)

@@ -155,8 +155,7 @@ IntervalName = Literal["wilson", "seed-range+wilson", "seed-range", "bootstrap-p
 """Which interval a number carries; defined in :mod:`guarddiag.analyses.intervals`."""
 
 
-class CompetenceJson(TypedDict):
-    """How much clear harm the reference recipe detects (the competence gate)."""
+class _CompetenceBase(TypedDict):
     branch: str
     subset: str
     mapping: str
@@ -174,8 +173,21 @@ class CompetenceJson(TypedDict):
     per-seed means; null for one seed), interval, n_runs, below_floor."""
     rows: list[Record]
     """Per size and benchmark: n_scored, score, low, high, interval (``seed-range+wilson``;
-    with one seed, that run's Wilson interval), n_runs."""
+    with one seed, that run's Wilson interval), n_runs, baseline_score (the TF-IDF baseline of
+    the recipe's label policy on the same prompts)."""
     caution: str | None
+
+
+class CompetenceJson(_CompetenceBase, total=False):
+    """How much clear harm the reference recipe detects (the competence gate), and how well
+    it ranks beside a TF-IDF baseline (reports before issue 26 lack the last three keys)."""
+
+    ranking: list[Record] | None
+    """Per size and ranking pair (same-source harmful/benign): auroc (seed mean), auroc_low,
+    auroc_high (seed range), n_runs, baseline, baseline_auroc, margin, beats_baseline."""
+    auroc_margin: float
+    failed: list[str]
+    """Measures that failed: ``CAP`` (below the floor), ``AUROC`` (not above the baseline)."""
 
 
 class SummaryJson(TypedDict):
