@@ -174,3 +174,19 @@ def test_a_run_refuses_another_encoder(tmp_path):
     with pytest.raises(GuarddiagError, match="not the encoder this run was trained on"):
         score_texts(run, ["hello"])
     assert frozen_encoder(CKPT, max_length=64, numeric=EMBED_NUMERIC).numeric == "bf16"
+
+
+def test_bench_embed_prints_both_paths(tmp_path, capsys):
+    from guarddiag.cli import main
+
+    pool = make_pool(tmp_path / "pool.parquet", n=40)
+    assert main(["--data-dir", str(tmp_path / "nodata"), "bench", "embed", "--n", "16",
+                 "--pool", str(pool), "--threads", "1"]) == 0
+    out = capsys.readouterr().out
+    assert " prompts from pool val split, 64 tokens, batch 64, torch threads 1; " in out
+    assert " fp32          :" in out
+    assert " bf16 (adopted):" in out
+    cos = float(out.split("cosine of bf16 to fp32 states: mean ")[1].split(",")[0])
+    assert 0.999 < cos <= 1.0
+    assert main(["bench", "embed", "--size", "micro", "--pool", str(pool)]) == 2
+    assert "not a frozen-encoder size" in capsys.readouterr().err

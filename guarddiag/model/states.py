@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import json
+import math
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -237,3 +238,44 @@ def frozen_encoder(checkpoint: str, *, max_length: int, numeric: str = "fp32"
     if key not in _LOADED:
         _LOADED[key] = FrozenEncoder.load(checkpoint, max_length=max_length, numeric=numeric)
     return _LOADED[key]
+
+
+@dataclass(frozen=True)
+class EmbedBenchResult:
+    """``guarddiag bench embed``: prompts/s of each numeric path on the same prompts, and how
+    far the adopted path's states are from float32's."""
+
+    checkpoint: str
+    n_texts: int
+    max_length: int
+    batch_size: int
+    threads: int
+    per_s: dict[str, float]
+    """numeric path → prompts/s (best of ``repeats`` timed passes, after a warm-up batch)."""
+    cosine_mean: float
+    cosine_min: float
+    """Cosine between each prompt's state on the adopted path and on float32."""
+    adopted: str
+
+
+def bench_embed(checkpoint: str, texts: Sequence[str], *, max_length: int,
+                batch_size: int = 64, adopted: str = "bf16", repeats: int = 1
+                ) -> EmbedBenchResult:
+    """Embed ``texts`` with float32 and with the ``adopted`` path, timed (no cache)."""
+    per_s: dict[str, float] = {}
+    states: dict[str, np.ndarray] = {}
+    for numeric in dict.fromkeys(("fp32", adopted)):
+        enc = FrozenEncoder.load(checkpoint, max_length=max_length, numeric=numeric)
+        enc.embed(list(texts[:batch_size]), batch_size=batch_size)  # warm-up
+        best = math.inf
+        for _ in range(max(1, repeats)):
+            t0 = time.perf_counter()
+            states[numeric] = enc.embed(texts, batch_size=batch_size)
+            best = min(best, time.perf_counter() - t0)
+        per_s[numeric] = len(texts) / max(best, 1e-9)
+    a, b = states["fp32"], states[adopted]
+    cos = (a * b).sum(1) / np.maximum(np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1),
+                                      1e-12)
+    return EmbedBenchResult(checkpoint, len(texts), max_length, batch_size,
+                            torch.get_num_threads(), per_s, float(cos.mean()), float(cos.min()),
+                            adopted)
