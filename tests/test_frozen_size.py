@@ -190,3 +190,17 @@ def test_bench_embed_prints_both_paths(tmp_path, capsys):
     assert 0.999 < cos <= 1.0
     assert main(["bench", "embed", "--size", "micro", "--pool", str(pool)]) == 2
     assert "not a frozen-encoder size" in capsys.readouterr().err
+
+
+def test_the_baseline_sees_the_rows_the_teachers_trained_on():
+    from guarddiag.predict.baseline import teacher_rows_of_runs
+
+    metas = [{"spec": {"routes": ["hard_labels", "distill"], "policy_a_fraction": 0.0,
+                       "train_rows": None}},          # a student: not a teacher
+             {"spec": {"routes": ["hard_labels"], "policy_a_fraction": 1.0,
+                       "train_rows": None}},          # T_A at minilm: the whole split
+             {"spec": {"routes": ["hard_labels"], "policy_a_fraction": 0.0,
+                       "train_rows": 8000}},          # T_B at micro
+             {"spec": {"routes": ["hard_labels"], "policy_a_fraction": 0.25}},
+             {"kind": "outside"}]
+    assert teacher_rows_of_runs(metas) == {"A": None, "B": 8000}

@@ -103,6 +103,19 @@ def _teacher_rows() -> dict[str, int | None]:
     return out
 
 
+def teacher_rows_of_runs(metas: list[dict[str, Any]]) -> dict[str, int | None]:
+    """train_rows the trained teachers actually used (their meta's resolved spec), so the
+    baseline sees what they saw: at a frozen size (minilm) the whole train split, not the
+    YAML's micro sample."""
+    out: dict[str, int | None] = {}
+    for meta in metas:
+        spec = meta.get("spec") or {}
+        frac = spec.get("policy_a_fraction")
+        if list(spec.get("routes") or []) == ["hard_labels"] and frac in (0.0, 1.0):
+            out.setdefault("A" if frac == 1.0 else "B", spec.get("train_rows"))
+    return out
+
+
 def score_baselines(*, pool: Pool, inputs: list[ScoringInput], runs_dir: Path,
                     specs: list[BaselineSpec] | None = None
                     ) -> Iterator[tuple[str, dict[str, Any], pl.DataFrame, int, float]]:

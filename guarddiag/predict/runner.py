@@ -21,7 +21,7 @@ from guarddiag.model.device import describe_device, pick_device
 from guarddiag.model.logits import run_scorer, softmax
 from guarddiag.model.threads import auto_threads, torch_threads
 from guarddiag.pool.table import Pool, read_pool
-from guarddiag.predict.baseline import score_baselines
+from guarddiag.predict.baseline import default_baselines, score_baselines, teacher_rows_of_runs
 from guarddiag.predict.score import POOL_VAL, ScoringInput, score_frame
 from guarddiag.progress import progress, say
 from guarddiag.runs import (
@@ -114,8 +114,10 @@ def predict_runs(*, runs_dir: str | Path, pool_path: str | Path,
         frames, report = _score_runs(run_dirs, metas, inputs, batch_size=batch_size,
                                      device=dev)
     if baseline:
+        rows = teacher_rows_of_runs(list(metas.values()))
         for run_id, info, scores, n_scored, secs in score_baselines(
-                pool=pool, inputs=inputs, runs_dir=runs_dir):
+                pool=pool, inputs=inputs, runs_dir=runs_dir,
+                specs=default_baselines(rows) if rows else None):
             frames.append(_with_run_columns(scores, run_id=run_id, guard_kind="baseline",
                                             **info))
             report.append(RunScoring(run_id, "baseline", n_scored, n_prompts, secs))
