@@ -73,12 +73,14 @@ FROZEN_SIZES = tuple(s.name for s in SIZES.values() if s.frozen)
 """The pretrained CPU sizes: a frozen checkpoint with cached states (the demo's default)."""
 
 FROZEN_TRAINING: dict[str, object] = {"train_rows": None, "lr": 1e-3, "batch_size": 128,
-                                      "epochs": 8, "evals_per_epoch": 2,
+                                      "epochs": 4, "evals_per_epoch": 2,
                                       "warmup_fraction": 0.06, "weight_decay": 0.01}
 """What a full-route branch (hard labels, distillation) trains with at a frozen size, in place
 of its YAML's budget, which is set for random-init micro encoders on an 8,000-row sample: the
-whole train split (one pass over 48,002 cached states takes about a second), and an MLP's
-learning rate and batch. Head-only branches keep their YAML's settings except ``train_rows``
+whole train split, and an MLP's learning rate and batch. Four epochs: the minilm-wide teacher's
+val accuracy plateaus by the third (T_A 0.894 at epoch 3, 0.895 at epoch 6.5 of 8) while its val
+loss rises after the second, and each epoch costs about 20 s (teacher) or 8 s (student) on a
+busy core. Head-only branches keep their YAML's settings except ``train_rows``
 (their calibration share is taken of the whole split)."""
 
 
