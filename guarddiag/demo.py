@@ -39,13 +39,12 @@ from typing import TYPE_CHECKING
 from guarddiag import paths
 from guarddiag.audit import audit_pool
 from guarddiag.cores import usable_cores
-from guarddiag.data import pull, subset_status
+from guarddiag.data import load_benchmarks, pull, subset_status
 from guarddiag.errors import GuarddiagError
 from guarddiag.files import write_json
 from guarddiag.guards import profanity
 from guarddiag.guards.callable import CallableGuardAdapter
 from guarddiag.guards.scoring import score_guard
-from guarddiag.model.sizes import get_size, size_up
 from guarddiag.pool import build_pool
 from guarddiag.progress import say
 from guarddiag.sorry.mutate import mutate_benchmark, resolve_mutations
@@ -186,11 +185,13 @@ def _floor_names(options: DemoOptions) -> str | list[str]:
 def _embed_states(options: DemoOptions, work: paths.WorkPaths, data_dir: Path) -> None:
     """At a frozen size: every prompt the runs will read (pool, benchmarks, mutated subsets)
     embedded once here, with every usable core, so the parallel runs only read the cache."""
+    # The size table needs no torch, but guarddiag.model's package face loads it.
+    from guarddiag.model.sizes import get_size, size_up
+
     if not get_size(options.size).frozen:
         return
     import polars as pl
 
-    from guarddiag.data import load_benchmarks
     from guarddiag.model.threads import torch_threads
     from guarddiag.train.options import RunOptions
     from guarddiag.train.pooled import encoder_for
@@ -221,6 +222,7 @@ def _score_in_parallel(runs: list[RunSummary], options: DemoOptions, work: paths
 def run_demo(options: DemoOptions = DemoOptions()) -> DemoResult:
     """Run every stage of the study at demo size; see the module docstring."""
     # torch, transformers and matplotlib load only when the stages that need them run.
+    from guarddiag.model.sizes import get_size
     from guarddiag.predict import predict_runs
     from guarddiag.report import ReportOptions, make_report
     from guarddiag.train.branches import load_branches, select_branches

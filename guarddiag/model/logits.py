@@ -12,6 +12,7 @@ from guarddiag.errors import GuarddiagError
 from guarddiag.labels import CLASSES
 from guarddiag.model.device import DeviceSetup
 from guarddiag.model.guard import length_sorted_batches, pad_batch
+from guarddiag.model.pooled import is_pooled, pooled_scorer
 from guarddiag.model.store import LoadedGuard, load_guard, read_model_meta
 
 
@@ -60,8 +61,6 @@ def run_scorer(run_dir: str | Path, *, batch_size: int = 64, device: torch.devic
     """Texts → class logits [n, 4] for any run folder: a fine-tuned guard (:func:`load_guard`,
     on ``device``), or a frozen-size run (cached encoder states, the CPU;
     :mod:`guarddiag.model.pooled`). Every caller that scores a run goes through here."""
-    from guarddiag.model.pooled import is_pooled, pooled_scorer
-
     section = read_model_meta(run_dir)["model"]
     if is_pooled(section):
         return pooled_scorer(run_dir, section)

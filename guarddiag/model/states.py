@@ -35,6 +35,7 @@ import torch
 
 from guarddiag.errors import GuarddiagError
 from guarddiag.files import sha256_file
+from guarddiag.model.guard import load_pretrained_encoder
 from guarddiag.model.tokenizer import GuardTokenizer, pretrained_tokenizer
 from guarddiag.model.weights import load_weights, save_weights
 from guarddiag.progress import say
@@ -146,8 +147,6 @@ class FrozenEncoder:
 
     @classmethod
     def load(cls, checkpoint: str, *, max_length: int, numeric: str = "fp32") -> FrozenEncoder:
-        from guarddiag.model.guard import load_pretrained_encoder
-
         if numeric not in NUMERIC_PATHS:
             raise GuarddiagError(f"encoder numeric path {numeric!r}: expected one of "
                                  f"{', '.join(NUMERIC_PATHS)}")
