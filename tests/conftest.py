@@ -57,6 +57,22 @@ def one_torch_thread():
         yield
 
 
+STATES_ENV = "GUARDDIAG_STATES"  # guarddiag.model.states.STATES_ENV (that module loads torch)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def states_cache_in_tmp(tmp_path_factory):
+    """Frozen-encoder states (guarddiag.model.states) go to a session temp folder, never to
+    the user's ~/.cache: tests embed each text once per session and leave nothing behind."""
+    before = os.environ.get(STATES_ENV)
+    os.environ[STATES_ENV] = str(tmp_path_factory.mktemp("states"))
+    yield
+    if before is None:
+        os.environ.pop(STATES_ENV, None)
+    else:
+        os.environ[STATES_ENV] = before
+
+
 # Folders of the repository that no test may write into (tests write under tmp_path only).
 # Source folders are not watched: they change while one edits the code.
 _WATCHED = ("reports", "work", "runs", "data_manifests", "branches")

@@ -117,14 +117,14 @@ def test_report_opens_with_the_caution(tmp_path):
     assert comp["below_floor"] is True
     assert comp["floor"] == 0.8
     assert comp["lowest_mean"] == pytest.approx(17 / 30)
-    assert comp["caution"].startswith("Caution: these guards detect too little harm")
+    assert comp["caution"].startswith("Caution (CAP failed): these guards detect too little")
     assert res["results"]["disclosure"]["competence_caution"] == comp["caution"]
     assert res["options"]["competence_floor"] == 0.8
     md = (out / "report.md").read_text(encoding="utf-8")
     glance = md.split("## At a glance", 1)[1].lstrip()
-    assert glance.startswith("Caution: these guards detect too little harm")
+    assert glance.startswith("Caution (CAP failed): these guards detect too little harm")
     disclosure = md.split("## Disclosure card", 1)[1]
-    assert "Caution: these guards detect too little harm" in disclosure
+    assert "Caution (CAP failed): these guards detect too little harm" in disclosure
     assert "56.7% at micro" in glance
 
     out2 = tmp_path / "out2"
@@ -134,5 +134,92 @@ def test_report_opens_with_the_caution(tmp_path):
     res2 = json.loads((out2 / "results.json").read_text(encoding="utf-8"))
     assert res2["results"]["summary"]["competence"]["caution"] is None
     md2 = (out2 / "report.md").read_text(encoding="utf-8")
-    assert "Caution: these guards" not in md2
+    assert "Caution (" not in md2
     assert "at or above the 50.0% floor" in md2
+
+
+# ── ranking: AUROC on same-source pairs beside the TF-IDF baseline (issue 26) ────────────────
+
+XS_H, XS_B = "xstest_unsafe", "xstest_safe"
+# P(unsafe) of 4 harmful and 3 benign prompts. AUROC = P(harmful scores above benign), ties
+# counted half, over the 12 (harmful, benign) pairs:
+#   seed 42: harmful .9 .8 .4 .2, benign .5 .3 .1 -> pairs won 3 + 3 + 2 + 1 = 9 -> 9/12
+#   seed 43: harmful .9 .8 .6 .5, benign .5 .3 .1 -> 3 + 3 + 3 + (2 + ½) = 11.5 -> 11.5/12
+#   TF-IDF:  harmful .6 .5 .4 .3, benign .5 .4 .2 -> 3 + (2 + ½) + (1 + ½) + 1 = 8 -> 8/12
+RANK = {42: ([.9, .8, .4, .2], [.5, .3, .1]), 43: ([.9, .8, .6, .5], [.5, .3, .1])}
+TFIDF = ([.6, .5, .4, .3], [.5, .4, .2])
+
+
+def _ranking_rows(*, tfidf_policy: str = "B"):
+    rows = []
+    for seed, (h, b) in RANK.items():
+        meta = run_meta("minilm", "reference", seed)
+        rows += rows_for(meta, XS_H, h, ids=[f"h{j}" for j in range(4)], classes=True)
+        rows += rows_for(meta, XS_B, b, ids=[f"b{j}" for j in range(3)], classes=True)
+        rows += rows_for(meta, STD, decisions(9, N), ids=[f"s{j}" for j in range(N)],
+                         classes=True)
+    base = run_meta("tfidf", "tfidf_B", 42, kind="baseline") | {"label_policy": tfidf_policy}
+    rows += rows_for(base, XS_H, TFIDF[0], ids=[f"h{j}" for j in range(4)], classes=True)
+    rows += rows_for(base, XS_B, TFIDF[1], ids=[f"b{j}" for j in range(3)], classes=True)
+    rows += rows_for(base, STD, decisions(4, N), ids=[f"s{j}" for j in range(N)], classes=True)
+    return frame(rows)
+
+
+def test_auroc_of_the_reference_beside_the_baseline_by_hand():
+    from sklearn.metrics import roc_auc_score
+
+    preds = _ranking_rows()
+    scores = analyses.compute_scores(preds, kinds=KINDS | {XS_B: "benign"}, n_resamples=10,
+                                     seed=0)
+    res = analyses.competence_gate(scores, kinds=KINDS, subset="full", mapping="loose",
+                                   predictions=preds, floor=0.5)
+    row = res.ranking.row(0, named=True)
+    assert (row["pair"], row["size"], row["n_harmful"], row["n_benign"]) == ("xstest",
+                                                                              "minilm", 4, 3)
+    assert row["auroc"] == pytest.approx((9 / 12 + 11.5 / 12) / 2)
+    assert (row["auroc_low"], row["auroc_high"]) == (pytest.approx(9 / 12),
+                                                     pytest.approx(11.5 / 12))
+    assert row["baseline_auroc"] == pytest.approx(8 / 12)
+    # the hand count agrees with scikit-learn's
+    assert roc_auc_score([1] * 4 + [0] * 3, [*TFIDF[0], *TFIDF[1]]) == pytest.approx(8 / 12)
+    assert row["margin"] == pytest.approx(20.5 / 24 - 8 / 12)       # 0.188 >= 0.05
+    assert row["beats_baseline"] is True
+    assert not res.ranks_below_baseline
+    assert res.failed_measures() == ()                              # CAP 0.9 >= 0.5 as well
+    # CAP beside the baseline's on the same prompts: 9/10 vs 4/10
+    cap = res.table.row(0, named=True)
+    assert (cap["score"], cap["baseline_score"]) == (pytest.approx(0.9), pytest.approx(0.4))
+    assert res.sizes["baseline_mean_cap"][0] == pytest.approx(0.4)
+    # a wider margin than 0.188 fails the ranking measure alone
+    strict = analyses.competence_gate(scores, kinds=KINDS, subset="full", mapping="loose",
+                                      predictions=preds, floor=0.5, auroc_margin=0.2)
+    assert strict.failed_measures() == ("AUROC",)
+
+
+def test_no_baseline_of_the_recipes_policy_counts_as_not_beating_it():
+    preds = _ranking_rows(tfidf_policy="A")
+    scores = analyses.compute_scores(preds, kinds=KINDS | {XS_B: "benign"}, n_resamples=10,
+                                     seed=0)
+    res = analyses.competence_gate(scores, kinds=KINDS, subset="full", mapping="loose",
+                                   predictions=preds, floor=0.95)
+    row = res.ranking.row(0, named=True)
+    assert row["baseline_auroc"] is None
+    assert row["beats_baseline"] is False
+    assert res.failed_measures() == ("CAP", "AUROC")
+
+
+def test_the_caution_names_the_measure_that_failed(tmp_path):
+    work = tmp_path / "work"
+    files.write_parquet(_ranking_rows(), work / "runs" / "predictions.parquet")
+    out = tmp_path / "out"
+    assert main(["report", "--runs-dir", str(work / "runs"), "--pool", str(work / "none"),
+                 "--audit-dir", str(work / "none"), "--out", str(out), "--bootstrap", "20",
+                 "--subset", "full", "--competence-floor", "0.95"]) == 0
+    res = json.loads((out / "results.json").read_text(encoding="utf-8"))
+    comp = res["results"]["summary"]["competence"]
+    assert comp["failed"] == ["CAP"]
+    assert comp["caution"].startswith("Caution (CAP failed)")
+    assert comp["ranking"][0]["baseline_auroc"] == pytest.approx(8 / 12)
+    md = (out / "report.md").read_text(encoding="utf-8")
+    assert "xstest 0.854 vs TF-IDF 0.667 at minilm" in md
+    assert "Competence gate, ranking" in md

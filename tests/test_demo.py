@@ -33,6 +33,7 @@ def test_no_data_and_failed_pull_says_what_to_do(tmp_path):
 @pytest.mark.parametrize(("option", "value", "message"), [
     ("--floor-branches", "reference,E99", "E99"),
     ("--mutations", "ascii,rot13", "unknown mutation 'rot13'"),
+    ("--size", "huge", "huge"),
 ])
 def test_bad_option_fails_before_any_work(tmp_path, capsys, option, value, message):
     code = main(["--data-dir", str(tmp_path), "demo", "--work-dir", str(tmp_path / "w"),

@@ -59,7 +59,7 @@ def _finished(run_dir: Path) -> bool:
 def _demo(tmp: Path, env: dict[str, str]) -> subprocess.Popen:
     cmd = [sys.executable, "-m", "guarddiag", "demo", "--data-dir", str(tmp / "data"),
            "--work-dir", str(tmp / "work"), "--out", str(tmp / "report"),
-           "--floor-seeds", "", "--mutations", "", "--bootstrap", "50"]
+           "--size", "micro", "--floor-seeds", "", "--mutations", "", "--bootstrap", "50"]
     return subprocess.Popen(cmd, cwd=tmp, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
 

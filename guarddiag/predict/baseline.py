@@ -24,7 +24,7 @@ from guarddiag.files import write_meta
 from guarddiag.labels import CLASS_INDEX, CLASSES
 from guarddiag.pool.table import Pool, sample_split
 from guarddiag.predict.score import ScoringInput, score_frame
-from guarddiag.runs import ScoreCache, run_id
+from guarddiag.runs import RunMeta, ScoreCache, run_id
 from guarddiag.train.branches import load_branches
 
 
@@ -100,6 +100,17 @@ def _teacher_rows() -> dict[str, int | None]:
     for spec in branches.branches.values():
         if spec.routes == ("hard_labels",) and spec.policy_a_fraction in (0.0, 1.0):
             out.setdefault("A" if spec.policy_a_fraction == 1.0 else "B", spec.train_rows)
+    return out
+
+
+def teacher_rows_of_runs(metas: list[RunMeta]) -> dict[str, int | None]:
+    """train_rows the trained teachers (role ``teacher``) actually used, per policy (their
+    meta's resolved spec), so the baseline sees what they saw: at a frozen size (minilm) the
+    whole train split, not the YAML's micro sample."""
+    out: dict[str, int | None] = {}
+    for meta in metas:
+        if meta.roles is not None and meta.roles.role == "teacher":
+            out.setdefault(meta.roles.last_policy, meta.spec.get("train_rows"))
     return out
 
 

@@ -19,11 +19,10 @@ from guarddiag.errors import GuarddiagError
 from guarddiag.files import sha256_file, write_parquet
 from guarddiag.labels import CLASSES, LOOSE, PROB_COLUMNS
 from guarddiag.model.device import describe_device, pick_device
-from guarddiag.model.logits import guard_logits, softmax
-from guarddiag.model.store import load_guard
+from guarddiag.model.logits import run_scorer, softmax
 from guarddiag.model.threads import auto_threads, torch_threads
 from guarddiag.pool.table import Pool, read_pool
-from guarddiag.predict.baseline import score_baselines
+from guarddiag.predict.baseline import default_baselines, score_baselines, teacher_rows_of_runs
 from guarddiag.predict.options import PredictOptions
 from guarddiag.predict.score import POOL_VAL, ScoringInput, score_frame
 from guarddiag.progress import progress, say
@@ -119,8 +118,10 @@ def predict_runs(options: PredictOptions | None = None, **fields: Any) -> Predic
         frames, report = _score_runs(run_dirs, metas, inputs, batch_size=batch_size,
                                      device=dev)
     if baseline:
+        rows = teacher_rows_of_runs(list(metas.values()))
         for run_id, info, scores, n_scored, secs in score_baselines(
-                pool=pool, inputs=inputs, runs_dir=runs_dir):
+                pool=pool, inputs=inputs, runs_dir=runs_dir,
+                specs=default_baselines(rows) if rows else None):
             frames.append(_with_run_columns(scores, run_id=run_id, guard_kind="baseline",
                                             **info))
             report.append(RunScoring(run_id, "baseline", n_scored, n_prompts, secs))
@@ -180,10 +181,10 @@ def fill_score_cache(run_dir: Path, inputs: list[ScoringInput], *, batch_size: i
     cache = ScoreCache.open(run_dir, sha256_file(run_dir / MODEL_FILE))
     todo = cache.missing(inputs)
     if todo:
-        guard = load_guard(run_dir, device=device)
+        scorer = run_scorer(run_dir, batch_size=batch_size, device=device)
         bar = progress(total=sum(len(i.texts) for i in todo), desc=desc, unit="ex")
         for inp in todo:
-            probs = softmax(guard_logits(guard, inp.texts, batch_size=batch_size))
+            probs = softmax(scorer(inp.texts))
             cache.put(inp, score_frame(inp, probs))
             bar.update(len(inp.texts))
         bar.close()

@@ -17,8 +17,7 @@ import polars as pl
 from guarddiag.errors import GuarddiagError
 from guarddiag.labels import PROB_COLUMNS
 from guarddiag.model.device import pick_device
-from guarddiag.model.logits import guard_logits, softmax
-from guarddiag.model.store import load_guard
+from guarddiag.model.logits import run_scorer, softmax
 from guarddiag.runs import SCORES_SCHEMA
 
 POOL_VAL = "pool_val"
@@ -32,8 +31,8 @@ def score_texts(run_dir: str | Path, texts: Sequence[str], *, batch_size: int = 
     for i, t in enumerate(texts):
         if not isinstance(t, str) or not t.strip():
             raise GuarddiagError(f"texts[{i}]: empty or non-string text")
-    guard = load_guard(run_dir, device=pick_device(device))
-    return softmax(guard_logits(guard, texts, batch_size=batch_size))
+    scorer = run_scorer(run_dir, batch_size=batch_size, device=pick_device(device))
+    return softmax(scorer(texts))
 
 
 @dataclass(frozen=True)

@@ -80,7 +80,8 @@ IntervalName = Literal["wilson", "seed-range+wilson", "seed-range", "bootstrap-p
 
 
 class CompetenceJson(Doc):
-    """How much clear harm the reference recipe detects (the competence gate)."""
+    """How much clear harm the reference recipe detects (the competence gate), and how well
+    it ranks beside a TF-IDF baseline (reports before issue 26 lack the last three keys)."""
     branch: str
     subset: str
     mapping: str
@@ -98,8 +99,15 @@ class CompetenceJson(Doc):
     per-seed means; null for one seed), interval, n_runs, below_floor."""
     rows: list[Record]
     """Per size and benchmark: n_scored, score, low, high, interval (``seed-range+wilson``;
-    with one seed, that run's Wilson interval), n_runs."""
+    with one seed, that run's Wilson interval), n_runs, baseline_score (the TF-IDF baseline of
+    the recipe's label policy on the same prompts; absent in older reports)."""
     caution: str | None
+    ranking: list[Record] | None = absent()
+    """Per size and ranking pair (same-source harmful/benign): auroc (seed mean), auroc_low,
+    auroc_high (seed range), n_runs, baseline, baseline_auroc, margin, beats_baseline."""
+    auroc_margin: float = absent()
+    failed: list[str] = absent()
+    """Measures that failed: ``CAP`` (below the floor), ``AUROC`` (not above the baseline)."""
 
 
 class SummaryJson(Doc):

@@ -137,13 +137,13 @@ def _run_scorer(run_dir: Path, batch_size: int, device: str
     part of the timed evaluation pass.
     """
     # Imported here: guarddiag.model loads torch, which only a run-backed judge needs.
-    from guarddiag.model import guard_logits, load_guard, softmax
     from guarddiag.model.device import describe_device, pick_device
+    from guarddiag.model.logits import run_scorer, softmax
 
     where = pick_device(device)
     say(describe_device(where, spec=device))
-    guard = load_guard(run_dir, device=where)
-    return lambda texts: softmax(guard_logits(guard, texts, batch_size=batch_size))
+    scorer = run_scorer(run_dir, batch_size=batch_size, device=where)
+    return lambda texts: softmax(scorer(texts))
 
 
 def run_judge(run_dir: str | os.PathLike[str], *, mapping: BinaryMapping = LOOSE,

@@ -24,9 +24,9 @@ from guarddiag.errors import GuarddiagError
 from guarddiag.files import sha256_file
 from guarddiag.model.device import CPU, DeviceSetup, iter_chunks
 from guarddiag.model.guard import GuardModel, build_guard, length_sorted_batches
-from guarddiag.model.logits import guard_logits
+from guarddiag.model.logits import run_scorer
 from guarddiag.model.sizes import get_size
-from guarddiag.model.store import load_guard, save_guard
+from guarddiag.model.store import save_guard
 from guarddiag.model.tokenizer import GuardTokenizer, pretrained_tokenizer, train_tokenizer
 from guarddiag.model.weights import load_weights, save_weights, state_to_cpu
 from guarddiag.pool.table import Pool, selection_split
@@ -72,7 +72,7 @@ def teacher_logits(teacher_dir: Path, texts: list[str], *, cache_dir: Path,
     path = cache_dir / f"{digest.hexdigest()[:32]}.safetensors"
     if path.is_file():
         return load_weights(path)["logits"].numpy()
-    logits = guard_logits(load_guard(teacher_dir, device=device), texts, batch_size=batch_size)
+    logits = run_scorer(teacher_dir, batch_size=batch_size, device=device)(texts)
     save_weights({"logits": torch.from_numpy(logits)}, path)
     return logits
 

@@ -21,6 +21,7 @@ import torch
 from guarddiag.errors import GuarddiagError
 from guarddiag.model.device import CPU, DeviceSetup
 from guarddiag.model.guard import GuardHeads, GuardModel, length_sorted_batches
+from guarddiag.model.pooled import PooledGuard
 from guarddiag.model.sizes import N_PILLARS
 from guarddiag.model.store import load_guard, save_guard
 from guarddiag.pool.table import Pool, selection_split
@@ -118,7 +119,8 @@ def head_loss(heads: GuardHeads | WhitenedHeads, feats: CachedStates, classes: t
                       span_mask=span_mask, teacher_logits=None, weights=weights)
 
 
-def train_heads(model: GuardModel, *, features: Callable[[torch.Tensor], CachedStates],
+def train_heads(model: GuardModel | PooledGuard, *,
+                features: Callable[[torch.Tensor], CachedStates],
                 classes: np.ndarray, pillars: np.ndarray, epochs: int, lr: float,
                 batch_size: int, weight_decay: float, seed: int, weights: LossWeights,
                 whitening: tuple[Whitening, Whitening] | None = None,
@@ -133,8 +135,9 @@ def train_heads(model: GuardModel, *, features: Callable[[torch.Tensor], CachedS
     :class:`Whitening`); the heads are folded back to raw states before every evaluation.
     """
     heads = model.heads
-    for p in model.encoder.parameters():
-        p.requires_grad_(False)
+    for name, p in model.named_parameters():  # the encoder (or a frozen size's body) stays
+        if not name.startswith("heads."):
+            p.requires_grad_(False)
     hidden = heads.class_head.in_features
     w_cls, w_tok = whitening or (Whitening.identity(hidden), Whitening.identity(hidden))
     zheads = WhitenedHeads(heads, w_cls, w_tok)
@@ -195,7 +198,8 @@ class HeadEvaluation:
     """Scores the heads on the cached val states (accuracy against the branch's labels picks
     the kept heads) and logs every evaluation."""
 
-    def __init__(self, model: GuardModel, val_feats: CachedStates, val_rows: LabelledRows, *,
+    def __init__(self, model: GuardModel | PooledGuard, val_feats: CachedStates,
+                 val_rows: LabelledRows, *,
                  labels_a: np.ndarray, labels_b: np.ndarray, weights: LossWeights,
                  log: TrainLog):
         self.model, self.val_feats, self.val_rows = model, val_feats, val_rows

@@ -22,6 +22,7 @@ import polars as pl
 from guarddiag.errors import GuarddiagError
 from guarddiag.files import sha256_file
 from guarddiag.model.device import describe_device, pick_device
+from guarddiag.model.sizes import get_size
 from guarddiag.model.threads import auto_threads, torch_threads
 from guarddiag.pool.table import Pool, read_pool
 from guarddiag.progress import say
@@ -41,6 +42,12 @@ from guarddiag.train.head_only import train_head_only
 from guarddiag.train.lock import RunLock
 from guarddiag.train.options import TrainOptions
 from guarddiag.train.plan import find_run
+from guarddiag.train.pooled import (
+    encoder_for,
+    spec_at_size,
+    train_pooled_full,
+    train_pooled_head_only,
+)
 
 TRAINING_VERSION = 2
 """Bumped whenever a change to this package changes what a run learns; it is part of every
@@ -85,6 +92,8 @@ def _run_fingerprint(spec: BranchSpec, run: PlannedRun, pool: Pool, runs_dir: Pa
     payload = {"spec": spec.resolved(), "run_id": run.run_id, "inputs": inputs,
                "pretrained": options.pretrained.get(run.size),
                "training_version": TRAINING_VERSION}
+    if get_size(run.size).frozen:  # the cached states' identity: checkpoint, length, numerics
+        payload["encoder_key"] = encoder_for(run.size, options).key
     return _fingerprint(payload), inputs
 
 
@@ -108,6 +117,7 @@ def train_run(spec: BranchSpec, run: PlannedRun, *, pool: Pool, runs_dir: Path,
 def _train_locked(spec: BranchSpec, run: PlannedRun, *, pool: Pool, runs_dir: Path,
                   options: TrainOptions) -> RunSummary:
     run_dir = runs_dir / run.run_id
+    spec = spec_at_size(spec, run.size)
     fingerprint, inputs = _run_fingerprint(spec, run, pool, runs_dir, options)
     done = finished_meta(run_dir)
     if done is not None:
@@ -119,7 +129,10 @@ def _train_locked(spec: BranchSpec, run: PlannedRun, *, pool: Pool, runs_dir: Pa
         say(f"{run.run_id}: spec or inputs changed since it was trained; retraining")
         (run_dir / META_FILE).unlink()
     t0 = time.monotonic()
-    if spec.head_only:
+    if get_size(run.size).frozen:
+        train = train_pooled_head_only if spec.head_only else train_pooled_full
+        info = train(spec, run, run_dir, pool, runs_dir, options)
+    elif spec.head_only:
         info = train_head_only(spec, run, run_dir, pool, runs_dir, options)
     else:
         info = train_full(spec, run, run_dir, pool, runs_dir, options, fingerprint)

