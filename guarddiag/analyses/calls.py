@@ -441,7 +441,7 @@ def _p_route(recipes: Sequence[Recipe], s2: float, df_pool: int) -> float | None
     return float(scipy.stats.f.sf(ssb / df1 / s2, df1, df_pool))
 
 
-def test_cohort(rows: pl.DataFrame, *, alpha: float, margin: float) -> dict[str, Any]:
+def cohort_test(rows: pl.DataFrame, *, alpha: float, margin: float) -> dict[str, Any]:
     """Effect, interval, p-values, MDE and the reason a cohort is untested (``reason``)."""
     out: dict[str, Any] = dict.fromkeys(
         ["effect", "effect_low", "effect_high", "se", "df", "p_effect", "p_equivalence",
@@ -530,7 +530,7 @@ def compute_calls(predictions: pl.DataFrame, *, pool: pl.DataFrame | None,
     tests: dict[tuple[str, ...], dict[str, Any]] = {}
     for key, part in branch_rows.partition_by(_GROUP, as_dict=True,
                                               maintain_order=True).items():
-        tests[tuple(str(k) for k in key)] = test_cohort(part, alpha=alpha, margin=margin)
+        tests[tuple(str(k) for k in key)] = cohort_test(part, alpha=alpha, margin=margin)
     rows, route_rows = [], []
     for key, at in tests.items():
         at_05 = tests.get((*key[:3], "0.5")) if key[3] == "matched" else None
