@@ -18,17 +18,23 @@ from guarddiag.labels import LOOSE, STRICT
 # -- operating points ------------------------------------------------------------------------
 
 
-def test_matched_threshold_is_the_lowest_with_the_target_false_flag_rate():
+def test_matched_threshold_gives_the_target_rate_nearest_half():
     x = np.array([0.1, 0.2, 0.3, 0.4, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99])
-    assert calls.matched_threshold(x, 0.3) == 0.9          # 3 of 10 at or above 0.9
-    assert calls.matched_threshold(x, 0.35) == 0.9         # 0.8 would flag 4 of 10
-    assert calls.matched_threshold(x, 1.0) == 0.1
-    top = calls.matched_threshold(x, 0.0)                  # nothing may be flagged
-    assert top > 0.99
-    assert top == np.nextafter(0.99, 1.0)
+    above_08 = np.nextafter(0.8, 1.0)
+    assert calls.matched_threshold(x, 0.3) == above_08      # (0.8, 0.9] flags 3 of 10
+    assert calls.matched_threshold(x, 0.35) == above_08     # 4 of 10 would exceed 35 %
+    assert calls.matched_threshold(x, 0.6) == 0.5           # 0.5 already flags 6 of 10
+    assert calls.matched_threshold(x, 1.0) == 0.1           # [0, 0.1] flags all ten
+    assert calls.matched_threshold(x, 0.0) == np.nextafter(0.99, 1.0)
+    # a run flagging no neutral row at 0.5 keeps 0.5 when the target is 0 (not 0.2 + ε)
+    assert calls.matched_threshold(np.array([0.1, 0.2]), 0.0) == 0.5
+    # a run whose scores sit below 0.5 is brought down to flag what the reference flags
+    assert calls.matched_threshold(np.array([0.1, 0.2, 0.3, 0.4]), 0.25) == 0.4
     # ties: 0.5 flags 4 of 10 > 30 %, so no value at 0.5 or below will do
     tied = np.array([0.5] * 4 + [0.1] * 6)
     assert calls.matched_threshold(tied, 0.3) == np.nextafter(0.5, 1.0)
+    for target in (0.0, 0.1, 0.3, 0.6, 1.0):                # never above the target
+        assert np.mean(x >= calls.matched_threshold(x, target)) <= target
     with pytest.raises(GuarddiagError, match="no neutral rows"):
         calls.matched_threshold(np.array([]), 0.1)
 

@@ -9,11 +9,12 @@ analysis separates the three, per (benchmark, mapping, decontamination level, th
 under the mapping: both policies agree they should pass, so a run's flag rate on them is its
 false-flag rate whatever policy it learnt, and a shift there is a threshold, not policy content.
 
-**Operating-point matching.** Per run, the matched threshold t is the lowest threshold whose
-false-flag rate on the neutral rows does not exceed the reference recipe's at 0.5 (the mean over
-the reference runs of the same size; an outside guard is matched to the mean over sizes). Every
-rate is computed at 0.5 and at t; the AUROC of the benchmark's prompts against the same neutral
-rows (threshold-free) sits beside them. A run without neutral rows keeps 0.5 (``matched`` says).
+**Operating-point matching.** Per run, the matched threshold t is the threshold nearest 0.5
+whose false-flag rate on the neutral rows is the largest not above the reference recipe's at
+0.5 (the mean over the reference runs of the same size; an outside guard is matched to the mean
+over sizes). Every rate is computed at 0.5 and at t; the AUROC of the benchmark's prompts
+against the same neutral rows (threshold-free) sits beside them. A run without neutral rows
+keeps 0.5 (``matched`` says).
 
 **Route-matched contrast.** Each A-last student (role student, last policy A) is paired with
 the runs of the same size that took its route with policy-B labels: its controls
@@ -216,17 +217,27 @@ def neutral_ids(pool: pl.DataFrame, mapping: BinaryMapping) -> list[str]:
 
 
 def matched_threshold(neutral: np.ndarray, target: float) -> float:
-    """The lowest threshold t with mean(neutral ≥ t) ≤ target (a value above every neutral score
-    where even the highest would exceed it)."""
+    """The threshold nearest 0.5 whose false-flag rate on ``neutral`` is the largest one not
+    above ``target``.
+
+    Thresholds in (c_{j-1}, c_j] (c the sorted distinct scores) flag the same rows, so the rate
+    sought holds on one such interval; a run whose rate at 0.5 is already that rate keeps 0.5,
+    and where no neutral row may be flagged any threshold above the highest score will do, so
+    the one nearest 0.5 is taken rather than one just above a low maximum."""
     x = np.sort(np.asarray(neutral, dtype=float))
     n = x.size
     if n == 0:
         raise GuarddiagError("matched_threshold: no neutral rows")
-    # flagged at t = x[i] (the i-th smallest): n - i (ties: searchsorted left)
-    candidates = np.unique(x)
-    flagged = n - np.searchsorted(x, candidates, side="left")
-    ok = candidates[flagged / n <= target + 1e-12]
-    return float(ok[0]) if ok.size else float(np.nextafter(x[-1], np.inf))
+    c = np.unique(x)
+    rate = (n - np.searchsorted(x, c, side="left")) / n     # flagged share at t = c_j
+    ok = np.flatnonzero(rate <= target + 1e-12)
+    if ok.size == 0:                                         # only above the highest score
+        low, high = float(np.nextafter(c[-1], np.inf)), max(1.0, float(c[-1]))
+    elif ok[0] == 0:
+        low, high = 0.0, float(c[0])
+    else:
+        low, high = float(np.nextafter(c[ok[0] - 1], np.inf)), float(c[ok[0]])
+    return min(max(0.5, low), high)
 
 
 def auroc_against(neutral_sorted: np.ndarray, scores: np.ndarray) -> float | None:
