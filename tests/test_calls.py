@@ -250,3 +250,39 @@ def test_simulated_scenarios_meet_the_issue_rates(scenario, call, at_least):
         assert 0.10 <= res["raw_shift"] <= 0.30     # the shift moves raw rates 10–30 pp
     else:
         assert 0.08 <= res["raw_shift"] <= 0.14     # a ~10 pp planted content effect
+
+
+def test_the_report_carries_the_calls_section(tmp_path):
+    import json
+
+    from test_report import run_report, write_inputs
+
+    work = write_inputs(tmp_path)
+    assert run_report(work, tmp_path / "out") == 0
+    doc = json.loads((tmp_path / "out" / "results.json").read_text(encoding="utf-8"))
+    payload = doc["results"]["calls"]
+    assert [h["benchmark"] for h in payload["headline"]] == [
+        "harmbench_copyright", "harmbench_standard", "orbench_hard"]
+    assert sum(payload["counts"].values()) == 3
+    assert len(payload["rows"]) == 3 * 2 * 3 * 2             # benchmarks × cells
+    md = (tmp_path / "out" / "report.md").read_text(encoding="utf-8")
+    assert "Policy content, threshold shift or route: the calls" in md
+    assert (tmp_path / "out" / "tables" / "calls_scores.csv").is_file()
+
+
+def test_predictions_without_roles_are_one_line_errors():
+    preds, layout = _draw("noise")
+    with pytest.raises(GuarddiagError, match="has no role, route or last_policy"):
+        calls.compute_calls(preds.with_columns(pl.lit(None, dtype=pl.String).alias("role")),
+                            pool=sim.simulation_pool(layout))
+    with pytest.raises(GuarddiagError, match="pool's val rows are needed"):
+        calls.compute_calls(preds, pool=None)
+
+
+def test_the_table_gives_the_reason_of_an_undetermined_call():
+    preds, layout = _draw("noise")
+    table = calls.compute_calls(preds, pool=sim.simulation_pool(layout)).table
+    undetermined = table.filter(pl.col("call") == "undetermined")
+    assert undetermined.height
+    reasons = undetermined["reason"].to_list()
+    assert all(r is not None and r.startswith("low power: MDE") for r in reasons)

@@ -62,6 +62,7 @@ from guarddiag.analyses.scores import VAL_BENCHMARK
 from guarddiag.errors import GuarddiagError
 from guarddiag.labels import MAPPINGS, BinaryMapping, get_mapping
 from guarddiag.predictions import with_unsafe_probability
+from guarddiag.roles import check_roles
 
 DEFAULT_MARGIN = 0.05
 """Equivalence margin of a *capability* call: the contrast lies within ±5 pp."""
@@ -528,6 +529,7 @@ def compute_calls(predictions: pl.DataFrame, *, pool: pl.DataFrame | None,
         raise GuarddiagError(f"alpha: expected a level in (0, 1), got {alpha!r}")
     if not 0.0 < margin < 1.0:
         raise GuarddiagError(f"margin: expected a share in (0, 1), got {margin!r}")
+    check_roles(predictions, source="predictions")
     primary = get_mapping(mapping)
     mappings = (primary, *(m for m in MAPPINGS.values() if m.name != primary.name))
     notes = []
@@ -547,8 +549,8 @@ def compute_calls(predictions: pl.DataFrame, *, pool: pl.DataFrame | None,
         at_05 = tests.get((*key[:3], "0.5")) if key[3] == "matched" else None
         call, reason = call_of(at, at_05, alpha=alpha, margin=margin)
         cohort = dict(zip(_GROUP, key, strict=True))
-        rows.append({**cohort, "call": call, "reason": reason,
-                     **{c: at[c] for c in TABLE_SCHEMA if c in at}})
+        rows.append({**{c: at[c] for c in TABLE_SCHEMA if c in at}, **cohort, "call": call,
+                     "reason": reason})
         route_rows += [{**cohort, **r} for r in at["routes"]]
     table = pl.DataFrame(rows, schema=TABLE_SCHEMA).sort(_GROUP)
     result = CallsResult(table=table, routes=pl.DataFrame(route_rows, schema=ROUTE_SCHEMA),

@@ -55,7 +55,8 @@ def section_calls(ctx: ReportContext) -> Section:
         (Column("benchmark", "benchmark"), Column("call", "call"),
          Column("p_effect", "p (A − B)", "p"), Column("p_equivalence", "p (equiv.)", "p"),
          Column("p_route", "p (recipes)", "p"), Column("mde", "MDE", "pp"),
-         Column("n_prompts", "prompts", "int"), Column("reason", "reason")), prim))
+         Column("n_prompts", "prompts", "int"), Column("routes_agree", "routes agree"),
+         Column("reason", "reason")), prim))
     routes = res.routes.filter((pl.col("mapping") == res.mapping)
                                & (pl.col("decontam") == PRIMARY_DECONTAM)
                                & (pl.col("threshold") == PRIMARY_THRESHOLD))
@@ -69,6 +70,17 @@ def section_calls(ctx: ReportContext) -> Section:
     blocks.append(Table(
         "calls_stability", "The call in every cell: mapping / decontamination / threshold.",
         tuple(Column(c, c) for c in stab.columns), stab, collapsed=True))
+    blocks.append(Table(
+        "calls_thresholds", "Per run: neutral rows, false-flag rate at 0.5, the reference's "
+        "(target), the matched threshold and its false-flag rate.",
+        (Column("run_id", "run"), Column("mapping", "mapping"),
+         Column("n_neutral", "neutral", "int"), Column("ffr_05", "at 0.5", "pct"),
+         Column("target", "target", "pct"), Column("t_matched", "t", "num3"),
+         Column("ffr_matched", "at t", "pct")), res.thresholds, csv_only=True))
+    blocks.append(Table(
+        "calls_scores", "Every run's rate at 0.5 and at its matched threshold, with AUROC "
+        "against the neutral rows, per benchmark, mapping and decontamination level.",
+        tuple(Column(c, c) for c in res.scores.columns), res.scores, csv_only=True))
     if res.placement.height:
         blocks.append(Table(
             "calls_placement", "Outside guards on the B-to-A axis (0 = like the B-side "
