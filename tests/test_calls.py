@@ -10,7 +10,7 @@ import scipy.stats
 from sklearn.metrics import roc_auc_score
 
 from guarddiag import stats
-from guarddiag.analyses import calls
+from guarddiag.analyses import calls, operating
 from guarddiag.analyses import calls_sim as sim
 from guarddiag.errors import GuarddiagError
 from guarddiag.labels import LOOSE, STRICT
@@ -21,22 +21,22 @@ from guarddiag.labels import LOOSE, STRICT
 def test_matched_threshold_gives_the_target_rate_nearest_half():
     x = np.array([0.1, 0.2, 0.3, 0.4, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99])
     above_08 = np.nextafter(0.8, 1.0)
-    assert calls.matched_threshold(x, 0.3) == above_08      # (0.8, 0.9] flags 3 of 10
-    assert calls.matched_threshold(x, 0.35) == above_08     # 4 of 10 would exceed 35 %
-    assert calls.matched_threshold(x, 0.6) == 0.5           # 0.5 already flags 6 of 10
-    assert calls.matched_threshold(x, 1.0) == 0.1           # [0, 0.1] flags all ten
-    assert calls.matched_threshold(x, 0.0) == np.nextafter(0.99, 1.0)
+    assert operating.matched_threshold(x, 0.3) == above_08      # (0.8, 0.9] flags 3 of 10
+    assert operating.matched_threshold(x, 0.35) == above_08     # 4 of 10 would exceed 35 %
+    assert operating.matched_threshold(x, 0.6) == 0.5           # 0.5 already flags 6 of 10
+    assert operating.matched_threshold(x, 1.0) == 0.1           # [0, 0.1] flags all ten
+    assert operating.matched_threshold(x, 0.0) == np.nextafter(0.99, 1.0)
     # a run flagging no neutral row at 0.5 keeps 0.5 when the target is 0 (not 0.2 + ε)
-    assert calls.matched_threshold(np.array([0.1, 0.2]), 0.0) == 0.5
+    assert operating.matched_threshold(np.array([0.1, 0.2]), 0.0) == 0.5
     # a run whose scores sit below 0.5 is brought down to flag what the reference flags
-    assert calls.matched_threshold(np.array([0.1, 0.2, 0.3, 0.4]), 0.25) == 0.4
+    assert operating.matched_threshold(np.array([0.1, 0.2, 0.3, 0.4]), 0.25) == 0.4
     # ties: 0.5 flags 4 of 10 > 30 %, so no value at 0.5 or below will do
     tied = np.array([0.5] * 4 + [0.1] * 6)
-    assert calls.matched_threshold(tied, 0.3) == np.nextafter(0.5, 1.0)
+    assert operating.matched_threshold(tied, 0.3) == np.nextafter(0.5, 1.0)
     for target in (0.0, 0.1, 0.3, 0.6, 1.0):                # never above the target
-        assert np.mean(x >= calls.matched_threshold(x, target)) <= target
+        assert np.mean(x >= operating.matched_threshold(x, target)) <= target
     with pytest.raises(GuarddiagError, match="no neutral rows"):
-        calls.matched_threshold(np.array([]), 0.1)
+        operating.matched_threshold(np.array([]), 0.1)
 
 
 def test_auroc_against_neutral_rows_equals_sklearn_with_ties():
@@ -44,7 +44,7 @@ def test_auroc_against_neutral_rows_equals_sklearn_with_ties():
     neutral = np.round(rng.random(57), 1)
     bench = np.round(rng.random(41) * 0.8 + 0.2, 1)
     expected = roc_auc_score(np.r_[np.zeros(57), np.ones(41)], np.r_[neutral, bench])
-    assert calls.auroc_against(np.sort(neutral), bench) == pytest.approx(expected, abs=1e-12)
+    assert operating.auroc_against(np.sort(neutral), bench) == pytest.approx(expected, abs=1e-12)
 
 
 def test_neutral_rows_are_val_rows_both_policies_label_safe_under_the_mapping():
@@ -54,8 +54,8 @@ def test_neutral_rows_are_val_rows_both_policies_label_safe_under_the_mapping():
         "label_a": ["GENERIC_SAFE", "HARMFUL", "BOUNDARY_SAFE", "GENERIC_SAFE", "GENERIC_SAFE"],
         "label_b": ["GENERIC_SAFE", "BOUNDARY_SAFE", "GENERIC_SAFE", "BOUNDARY_SAFE",
                     "GENERIC_SAFE"]})
-    assert calls.neutral_ids(pool, LOOSE) == ["a", "c", "d"]
-    assert calls.neutral_ids(pool, STRICT) == ["a"]   # BOUNDARY_SAFE reads unsafe
+    assert operating.neutral_ids(pool, LOOSE) == ["a", "c", "d"]
+    assert operating.neutral_ids(pool, STRICT) == ["a"]   # BOUNDARY_SAFE reads unsafe
 
 
 # -- the contrast ----------------------------------------------------------------------------
