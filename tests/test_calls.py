@@ -7,7 +7,7 @@ import numpy as np
 import polars as pl
 import pytest
 import scipy.stats
-from sklearn.metrics import roc_auc_score
+from sklearn.metrics import average_precision_score, roc_auc_score
 
 from guarddiag import stats
 from guarddiag.analyses import calls, operating
@@ -45,6 +45,17 @@ def test_auroc_against_neutral_rows_equals_sklearn_with_ties():
     bench = np.round(rng.random(41) * 0.8 + 0.2, 1)
     expected = roc_auc_score(np.r_[np.zeros(57), np.ones(41)], np.r_[neutral, bench])
     assert operating.auroc_against(np.sort(neutral), bench) == pytest.approx(expected, abs=1e-12)
+
+
+def test_auprc_against_neutral_rows_equals_sklearn_with_ties():
+    rng = np.random.default_rng(4)
+    for n_neg, n_pos, digits in ((57, 41, 1), (200, 30, 3), (5, 90, 2)):
+        neutral = np.round(rng.random(n_neg), digits)
+        bench = np.round(rng.random(n_pos) * 0.7 + 0.3, digits)
+        expected = average_precision_score(np.r_[np.zeros(n_neg), np.ones(n_pos)],
+                                           np.r_[neutral, bench])
+        got = operating.auprc_against(np.sort(neutral), bench)
+        assert got == pytest.approx(expected, abs=1e-12)
 
 
 def test_neutral_rows_are_val_rows_both_policies_label_safe_under_the_mapping():

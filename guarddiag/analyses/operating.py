@@ -29,7 +29,7 @@ SCORE_SCHEMA = {"run_id": pl.String, "guard_kind": pl.String, "branch": pl.Strin
                 "last_policy": pl.String, "control_of": pl.String, "variant_of": pl.String,
                 "benchmark": pl.String, "mapping": pl.String, "decontam": pl.String,
                 "threshold": pl.String, "t": pl.Float64, "n": pl.Int64, "rate": pl.Float64,
-                "auroc": pl.Float64}
+                "auroc": pl.Float64, "auprc": pl.Float64}
 THRESHOLD_SCHEMA = {"run_id": pl.String, "branch": pl.String, "size": pl.String,
                     "mapping": pl.String, "n_neutral": pl.Int64, "ffr_05": pl.Float64,
                     "target": pl.Float64, "t_matched": pl.Float64, "ffr_matched": pl.Float64}
@@ -84,6 +84,23 @@ def auroc_against(neutral_sorted: np.ndarray, scores: np.ndarray) -> float | Non
     return float(np.mean(less + 0.5 * (le - less)) / neutral_sorted.size)
 
 
+def auprc_against(neutral_sorted: np.ndarray, scores: np.ndarray) -> float | None:
+    """Average precision of ``scores`` (positives) against the neutral rows (negatives):
+    Σ_k (R_k − R_{k−1}) · P_k over the distinct scores, highest first (sklearn's definition,
+    which the tests check against). Own code, like :func:`auroc_against`, because sklearn's
+    metrics re-sort the negatives on every call; here one sorted neutral array per run serves
+    every (benchmark, level) group, which keeps ``guarddiag bench calls`` draws cheap."""
+    if neutral_sorted.size == 0 or scores.size == 0:
+        return None
+    pos = np.sort(scores)
+    t = np.unique(np.concatenate([pos, neutral_sorted]))[::-1]
+    tp = pos.size - np.searchsorted(pos, t, side="left")
+    fp = neutral_sorted.size - np.searchsorted(neutral_sorted, t, side="left")
+    recall = tp / pos.size
+    precision = tp / np.maximum(tp + fp, 1)
+    return float(np.sum(np.diff(np.r_[0.0, recall]) * precision))
+
+
 def run_scores(predictions: pl.DataFrame, *, pool: pl.DataFrame,
                mappings: Sequence[BinaryMapping],
                exact_overlap: pl.DataFrame | None = None
@@ -134,11 +151,12 @@ def run_scores(predictions: pl.DataFrame, *, pool: pl.DataFrame,
                 for b, rows in sub.partition_by("benchmark", as_dict=True,
                                                 maintain_order=True).items():
                     p = rows["p"].to_numpy()
-                    auc = auroc_against(x, p)
+                    auc, ap = auroc_against(x, p), auprc_against(x, p)
                     for kind, thr in (("0.5", 0.5), ("matched", t)):
                         out_scores.append({**{c: m[c] for c in _RUN}, "benchmark": b[0],
                                            "mapping": mapping.name, "decontam": level,
                                            "threshold": kind, "t": thr, "n": int(p.size),
-                                           "rate": float(np.mean(p >= thr)), "auroc": auc})
+                                           "rate": float(np.mean(p >= thr)), "auroc": auc,
+                                           "auprc": ap})
     scores = pl.DataFrame(out_scores, schema=SCORE_SCHEMA)
     return scores.sort([*_GROUP, "run_id"]), pl.DataFrame(out_thr, schema=THRESHOLD_SCHEMA)

@@ -79,7 +79,7 @@ def section_calls(ctx: ReportContext) -> Section:
          Column("ffr_matched", "at t", "pct")), res.thresholds, csv_only=True))
     blocks.append(Table(
         "calls_scores", "Every run's rate at 0.5 and at its matched threshold, with AUROC "
-        "against the neutral rows, per benchmark, mapping and decontamination level.",
+        "and AUPRC against the neutral rows, per benchmark, mapping and decontamination level.",
         tuple(Column(c, c) for c in res.scores.columns), res.scores, csv_only=True))
     if res.placement.height:
         blocks.append(Table(
