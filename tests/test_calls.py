@@ -297,3 +297,20 @@ def test_the_table_gives_the_reason_of_an_undetermined_call():
     assert undetermined.height
     reasons = undetermined["reason"].to_list()
     assert all(r is not None and r.startswith("low power: MDE") for r in reasons)
+
+
+def test_same_inputs_in_another_row_order_give_the_same_bytes():
+    preds, layout = _draw("content")
+    guard = preds.filter(pl.col("run_id") == "micro/E7/seed=42").with_columns(
+        pl.lit("guard/g").alias("run_id"), pl.lit("outside").alias("guard_kind"),
+        pl.lit("g").alias("branch"), pl.lit(None, dtype=pl.Int64).alias("seed"),
+        *(pl.lit(None, dtype=pl.String).alias(c) for c in
+          ("role", "route", "last_policy", "control_of", "variant_of")))
+    preds = pl.concat([preds, guard])
+    pool, overlap = sim.simulation_pool(layout), sim.exact_overlap(layout)
+    a = calls.compute_calls(preds, pool=pool, exact_overlap=overlap)
+    b = calls.compute_calls(preds.sample(fraction=1.0, shuffle=True, seed=11),
+                            pool=pool.reverse(), exact_overlap=overlap.reverse())
+    for name in ("table", "routes", "scores", "thresholds", "placement"):
+        assert getattr(a, name).equals(getattr(b, name)), name
+    assert a.placement.height >= 1                        # the guard is placed

@@ -237,8 +237,9 @@ def route_pairs(rows: pl.DataFrame) -> tuple[list[Pair], dict[tuple[str, str], R
     recipe (students, the reference and controls) by (size, branch)."""
     recipes: dict[tuple[str, str], Recipe] = {}
     info: dict[tuple[str, str], dict[str, Any]] = {}
-    for key, part in rows.partition_by(["size", "branch"], as_dict=True,
-                                       maintain_order=True).items():
+    ordered = rows.sort(["size", "branch", "seed"])
+    for key, part in ordered.partition_by(["size", "branch"], as_dict=True,
+                                          maintain_order=True).items():
         k = (str(key[0]), str(key[1]))
         first = part.row(0, named=True)
         recipes[k] = Recipe(k[0], k[1], first["route"],
@@ -491,7 +492,7 @@ def _with_placement(result: CallsResult, *, confidence: float, seed: int) -> Cal
                          if a_end.effect != b_end.effect else None,
                          "position_low": float(lo), "position_high": float(hi),
                          "n": g["n"], "draws": PLACEMENT_DRAWS})
-    placement = pl.DataFrame(rows, schema=PLACEMENT_SCHEMA)
+    placement = pl.DataFrame(rows, schema=PLACEMENT_SCHEMA).sort(["guard", "benchmark"])
     return CallsResult(**{**result.__dict__, "placement": placement})
 
 

@@ -107,7 +107,8 @@ def run_scores(predictions: pl.DataFrame, *, pool: pl.DataFrame,
                ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(scores, thresholds): every run's rate per benchmark, mapping, decontamination level and
     threshold kind, with AUROC against the neutral rows; and each run's matched threshold."""
-    ok = predictions.filter(pl.col("status") == "ok")
+    # sorted: every later sum over runs or prompts adds in one order whatever the file's order
+    ok = predictions.filter(pl.col("status") == "ok").sort(["run_id", "benchmark", "prompt_id"])
     if exact_overlap is not None:
         exact_ids = exact_overlap.select("benchmark", "prompt_id").unique().with_columns(
             pl.lit(True).alias("_exact"))
