@@ -90,6 +90,8 @@ def section_calls(ctx: ReportContext) -> Section:
              Column("score", "score", "pct"), Column("threshold", "at"),
              Column("position", "position", "num3", low="position_low",
                     high="position_high")), res.placement))
+    if res.notes:
+        blocks.append(Paragraph("Notes: " + "; ".join(res.notes) + "."))
     payload = {"headline": records(head), "rows": records(res.table),
                "routes": records(res.routes), "placement": records(res.placement),
                "thresholds": records(res.thresholds), "counts": counts,
