@@ -18,7 +18,17 @@ from guarddiag.train.branches import load_branches, parse_seeds, parse_sizes, pl
 def test_bundled_specs_are_the_study_branches():
     b = load_branches()
     assert b.names() == ["T_A", "T_B", "reference", *(f"E{i}" for i in range(1, 11)),
-                         "E6-a05", "E9-a05"]
+                         "E1-ctrl", "E10-ctrl", "E6-a05", "E7-ctrl", "E9-a05"]
+    # The route-matched controls (issue 27): their head-only branch on the same cal rows with
+    # policy-B labels; every other field equal, so the contrast is the policy alone.
+    for base in ("E1", "E7", "E10"):
+        ctrl = b[f"{base}-ctrl"]
+        assert (ctrl.role, ctrl.control_of, ctrl.last_policy, ctrl.policy_a_fraction) == (
+            "control", base, "B", 0.0)
+        assert (b[base].last_policy, b[base].policy_a_fraction) == ("A", 1.0)
+        same = {"name", "role", "control_of", "last_policy", "policy_a_fraction",
+                "description"}
+        assert ctrl.model_dump(exclude=same) == b[base].model_dump(exclude=same)
     # The two sensitivity variants: their base branch with α = 0.5, every other field equal.
     for base in ("E6", "E9"):
         variant = b[f"{base}-a05"]
@@ -187,14 +197,14 @@ def test_cli_validate_prints_one_line_error_and_exit_2(tmp_path, capsys):
     assert "policy_a_fraction" in err
 
     assert main(["branches", "validate"]) == 0
-    assert "15 branch specs OK" in capsys.readouterr().out
+    assert "18 branch specs OK" in capsys.readouterr().out
 
 
 def test_bundled_specs_copy_validates(tmp_path):
     # a user starting their own set from the bundled one
     copy = tmp_path / "mine"
     shutil.copytree(branches_dir(), copy)
-    assert len(load_branches(copy).branches) == 15
+    assert len(load_branches(copy).branches) == 18
 
 
 def test_seed_and_size_options():

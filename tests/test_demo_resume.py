@@ -1,10 +1,11 @@
 """A killed ``guarddiag demo`` resumes and reuses what it had finished (README, issue 18).
 
-A tiny demo: the real pool recipe and policies, the 15 branch specs (13 + two α variants) with
-their budgets cut to a few hundred rows and one epoch (a temporary GUARDDIAG_BRANCHES folder),
-one benchmark family (HarmBench's three subsets, through a data folder of links), no seed
-floor and no mutations. The demo runs in a child process (training two runs at a time) that is
-SIGKILLed as soon as its first training run (the policy-A teacher) has finished; a second run
+A tiny demo: the real pool recipe and policies, the 18 branch specs (13, three route-matched
+controls, two α variants) with their budgets cut to a few hundred rows and one epoch (a
+temporary GUARDDIAG_BRANCHES folder), one benchmark family (HarmBench's three subsets, through
+a data folder of links), no seed floor and no mutations. The demo runs in a child process
+(training two runs at a time) that is SIGKILLed as soon as its first training run (the
+policy-A teacher) has finished; a second run
 must then reuse the pool, the audit and that run, and finish with a report.
 """
 
@@ -96,7 +97,7 @@ def test_killed_demo_resumes_and_reuses_finished_stages(tmp_path, real_data_dir)
     timings = json.loads((work / "demo_timings.json").read_text(encoding="utf-8"))
     status = {r["run_id"]: r["status"] for r in timings["runs"]}
     assert status["tiny/T_A/seed=42"] == "skipped"
-    assert len(status) == 15
+    assert len(status) == 18                                 # every bundled spec
     assert all(_finished(work / "runs" / rid) for rid in status)
     assert (tmp_path / "report" / "report.html").is_file()
     assert (tmp_path / "report" / "results.json").is_file()

@@ -38,6 +38,7 @@ REPORT_DEFAULTS = {
     "primary_subset": "decontaminated",
     "min_seeds": 3,
     "alpha": 0.05,
+    "equivalence_margin": 0.05,        # ±5 pp: a capability call needs TOST within it
     "competence_floor": 0.80,
     "rank_group": (),                  # empty: the A-last group, read from the runs' roles
     "rank_benchmark": "harmbench_copyright",

@@ -35,7 +35,7 @@ def test_schema_names_every_default_section_and_the_version():
     assert set(sections["properties"]) == {
         "summary", "contamination", "scores", "load", "rank", "mapping", "outside",
         "threshold_free", "correlation", "val", "pool", "study", "disclosure", "sorry_categories",
-        "sorry_robustness", "sorry_balance", "distill"}
+        "sorry_robustness", "sorry_balance", "distill", "calls"}
     # A payload's field docstring is its description in the schema.
     assert "calibrated load test" in schema["$defs"]["OptionsJson"]["properties"]["alpha"][
         "description"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from guarddiag.analyses.calls import CALLS_ANALYSIS
 from guarddiag.analyses.competence import COMPETENCE
 from guarddiag.analyses.contamination import CONTAMINATION
 from guarddiag.analyses.correlation import CORRELATION
@@ -31,6 +32,6 @@ from guarddiag.analyses.valsets import VAL_SETS_ANALYSIS
 BUILT_IN: tuple[Analysis[Any], ...] = (
     CONTAMINATION, ALL_SCORES, SCORES, DISTILL, LOAD, RANK, CORRELATION, EFFECT, OUTSIDE,
     POOL_STATS, VAL_OVERLAP, DISCLOSURE, STUDY, RECIPES, EFFECT_BY_RECIPE, SORRY, PAIRED,
-    COMPETENCE, THRESHOLD_FREE, PROVENANCE, VAL_SETS_ANALYSIS,
+    COMPETENCE, THRESHOLD_FREE, PROVENANCE, VAL_SETS_ANALYSIS, CALLS_ANALYSIS,
 )
 """Every built-in analysis (the report's own; plug-ins add to the registry, not here)."""

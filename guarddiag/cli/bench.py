@@ -9,6 +9,7 @@ Examples::
     guarddiag bench train --encoder /models/all-MiniLM-L6-v2
     guarddiag bench embed
     guarddiag bench gpu
+    guarddiag bench calls --draws 200
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ def register_bench(bench: argparse._SubParsersAction) -> None:
     _register_train(bench)
     _register_embed(bench)
     _register_gpu(bench)
+    _register_calls(bench)
 
 
 def _register_predict_recalibrate(bench: argparse._SubParsersAction) -> None:
@@ -317,3 +319,44 @@ def _run_bench_gpu(args: argparse.Namespace) -> int:
     print(f"max |p_{res.device} - p_cpu| = {res.max_abs_diff:.2e} (tolerance {res.tolerance:g}): "
           f"{verdict}")
     return 0 if res.passed else 1
+
+
+def _register_calls(bench: argparse._SubParsersAction) -> None:
+    c = add_parser(
+        bench, "calls", help="rates of the report's calls in simulated studies (issue 27)",
+        description="Draw predictions tables at the demo's layout (the bundled branch specs,\n"
+                    "three seeds of reference/E1/E10, one of every other branch and control)\n"
+                    "under four scenarios and run the report's calls on each: (i) noise, pure\n"
+                    "seed noise; (ii) threshold, A-last runs shifted by a constant logit;\n"
+                    "(iii) route, every head-only run shifted; (iv) content, A-last logits raised\n"
+                    "on one policy-A-only category. Prints the share of each call of the primary\n"
+                    "cohort (loose, exact-decontaminated, matched threshold) per scenario.\n\n"
+                    "  guarddiag bench calls --draws 200")
+    c.add_argument("--draws", type=int, default=200, help="simulated studies per scenario")
+    c.add_argument("--seed", type=int, default=0, help="seed of every draw")
+    c.add_argument("--scenarios", default="noise,threshold,route,content",
+                   help="comma-separated scenarios")
+    c.set_defaults(handler=_run_bench_calls)
+
+
+def _run_bench_calls(args: argparse.Namespace) -> int:
+    from guarddiag.analyses.calls import CALLS
+    from guarddiag.analyses.calls_sim import SCENARIOS, run_simulation
+
+    scenarios = [s.strip() for s in args.scenarios.split(",") if s.strip()]
+    for s in scenarios:
+        if s not in SCENARIOS:
+            raise GuarddiagError(f"--scenarios: unknown scenario {s!r} (expected one of "
+                                 f"{', '.join(SCENARIOS)})")
+    if args.draws < 1:
+        raise GuarddiagError(f"--draws: expected a positive integer, got {args.draws}")
+    res = run_simulation(draws=args.draws, seed=args.seed, scenarios=scenarios)
+    short = {"policy content": "policy", "threshold shift": "thresh", "route-sensitive": "route",
+             "capability": "capab", "undetermined": "undet", "uninformative": "uninf"}
+    head = f"{'scenario':<10} {'counted':<8} {'draws':>5} {'cohorts':>7} {'raw Δ@0.5':>9}"
+    print(head + "".join(f" {short[c]:>7}" for c in CALLS))
+    for r in res.table.iter_rows(named=True):
+        raw = "" if r["raw_shift"] is None else f"{r['raw_shift'] * 100:+.1f} pp"
+        print(f"{r['scenario']:<10} {r['benchmarks']:<8} {r['draws']:>5} {r['cohorts']:>7} "
+              f"{raw:>9}" + "".join(f" {r[c] * 100:>6.1f}%" for c in CALLS))
+    return 0

@@ -66,7 +66,10 @@ def register(sub, bench) -> None:
     p.add_argument("--alpha", type=float, default=unset,
                    help="level of the calibrated load test: a benchmark is policy-load where "
                         "the BH q-value of its A-last vs B-last contrast is below this "
-                        "(default 0.05)")
+                        "(default 0.05); also the level of the route-matched calls")
+    p.add_argument("--equivalence-margin", type=float, default=unset,
+                   help="a benchmark is called capability only where TOST puts the "
+                        "route-matched policy contrast within ±this share (default 0.05)")
     p.add_argument("--competence-floor", type=float, default=unset,
                    help="mean reference CAP on the study's clear-harm benchmarks below which "
                         "the report opens with a caution that a capability-load call does not "
@@ -85,8 +88,8 @@ def register(sub, bench) -> None:
 
 
 _OPTION_DESTS = ("out_dir", "mapping", "threshold", "n_resamples", "confidence", "seed",
-                 "primary_subset", "min_seeds", "alpha", "competence_floor", "rank_group",
-                 "rank_benchmark", "rank_tail", "title")
+                 "primary_subset", "min_seeds", "alpha", "equivalence_margin",
+                 "competence_floor", "rank_group", "rank_benchmark", "rank_tail", "title")
 """The flags that set a :class:`~guarddiag.analyses.options.ReportOptions` field of the same
 name."""
 

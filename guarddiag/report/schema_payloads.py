@@ -514,3 +514,28 @@ class DistillJson(Doc):
     n_runs."""
     subset: str
     mapping: str
+
+
+class CallsJson(Doc):
+    """Route-matched, operating-point-matched calls per benchmark
+    (:mod:`guarddiag.analyses.calls`)."""
+
+    headline: list[Record]
+    """Per benchmark: benchmark, call (report mapping, exact-decontaminated, matched
+    threshold), stable, flips, effect, effect_low, effect_high, study_direction."""
+    rows: list[Record]
+    """Per (benchmark, mapping, decontam, threshold): call, reason, effect with its interval,
+    se, df, p_effect, p_equivalence, p_route, mde, n_prompts, n_pairs, routes_agree."""
+    routes: list[Record]
+    """Each route's own contrast per cohort: route, pairs, effect, effect_low, effect_high."""
+    placement: list[Record]
+    """Outside guards on the B-to-A axis: guard, benchmark, score, threshold, b_end, a_end,
+    position, position_low, position_high, n, draws."""
+    thresholds: list[Record]
+    """Per run and mapping: n_neutral, ffr_05, target, t_matched, ffr_matched."""
+    counts: dict[str, int]
+    mapping: str
+    alpha: float
+    margin: float
+    neutral_rows: str
+    notes: list[str]

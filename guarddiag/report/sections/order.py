@@ -16,6 +16,7 @@ from collections.abc import Iterable, Sequence
 
 from guarddiag.report import schema_payloads as p
 from guarddiag.report.context import SectionBuilder
+from guarddiag.report.sections.calls import section_calls
 from guarddiag.report.sections.data import section_contamination, section_pool, section_val
 from guarddiag.report.sections.effects import section_correlation, section_mapping, section_rank
 from guarddiag.report.sections.overview import (
@@ -39,6 +40,7 @@ BUILT_IN_SECTIONS: tuple[SectionBuilder, ...] = (
     register_section("contamination", section_contamination, payload=p.ContaminationJson),
     register_section("scores", section_scores, payload=p.ScoresJson),
     register_section("load", section_load, payload=p.LoadJson),
+    register_section("calls", section_calls, payload=p.CallsJson),
     register_section("rank", section_rank, payload=p.RankJson),
     register_section("distill", section_distill, payload=p.DistillJson),
     register_section("mapping", section_mapping, payload=p.MappingJson),

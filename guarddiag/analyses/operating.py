@@ -1,0 +1,163 @@
+"""Operating points of every run: rates at 0.5 and at a matched threshold, AUROC against
+policy-neutral rows (the inputs of :mod:`~guarddiag.analyses.calls`).
+
+Neutral rows are the pool's val rows that both policies label safe under the mapping; a run's
+matched threshold gives it the reference recipe's false-flag rate at 0.5 on them. Decontamination
+levels: ``full`` (every prompt), ``exact`` (no exact overlap with the pool, from the audit's
+overlap.parquet; the audit's decontaminated list where that table is absent) and ``all_kinds``
+(exact-free and in the audit's decontaminated list, which drops every kind it was run with).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from guarddiag.analyses.scores import VAL_BENCHMARK
+from guarddiag.errors import GuarddiagError
+from guarddiag.labels import BinaryMapping
+from guarddiag.predictions import with_unsafe_probability
+
+_GROUP = ["benchmark", "mapping", "decontam", "threshold"]
+_RUN = ["run_id", "guard_kind", "branch", "size", "seed", "role", "route", "last_policy",
+        "control_of", "variant_of"]
+SCORE_SCHEMA = {"run_id": pl.String, "guard_kind": pl.String, "branch": pl.String,
+                "size": pl.String, "seed": pl.Int64, "role": pl.String, "route": pl.String,
+                "last_policy": pl.String, "control_of": pl.String, "variant_of": pl.String,
+                "benchmark": pl.String, "mapping": pl.String, "decontam": pl.String,
+                "threshold": pl.String, "t": pl.Float64, "n": pl.Int64, "rate": pl.Float64,
+                "auroc": pl.Float64, "auprc": pl.Float64}
+THRESHOLD_SCHEMA = {"run_id": pl.String, "branch": pl.String, "size": pl.String,
+                    "mapping": pl.String, "n_neutral": pl.Int64, "ffr_05": pl.Float64,
+                    "target": pl.Float64, "t_matched": pl.Float64, "ffr_matched": pl.Float64}
+NEUTRAL_NOTE = ("pool val rows that both policies label safe under the mapping: the policies "
+                "agree they should pass, so flags on them are false flags whatever policy a "
+                "run learnt; a run's matched threshold gives it the reference's false-flag "
+                "rate at 0.5 there")
+
+
+def neutral_ids(pool: pl.DataFrame, mapping: BinaryMapping) -> list[str]:
+    """Val rows of ``pool`` that both policies label safe under ``mapping``."""
+    for col in ("prompt_id", "split", "label_a", "label_b"):
+        if col not in pool.columns:
+            raise GuarddiagError(f"pool: missing column {col!r} (the neutral val rows of the "
+                                 f"operating-point matching need it)")
+    safe = [c for c in ("GENERIC_SAFE", "BOUNDARY_SAFE") if not mapping.is_unsafe(c)]
+    return sorted(pool.filter((pl.col("split") == "val") & pl.col("label_a").is_in(safe)
+                              & pl.col("label_b").is_in(safe))["prompt_id"].to_list())
+
+
+def matched_threshold(neutral: np.ndarray, target: float) -> float:
+    """The threshold nearest 0.5 whose false-flag rate on ``neutral`` is the largest one not
+    above ``target``.
+
+    Thresholds in (c_{j-1}, c_j] (c the sorted distinct scores) flag the same rows, so the rate
+    sought holds on one such interval; a run whose rate at 0.5 is already that rate keeps 0.5,
+    and where no neutral row may be flagged any threshold above the highest score will do, so
+    the one nearest 0.5 is taken rather than one just above a low maximum."""
+    x = np.sort(np.asarray(neutral, dtype=float))
+    n = x.size
+    if n == 0:
+        raise GuarddiagError("matched_threshold: no neutral rows")
+    c = np.unique(x)
+    rate = (n - np.searchsorted(x, c, side="left")) / n     # flagged share at t = c_j
+    ok = np.flatnonzero(rate <= target + 1e-12)
+    if ok.size == 0:                                         # only above the highest score
+        low, high = float(np.nextafter(c[-1], np.inf)), max(1.0, float(c[-1]))
+    elif ok[0] == 0:
+        low, high = 0.0, float(c[0])
+    else:
+        low, high = float(np.nextafter(c[ok[0] - 1], np.inf)), float(c[ok[0]])
+    return min(max(0.5, low), high)
+
+
+def auroc_against(neutral_sorted: np.ndarray, scores: np.ndarray) -> float | None:
+    """P(score > neutral) + ½ P(tie): the Mann–Whitney AUROC of ``scores`` against the neutral
+    rows (exact, no sampling)."""
+    if neutral_sorted.size == 0 or scores.size == 0:
+        return None
+    less = np.searchsorted(neutral_sorted, scores, side="left")
+    le = np.searchsorted(neutral_sorted, scores, side="right")
+    return float(np.mean(less + 0.5 * (le - less)) / neutral_sorted.size)
+
+
+def auprc_against(neutral_sorted: np.ndarray, scores: np.ndarray) -> float | None:
+    """Average precision of ``scores`` (positives) against the neutral rows (negatives):
+    Σ_k (R_k − R_{k−1}) · P_k over the distinct scores, highest first (sklearn's definition,
+    which the tests check against). Own code, like :func:`auroc_against`, because sklearn's
+    metrics re-sort the negatives on every call; here one sorted neutral array per run serves
+    every (benchmark, level) group, which keeps ``guarddiag bench calls`` draws cheap."""
+    if neutral_sorted.size == 0 or scores.size == 0:
+        return None
+    pos = np.sort(scores)
+    t = np.unique(np.concatenate([pos, neutral_sorted]))[::-1]
+    tp = pos.size - np.searchsorted(pos, t, side="left")
+    fp = neutral_sorted.size - np.searchsorted(neutral_sorted, t, side="left")
+    recall = tp / pos.size
+    precision = tp / np.maximum(tp + fp, 1)
+    return float(np.sum(np.diff(np.r_[0.0, recall]) * precision))
+
+
+def run_scores(predictions: pl.DataFrame, *, pool: pl.DataFrame,
+               mappings: Sequence[BinaryMapping],
+               exact_overlap: pl.DataFrame | None = None
+               ) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(scores, thresholds): every run's rate per benchmark, mapping, decontamination level and
+    threshold kind, with AUROC against the neutral rows; and each run's matched threshold."""
+    # sorted: every later sum over runs or prompts adds in one order whatever the file's order
+    ok = predictions.filter(pl.col("status") == "ok").sort(["run_id", "benchmark", "prompt_id"])
+    if exact_overlap is not None:
+        exact_ids = exact_overlap.select("benchmark", "prompt_id").unique().with_columns(
+            pl.lit(True).alias("_exact"))
+        ok = ok.join(exact_ids, on=["benchmark", "prompt_id"], how="left")
+        exact_free = pl.col("_exact").is_null()
+    else:
+        exact_free = pl.col("survives_decontam")
+    levels = {"full": pl.lit(True), "exact": exact_free,
+              "all_kinds": exact_free & pl.col("survives_decontam")}
+    out_scores: list[dict[str, Any]] = []
+    out_thr: list[dict[str, Any]] = []
+    for mapping in mappings:
+        neutral = set(neutral_ids(pool, mapping))
+        mapped = with_unsafe_probability(ok, mapping, column="p")
+        is_neutral = (pl.col("benchmark") == VAL_BENCHMARK) & pl.col("prompt_id").is_in(
+            list(neutral))
+        per_run = mapped.partition_by("run_id", as_dict=True, maintain_order=True)
+        neutral_p = {k[0]: np.sort(v.filter(is_neutral)["p"].to_numpy())
+                     for k, v in per_run.items()}
+        ffr05 = {r: float(np.mean(x >= 0.5)) if x.size else None for r, x in neutral_p.items()}
+        meta = {k[0]: v.row(0, named=True) for k, v in per_run.items()}
+        ref_by_size: dict[str, list[float]] = {}
+        for r, m in meta.items():
+            if m["guard_kind"] == "branch" and m["role"] == "reference" and ffr05[r] is not None:
+                ref_by_size.setdefault(m["size"], []).append(ffr05[r])  # type: ignore[arg-type]
+        targets = {s: float(np.mean(v)) for s, v in ref_by_size.items()}
+        overall = float(np.mean(list(targets.values()))) if targets else None
+        for run, part in per_run.items():
+            rid = str(run[0])
+            m = meta[rid]
+            target = targets.get(m["size"], overall)
+            x = neutral_p[rid]
+            t = matched_threshold(x, target) if x.size and target is not None else 0.5
+            out_thr.append({"run_id": rid, "branch": m["branch"], "size": m["size"],
+                            "mapping": mapping.name, "n_neutral": int(x.size),
+                            "ffr_05": ffr05[rid], "target": target, "t_matched": t,
+                            "ffr_matched": float(np.mean(x >= t)) if x.size else None})
+            bench = part.filter(pl.col("benchmark") != VAL_BENCHMARK)
+            for level, keep in levels.items():
+                sub = bench.filter(keep)
+                for b, rows in sub.partition_by("benchmark", as_dict=True,
+                                                maintain_order=True).items():
+                    p = rows["p"].to_numpy()
+                    auc, ap = auroc_against(x, p), auprc_against(x, p)
+                    for kind, thr in (("0.5", 0.5), ("matched", t)):
+                        out_scores.append({**{c: m[c] for c in _RUN}, "benchmark": b[0],
+                                           "mapping": mapping.name, "decontam": level,
+                                           "threshold": kind, "t": thr, "n": int(p.size),
+                                           "rate": float(np.mean(p >= thr)), "auroc": auc,
+                                           "auprc": ap})
+    scores = pl.DataFrame(out_scores, schema=SCORE_SCHEMA)
+    return scores.sort([*_GROUP, "run_id"]), pl.DataFrame(out_thr, schema=THRESHOLD_SCHEMA)
