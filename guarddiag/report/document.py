@@ -15,6 +15,8 @@ class Paragraph:
     text: str
     banner: bool = False
     """A warning the reader must not miss (boxed in HTML, a bold quote in Markdown)."""
+    cite: bool = False
+    """The sentence saying what a reader may cite (framed in HTML, bold in Markdown)."""
 
 
 @dataclass(frozen=True)

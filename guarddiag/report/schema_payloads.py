@@ -102,6 +102,20 @@ class CompetenceJson(Doc):
     caution: str | None
 
 
+class FirstScreenJson(Doc):
+    """The first screen: what was run, the per-benchmark calls, what a reader may cite."""
+
+    source: Literal["calls", "load"]
+    """Where the calls come from: the calls analysis, or (absent) the calibrated load test."""
+    calls: list[Record]
+    """One row per benchmark: benchmark, call, stable (yes / no: flips with … / not checked),
+    effect, effect_low, effect_high (fractions; no interval from the load test),
+    study_direction."""
+    cite: str
+    """The one sentence on what a reader may cite."""
+    what_was_run: str
+
+
 class SummaryJson(Doc):
     """The lists behind the plain-language summary."""
 

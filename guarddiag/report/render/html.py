@@ -37,7 +37,13 @@ font-size:.8em;border-left:3px solid #bbb}
 .omitted{color:#666;font-style:italic}.notes{color:#555;font-size:.9em}
 details summary{cursor:pointer;color:#0645ad}p.ex{font-size:.85em;margin:.4em 0 0}
 p.banner{border:2px solid #b00;background:#fff3f3;padding:.6em .8em;font-weight:bold}
+#first_screen table{background:#e8f1fb}#first_screen td,#first_screen th{padding:.05em .6em}
+p.cite{border:2px solid #2a7a2a;background:#eefbea;padding:.5em .8em;font-weight:bold}
 """
+FIRST_SCREEN_TABLE_RGB = (0xE8, 0xF1, 0xFB)
+"""The first screen's call table background: the headless-browser test finds it on screen."""
+CITE_RGB = (0xEE, 0xFB, 0xEA)
+"""The background of the sentence saying what a reader may cite."""
 
 # No scripts, no remote anything: images only as data: URIs, styles only inline.
 _CSP = ("default-src 'none'; img-src data:; style-src 'unsafe-inline'; script-src 'none'; "
@@ -73,20 +79,26 @@ def render_html(report: Report, figures_png: Mapping[str, bytes]) -> str:
              '<meta name="viewport" content="width=device-width, initial-scale=1">',
              f"<title>{_esc(report.title)}</title><style>{_CSS}</style></head><body>",
              f"<h1>{_esc(report.title)}</h1>"]
-    if report.notes:
-        parts.append('<ul class="notes">' + "".join(f"<li>{_esc(n)}</li>" for n in report.notes)
-                     + "</ul>")
-    parts.append("<nav><ol>" + "".join(f'<li><a href="#{_esc(s.id)}">{_esc(s.title)}</a></li>'
+    front = ['<ul class="notes">' + "".join(f"<li>{_esc(n)}</li>" for n in report.notes)
+             + "</ul>"] if report.notes else []
+    front.append("<nav><ol>" + "".join(f'<li><a href="#{_esc(s.id)}">{_esc(s.title)}</a></li>'
                                        for s in report.sections) + "</ol></nav>")
+    # The first screen answers the question; the notes and the contents come after it.
+    if not report.sections or report.sections[0].id != "first_screen":
+        parts += front
+        front = []
     for s in report.sections:
+        if front and s is not report.sections[0]:
+            parts += front
+            front = []
         parts.append(f'<section id="{_esc(s.id)}"><h2>{_esc(s.title)}</h2>')
         if s.omitted is not None:
             parts.append(f'<p class="omitted">Omitted: {_esc(s.omitted)}.</p></section>')
             continue
         for b in s.blocks:
             if isinstance(b, Paragraph):
-                parts.append(f'<p class="banner">{_esc(b.text)}</p>' if b.banner
-                             else f"<p>{_esc(b.text)}</p>")
+                cls = ' class="banner"' if b.banner else ' class="cite"' if b.cite else ""
+                parts.append(f"<p{cls}>{_esc(b.text)}</p>")
             elif isinstance(b, Bullets):
                 parts.append("<ul>" + "".join(f"<li>{_esc(x)}</li>" for x in b.items) + "</ul>")
             elif isinstance(b, Table) and b.csv_only:
@@ -105,5 +117,6 @@ def render_html(report: Report, figures_png: Mapping[str, bytes]) -> str:
                     f'<p class="ex">{_esc(label)}</p><pre>{_esc(text)}</pre>'
                     for label, text in b.items) + "</details>")
         parts.append("</section>")
+    parts += front
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"

@@ -48,7 +48,8 @@ def render_markdown(report: Report) -> str:
             continue
         for b in s.blocks:
             if isinstance(b, Paragraph):
-                out.append(f"> **{_md_esc(b.text)}**" if b.banner else _md_esc(b.text))
+                out.append(f"> **{_md_esc(b.text)}**" if b.banner else
+                           f"**{_md_esc(b.text)}**" if b.cite else _md_esc(b.text))
             elif isinstance(b, Bullets):
                 out += [f"- {_md_esc(x)}" for x in b.items]
             elif isinstance(b, Table):

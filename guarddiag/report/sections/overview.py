@@ -124,7 +124,7 @@ def section_summary(ctx: ReportContext) -> Section:
                "competence": competence_payload(ctx),
                "provenance": provenance_payload(ctx)}
     return Section("summary", "At a glance",
-                   (*provenance_blocks(ctx, caution=caution),
+                   (*provenance_blocks(ctx, caution=caution, banner=False),
                     *(Paragraph(p) for p in paras),
                     Bullets(tuple(items))), payload)
 
