@@ -4,9 +4,13 @@ hold a column's best value. Plain text; each renderer escapes it."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any
 
 from guarddiag.report.document import Table
+
+MAX_COLUMNS = 12
+"""No rendered table is wider than this: wider ones are shown in parts (:func:`table_parts`)."""
 
 
 def format_cell(v: Any, fmt: str) -> str:
@@ -49,3 +53,29 @@ def table_cells(table: Table) -> tuple[list[str], list[list[tuple[str, bool]]]]:
             cells.append((text, c.key in best and v is not None and v == best[c.key]))
         rows.append(cells)
     return headers, rows
+
+
+def table_parts(table: Table, limit: int = MAX_COLUMNS) -> list[Table]:
+    """``table`` as shown on screen: itself when it has at most ``limit`` columns, else parts
+    of at most ``limit`` columns, each repeating the leading key columns (text or count columns
+    without an interval, at most three) and named ``<name>`` then ``<name>--2``, ``--3``…
+    Only the display is split: the CSV and LaTeX files keep the whole table."""
+    cols = table.columns
+    if len(cols) <= limit:
+        return [table]
+    lead = 0
+    while lead < min(3, len(cols) - 1) and cols[lead].fmt in ("text", "int") \
+            and cols[lead].low is None:
+        lead += 1
+    lead = max(lead, 1)
+    rest = cols[lead:]
+    step = limit - lead
+    chunks = [rest[i:i + step] for i in range(0, len(rest), step)]
+    head = table.caption.split(". ", 1)[0].rstrip(".")
+    parts = []
+    for i, chunk in enumerate(chunks, start=1):
+        caption = (f"{table.caption} (Part 1 of {len(chunks)}: wider than {limit} columns, "
+                   "so shown in parts.)" if i == 1 else f"{head} (part {i} of {len(chunks)}).")
+        parts.append(replace(table, name=table.name if i == 1 else f"{table.name}--{i}",
+                             caption=caption, columns=(*cols[:lead], *chunk)))
+    return parts

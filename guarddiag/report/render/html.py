@@ -16,7 +16,7 @@ from guarddiag.report.document import (
     Report,
     Table,
 )
-from guarddiag.report.render.cells import table_cells
+from guarddiag.report.render.cells import table_cells, table_parts
 
 _CSS = """
 body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;max-width:1100px;
@@ -105,7 +105,7 @@ def render_html(report: Report, figures_png: Mapping[str, bytes]) -> str:
                 parts.append(f"<p><em>{_esc(b.caption)}</em> See tables/{_esc(b.name)}.csv "
                              f"({b.frame.height:,} rows).</p>")
             elif isinstance(b, Table):
-                parts.append(_html_table(b))
+                parts += [_html_table(t) for t in table_parts(b)]
             elif isinstance(b, FigureBlock):
                 data = base64.b64encode(figures_png[b.name]).decode("ascii")
                 parts.append(f'<figure><img alt="{_esc(b.caption)}" '

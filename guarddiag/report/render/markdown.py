@@ -13,7 +13,7 @@ from guarddiag.report.document import (
     Report,
     Table,
 )
-from guarddiag.report.render.cells import table_cells
+from guarddiag.report.render.cells import table_cells, table_parts
 
 
 def _md_esc(text: Any) -> str:
@@ -54,10 +54,10 @@ def render_markdown(report: Report) -> str:
                 out += [f"- {_md_esc(x)}" for x in b.items]
             elif isinstance(b, Table):
                 if b.collapsed or b.csv_only:
-                    out.append(f"*{_md_esc(b.caption)}* — see `tables/{b.name}.csv` "
-                               f"({b.frame.height} rows).")
+                    out.append(f"*{_md_esc(b.caption)}* — see [tables/{b.name}.csv]"
+                               f"(tables/{b.name}.csv) ({b.frame.height} rows).")
                 else:
-                    out.append(_md_table(b))
+                    out.append("\n\n".join(_md_table(t) for t in table_parts(b)))
             elif isinstance(b, FigureBlock):
                 out.append(f"![{_md_esc(b.caption)}](figures/{b.name}.png)")
             elif isinstance(b, Examples):

@@ -4,6 +4,7 @@ the pivot that gives every (benchmark, cohort) its own column."""
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
+from itertools import combinations
 from typing import Any
 
 import polars as pl
@@ -46,9 +47,35 @@ def pct(x: float | None) -> str:
     return "—" if x is None else f"{100 * x:.1f}%"
 
 
+OVERLAP_KINDS = ("near", "template", "contained")
+"""The overlap kinds an audit may count besides exact overlaps."""
+
+
+def decontam_level(ctx: ReportContext) -> str | None:
+    """What the decontaminated subset removed, read from the audit's counts: 'exact' or
+    'exact + near + …' (overlap kinds) — the kinds whose counts add up to n − kept on every
+    audited benchmark (the fewest such kinds where zero counts leave a choice); None without an
+    audit or where no combination adds up."""
+    c = ctx.results.contamination
+    if c is None or not c.table.height:
+        return None
+    kinds = [k for k in OVERLAP_KINDS if f"n_{k}" in c.table.columns]
+    rows = list(c.table.iter_rows(named=True))
+    for size in range(len(kinds) + 1):
+        for combo in combinations(kinds, size):
+            if all(r["n"] - r["n_kept"] == r["n_exact"] + sum(r[f"n_{k}"] or 0 for k in combo)
+                   for r in rows):
+                return " + ".join(("exact", *combo))
+    return None
+
+
 def cohort_words(ctx: ReportContext, subset: str | None = None) -> str:
+    """The cohort of a table, in words; a decontaminated subset names what it removed."""
     o = ctx.options
-    return (f"{subset or o.primary_subset} prompts, {o.mapping} mapping, unsafe when "
+    subset = subset or o.primary_subset
+    level = decontam_level(ctx) if subset == "decontaminated" else None
+    removed = f" ({level} overlaps removed)" if level else ""
+    return (f"{subset}{removed} prompts, {o.mapping} mapping, unsafe when "
             f"P(unsafe) ≥ {o.threshold:g}")
 
 

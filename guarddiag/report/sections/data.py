@@ -13,14 +13,13 @@ from guarddiag.report.document import (
     Block,
     Bullets,
     Column,
-    Examples,
     FigureBlock,
     Paragraph,
     Section,
     Table,
 )
 from guarddiag.report.jsonable import jsonable, records
-from guarddiag.report.sections.common import pivot_by_cohort
+from guarddiag.report.sections.common import decontam_level, pivot_by_cohort
 from guarddiag.report.sections.valparts import val_part_blocks
 
 
@@ -44,6 +43,12 @@ def section_contamination(ctx: ReportContext) -> Section:
                *((Column("n_contained", "contained", "int"),
                   Column("share_contained", "contained %", "pct")) if c.containment else ()),
                Column("n_kept", "kept", "int"))
+    level = decontam_level(ctx)
+    kept = (f" Kept = the prompts left in the benchmark's decontaminated subset, the ones every "
+            f"'decontaminated' table scores: here the audit removed "
+            f"{level + ' overlaps' if level else 'what its summary says'}"
+            + ("; the other kinds are counted but stay in the decontaminated subset"
+               if level == "exact" else "") + ".")
     template = ("" if not c.templates else
                 " Template overlaps (a separate column, no exact overlap) are pool rows that ask "
                 "the prompt's sentence about other titles or names: quoted spans and capitalised "
@@ -56,7 +61,7 @@ def section_contamination(ctx: ReportContext) -> Section:
                  f"({c.containment_definition or 'see audit'}).")
     blocks: list[Block] = [
         Paragraph(f"Exact overlap = equal after normalisation ({c.normalisation or 'see audit'}"
-                  f"); {near}. Pool: {c.pool_rows or 0:,} rows.{template}{contained}"),
+                  f"); {near}. Pool: {c.pool_rows or 0:,} rows.{template}{contained}{kept}"),
         Table("overlap", "Benchmark prompts found in the training pool", columns, t),
         FigureBlock("overlap", plots.overlap_bars(c),
                     "Share of each benchmark's prompts found in the training pool "
@@ -65,17 +70,7 @@ def section_contamination(ctx: ReportContext) -> Section:
     if c.unavailable:
         blocks.append(Bullets(tuple(f"{k}: unavailable ({v})"
                                     for k, v in sorted(c.unavailable.items()))))
-    for bench in t["benchmark"].to_list():
-        ex = c.examples.get(bench) or ()
-        items = []
-        for e in ex:
-            note = f" ({e['note']})" if e.get("note") else ""
-            items.append((f"{bench} {e.get('kind', '')}{note} · prompt "
-                          f"{e.get('prompt_id', '')}", str(e.get("benchmark_text", ""))))
-            items.append((f"pool row {e.get('pool_id', '')} (similarity "
-                          f"{e.get('similarity', '')})", str(e.get("pool_text", ""))))
-        if items:
-            blocks.append(Examples(f"Example overlaps: {bench}", tuple(items)))
+    blocks += example_blocks(c.examples, t["benchmark"].to_list())
     payload: dict[str, Any] = {"benchmarks": records(t), "pool_rows": c.pool_rows,
                "near_threshold": c.near_threshold, "near_dup": c.near_dup,
                "short_words": c.short_words, "short_threshold": c.short_threshold,
@@ -85,6 +80,55 @@ def section_contamination(ctx: ReportContext) -> Section:
     if c.containment:
         payload |= {"containment": True, "containment_definition": c.containment_definition}
     return Section("contamination", title, tuple(blocks), payload)
+
+
+EXAMPLES_SHOWN = 3
+"""Overlap examples shown per benchmark and kind; every example is in overlap_examples_all.csv."""
+_EXAMPLE_CHARS = 100
+_EXAMPLE_SCHEMA: dict[str, Any] = {
+    "benchmark": pl.String, "kind": pl.String, "note": pl.String, "prompt_id": pl.String,
+    "pool_id": pl.String, "similarity": pl.Float64, "benchmark_text": pl.String,
+    "pool_text": pl.String}
+
+
+def _short(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= _EXAMPLE_CHARS else text[:_EXAMPLE_CHARS - 1] + "…"
+
+
+def example_blocks(examples: Any, benchmarks: list[str]) -> list[Block]:
+    """The audit's overlap examples as one table, at most :data:`EXAMPLES_SHOWN` per benchmark
+    and kind with their texts cut to one line, and every example whole in a CSV."""
+    rows = []
+    for bench in benchmarks:
+        for e in examples.get(bench) or ():
+            sim = e.get("similarity")
+            rows.append({"benchmark": bench, "kind": str(e.get("kind", "")),
+                         "note": e.get("note") or None, "prompt_id": str(e.get("prompt_id", "")),
+                         "pool_id": str(e.get("pool_id", "")),
+                         "similarity": float(sim) if isinstance(sim, (int, float)) else None,
+                         "benchmark_text": str(e.get("benchmark_text", "")),
+                         "pool_text": str(e.get("pool_text", ""))})
+    if not rows:
+        return []
+    every = pl.DataFrame(rows, schema=_EXAMPLE_SCHEMA)
+    shown = every.with_columns(pl.int_range(pl.len()).over("benchmark", "kind").alias("_i")) \
+        .filter(pl.col("_i") < EXAMPLES_SHOWN).drop("_i").with_columns(
+            pl.col("benchmark_text").map_elements(_short, return_dtype=pl.String)
+            .alias("benchmark_short"),
+            pl.col("pool_text").map_elements(_short, return_dtype=pl.String).alias("pool_short"))
+    cols = (Column("benchmark", "benchmark"), Column("kind", "kind"),
+            Column("prompt_id", "prompt"), Column("benchmark_short", "benchmark text"),
+            Column("pool_id", "pool row"), Column("similarity", "similarity", "num3"),
+            Column("pool_short", "pool text"))
+    return [Table("overlap_examples", f"Example overlaps: at most {EXAMPLES_SHOWN} per "
+                  f"benchmark and kind ({shown.height} of {every.height}), texts cut to "
+                  f"{_EXAMPLE_CHARS} characters; every example, whole, is in "
+                  "tables/overlap_examples_all.csv.", cols, shown, collapsed=True),
+            Table("overlap_examples_all", "Every overlap example of the audit, texts whole.",
+                  (*cols[:3], Column("benchmark_text", "benchmark text"), *cols[4:6],
+                   Column("pool_text", "pool text"), Column("note", "note")), every,
+                  csv_only=True)]
 
 
 def section_val(ctx: ReportContext) -> Section:

@@ -15,7 +15,7 @@ from guarddiag.report.document import (
     Table,
 )
 from guarddiag.report.jsonable import records
-from guarddiag.report.sections.common import cohort_words, pct
+from guarddiag.report.sections.common import cohort_words, decontam_level, pct
 from guarddiag.report.sections.competence import (
     competence_blocks,
     competence_caution,
@@ -102,7 +102,8 @@ def section_summary(ctx: ReportContext) -> Section:
             items.append(f"Contamination: {t.height} of {ctx.results.contamination.table.height} "
                          f"audited benchmarks share prompts with the training pool (exact "
                          f"overlap after normalisation): {worst}. The primary tables use the "
-                         "decontaminated prompts.")
+                         f"decontaminated prompts ({decontam_level(ctx) or 'exact'} overlaps "
+                         "removed).")
         else:
             items.append("Contamination: the audit found no exact overlap between the training "
                          "pool and any audited benchmark.")

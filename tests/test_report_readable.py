@@ -1,0 +1,110 @@
+"""A report a safety lead can read (issue 29): no table wider than twelve columns on screen,
+overlap examples capped per benchmark and kind with every example in a CSV, and each table
+naming the decontamination level it scores."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from types import SimpleNamespace
+
+import polars as pl
+import pytest
+from test_report import run_report, write_inputs
+
+from guarddiag.report import Column, Table
+from guarddiag.report.render.cells import MAX_COLUMNS, table_cells, table_parts
+from guarddiag.report.sections.common import decontam_level
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("readable")
+    out = root / "out"
+    assert run_report(write_inputs(root), out) == 0
+    return out
+
+
+def _md_widths(md: str) -> list[int]:
+    """Column count of every Markdown table (its header separator row)."""
+    return [line.count("|") - 1 for line in md.splitlines() if re.fullmatch(r"\|(---\|)+", line)]
+
+
+def _html_widths(page: str) -> list[int]:
+    return [row.count("<th") for row in re.findall(r"<thead><tr>(.*?)</tr></thead>", page)]
+
+
+def test_a_wide_table_is_shown_in_parts_that_repeat_its_keys():
+    cols = (Column("name", "name"), Column("runs", "runs", "int"),
+            *(Column(f"b{i}", f"b{i}", "pct", low=f"b{i}_lo", high=f"b{i}_hi")
+              for i in range(27)))
+    data: dict[str, list] = {"name": ["x", "y"], "runs": [3, 1]}
+    for i in range(27):
+        data |= {f"b{i}": [i / 100, 0.5], f"b{i}_lo": [0.0, 0.4], f"b{i}_hi": [1.0, 0.6]}
+    t = Table("wide", "Twenty-nine columns. More words.", cols, pl.DataFrame(data))
+    parts = table_parts(t)
+    # 2 key columns + 27 others in parts of at most 12: 10 + 10 + 7 others.
+    assert [len(p.columns) for p in parts] == [12, 12, 9]
+    assert [p.name for p in parts] == ["wide", "wide--2", "wide--3"]
+    assert all(p.columns[:2] == cols[:2] for p in parts)
+    shown = [c.key for p in parts for c in p.columns[2:]]
+    assert shown == [f"b{i}" for i in range(27)]  # every column once, in order
+    assert parts[1].caption == "Twenty-nine columns (part 2 of 3)."
+    # Cells are unchanged by the split: b13 (in part 2) of row x.
+    headers, rows = table_cells(parts[1])
+    assert headers[2:4] == ["b10", "b11"]
+    assert rows[0][5][0] == "13.0 [0.0, 100.0]"
+    assert table_parts(Table("n", "c", cols[:12], pl.DataFrame(data))) != []
+    assert len(table_parts(Table("n", "c", cols[:12], pl.DataFrame(data)))) == 1
+
+
+def test_no_table_on_screen_is_wider_than_twelve_columns(report):
+    md = (report / "report.md").read_text(encoding="utf-8")
+    page = (report / "report.html").read_text(encoding="utf-8")
+    widths = _md_widths(md)
+    assert widths
+    assert max(widths) <= MAX_COLUMNS
+    assert _html_widths(page)
+    assert max(_html_widths(page)) <= MAX_COLUMNS
+    # The helpers see a wide table: one of 13 columns would fail the checks above.
+    assert _md_widths("|" + "---|" * 13) == [13]
+    # The CSV keeps the whole table.
+    whole = pl.read_csv(report / "tables" / "scores_decontaminated_loose.csv")
+    assert whole.width > MAX_COLUMNS
+
+
+def test_overlap_examples_capped_per_benchmark_and_kind_with_all_in_a_csv(report):
+    # The fixture's audit has 4 exact examples of harmbench_copyright, 1 of each other.
+    shown = pl.read_csv(report / "tables" / "overlap_examples.csv")
+    every = pl.read_csv(report / "tables" / "overlap_examples_all.csv")
+    assert every.height == 6
+    assert shown.height == 5
+    assert shown.group_by("benchmark", "kind").len()["len"].max() == 3
+    md = (report / "report.md").read_text(encoding="utf-8")
+    assert "[tables/overlap_examples_all.csv](tables/overlap_examples_all.csv)" in md
+    assert "```text" not in md  # no raw prompt blocks in report.md
+
+
+def _ctx(rows: dict[str, list]) -> SimpleNamespace:
+    table = pl.DataFrame(rows)
+    return SimpleNamespace(results=SimpleNamespace(contamination=SimpleNamespace(table=table)))
+
+
+def test_the_decontamination_level_is_read_from_the_counts():
+    base = {"benchmark": ["a", "b"], "n": [40, 50], "n_exact": [10, 0], "n_near": [2, 3],
+            "n_template": [1, 0], "n_contained": [0, 4]}
+    assert decontam_level(_ctx(base | {"n_kept": [30, 50]})) == "exact"
+    assert decontam_level(_ctx(base | {"n_kept": [28, 47]})) == "exact + near"
+    assert decontam_level(_ctx(base | {"n_kept": [27, 43]})) == \
+        "exact + near + template + contained"
+    assert decontam_level(_ctx(base | {"n_kept": [20, 50]})) is None  # adds up to nothing
+
+
+def test_every_decontaminated_table_names_its_level(report):
+    md = (report / "report.md").read_text(encoding="utf-8")
+    assert "Kept = the prompts left in the benchmark's decontaminated subset" in md
+    captions = [line for line in md.splitlines() if line.startswith("*Share read unsafe (%)")]
+    assert captions
+    for line in captions:
+        assert ("decontaminated (exact overlaps removed) prompts" in line
+                or "— full prompts" in line)
