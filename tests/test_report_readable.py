@@ -13,6 +13,7 @@ import pytest
 from test_report import run_report, write_inputs
 
 from guarddiag.report import Column, Table
+from guarddiag.report.glossary import GLOSSARY, anchor, link_first_uses
 from guarddiag.report.render.cells import MAX_COLUMNS, table_cells, table_parts
 from guarddiag.report.sections.common import decontam_level
 
@@ -108,3 +109,28 @@ def test_every_decontaminated_table_names_its_level(report):
     for line in captions:
         assert ("decontaminated (exact overlaps removed) prompts" in line
                 or "— full prompts" in line)
+
+
+def test_glossary_terms_link_from_their_first_use_only():
+    texts = ["Δb beside Φb: Δb again", "A-last vs B-last; OR-H is not OR", "Competence gate"]
+    linked = link_first_uses(texts, str, lambda shown, a: f"<{a}|{shown}>")
+    assert linked[0] == "<gl-delta-b|Δb> beside <gl-phi-b|Φb>: Δb again"
+    assert linked[1] == "<gl-a-last|A-last> vs <gl-b-last|B-last>; <gl-or-h|OR-H> is not OR"
+    assert linked[2] == "<gl-competence-gate|Competence gate>"
+
+
+def test_branch_table_and_glossary_anchors(report):
+    page = (report / "report.html").read_text(encoding="utf-8")
+    ids = set(re.findall(r'\bid="([^"]+)"', page))
+    hrefs = re.findall(r'href="#(gl-[^"]+)"', page)
+    assert {anchor(t) for t, _ in GLOSSARY} <= ids
+    assert len(hrefs) == len(set(hrefs))  # each term linked once, at its first use
+    assert set(hrefs) <= ids
+    assert len(hrefs) >= 20
+    branches = pl.read_csv(report / "tables" / "branches.csv")
+    groups = dict(zip(branches["branch"], branches["group"], strict=True))
+    # From the bundled specs' roles: last policy A and a student -> A-last.
+    assert {b for b, g in groups.items() if g == "A-last"} == {"E1", "E7", "E8", "E10"}
+    assert groups["reference"] == "B-last (reference)"
+    assert groups["T_A"] == groups["T_B"] == "teacher (not a student)"
+    assert branches.filter(pl.col("branch") == "E8")["teacher"].to_list() == ["T_A"]

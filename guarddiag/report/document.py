@@ -70,7 +70,15 @@ class Examples:
     """(label, text) pairs."""
 
 
-Block = Paragraph | Bullets | Table | FigureBlock | Examples
+@dataclass(frozen=True)
+class Definitions:
+    """Terms and their meanings (the glossary): each term is an anchor the renderers link the
+    term's first use to (:mod:`guarddiag.report.glossary`)."""
+
+    items: tuple[tuple[str, str], ...]
+
+
+Block = Paragraph | Bullets | Table | FigureBlock | Examples | Definitions
 
 
 @dataclass(frozen=True)

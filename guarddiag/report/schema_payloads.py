@@ -116,6 +116,16 @@ class FirstScreenJson(Doc):
     what_was_run: str
 
 
+class BranchesJson(Doc):
+    """Every branch of the scored runs with its roles, and the glossary."""
+
+    branches: list[Record]
+    """One row per branch: branch, group, role, route, last_policy, label_policy, teacher,
+    control_of, variant_of, sizes, n_runs, train_rows (text: one count or a range)."""
+    glossary: dict[str, str]
+    """Term → definition."""
+
+
 class SummaryJson(Doc):
     """The lists behind the plain-language summary."""
 
