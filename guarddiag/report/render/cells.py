@@ -13,6 +13,16 @@ MAX_COLUMNS = 12
 """No rendered table is wider than this: wider ones are shown in parts (:func:`table_parts`)."""
 
 
+P_FLOOR = 1e-16
+"""Below this a p-value is shown as '< 1e-16': a double cannot hold it reliably (an exact 0
+is an underflow, not an impossibility)."""
+
+
+def p_text(p: float, digits: int = 3) -> str:
+    """A p-value as text: ``digits`` significant digits, never a bare 0."""
+    return f"< {P_FLOOR:.0e}" if p < P_FLOOR else f"{p:.{digits}g}"
+
+
 def format_cell(v: Any, fmt: str) -> str:
     if v is None or (isinstance(v, float) and not math.isfinite(v)):
         return "—"
@@ -25,7 +35,7 @@ def format_cell(v: Any, fmt: str) -> str:
     if fmt == "num3":
         return f"{v:.3f}"
     if fmt == "p":
-        return f"{v:.3g}"
+        return p_text(v)
     if fmt == "rho":
         return f"{v:+.2f}"
     if isinstance(v, bool):

@@ -35,11 +35,15 @@ def one_interval_kind(frame: pl.DataFrame) -> pl.DataFrame:
     return frame.with_columns(pl.lit(SEED_WILSON).alias("interval"))
 
 
-def capability_benchmarks(ctx: ReportContext) -> set[str]:
-    """Benchmarks whose calibrated call (primary subset and mapping) is capability-load: the
-    only columns where the best value is bold."""
+def capability_benchmarks(ctx: ReportContext, *, subset: str | None = None,
+                          mapping: str | None = None) -> set[str]:
+    """Benchmarks whose calibrated call is capability-load at the cohort of the column being
+    bolded (``subset`` and ``mapping``; default: the report's primary ones): the only columns
+    where the best value is bold. A strict-mapping column is bolded by the strict call, never
+    by the loose one."""
     o = ctx.options
-    loads = ctx.results.load.loads(subset=o.primary_subset, mapping=o.mapping)
+    loads = ctx.results.load.loads(subset=subset or o.primary_subset,
+                                   mapping=mapping or o.mapping)
     return {b for b, call in loads.items() if call == "capability"}
 
 

@@ -70,7 +70,7 @@ def section_scores(ctx: ReportContext) -> Section:
         frame, cols = pivot_by_cohort(one_interval_kind(recipes.table),
                                       entity_cols=["entity", "label_policy", "n_runs",
                                                    "interval"],
-                                      bold=capability_benchmarks(ctx))
+                                      bold=capability_benchmarks(ctx, subset=subset))
         name = f"scores_{subset}_{o.mapping}"
         blocks.append(Table(
             name, f"Share read unsafe (%) per recipe and benchmark — {cohort_words(ctx, subset)}."
@@ -235,7 +235,8 @@ def section_outside(ctx: ReportContext) -> Section:
         frame, cols = pivot_by_cohort(t.filter(pl.col("mapping") == m),
                                       entity_cols=["who", "kind", "interval"],
                                       cohort=("mapping_applied", "prompt_set"),
-                                      bold=capability_benchmarks(ctx))
+                                      bold=capability_benchmarks(
+                                          ctx, subset=ctx.results.outside.subset, mapping=m))
         blocks.append(Table(f"outside_{m}", f"Outside guards vs branches — decontaminated "
                             f"prompts, {m} mapping, threshold {ctx.options.threshold:g}.",
                             (Column("who", "guard / recipe"), Column("kind", "kind"), *cols),
