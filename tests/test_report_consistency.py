@@ -82,7 +82,16 @@ def quoted_numbers(md: str, out: Path) -> list[tuple[str, str, str]]:
         pairs += [(f"glance: {bench} exact %", share, _pct(r["share_exact"])),
                   (f"glance: {bench} exact", k, str(r["n_exact"])),
                   (f"glance: {bench} n", n, str(r["n"]))]
-    # 3. Every paired-test paragraph against its table of significant comparisons.
+    # 3. The single-run note beside the outside guards: each benchmark's seed SD (pp) equals the
+    #    load table's (decontaminated prompts, loose mapping).
+    sd = dict(zip(load["benchmark"], load["seed_sd"], strict=True))
+    note = next(line for line in _section(md, "Outside guards beside the branches "
+                                              "(decontaminated prompts)").splitlines()
+                if line.startswith("Single-run intervals"))
+    found = re.findall(r"(\w+) (\d+\.\d)(?=[;.])", note.split("per benchmark:", 1)[1])
+    assert len(found) == len(sd)
+    pairs += [(f"single-run note: {b} seed SD", v, f"{100 * sd[b]:.1f}") for b, v in found]
+    # 4. Every paired-test paragraph against its table of significant comparisons.
     line_re = re.compile(
         rf"({NAME}) vs ({NAME}) on (\w+): (\d+\.\d)% vs (\d+\.\d)% read unsafe "
         rf"\(([+-]\d+\.\d) pp, Holm p (?:= )?(< 1e-16|[\d.e+-]+)\)")

@@ -16,6 +16,7 @@ from guarddiag.report import Column, Table
 from guarddiag.report.glossary import GLOSSARY, anchor, link_first_uses
 from guarddiag.report.render.cells import MAX_COLUMNS, table_cells, table_parts
 from guarddiag.report.sections.common import decontam_level
+from guarddiag.report.sections.sorry import _sensitive_blocks
 
 
 @pytest.fixture(scope="module")
@@ -134,3 +135,18 @@ def test_branch_table_and_glossary_anchors(report):
     assert groups["reference"] == "B-last (reference)"
     assert groups["T_A"] == groups["T_B"] == "teacher (not a student)"
     assert branches.filter(pl.col("branch") == "E8")["teacher"].to_list() == ["T_A"]
+
+
+def test_categories_under_thirty_prompts_are_marked_and_never_ranked():
+    t = pl.DataFrame({"benchmark": ["s"] * 4, "category": ["a", "b", "c", "d"],
+                      "domain": ["x", "x", "w", "x"], "n": [40, 10, 29, 30],
+                      "span": [0.5, 0.9, 0.8, 0.2], "flip_share": [0.1, 0.2, 0.3, 0.4],
+                      "min_branch": ["E1"] * 4, "max_branch": ["E2"] * 4, "n_branches": [2] * 4})
+    res = SimpleNamespace(sensitive=SimpleNamespace(table=t), sensitive_note=None)
+    ranked, small = _sensitive_blocks(res)
+    # Ranked: only a (40) and d (30), by span; b (10) and c (29) despite the larger spans
+    # are listed apart, in domain then name order, marked, with no bold.
+    assert ranked.frame["category"].to_list() == ["a", "d"]
+    assert small.frame["category"].to_list() == ["c", "b"]
+    assert set(small.frame["mark"].to_list()) == {"< 30 prompts: not ranked"}
+    assert all(c.best is None for c in small.columns)

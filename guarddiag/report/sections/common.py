@@ -35,6 +35,23 @@ def one_interval_kind(frame: pl.DataFrame) -> pl.DataFrame:
     return frame.with_columns(pl.lit(SEED_WILSON).alias("interval"))
 
 
+def single_seed_note(ctx: ReportContext, *, subset: str | None = None,
+                     mapping: str | None = None) -> str:
+    """The note every single-run interval carries: it holds prompt sampling, not seed noise,
+    with each benchmark's seed SD (pooled within-recipe SD of the load test, same cohort)."""
+    o = ctx.options
+    t = ctx.results.load.table.filter(
+        (pl.col("subset") == (subset or o.primary_subset))
+        & (pl.col("mapping") == (mapping or o.mapping))
+        & pl.col("seed_sd").is_not_null()).sort("benchmark")
+    sds = "; ".join(f"{r['benchmark']} {100 * r['seed_sd']:.1f}"
+                    for r in t.iter_rows(named=True))
+    return ("Single-run intervals (one run: runs = 1, an outside guard, or a per-run row) hold "
+            "the prompt sample only and exclude seed noise: a retrained seed of the same recipe "
+            "moves a score by about one seed SD. Seed SD (pp) per benchmark: "
+            + (sds or "not measured (fewer than two seed groups)") + ".")
+
+
 def capability_benchmarks(ctx: ReportContext, *, subset: str | None = None,
                           mapping: str | None = None) -> set[str]:
     """Benchmarks whose calibrated call is capability-load at the cohort of the column being

@@ -31,6 +31,7 @@ from guarddiag.report.sections.common import (
     hull_words,
     one_interval_kind,
     pivot_by_cohort,
+    single_seed_note,
 )
 from guarddiag.report.sections.paired import paired_blocks, paired_payload
 
@@ -77,6 +78,8 @@ def section_scores(ctx: ReportContext) -> Section:
             f" {hull_words(o.confidence)} {BOLD_RULE}",
             (Column("entity", "recipe / guard"), Column("label_policy", "labels"),
              Column("n_runs", "runs", "int"), *cols), frame))
+        if (recipes.table["n_runs"] == 1).any():
+            blocks.append(Paragraph(single_seed_note(ctx, subset=subset)))
         if subset == o.primary_subset:
             blocks.append(FigureBlock(f"heatmap_{subset}_{o.mapping}",
                                       plots.score_heatmap(recipes),
@@ -97,6 +100,7 @@ def section_scores(ctx: ReportContext) -> Section:
         f"{cohort_words(ctx)}. {BOLD_RULE}",
         (Column("run_id", "run"), Column("label_policy", "labels"), *cols), frame,
         collapsed=True))
+    blocks.append(Paragraph(single_seed_note(ctx)))
     failed = ctx.results.scores.table.filter(pl.col("n_failed") > 0)
     if failed.height:
         blocks.append(Bullets(tuple(
@@ -224,7 +228,8 @@ def section_outside(ctx: ReportContext) -> Section:
     blocks: list[Block] = [Paragraph(
         f"{hull_words(ctx.options.confidence)} An outside guard is one run. {BOLD_RULE} "
         "One table per binary mapping; a guard whose read-out could not follow the mapping "
-        "(binary verdict only) or whose prompt set differs gets its own column.")]
+        "(binary verdict only) or whose prompt set differs gets its own column."),
+        Paragraph(single_seed_note(ctx, subset=ctx.results.outside.subset))]
     definitions = ctx.results.inputs.outside_definitions
     if definitions:
         blocks.append(Paragraph("What \"unsafe\" means for each outside guard (its operational "
