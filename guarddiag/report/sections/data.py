@@ -157,7 +157,8 @@ def section_val(ctx: ReportContext) -> Section:
     blocks.append(Table("val_overlap", "Val rows whose normalised text is also a train row "
                         "('any' source, and each source with any overlap; study: multilingual "
                         "val 69.3% in policy-A training files, monolingual 0.2%).", overlap_cols,
-                        overlap.filter((pl.col("source") == "any") | (pl.col("n_overlap") > 0))))
+                        overlap.filter((pl.col("source") == "any") | (pl.col("n_overlap") > 0)),
+                        collapsed=True))
     blocks.append(Table("val_overlap_all", "Val overlap with every training source.",
                         overlap_cols,
                         overlap, csv_only=True))

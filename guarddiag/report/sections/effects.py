@@ -59,7 +59,7 @@ def section_rank(ctx: ReportContext) -> Section:
         Table("rank_branches", "Branch scores and mid-ranks behind the test.",
               (Column("size", "size"), Column("branch", "branch"),
                Column("score", "score", "pct"), Column("rank", "mid-rank", "num1"),
-               Column("in_group", "in group")), r.branch_frame()),
+               Column("in_group", "in group")), r.branch_frame(), collapsed=True),
     ]
     tests = []
     for (size, t), (_, tie) in zip(r.tests, r.ties(), strict=True):

@@ -77,7 +77,8 @@ def section_scores(ctx: ReportContext) -> Section:
             name, f"Share read unsafe (%) per recipe and benchmark — {cohort_words(ctx, subset)}."
             f" {hull_words(o.confidence)} {BOLD_RULE}",
             (Column("entity", "recipe / guard"), Column("label_policy", "labels"),
-             Column("n_runs", "runs", "int"), *cols), frame))
+             Column("n_runs", "runs", "int"), *cols), frame,
+            collapsed=subset != o.primary_subset))
         if (recipes.table["n_runs"] == 1).any():
             blocks.append(Paragraph(single_seed_note(ctx, subset=subset)))
         if subset == o.primary_subset:
@@ -145,14 +146,12 @@ def section_load(ctx: ReportContext) -> Section:
     o, load = ctx.options, ctx.results.load
     t = load.table.filter((pl.col("subset") == o.primary_subset)
                               & (pl.col("mapping") == o.mapping)).sort("benchmark")
+    # On screen, the columns that carry the two calls (twelve at most); the CSV has every
+    # column (median Φb, Δb / widest Φb, widest group, sizes, df, p-values).
     cols = (Column("benchmark", "benchmark"), Column("metric_alias", "metric"),
-            Column("delta", "Δb (pp)", "pp"), Column("floor_median", "median Φb (pp)", "pp"),
-            Column("floor_widest", "widest Φb (pp)", "pp"),
-            Column("ratio_widest", "Δb / widest Φb", "num3"),
-            Column("widest_group", "widest group"), Column("n_groups", "seed groups", "int"),
-            Column("n_sizes", "sizes", "int"), Column("load_study", "study rule"),
-            Column("seed_sd", "seed SD (pp)", "pp"), Column("df", "df", "int"),
-            Column("p_span", "p (span)", "p"), Column("q_span", "q (span)", "p"),
+            Column("delta", "Δb (pp)", "pp"), Column("floor_widest", "widest Φb (pp)", "pp"),
+            Column("load_study", "study rule"), Column("n_groups", "seed groups", "int"),
+            Column("seed_sd", "seed SD (pp)", "pp"), Column("q_span", "q (span)", "p"),
             Column("contrast", "A-last − B-last (pp)", "pp"),
             Column("q_contrast", "q (contrast)", "p"), Column("load", "call"))
     a_last = ", ".join(load.a_last)
@@ -185,8 +184,9 @@ def section_load(ctx: ReportContext) -> Section:
                   "share the prompts)."),
         Table(f"span_floor_{o.primary_subset}_{o.mapping}",
               f"Δb beside Φb, the study's rule and the calibrated call per benchmark — "
-              f"{cohort_words(ctx)} (study Table 4). No intervals: p and q are the tests' "
-              "p-values and BH q-values.", cols, t),
+              f"{cohort_words(ctx)} (study Table 4). No intervals: q are the tests' BH "
+              "q-values; median Φb, Δb / widest Φb, the widest group, df and the raw p-values "
+              "are in the table's CSV.", cols, t),
         FigureBlock(f"span_floor_{o.primary_subset}_{o.mapping}",
                     plots.span_vs_floor(load, subset=o.primary_subset, mapping=o.mapping),
                     "Label-supervision span Δb against the seed floor Φb per benchmark."),
@@ -245,7 +245,7 @@ def section_outside(ctx: ReportContext) -> Section:
         blocks.append(Table(f"outside_{m}", f"Outside guards vs branches — decontaminated "
                             f"prompts, {m} mapping, threshold {ctx.options.threshold:g}.",
                             (Column("who", "guard / recipe"), Column("kind", "kind"), *cols),
-                            frame))
+                            frame, collapsed=m != ctx.options.mapping))
         for res in (ctx.results.paired.outside if ctx.results.paired else ()):
             if res.family == f"outside:{m}":
                 blocks += paired_blocks(res, f"paired_outside_{m}")

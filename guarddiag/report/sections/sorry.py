@@ -115,7 +115,8 @@ def sorry_robustness(ctx: ReportContext) -> Section:
         (Column("run_id", "run"), Column("mutation", "mutation"),
          Column("capture_base", "base", "pct"),
          Column("capture_mutated", "mutated", "pct"),
-         Column("delta", "Δ", "pp", low="delta_low", high="delta_high")), rows)
+         Column("delta", "Δ", "pp", low="delta_low", high="delta_high")), rows,
+        collapsed=True)
     fig = FigureBlock("sorry_robustness", plot_robustness(res),
                       "Δ capture per mutation and run, with cluster-bootstrap intervals.")
     return Section(sid, title, (table, fig), {"rows": rows.to_dicts(),

@@ -46,7 +46,7 @@ def section_threshold_free(ctx: ReportContext) -> Section:
             blocks.append(Table(f"threshold_free_{name}",
                                 f"{name}: {harmful} (harmful) vs {benign} (benign) — F1, "
                                 f"AUPRC, OR@95 with {conf}% bootstrap-percentile intervals.",
-                                cols, part))
+                                cols, part, collapsed=True))
     blocks.append(Paragraph(single_seed_note(ctx, subset=tf.subset, mapping=tf.mapping)))
     if tf.missing:
         blocks.append(Paragraph("Pairs left out: " + "; ".join(tf.missing) + "."))
