@@ -131,7 +131,7 @@ def test_report_opens_with_the_caution(tmp_path):
     assert "Competence gate: FAILED — the reference recipe's lowest mean CAP on clear harm " \
         "is 56.7% against the 80.0% floor." in first
     assert res["results"]["first_screen"]["cite"].startswith(
-        "Cite: only the policy-content calls")
+        "Cite: only the policy calls")
 
     out2 = tmp_path / "out2"
     assert main(["report", "--runs-dir", str(work / "runs"), "--pool", str(work / "none"),

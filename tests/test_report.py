@@ -268,6 +268,13 @@ def _chromium() -> str | None:
     return None
 
 
+def chromium_flags(exe: str, tmp_path: Path) -> list[str]:
+    return [exe, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+            "--disable-background-networking", "--disable-component-update", "--disable-sync",
+            "--no-first-run", f"--user-data-dir={tmp_path / 'profile'}",
+            "--enable-logging=stderr", "--v=0"]
+
+
 def test_html_runs_no_script_in_headless_chromium(built, tmp_path):
     exe = _chromium()
     if exe is None:
@@ -276,10 +283,7 @@ def test_html_runs_no_script_in_headless_chromium(built, tmp_path):
         pytest.skip("chromium not installed")
     _, out = built
     page = (out / "report.html").resolve().as_uri()
-    flags = [exe, "--headless", "--no-sandbox", "--disable-gpu",
-             "--disable-background-networking", "--disable-component-update", "--disable-sync",
-             "--no-first-run", f"--user-data-dir={tmp_path / 'profile'}",
-             "--enable-logging=stderr", "--v=0"]
+    flags = chromium_flags(exe, tmp_path)
     dom = subprocess.run([*flags, "--dump-dom", page], capture_output=True, text=True,
                          timeout=120, check=False)
     assert dom.returncode == 0, dom.stderr[-2000:]
@@ -288,8 +292,12 @@ def test_html_runs_no_script_in_headless_chromium(built, tmp_path):
     # The DOM after the page ran: had any payload executed it would have set data-xss on
     # <body>; had one been parsed as markup it would be an element here, not text.
     _assert_inert(dom.stdout)
-    # The first screen at the size reports/README.md promises holds the call table (its
-    # background colour) and the sentence on what a reader may cite, both whole.
+    assert_first_screen_whole(flags, page, tmp_path)
+
+
+def assert_first_screen_whole(flags: list[str], page: str, tmp_path: Path) -> None:
+    """The first screen at the size reports/README.md promises holds the call table (its
+    background colour) and the sentence on what a reader may cite, both whole."""
     shot = tmp_path / "first_screen.png"  # never into the repository (tests write only to tmp)
     width, height = FIRST_SCREEN
     cap = subprocess.run([*flags, f"--window-size={width},{height}", "--hide-scrollbars",

@@ -4,14 +4,23 @@ naming the decontamination level it scores."""
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from types import SimpleNamespace
 
 import polars as pl
 import pytest
-from test_report import run_report, write_inputs
+from demo_shaped import write_demo_shaped
+from test_report import (
+    _chromium,
+    assert_first_screen_whole,
+    chromium_flags,
+    run_report,
+    write_inputs,
+)
 
+from guarddiag.cli import main
 from guarddiag.report import Column, Table
 from guarddiag.report.glossary import GLOSSARY, anchor, link_first_uses
 from guarddiag.report.render.cells import MAX_COLUMNS, table_cells, table_parts
@@ -150,3 +159,35 @@ def test_categories_under_thirty_prompts_are_marked_and_never_ranked():
     assert small.frame["category"].to_list() == ["c", "b"]
     assert set(small.frame["mark"].to_list()) == {"< 30 prompts: not ranked"}
     assert all(c.best is None for c in small.columns)
+
+
+@pytest.fixture(scope="module")
+def demo_shaped(tmp_path_factory) -> Path:
+    root = write_demo_shaped(tmp_path_factory.mktemp("demo_shaped"))
+    out = root / "out"
+    assert main(["report", "--runs-dir", str(root / "runs"), "--pool", str(root / "none"),
+                 "--audit-dir", str(root / "audit"), "--out", str(out),
+                 "--bootstrap", "200"]) == 0
+    return out
+
+
+def test_a_demo_sized_report_md_stays_under_700_lines(demo_shaped):
+    # Every benchmark manifest (23), 13 branches x 3 seeds, an outside guard, an audit with 8
+    # examples per benchmark. (The demo adds the pool, VAL and SORRY-Bench sections.)
+    md = (demo_shaped / "report.md").read_text(encoding="utf-8")
+    n = len(md.splitlines())
+    print(f"report.md lines: {n}; widest table: {max(_md_widths(md))} columns")
+    assert n < 700
+    assert max(_md_widths(md)) <= MAX_COLUMNS
+
+
+def test_the_first_screen_of_a_demo_sized_report_holds_the_call_table(demo_shaped, tmp_path):
+    exe = _chromium()
+    if exe is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("CI=true but chromium is not installed (apt-get install chromium)")
+        pytest.skip("chromium not installed")
+    page = (demo_shaped / "report.html").resolve().as_uri()
+    html = (demo_shaped / "report.html").read_text(encoding="utf-8")
+    assert html.count("<tr>") > 23  # the call table's 23 rows are in the page
+    assert_first_screen_whole(chromium_flags(exe, tmp_path), page, tmp_path)

@@ -40,7 +40,8 @@ font-size:.8em;border-left:3px solid #bbb}
 details summary{cursor:pointer;color:#0645ad}p.ex{font-size:.85em;margin:.4em 0 0}
 dt{font-weight:bold}dd{margin:0 0 .3em 1.5em}
 p.banner{border:2px solid #b00;background:#fff3f3;padding:.6em .8em;font-weight:bold}
-#first_screen table{background:#e8f1fb}#first_screen td,#first_screen th{padding:.05em .6em}
+#first_screen table{background:#e8f1fb;font-size:.78em}
+#first_screen td,#first_screen th{padding:0 .6em;line-height:1.25}
 p.cite{border:2px solid #2a7a2a;background:#eefbea;padding:.5em .8em;font-weight:bold}
 """
 FIRST_SCREEN_TABLE_RGB = (0xE8, 0xF1, 0xFB)

@@ -103,8 +103,8 @@ def cite_sentence(ctx: ReportContext, table: pl.DataFrame) -> str:
         return ("Cite: nothing about guards — these are demo-size models; cite the method and "
                 "the table's layout only.")
     if c is not None and c.below_floor:
-        return ("Cite: only the policy-content calls, each with its effect and interval; the "
-                "guards failed the competence gate, so no capability call means detection.")
+        return ("Cite: only the policy calls, each with its effect; the guards failed the "
+                "competence gate, so no capability call means detection.")
     citable = table.filter(~pl.col("call").is_in(["undetermined", "uninformative"])
                            & ~pl.col("stable").str.starts_with("no:"))
     if not citable.height:
@@ -124,10 +124,9 @@ def section_first_screen(ctx: ReportContext) -> Section:
                    "contrast with its interval; study's direction = whether the study's effect "
                    "points the same way.")
     else:
-        caption = ("Calls at the primary cohort from the calibrated load test (section 'Policy "
-                   "or capability?'): effect = the A-last − B-last contrast, no interval (its "
-                   "q-value is in the load table); stability and the study's direction need "
-                   "the calls analysis, which did not run.")
+        caption = ("Calls of the calibrated load test ('Policy or capability?'), primary "
+                   "cohort; no interval, stability or study direction without the calls "
+                   "analysis.")
     blocks: list[Block] = list(demo_banner(ctx))
     # The cite sentence before the table: both fit one screen with a demo's ~26 benchmarks.
     blocks += [Paragraph(_what_was_run(ctx)),

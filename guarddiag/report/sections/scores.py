@@ -34,6 +34,7 @@ from guarddiag.report.sections.common import (
     single_seed_note,
 )
 from guarddiag.report.sections.paired import paired_blocks, paired_payload
+from guarddiag.roles import is_reference, names_where
 
 
 def _score_records(ctx: ReportContext) -> list[dict[str, Any]]:
@@ -236,16 +237,27 @@ def section_outside(ctx: ReportContext) -> Section:
                                 "definition; a score measures that, not harm in general):"))
         blocks.append(Bullets(tuple(f"{run_id.removeprefix('guard/')}: {text}"
                                     for run_id, text in definitions.items())))
+    # On screen the outside guards beside the reference recipe they are tested against (every
+    # branch is in Table 1); the _all CSV holds every row.
+    refs = names_where(ctx.results.inputs.predictions, is_reference())
     for m in sorted(set(t["mapping"].to_list())):
         frame, cols = pivot_by_cohort(t.filter(pl.col("mapping") == m),
                                       entity_cols=["who", "kind", "interval"],
                                       cohort=("mapping_applied", "prompt_set"),
                                       bold=capability_benchmarks(
                                           ctx, subset=ctx.results.outside.subset, mapping=m))
-        blocks.append(Table(f"outside_{m}", f"Outside guards vs branches — decontaminated "
-                            f"prompts, {m} mapping, threshold {ctx.options.threshold:g}.",
+        shown = frame.filter((pl.col("kind") != "branch")
+                             | pl.col("who").str.split("/").list.last().is_in(list(refs)))
+        blocks.append(Table(f"outside_{m}", f"Outside guards beside the reference recipe — "
+                            f"decontaminated prompts, {m} mapping, threshold "
+                            f"{ctx.options.threshold:g}; every branch recipe is in Table 1 and "
+                            f"tables/outside_{m}_all.csv.",
                             (Column("who", "guard / recipe"), Column("kind", "kind"), *cols),
-                            frame, collapsed=m != ctx.options.mapping))
+                            shown, collapsed=m != ctx.options.mapping))
+        blocks.append(Table(f"outside_{m}_all", f"Outside guards and every branch recipe — "
+                            f"decontaminated prompts, {m} mapping.",
+                            (Column("who", "guard / recipe"), Column("kind", "kind"), *cols),
+                            frame, csv_only=True))
         for res in (ctx.results.paired.outside if ctx.results.paired else ()):
             if res.family == f"outside:{m}":
                 blocks += paired_blocks(res, f"paired_outside_{m}")
