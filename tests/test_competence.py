@@ -6,6 +6,7 @@ Expected values are worked out by hand from the counts below (exact fractions).
 from __future__ import annotations
 
 import json
+import re
 from fractions import Fraction
 
 import pytest
@@ -127,6 +128,7 @@ def test_report_opens_with_the_caution(tmp_path):
     assert "Caution: these guards detect too little harm" in disclosure
     assert "56.7% at micro" in glance
     first = md.split("## What was run and what it says", 1)[1].split("\n## ", 1)[0]
+    first = re.sub(r"\[([^\]]*)\]\(#gl-[^)]*\)", r"\1", first)  # glossary links unwrapped
     # The first screen states the gate's result with the lowest mean (17/30) and the floor.
     assert "Competence gate: FAILED — the reference recipe's lowest mean CAP on clear harm " \
         "is 56.7% against the 80.0% floor." in first
