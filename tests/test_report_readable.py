@@ -20,11 +20,13 @@ from test_report import (
     write_inputs,
 )
 
+from guarddiag.analyses.contamination import contrast_pairs
 from guarddiag.cli import main
 from guarddiag.report import Column, Table
 from guarddiag.report.glossary import GLOSSARY, anchor, link_first_uses
 from guarddiag.report.render.cells import MAX_COLUMNS, table_cells, table_parts
 from guarddiag.report.sections.common import decontam_level
+from guarddiag.report.sections.data import _with_contrast
 from guarddiag.report.sections.sorry import _sensitive_blocks
 
 
@@ -191,3 +193,36 @@ def test_the_first_screen_of_a_demo_sized_report_holds_the_call_table(demo_shape
     html = (demo_shaped / "report.html").read_text(encoding="utf-8")
     assert html.count("<tr>") > 23  # the call table's 23 rows are in the page
     assert_first_screen_whole(chromium_flags(exe, tmp_path), page, tmp_path)
+
+
+def test_opposite_label_matches_are_contrast_pairs_not_leaks():
+    pool = pl.DataFrame({"prompt_id": ["r1", "r2", "r3", "r4"],
+                         "label_a": ["GENERIC_SAFE", "HARMFUL", "HARMFUL", "BOUNDARY_SAFE"],
+                         "label_b": ["GENERIC_SAFE", "HARMFUL", "COMPOUND", "HARMFUL"]})
+    matches = pl.DataFrame(
+        [("H", "p1", "r1", "near"),  # harmful prompt, benign row: contrast
+         ("H", "p2", "r2", "near"),  # harmful row: leak
+         ("H", "p3", "r3", "exact"), ("H", "p3", "r1", "near"),  # exact: never a contrast
+         ("H", "p4", "r1", "near"), ("H", "p4", "r2", "contained"),  # near contrast, contained leak
+         ("B", "p5", "r2", "template"),  # benign prompt, harmful row: contrast
+         ("B", "p6", "r4", "near"),  # the policies disagree on r4: not a contrast
+         ("U", "p7", "r1", "near")],  # unknown kind: left out
+        schema=["benchmark", "prompt_id", "pool_id", "kind"], orient="row")
+    got = contrast_pairs(matches, pool, {"H": "harmful", "B": "benign"})
+    assert got.rows(named=True) == [
+        {"benchmark": "B", "n_contrast": 1, "n_contrast_near": 0, "n_contrast_template": 1,
+         "n_contrast_contained": 0},
+        {"benchmark": "H", "n_contrast": 1, "n_contrast_near": 2, "n_contrast_template": 0,
+         "n_contrast_contained": 0}]
+    # The overlap table then counts leaks only, with the contrast pairs in their own column.
+    table = pl.DataFrame({"benchmark": ["H", "B"], "n": [10, 10], "n_exact": [1, 0],
+                          "n_near": [3, 1], "n_kept": [9, 10]})
+    shown, suffix, words = _with_contrast(SimpleNamespace(table=table, contrast=got))
+    assert suffix == "_leak"
+    assert shown["n_near_leak"].to_list() == [1, 1]  # H: p2 (p1, p4 contrast); B: p6
+    assert shown["share_near_leak"].to_list() == [0.1, 0.1]
+    assert shown["n_contrast"].to_list() == [1, 1]
+    assert "contrast pair" in words
+    plain, none, _ = _with_contrast(SimpleNamespace(table=table, contrast=None))
+    assert none == ""
+    assert plain.equals(table)

@@ -35,13 +35,17 @@ def section_contamination(ctx: ReportContext) -> Section:
     near = (f"near duplicates (word-set Jaccard ≥ {c.near_threshold:g}{short}; no exact "
             "overlap) are a separate column. A near pair of Jaccard 1.0 has the same words in "
             "another order" if c.near_dup else "near-duplicate search was not run")
+    t, leak, contrast = _with_contrast(c)
     columns = (Column("benchmark", "benchmark"), Column("n", "n", "int"),
                Column("n_exact", "exact", "int"), Column("share_exact", "exact %", "pct"),
-               Column("n_near", "near", "int"), Column("share_near", "near %", "pct"),
-               *((Column("n_template", "template", "int"),
-                  Column("share_template", "template %", "pct")) if c.templates else ()),
-               *((Column("n_contained", "contained", "int"),
-                  Column("share_contained", "contained %", "pct")) if c.containment else ()),
+               Column(f"n_near{leak}", "near", "int"),
+               Column(f"share_near{leak}", "near %", "pct"),
+               *((Column(f"n_template{leak}", "template", "int"),
+                  Column(f"share_template{leak}", "template %", "pct")) if c.templates else ()),
+               *((Column(f"n_contained{leak}", "contained", "int"),
+                  Column(f"share_contained{leak}", "contained %", "pct")) if c.containment
+                 else ()),
+               *((Column("n_contrast", "contrast pair", "int"),) if leak else ()),
                Column("n_kept", "kept", "int"))
     level = decontam_level(ctx)
     kept = (f" Kept = the prompts left in the benchmark's decontaminated subset, the ones every "
@@ -61,7 +65,8 @@ def section_contamination(ctx: ReportContext) -> Section:
                  f"({c.containment_definition or 'see audit'}).")
     blocks: list[Block] = [
         Paragraph(f"Exact overlap = equal after normalisation ({c.normalisation or 'see audit'}"
-                  f"); {near}. Pool: {c.pool_rows or 0:,} rows.{template}{contained}{kept}"),
+                  f"); {near}. Pool: {c.pool_rows or 0:,} rows.{template}{contained}{kept}"
+                  f"{contrast}"),
         Table("overlap", "Benchmark prompts found in the training pool", columns, t),
         FigureBlock("overlap", plots.overlap_bars(c),
                     "Share of each benchmark's prompts found in the training pool "
@@ -80,6 +85,29 @@ def section_contamination(ctx: ReportContext) -> Section:
     if c.containment:
         payload |= {"containment": True, "containment_definition": c.containment_definition}
     return Section("contamination", title, tuple(blocks), payload)
+
+
+def _with_contrast(c: Any) -> tuple[pl.DataFrame, str, str]:
+    """The overlap table with its contrast pairs: near / template / contained counted as leaks
+    only (``<column>_leak``: the kind's count less its contrast pairs) and ``n_contrast``;
+    returns (table, column suffix, sentence). Without contrast pairs: the table as it is."""
+    if c.contrast is None:
+        return (c.table, "", " Opposite-label contrast pairs could not be told apart (no "
+                "overlap.parquet or pool labels), so every near, template and contained "
+                "overlap is counted as a leak.")
+    t = c.table.join(c.contrast, on="benchmark", how="left").with_columns(
+        pl.col("^n_contrast.*$").fill_null(0))
+    for k in ("near", "template", "contained"):
+        if f"n_{k}" in t.columns:
+            t = t.with_columns((pl.col(f"n_{k}") - pl.col(f"n_contrast_{k}")).alias(
+                f"n_{k}_leak")).with_columns(
+                (pl.col(f"n_{k}_leak") / pl.col("n")).alias(f"share_{k}_leak"))
+    return (t, "_leak", " Near, template and contained count leaks only: a match whose pool "
+            "row is labelled, under both policies, on the other side of the benchmark's kind "
+            "(a benign rewrite of a harmful prompt, or the reverse) is an opposite-label "
+            "contrast pair, not a leak of the prompt's label, and its prompt is counted under "
+            "'contrast pair' (prompts all of whose matches are such rows); the CSV keeps the "
+            "audit's raw counts.")
 
 
 EXAMPLES_SHOWN = 3
