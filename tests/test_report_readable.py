@@ -27,6 +27,7 @@ from guarddiag.report.glossary import GLOSSARY, anchor, link_first_uses
 from guarddiag.report.render.cells import MAX_COLUMNS, table_cells, table_parts
 from guarddiag.report.sections.common import decontam_level
 from guarddiag.report.sections.data import _with_contrast
+from guarddiag.report.sections.first_screen import CALL_COLUMNS, call_table, cite_sentence
 from guarddiag.report.sections.sorry import _sensitive_blocks
 
 
@@ -226,3 +227,27 @@ def test_opposite_label_matches_are_contrast_pairs_not_leaks():
     plain, none, _ = _with_contrast(SimpleNamespace(table=table, contrast=None))
     assert none == ""
     assert plain.equals(table)
+
+
+def test_the_first_screen_reads_the_calls_analysis_when_it_is_there():
+    # Issue 27's interface: headline() has one row per benchmark.
+    headline = pl.DataFrame({
+        "benchmark": ["b2", "b1"], "call": ["capability", "policy content"],
+        "stable": [False, True], "flips": ["mapping (strict)", ""],
+        "effect": [0.01, 0.25], "effect_low": [-0.02, 0.2], "effect_high": [0.04, 0.3],
+        "study_direction": ["", "same"]})
+    calls = SimpleNamespace(headline=lambda: headline)
+    ctx = SimpleNamespace(results=SimpleNamespace(values={"calls": calls}, provenance=None,
+                                                  competence=None))
+    table, source = call_table(ctx)
+    assert source == "calls"
+    assert table.rows() == [
+        ("b1", "policy content", "yes", 0.25, 0.2, 0.3, "same"),
+        ("b2", "capability", "no: flips with mapping (strict)", 0.01, -0.02, 0.04, "—")]
+    _, rows = table_cells(Table("t", "c", CALL_COLUMNS, table))
+    assert rows[0][3][0] == "25.0 [20.0, 30.0]"
+    # Only the stable, determined call may be cited, with its interval.
+    assert cite_sentence(ctx, table) == (
+        "Cite: the calls for b1, each with its effect and interval and this cohort; no score "
+        "difference inside a benchmark's seed floor, and no call marked unstable or "
+        "undetermined.")
