@@ -6,6 +6,7 @@ Expected values are worked out by hand from the counts below (exact fractions).
 from __future__ import annotations
 
 import json
+import re
 from fractions import Fraction
 
 import pytest
@@ -126,6 +127,13 @@ def test_report_opens_with_the_caution(tmp_path):
     disclosure = md.split("## Disclosure card", 1)[1]
     assert "Caution (CAP failed): these guards detect too little harm" in disclosure
     assert "56.7% at micro" in glance
+    first = md.split("## What was run and what it says", 1)[1].split("\n## ", 1)[0]
+    first = re.sub(r"\[([^\]]*)\]\(#gl-[^)]*\)", r"\1", first)  # glossary links unwrapped
+    # The first screen states the gate's result with the lowest mean (17/30) and the floor.
+    assert "Competence gate: FAILED — the reference recipe's lowest mean CAP on clear harm " \
+        "is 56.7% against the 80.0% floor." in first
+    assert res["results"]["first_screen"]["cite"].startswith(
+        "Cite: only the policy calls")
 
     out2 = tmp_path / "out2"
     assert main(["report", "--runs-dir", str(work / "runs"), "--pool", str(work / "none"),

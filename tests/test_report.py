@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 from html.parser import HTMLParser
@@ -13,11 +14,13 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pytest
+from PIL import Image
 from synthetic_runs import COPY, study_like
 
 from guarddiag import files
 from guarddiag.cli import main
 from guarddiag.report import Column, Table, pivot_by_cohort, render_latex
+from guarddiag.report.render.html import CITE_RGB, FIRST_SCREEN_TABLE_RGB
 from guarddiag.report.schema import validate_results
 
 SCRIPT = "<script>document.body.setAttribute('data-xss','script')</script>"
@@ -265,6 +268,13 @@ def _chromium() -> str | None:
     return None
 
 
+def chromium_flags(exe: str, tmp_path: Path) -> list[str]:
+    return [exe, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+            "--disable-background-networking", "--disable-component-update", "--disable-sync",
+            "--no-first-run", f"--user-data-dir={tmp_path / 'profile'}",
+            "--enable-logging=stderr", "--v=0"]
+
+
 def test_html_runs_no_script_in_headless_chromium(built, tmp_path):
     exe = _chromium()
     if exe is None:
@@ -273,10 +283,7 @@ def test_html_runs_no_script_in_headless_chromium(built, tmp_path):
         pytest.skip("chromium not installed")
     _, out = built
     page = (out / "report.html").resolve().as_uri()
-    flags = [exe, "--headless", "--no-sandbox", "--disable-gpu",
-             "--disable-background-networking", "--disable-component-update", "--disable-sync",
-             "--no-first-run", f"--user-data-dir={tmp_path / 'profile'}",
-             "--enable-logging=stderr", "--v=0"]
+    flags = chromium_flags(exe, tmp_path)
     dom = subprocess.run([*flags, "--dump-dom", page], capture_output=True, text=True,
                          timeout=120, check=False)
     assert dom.returncode == 0, dom.stderr[-2000:]
@@ -285,12 +292,34 @@ def test_html_runs_no_script_in_headless_chromium(built, tmp_path):
     # The DOM after the page ran: had any payload executed it would have set data-xss on
     # <body>; had one been parsed as markup it would be an element here, not text.
     _assert_inert(dom.stdout)
-    shot = tmp_path / "xss_check.png"  # never into the repository (tests write only to tmp)
-    cap = subprocess.run([*flags, "--window-size=1280,2400", "--hide-scrollbars",
+    assert_first_screen_whole(flags, page, tmp_path)
+
+
+def assert_first_screen_whole(flags: list[str], page: str, tmp_path: Path) -> None:
+    """The first screen at the size reports/README.md promises holds the call table (its
+    background colour) and the sentence on what a reader may cite, both whole."""
+    shot = tmp_path / "first_screen.png"  # never into the repository (tests write only to tmp)
+    width, height = FIRST_SCREEN
+    cap = subprocess.run([*flags, f"--window-size={width},{height}", "--hide-scrollbars",
                           f"--screenshot={shot}", page], capture_output=True, text=True,
                          timeout=120, check=False)
     assert cap.returncode == 0, cap.stderr[-2000:]
-    assert shot.stat().st_size > 10_000
+    image = np.asarray(Image.open(shot).convert("RGB"))
+    assert image.shape[:2] == (height, width)
+    for rgb in (FIRST_SCREEN_TABLE_RGB, CITE_RGB):
+        rows = np.flatnonzero((image == rgb).all(axis=2).sum(axis=1) > width // 4)
+        assert rows.size > 20, f"{rgb} is not on the first screen"
+        assert rows.max() < height - 5, f"{rgb} runs past the first screen"
+
+
+FIRST_SCREEN = (1280, 1000)
+"""The first screen's size: the one reports/README.md states."""
+
+
+def test_readme_states_the_tested_screen_size():
+    readme = (REPO / "reports" / "README.md").read_text(encoding="utf-8")
+    sizes = set(re.findall(r"\((\d{3,4}) × (\d{3,4})\)", readme))
+    assert sizes == {tuple(str(x) for x in FIRST_SCREEN)}
 
 
 # ─── absent inputs and bad input ───────────────────────────────────────────────────────────────

@@ -1,4 +1,4 @@
-"""The report's first screen says what was measured (issue 17): sizes, parameter counts,
+"""The report's first screen says what was measured (issue 17, issue 29): sizes, parameter counts,
 checkpoint and training rows from each run's meta.json, and a do-not-cite banner whenever the
 branches are demo sizes (decided by the size registry)."""
 
@@ -50,8 +50,12 @@ def test_demo_sizes_open_with_the_banner_and_their_provenance(tmp_path):
     runs = _work(tmp_path, size="micro", n_params=609_908, checkpoint=None,
                  rows={"reference": 8000, "E1": 1272})
     res, md, html = _report(runs, tmp_path / "out")
+    first = md.split("## What was run and what it says", 1)[1].split("\n## ", 1)[0]
+    assert first.lstrip().startswith(f"> **{BANNER}")  # the banner opens the first screen
+    assert "**Cite: nothing about guards — these are demo-size models" in first
+    assert res["results"]["first_screen"]["cite"].startswith("Cite: nothing about guards")
     summary = md.split("## At a glance", 1)[1].split("\n## ", 1)[0]
-    assert summary.lstrip().startswith(f"> **{BANNER}")
+    assert BANNER not in summary  # once, on the first screen
     assert ("micro: 2 branch runs (reference, E1), 0.61 M parameters, random init, trained on "
             "1,272–8,000 rows — demo size") in summary
     disclosure = md.split("## Disclosure card", 1)[1]

@@ -33,7 +33,8 @@ def test_schema_names_every_default_section_and_the_version():
     assert sections.get("required", []) == []
     assert sections["additionalProperties"] is True
     assert set(sections["properties"]) == {
-        "summary", "contamination", "scores", "load", "rank", "mapping", "outside",
+        "first_screen", "summary", "branches", "contamination", "scores", "load", "rank",
+        "mapping", "outside",
         "threshold_free", "correlation", "val", "pool", "study", "disclosure", "sorry_categories",
         "sorry_robustness", "sorry_balance", "distill", "calls"}
     # A payload's field docstring is its description in the schema.

@@ -54,8 +54,16 @@ def test_sorry_sections_in_the_report(real_data_dir, tmp_path, monkeypatch):
     assert rob["micro/E1/seed=42"]["delta"] == pytest.approx(-1.0)
     # E2: base capture 400/450, mutated 0 -> delta -400/450.
     assert rob["micro/E2/seed=42"]["delta"] == pytest.approx(-400 / 450)
-    sens = pl.read_csv(out / "tables" / "sorry_policy_sensitive.csv")
-    assert set(sens.head(5)["category"].str.slice(0, 3).to_list()) == {
-        "41.", "42.", "43.", "44.", "45."}
+    # SORRY-Bench has 10 prompts per category: fewer than 30, so no category is ranked
+    # (issue 29); all 45 are listed, marked, in domain and name order, with their spans.
+    assert not (out / "tables" / "sorry_policy_sensitive.csv").exists()
+    small = pl.read_csv(out / "tables" / "sorry_small_categories.csv")
+    assert small.height == 45
+    assert (small["n"] == 10).all()
+    assert set(small["mark"].to_list()) == {"< 30 prompts: not ranked"}
+    assert small.select("domain", "category").rows() == sorted(
+        small.select("domain", "category").rows())
+    moved = small.filter(pl.col("span") > 0)["category"].str.slice(0, 3).to_list()
+    assert set(moved) == {"41.", "42.", "43.", "44.", "45."}
     for name in ("sorry_categories", "sorry_robustness", "sorry_balance"):
         assert (out / "figures" / f"{name}.png").is_file()

@@ -144,4 +144,7 @@ def test_the_report_renders_the_table_and_results_json(tmp_path):
     assert csv["auprc"][0] == pytest.approx(0.95)
     md = (out / "report.md").read_text(encoding="utf-8")
     assert "Threshold-free metrics" in md
-    assert "0.750 \\[" in md  # F1 with its interval (Markdown escapes the bracket)
+    # The per-run tables are folded (issue 29): report.md links their CSV, the HTML holds the
+    # cells, F1 with its interval.
+    assert "(tables/threshold_free_xstest.csv)" in md
+    assert "<td>0.750 [" in (out / "report.html").read_text(encoding="utf-8")

@@ -13,7 +13,7 @@ passages are two templates, and a pool can hold one and not the other.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import polars as pl
@@ -21,7 +21,7 @@ import polars as pl
 from guarddiag.analyses.registry import AnalysisContext, register_analysis
 from guarddiag.analyses.scores import compute_scores
 from guarddiag.errors import GuarddiagError
-from guarddiag.labels import BinaryMapping
+from guarddiag.labels import LOOSE, BinaryMapping
 
 SCHEMA = {"benchmark": pl.String, "n": pl.Int64, "n_exact": pl.Int64, "share_exact": pl.Float64,
           "n_near": pl.Int64, "share_near": pl.Float64, "n_kept": pl.Int64,
@@ -49,6 +49,9 @@ class ContaminationResult:
     """The audit looked for prompts inside longer rows: the table has ``n_contained`` and
     ``share_contained``."""
     containment_definition: str | None = None
+    contrast: pl.DataFrame | None = field(default=None, repr=False)
+    """Opposite-label contrast pairs per benchmark (:func:`contrast_pairs`), or None where the
+    audit's matches, the pool's labels or the benchmarks' kinds are not there."""
 
     def to_frame(self) -> pl.DataFrame:
         return self.table.clone()
@@ -129,12 +132,57 @@ def copy_items(predictions: pl.DataFrame, *, mapping: BinaryMapping, threshold: 
     return scored.binary(subset=subset, mapping=mapping.name)
 
 
+CONTRAST_SCHEMA = {"benchmark": pl.String, "n_contrast": pl.Int64,
+                   **{f"n_contrast_{k}": pl.Int64 for k in ("near", "template", "contained")}}
+
+
+def contrast_pairs(matches: pl.DataFrame, pool: pl.DataFrame, kinds: Mapping[str, str], *,
+                   mapping: BinaryMapping = LOOSE) -> pl.DataFrame:
+    """Opposite-label contrast pairs: benchmark prompts (with no exact overlap) whose every
+    near, template or contained match is a pool row labelled, under both policies, on the
+    other side of the benchmark's kind (a harmful prompt's benign rewrite, or the reverse):
+    not leaks of the prompt's label. Per benchmark: n_contrast (distinct prompts) and, per
+    kind, the prompts of that kind whose matches of that kind are all such rows. Benchmarks
+    of unknown kind are left out."""
+    unsafe = sorted(mapping.unsafe)
+    labels = pool.select(pl.col("prompt_id").alias("pool_id"),
+                         (pl.col("label_a").is_in(unsafe)).alias("a"),
+                         (pl.col("label_b").is_in(unsafe)).alias("b"))
+    kind_of = pl.DataFrame({"benchmark": list(kinds), "harmful": [kinds[k] == "harmful"
+                                                                   for k in kinds]},
+                           schema={"benchmark": pl.String, "harmful": pl.Boolean})
+    exact = matches.filter(pl.col("kind") == "exact").select("benchmark", "prompt_id").unique()
+    m = (matches.filter(pl.col("kind") != "exact")
+         .join(exact, on=["benchmark", "prompt_id"], how="anti")
+         .join(kind_of, on="benchmark", how="inner")
+         .join(labels, on="pool_id", how="left")
+         .with_columns(((pl.col("a") == ~pl.col("harmful")) & (pl.col("b") == ~pl.col("harmful")))
+                       .fill_null(False).alias("opposite")))
+    per_kind = m.group_by("benchmark", "kind", "prompt_id").agg(pl.col("opposite").all())
+    per_prompt = m.group_by("benchmark", "prompt_id").agg(pl.col("opposite").all())
+    rows = []
+    for bench in sorted(set(m["benchmark"].to_list())):
+        row: dict[str, Any] = {"benchmark": bench, "n_contrast": per_prompt.filter(
+            (pl.col("benchmark") == bench) & pl.col("opposite")).height}
+        for k in ("near", "template", "contained"):
+            row[f"n_contrast_{k}"] = per_kind.filter(
+                (pl.col("benchmark") == bench) & (pl.col("kind") == k)
+                & pl.col("opposite")).height
+        rows.append(row)
+    return pl.DataFrame(rows, schema=CONTRAST_SCHEMA)
+
+
 def _contamination(ctx: AnalysisContext) -> ContaminationResult | None:
-    """The audit's overlap per benchmark; None without an audit summary."""
+    """The audit's overlap per benchmark, with its contrast pairs where the audit's matches and
+    the pool's labels are there; None without an audit summary."""
     i = ctx.inputs
     if i.audit_summary is None or not i.audit_file:
         return None
-    return contamination_table(i.audit_summary, source=i.audit_file[0])
+    result = contamination_table(i.audit_summary, source=i.audit_file[0])
+    if i.audit_matches is None or i.pool is None or not {"label_a", "label_b"} <= set(
+            i.pool.columns):
+        return result
+    return replace(result, contrast=contrast_pairs(i.audit_matches, i.pool, i.kinds))
 
 
 CONTAMINATION = register_analysis("contamination", _contamination, result=ContaminationResult)

@@ -59,6 +59,9 @@ class ReportInputs:
     """Benchmarks of those whose files are not there."""
     audit_overlap: pl.DataFrame | None = field(default=None, repr=False)
     """The audit's exact matches (``overlap.parquet``: benchmark, prompt_id, pool_id), or None."""
+    audit_matches: pl.DataFrame | None = field(default=None, repr=False)
+    """Every match of the audit (``overlap.parquet``: benchmark, prompt_id, pool_id, kind), or
+    None without that file."""
     pool_sources: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     """Per pool source, its row counts as the pool stage recorded them (``meta.json`` beside
     pool.parquet: read, sampled, kept); empty where that file is absent."""
@@ -181,6 +184,14 @@ def _read_overlap_origin(audit_dir: Path | None, pool_path: Path | None
     meta = files.read_json(meta_path) if meta_path is not None and meta_path.is_file() else {}
     sources = meta.get("sources") if isinstance(meta, dict) else None
     return overlap, dict(sources) if isinstance(sources, dict) else {}
+
+
+def _read_matches(audit_dir: Path | None) -> pl.DataFrame | None:
+    """Every match of the audit, of every kind (contrast pairs are read from them)."""
+    if audit_dir is None or not (Path(audit_dir) / "overlap.parquet").is_file():
+        return None
+    return files.read_table(Path(audit_dir) / "overlap.parquet").select(
+        "benchmark", "prompt_id", "pool_id", "kind")
 
 
 def _section(meta: Mapping[str, Any], key: str) -> Mapping[str, Any]:
@@ -315,6 +326,7 @@ def load_inputs(options: InputOptions) -> ReportInputs:
         manifest_sha256={k: _manifest_digest(m) for k, m in manifests.items()},
         notes=tuple(notes), derived_from=derived_from, benchmark_frames=frames,
         unavailable_benchmarks=unavailable, audit_overlap=audit_overlap,
+        audit_matches=_read_matches(options.audit_dir),
         pool_sources=pool_sources,
         run_meta=read_run_meta(options.runs_dir, set(predictions["run_id"].to_list())),
         outside_definitions=read_outside_definitions(options.runs_dir),

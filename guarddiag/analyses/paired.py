@@ -185,7 +185,8 @@ def outside_vs_reference(predictions: pl.DataFrame, *, mapping: BinaryMapping,
             for r in _records(counts, subset=subset, mapping=mapping.name)]
     return _finish(rows, family=f"outside:{mapping.name}", alpha=alpha, description=(
         "each outside guard against the reference recipe of each size, per benchmark "
-        f"({subset} prompts, {mapping.name} mapping; prompts either failed on left out)"))
+        f"({subset} prompts, {mapping.name} mapping; leaving out the prompts either one "
+        "failed on)"))
 
 
 def strict_vs_loose(predictions: pl.DataFrame, *, loose: BinaryMapping, strict: BinaryMapping,

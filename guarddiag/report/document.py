@@ -15,6 +15,8 @@ class Paragraph:
     text: str
     banner: bool = False
     """A warning the reader must not miss (boxed in HTML, a bold quote in Markdown)."""
+    cite: bool = False
+    """The sentence saying what a reader may cite (framed in HTML, bold in Markdown)."""
 
 
 @dataclass(frozen=True)
@@ -68,7 +70,15 @@ class Examples:
     """(label, text) pairs."""
 
 
-Block = Paragraph | Bullets | Table | FigureBlock | Examples
+@dataclass(frozen=True)
+class Definitions:
+    """Terms and their meanings (the glossary): each term is an anchor the renderers link the
+    term's first use to (:mod:`guarddiag.report.glossary`)."""
+
+    items: tuple[tuple[str, str], ...]
+
+
+Block = Paragraph | Bullets | Table | FigureBlock | Examples | Definitions
 
 
 @dataclass(frozen=True)

@@ -110,6 +110,30 @@ class CompetenceJson(Doc):
     """Measures that failed: ``CAP`` (below the floor), ``AUROC`` (not above the baseline)."""
 
 
+class FirstScreenJson(Doc):
+    """The first screen: what was run, the per-benchmark calls, what a reader may cite."""
+
+    source: Literal["calls", "load"]
+    """Where the calls come from: the calls analysis, or (absent) the calibrated load test."""
+    calls: list[Record]
+    """One row per benchmark: benchmark, call, stable (yes / no: flips with … / not checked),
+    effect, effect_low, effect_high (fractions; no interval from the load test),
+    study_direction."""
+    cite: str
+    """The one sentence on what a reader may cite."""
+    what_was_run: str
+
+
+class BranchesJson(Doc):
+    """Every branch of the scored runs with its roles, and the glossary."""
+
+    branches: list[Record]
+    """One row per branch: branch, group, role, route, last_policy, label_policy, teacher,
+    control_of, variant_of, sizes, n_runs, train_rows (text: one count or a range)."""
+    glossary: dict[str, str]
+    """Term → definition."""
+
+
 class SummaryJson(Doc):
     """The lists behind the plain-language summary."""
 

@@ -4,9 +4,23 @@ hold a column's best value. Plain text; each renderer escapes it."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any
 
 from guarddiag.report.document import Table
+
+MAX_COLUMNS = 12
+"""No rendered table is wider than this: wider ones are shown in parts (:func:`table_parts`)."""
+
+
+P_FLOOR = 1e-16
+"""Below this a p-value is shown as '< 1e-16': a double cannot hold it reliably (an exact 0
+is an underflow, not an impossibility)."""
+
+
+def p_text(p: float, digits: int = 3) -> str:
+    """A p-value as text: ``digits`` significant digits, never a bare 0."""
+    return f"< {P_FLOOR:.0e}" if p < P_FLOOR else f"{p:.{digits}g}"
 
 
 def format_cell(v: Any, fmt: str) -> str:
@@ -21,7 +35,7 @@ def format_cell(v: Any, fmt: str) -> str:
     if fmt == "num3":
         return f"{v:.3f}"
     if fmt == "p":
-        return f"{v:.3g}"
+        return p_text(v)
     if fmt == "rho":
         return f"{v:+.2f}"
     if isinstance(v, bool):
@@ -49,3 +63,29 @@ def table_cells(table: Table) -> tuple[list[str], list[list[tuple[str, bool]]]]:
             cells.append((text, c.key in best and v is not None and v == best[c.key]))
         rows.append(cells)
     return headers, rows
+
+
+def table_parts(table: Table, limit: int = MAX_COLUMNS) -> list[Table]:
+    """``table`` as shown on screen: itself when it has at most ``limit`` columns, else parts
+    of at most ``limit`` columns, each repeating the leading key columns (text or count columns
+    without an interval, at most three) and named ``<name>`` then ``<name>--2``, ``--3``…
+    Only the display is split: the CSV and LaTeX files keep the whole table."""
+    cols = table.columns
+    if len(cols) <= limit:
+        return [table]
+    lead = 0
+    while lead < min(3, len(cols) - 1) and cols[lead].fmt in ("text", "int") \
+            and cols[lead].low is None:
+        lead += 1
+    lead = max(lead, 1)
+    rest = cols[lead:]
+    step = limit - lead
+    chunks = [rest[i:i + step] for i in range(0, len(rest), step)]
+    head = table.caption.split(". ", 1)[0].rstrip(".")
+    parts = []
+    for i, chunk in enumerate(chunks, start=1):
+        caption = (f"{table.caption} (Part 1 of {len(chunks)}: wider than {limit} columns, "
+                   "so shown in parts.)" if i == 1 else f"{head} (part {i} of {len(chunks)}).")
+        parts.append(replace(table, name=table.name if i == 1 else f"{table.name}--{i}",
+                             caption=caption, columns=(*cols[:lead], *chunk)))
+    return parts

@@ -10,13 +10,15 @@ from typing import Any
 
 from guarddiag.report.document import (
     Bullets,
+    Definitions,
     Examples,
     FigureBlock,
     Paragraph,
     Report,
     Table,
 )
-from guarddiag.report.render.cells import table_cells
+from guarddiag.report.glossary import anchor, link_first_uses
+from guarddiag.report.render.cells import table_cells, table_parts
 
 _CSS = """
 body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;max-width:1100px;
@@ -36,8 +38,16 @@ pre{white-space:pre-wrap;word-break:break-word;background:#f6f6f6;padding:.5em;
 font-size:.8em;border-left:3px solid #bbb}
 .omitted{color:#666;font-style:italic}.notes{color:#555;font-size:.9em}
 details summary{cursor:pointer;color:#0645ad}p.ex{font-size:.85em;margin:.4em 0 0}
+dt{font-weight:bold}dd{margin:0 0 .3em 1.5em}
 p.banner{border:2px solid #b00;background:#fff3f3;padding:.6em .8em;font-weight:bold}
+#first_screen table{background:#e8f1fb;font-size:.78em}
+#first_screen td,#first_screen th{padding:0 .6em;line-height:1.25}
+p.cite{border:2px solid #2a7a2a;background:#eefbea;padding:.5em .8em;font-weight:bold}
 """
+FIRST_SCREEN_TABLE_RGB = (0xE8, 0xF1, 0xFB)
+"""The first screen's call table background: the headless-browser test finds it on screen."""
+CITE_RGB = (0xEE, 0xFB, 0xEA)
+"""The background of the sentence saying what a reader may cite."""
 
 # No scripts, no remote anything: images only as data: URIs, styles only inline.
 _CSP = ("default-src 'none'; img-src data:; style-src 'unsafe-inline'; script-src 'none'; "
@@ -48,11 +58,13 @@ def _esc(text: Any) -> str:
     return html.escape(str(text), quote=True)
 
 
-def _html_table(table: Table) -> str:
+def _html_table(table: Table, caption: str | None = None) -> str:
+    """``caption``: the caption as markup (with glossary links); default: the escaped one."""
     headers, rows = table_cells(table)
+    caption = _esc(table.caption) if caption is None else caption
     # Text columns read left-aligned, numbers right-aligned.
     cls = ['' if c.fmt != "text" else ' class="t"' for c in table.columns]
-    out = [f'<table id="{_esc(table.name)}"><caption>{_esc(table.caption)}</caption><thead>'
+    out = [f'<table id="{_esc(table.name)}"><caption>{caption}</caption><thead>'
            "<tr>" + "".join(f"<th{k}>{_esc(h)}</th>" for h, k in zip(headers, cls, strict=True))
            + "</tr></thead><tbody>"]
     for cells in rows:
@@ -62,38 +74,71 @@ def _html_table(table: Table) -> str:
     out.append("</tbody></table>")
     body = "".join(out)
     if table.collapsed:
-        return (f"<details><summary>{_esc(table.caption)} ({len(rows)} rows)</summary>"
+        return (f"<details><summary>{caption} ({len(rows)} rows)</summary>"
                 f"{body}</details>")
     return body
 
 
+def _linked(report: Report) -> dict[tuple[int, int, int], str]:
+    """Escaped prose and captions keyed (section, block, item), the first use of each glossary
+    term linked to its definition."""
+    keys, texts = [], []
+    for i, s in enumerate(report.sections):
+        if s.omitted is not None:
+            continue
+        for j, b in enumerate(s.blocks):
+            items = ([b.text] if isinstance(b, Paragraph) else list(b.items)
+                     if isinstance(b, Bullets) else [b.caption]
+                     if isinstance(b, Table) and len(table_parts(b)) == 1 else [])
+            for k, text in enumerate(items):
+                keys.append((i, j, k))
+                texts.append(_esc(text))
+    linked = link_first_uses(texts, _esc, lambda shown, a: f'<a href="#{a}">{shown}</a>')
+    return dict(zip(keys, linked, strict=True))
+
+
 def render_html(report: Report, figures_png: Mapping[str, bytes]) -> str:
+    linked = _linked(report)
     parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
              f'<meta http-equiv="Content-Security-Policy" content="{_CSP}">',
              '<meta name="viewport" content="width=device-width, initial-scale=1">',
              f"<title>{_esc(report.title)}</title><style>{_CSS}</style></head><body>",
              f"<h1>{_esc(report.title)}</h1>"]
-    if report.notes:
-        parts.append('<ul class="notes">' + "".join(f"<li>{_esc(n)}</li>" for n in report.notes)
-                     + "</ul>")
-    parts.append("<nav><ol>" + "".join(f'<li><a href="#{_esc(s.id)}">{_esc(s.title)}</a></li>'
+    front = ['<ul class="notes">' + "".join(f"<li>{_esc(n)}</li>" for n in report.notes)
+             + "</ul>"] if report.notes else []
+    front.append("<nav><ol>" + "".join(f'<li><a href="#{_esc(s.id)}">{_esc(s.title)}</a></li>'
                                        for s in report.sections) + "</ol></nav>")
-    for s in report.sections:
+    # The first screen answers the question; the notes and the contents come after it.
+    if not report.sections or report.sections[0].id != "first_screen":
+        parts += front
+        front = []
+    for i, s in enumerate(report.sections):
+        if front and s is not report.sections[0]:
+            parts += front
+            front = []
         parts.append(f'<section id="{_esc(s.id)}"><h2>{_esc(s.title)}</h2>')
         if s.omitted is not None:
             parts.append(f'<p class="omitted">Omitted: {_esc(s.omitted)}.</p></section>')
             continue
-        for b in s.blocks:
+        for j, b in enumerate(s.blocks):
             if isinstance(b, Paragraph):
-                parts.append(f'<p class="banner">{_esc(b.text)}</p>' if b.banner
-                             else f"<p>{_esc(b.text)}</p>")
+                cls = ' class="banner"' if b.banner else ' class="cite"' if b.cite else ""
+                parts.append(f"<p{cls}>{linked[i, j, 0]}</p>")
             elif isinstance(b, Bullets):
-                parts.append("<ul>" + "".join(f"<li>{_esc(x)}</li>" for x in b.items) + "</ul>")
+                parts.append("<ul>" + "".join(f"<li>{linked[i, j, k]}</li>"
+                                              for k in range(len(b.items))) + "</ul>")
+            elif isinstance(b, Definitions):
+                parts.append("<dl>" + "".join(f'<dt id="{anchor(t)}">{_esc(t)}</dt>'
+                                              f"<dd>{_esc(d)}</dd>" for t, d in b.items)
+                             + "</dl>")
             elif isinstance(b, Table) and b.csv_only:
-                parts.append(f"<p><em>{_esc(b.caption)}</em> See tables/{_esc(b.name)}.csv "
+                caption = linked.get((i, j, 0)) or _esc(b.caption)
+                parts.append(f"<p><em>{caption}</em> See tables/{_esc(b.name)}.csv "
                              f"({b.frame.height:,} rows).</p>")
             elif isinstance(b, Table):
-                parts.append(_html_table(b))
+                shown = table_parts(b)
+                parts += ([_html_table(b, linked[i, j, 0])] if len(shown) == 1
+                          else [_html_table(t) for t in shown])
             elif isinstance(b, FigureBlock):
                 data = base64.b64encode(figures_png[b.name]).decode("ascii")
                 parts.append(f'<figure><img alt="{_esc(b.caption)}" '
@@ -105,5 +150,6 @@ def render_html(report: Report, figures_png: Mapping[str, bytes]) -> str:
                     f'<p class="ex">{_esc(label)}</p><pre>{_esc(text)}</pre>'
                     for label, text in b.items) + "</details>")
         parts.append("</section>")
+    parts += front
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"

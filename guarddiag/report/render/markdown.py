@@ -7,13 +7,15 @@ from typing import Any
 
 from guarddiag.report.document import (
     Bullets,
+    Definitions,
     Examples,
     FigureBlock,
     Paragraph,
     Report,
     Table,
 )
-from guarddiag.report.render.cells import table_cells
+from guarddiag.report.glossary import anchor, link_first_uses
+from guarddiag.report.render.cells import table_cells, table_parts
 
 
 def _md_esc(text: Any) -> str:
@@ -24,9 +26,9 @@ def _md_esc(text: Any) -> str:
     return " ".join(s.split())
 
 
-def _md_table(table: Table) -> str:
+def _md_table(table: Table, caption: str | None = None) -> str:
     headers, rows = table_cells(table)
-    lines = [f"*{_md_esc(table.caption)}*", "",
+    lines = [f"*{_md_esc(table.caption) if caption is None else caption}*", "",
              "| " + " | ".join(_md_esc(h) or " " for h in headers) + " |",
              "|" + "|".join("---" for _ in headers) + "|"]
     for cells in rows:
@@ -35,28 +37,54 @@ def _md_table(table: Table) -> str:
     return "\n".join(lines)
 
 
+def _linked(report: Report) -> dict[tuple[int, int, int], str]:
+    """Escaped prose and captions keyed (section, block, item), the first use of each glossary
+    term linked to its definition."""
+    keys, texts = [], []
+    for i, s in enumerate(report.sections):
+        if s.omitted is not None:
+            continue
+        for j, b in enumerate(s.blocks):
+            items = ([b.text] if isinstance(b, Paragraph) else list(b.items)
+                     if isinstance(b, Bullets) else [b.caption]
+                     if isinstance(b, Table) and len(table_parts(b)) == 1 else [])
+            for k, text in enumerate(items):
+                keys.append((i, j, k))
+                texts.append(_md_esc(text))
+    linked = link_first_uses(texts, _md_esc, lambda shown, a: f"[{shown}](#{a})")
+    return dict(zip(keys, linked, strict=True))
+
+
 def render_markdown(report: Report) -> str:
+    linked = _linked(report)
     out = [f"# {_md_esc(report.title)}", ""]
     for n in report.notes:
         out.append(f"- {_md_esc(n)}")
     if report.notes:
         out.append("")
-    for s in report.sections:
+    for i, s in enumerate(report.sections):
         out += [f"## {_md_esc(s.title)}", ""]
         if s.omitted is not None:
             out += [f"*Omitted: {_md_esc(s.omitted)}.*", ""]
             continue
-        for b in s.blocks:
+        for j, b in enumerate(s.blocks):
             if isinstance(b, Paragraph):
-                out.append(f"> **{_md_esc(b.text)}**" if b.banner else _md_esc(b.text))
+                text = linked[i, j, 0]
+                out.append(f"> **{text}**" if b.banner else f"**{text}**" if b.cite else text)
             elif isinstance(b, Bullets):
-                out += [f"- {_md_esc(x)}" for x in b.items]
+                out += [f"- {linked[i, j, k]}" for k in range(len(b.items))]
+            elif isinstance(b, Definitions):
+                out += [f'- <a id="{anchor(t)}"></a>**{_md_esc(t)}**: {_md_esc(d)}'
+                        for t, d in b.items]
             elif isinstance(b, Table):
                 if b.collapsed or b.csv_only:
-                    out.append(f"*{_md_esc(b.caption)}* — see `tables/{b.name}.csv` "
-                               f"({b.frame.height} rows).")
+                    caption = linked.get((i, j, 0)) or _md_esc(b.caption)
+                    out.append(f"*{caption}* — see [tables/{b.name}.csv]"
+                               f"(tables/{b.name}.csv) ({b.frame.height} rows).")
                 else:
-                    out.append(_md_table(b))
+                    shown = table_parts(b)
+                    out.append(_md_table(b, linked[i, j, 0]) if len(shown) == 1 else
+                               "\n\n".join(_md_table(t) for t in shown))
             elif isinstance(b, FigureBlock):
                 out.append(f"![{_md_esc(b.caption)}](figures/{b.name}.png)")
             elif isinstance(b, Examples):

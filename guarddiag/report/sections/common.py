@@ -4,6 +4,7 @@ the pivot that gives every (benchmark, cohort) its own column."""
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
+from itertools import combinations
 from typing import Any
 
 import polars as pl
@@ -34,11 +35,32 @@ def one_interval_kind(frame: pl.DataFrame) -> pl.DataFrame:
     return frame.with_columns(pl.lit(SEED_WILSON).alias("interval"))
 
 
-def capability_benchmarks(ctx: ReportContext) -> set[str]:
-    """Benchmarks whose calibrated call (primary subset and mapping) is capability-load: the
-    only columns where the best value is bold."""
+def single_seed_note(ctx: ReportContext, *, subset: str | None = None,
+                     mapping: str | None = None) -> str:
+    """The note every single-run interval carries: it holds prompt sampling, not seed noise,
+    with each benchmark's seed SD (pooled within-recipe SD of the load test, same cohort)."""
     o = ctx.options
-    loads = ctx.results.load.loads(subset=o.primary_subset, mapping=o.mapping)
+    t = ctx.results.load.table.filter(
+        (pl.col("subset") == (subset or o.primary_subset))
+        & (pl.col("mapping") == (mapping or o.mapping))
+        & pl.col("seed_sd").is_not_null()).sort("benchmark")
+    sds = "; ".join(f"{r['benchmark']} {100 * r['seed_sd']:.1f}"
+                    for r in t.iter_rows(named=True))
+    return ("Single-run intervals (one run: runs = 1, an outside guard, or a per-run row) hold "
+            "the prompt sample only and exclude seed noise: a retrained seed of the same recipe "
+            "moves a score by about one seed SD. Seed SD (pp) per benchmark: "
+            + (sds or "not measured (fewer than two seed groups)") + ".")
+
+
+def capability_benchmarks(ctx: ReportContext, *, subset: str | None = None,
+                          mapping: str | None = None) -> set[str]:
+    """Benchmarks whose calibrated call is capability-load at the cohort of the column being
+    bolded (``subset`` and ``mapping``; default: the report's primary ones): the only columns
+    where the best value is bold. A strict-mapping column is bolded by the strict call, never
+    by the loose one."""
+    o = ctx.options
+    loads = ctx.results.load.loads(subset=subset or o.primary_subset,
+                                   mapping=mapping or o.mapping)
     return {b for b, call in loads.items() if call == "capability"}
 
 
@@ -46,9 +68,35 @@ def pct(x: float | None) -> str:
     return "—" if x is None else f"{100 * x:.1f}%"
 
 
+OVERLAP_KINDS = ("near", "template", "contained")
+"""The overlap kinds an audit may count besides exact overlaps."""
+
+
+def decontam_level(ctx: ReportContext) -> str | None:
+    """What the decontaminated subset removed, read from the audit's counts: 'exact' or
+    'exact + near + …' (overlap kinds) — the kinds whose counts add up to n − kept on every
+    audited benchmark (the fewest such kinds where zero counts leave a choice); None without an
+    audit or where no combination adds up."""
+    c = ctx.results.contamination
+    if c is None or not c.table.height:
+        return None
+    kinds = [k for k in OVERLAP_KINDS if f"n_{k}" in c.table.columns]
+    rows = list(c.table.iter_rows(named=True))
+    for size in range(len(kinds) + 1):
+        for combo in combinations(kinds, size):
+            if all(r["n"] - r["n_kept"] == r["n_exact"] + sum(r[f"n_{k}"] or 0 for k in combo)
+                   for r in rows):
+                return " + ".join(("exact", *combo))
+    return None
+
+
 def cohort_words(ctx: ReportContext, subset: str | None = None) -> str:
+    """The cohort of a table, in words; a decontaminated subset names what it removed."""
     o = ctx.options
-    return (f"{subset or o.primary_subset} prompts, {o.mapping} mapping, unsafe when "
+    subset = subset or o.primary_subset
+    level = decontam_level(ctx) if subset == "decontaminated" else None
+    removed = f" ({level} overlaps removed)" if level else ""
+    return (f"{subset}{removed} prompts, {o.mapping} mapping, unsafe when "
             f"P(unsafe) ≥ {o.threshold:g}")
 
 

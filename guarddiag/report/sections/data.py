@@ -14,14 +14,13 @@ from guarddiag.report.document import (
     Block,
     Bullets,
     Column,
-    Examples,
     FigureBlock,
     Paragraph,
     Section,
     Table,
 )
 from guarddiag.report.jsonable import jsonable, records
-from guarddiag.report.sections.common import pivot_by_cohort
+from guarddiag.report.sections.common import decontam_level, pivot_by_cohort
 from guarddiag.report.sections.valparts import val_part_blocks
 
 
@@ -39,14 +38,24 @@ def section_contamination(ctx: ReportContext) -> Section:
     near = (f"near duplicates (word-set Jaccard ≥ {c.near_threshold:g}{short}; no exact "
             "overlap) are a separate column. A near pair of Jaccard 1.0 has the same words in "
             "another order" if c.near_dup else "near-duplicate search was not run")
+    t, leak, contrast = _with_contrast(c)
     columns = (Column("benchmark", "benchmark"), Column("n", "n", "int"),
                Column("n_exact", "exact", "int"), Column("share_exact", "exact %", "pct"),
-               Column("n_near", "near", "int"), Column("share_near", "near %", "pct"),
-               *((Column("n_template", "template", "int"),
-                  Column("share_template", "template %", "pct")) if c.templates else ()),
-               *((Column("n_contained", "contained", "int"),
-                  Column("share_contained", "contained %", "pct")) if c.containment else ()),
+               Column(f"n_near{leak}", "near", "int"),
+               Column(f"share_near{leak}", "near %", "pct"),
+               *((Column(f"n_template{leak}", "template", "int"),
+                  Column(f"share_template{leak}", "template %", "pct")) if c.templates else ()),
+               *((Column(f"n_contained{leak}", "contained", "int"),
+                  Column(f"share_contained{leak}", "contained %", "pct")) if c.containment
+                 else ()),
+               *((Column("n_contrast", "contrast pair", "int"),) if leak else ()),
                Column("n_kept", "kept", "int"))
+    level = decontam_level(ctx)
+    kept = (f" Kept = the prompts left in the benchmark's decontaminated subset, the ones every "
+            f"'decontaminated' table scores: here the audit removed "
+            f"{level + ' overlaps' if level else 'what its summary says'}"
+            + ("; the other kinds are counted but stay in the decontaminated subset"
+               if level == "exact" else "") + ".")
     template = ("" if not c.templates else
                 " Template overlaps (a separate column, no exact overlap) are pool rows that ask "
                 "the prompt's sentence about other titles or names: quoted spans and capitalised "
@@ -59,7 +68,8 @@ def section_contamination(ctx: ReportContext) -> Section:
                  f"({c.containment_definition or 'see audit'}).")
     blocks: list[Block] = [
         Paragraph(f"Exact overlap = equal after normalisation ({c.normalisation or 'see audit'}"
-                  f"); {near}. Pool: {c.pool_rows or 0:,} rows.{template}{contained}"),
+                  f"); {near}. Pool: {c.pool_rows or 0:,} rows.{template}{contained}{kept}"
+                  f"{contrast}"),
         Table("overlap", "Benchmark prompts found in the training pool", columns, t),
         FigureBlock("overlap", plots.overlap_bars(c),
                     "Share of each benchmark's prompts found in the training pool "
@@ -69,17 +79,7 @@ def section_contamination(ctx: ReportContext) -> Section:
     if c.unavailable:
         blocks.append(Bullets(tuple(f"{k}: unavailable ({v})"
                                     for k, v in sorted(c.unavailable.items()))))
-    for bench in t["benchmark"].to_list():
-        ex = c.examples.get(bench) or ()
-        items = []
-        for e in ex:
-            note = f" ({e['note']})" if e.get("note") else ""
-            items.append((f"{bench} {e.get('kind', '')}{note} · prompt "
-                          f"{e.get('prompt_id', '')}", str(e.get("benchmark_text", ""))))
-            items.append((f"pool row {e.get('pool_id', '')} (similarity "
-                          f"{e.get('similarity', '')})", str(e.get("pool_text", ""))))
-        if items:
-            blocks.append(Examples(f"Example overlaps: {bench}", tuple(items)))
+    blocks += example_blocks(c.examples, t["benchmark"].to_list())
     payload: dict[str, Any] = {"benchmarks": records(t), "pool_rows": c.pool_rows,
                "near_threshold": c.near_threshold, "near_dup": c.near_dup,
                "short_words": c.short_words, "short_threshold": c.short_threshold,
@@ -135,6 +135,78 @@ def flag_source_blocks(ctx: ReportContext) -> tuple[list[Block], pl.DataFrame | 
     return blocks, frame
 
 
+def _with_contrast(c: Any) -> tuple[pl.DataFrame, str, str]:
+    """The overlap table with its contrast pairs: near / template / contained counted as leaks
+    only (``<column>_leak``: the kind's count less its contrast pairs) and ``n_contrast``;
+    returns (table, column suffix, sentence). Without contrast pairs: the table as it is."""
+    if c.contrast is None:
+        return (c.table, "", " Opposite-label contrast pairs could not be told apart (no "
+                "overlap.parquet or pool labels), so every near, template and contained "
+                "overlap is counted as a leak.")
+    t = c.table.join(c.contrast, on="benchmark", how="left").with_columns(
+        pl.col("^n_contrast.*$").fill_null(0))
+    for k in ("near", "template", "contained"):
+        if f"n_{k}" in t.columns:
+            t = t.with_columns((pl.col(f"n_{k}") - pl.col(f"n_contrast_{k}")).alias(
+                f"n_{k}_leak")).with_columns(
+                (pl.col(f"n_{k}_leak") / pl.col("n")).alias(f"share_{k}_leak"))
+    return (t, "_leak", " Near, template and contained count leaks only: a match whose pool "
+            "row is labelled, under both policies, on the other side of the benchmark's kind "
+            "(a benign rewrite of a harmful prompt, or the reverse) is an opposite-label "
+            "contrast pair, not a leak of the prompt's label, and its prompt is counted under "
+            "'contrast pair' (prompts all of whose matches are such rows); the CSV keeps the "
+            "audit's raw counts.")
+
+
+EXAMPLES_SHOWN = 3
+"""Overlap examples shown per benchmark and kind; every example is in overlap_examples_all.csv."""
+_EXAMPLE_CHARS = 100
+_EXAMPLE_SCHEMA: dict[str, Any] = {
+    "benchmark": pl.String, "kind": pl.String, "note": pl.String, "prompt_id": pl.String,
+    "pool_id": pl.String, "similarity": pl.Float64, "benchmark_text": pl.String,
+    "pool_text": pl.String}
+
+
+def _short(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= _EXAMPLE_CHARS else text[:_EXAMPLE_CHARS - 1] + "…"
+
+
+def example_blocks(examples: Any, benchmarks: list[str]) -> list[Block]:
+    """The audit's overlap examples as one table, at most :data:`EXAMPLES_SHOWN` per benchmark
+    and kind with their texts cut to one line, and every example whole in a CSV."""
+    rows = []
+    for bench in benchmarks:
+        for e in examples.get(bench) or ():
+            sim = e.get("similarity")
+            rows.append({"benchmark": bench, "kind": str(e.get("kind", "")),
+                         "note": e.get("note") or None, "prompt_id": str(e.get("prompt_id", "")),
+                         "pool_id": str(e.get("pool_id", "")),
+                         "similarity": float(sim) if isinstance(sim, (int, float)) else None,
+                         "benchmark_text": str(e.get("benchmark_text", "")),
+                         "pool_text": str(e.get("pool_text", ""))})
+    if not rows:
+        return []
+    every = pl.DataFrame(rows, schema=_EXAMPLE_SCHEMA)
+    shown = every.with_columns(pl.int_range(pl.len()).over("benchmark", "kind").alias("_i")) \
+        .filter(pl.col("_i") < EXAMPLES_SHOWN).drop("_i").with_columns(
+            pl.col("benchmark_text").map_elements(_short, return_dtype=pl.String)
+            .alias("benchmark_short"),
+            pl.col("pool_text").map_elements(_short, return_dtype=pl.String).alias("pool_short"))
+    cols = (Column("benchmark", "benchmark"), Column("kind", "kind"),
+            Column("prompt_id", "prompt"), Column("benchmark_short", "benchmark text"),
+            Column("pool_id", "pool row"), Column("similarity", "similarity", "num3"),
+            Column("pool_short", "pool text"))
+    return [Table("overlap_examples", f"Example overlaps: at most {EXAMPLES_SHOWN} per "
+                  f"benchmark and kind ({shown.height} of {every.height}), texts cut to "
+                  f"{_EXAMPLE_CHARS} characters; every example, whole, is in "
+                  "tables/overlap_examples_all.csv.", cols, shown, collapsed=True),
+            Table("overlap_examples_all", "Every overlap example of the audit, texts whole.",
+                  (*cols[:3], Column("benchmark_text", "benchmark text"), *cols[4:6],
+                   Column("pool_text", "pool text"), Column("note", "note")), every,
+                  csv_only=True)]
+
+
 def section_val(ctx: ReportContext) -> Section:
     title = "Validation split: accuracy and overlap with training"
     if ctx.results.val_overlap is None:
@@ -161,7 +233,8 @@ def section_val(ctx: ReportContext) -> Section:
     blocks.append(Table("val_overlap", "Val rows whose normalised text is also a train row "
                         "('any' source, and each source with any overlap; study: multilingual "
                         "val 69.3% in policy-A training files, monolingual 0.2%).", overlap_cols,
-                        overlap.filter((pl.col("source") == "any") | (pl.col("n_overlap") > 0))))
+                        overlap.filter((pl.col("source") == "any") | (pl.col("n_overlap") > 0)),
+                        collapsed=True))
     blocks.append(Table("val_overlap_all", "Val overlap with every training source.",
                         overlap_cols,
                         overlap, csv_only=True))

@@ -59,7 +59,7 @@ def section_rank(ctx: ReportContext) -> Section:
         Table("rank_branches", "Branch scores and mid-ranks behind the test.",
               (Column("size", "size"), Column("branch", "branch"),
                Column("score", "score", "pct"), Column("rank", "mid-rank", "num1"),
-               Column("in_group", "in group")), r.branch_frame()),
+               Column("in_group", "in group")), r.branch_frame(), collapsed=True),
     ]
     tests = []
     for (size, t), (_, tie) in zip(r.tests, r.ties(), strict=True):
@@ -101,14 +101,18 @@ def section_mapping(ctx: ReportContext) -> Section:
                                                       descending=[True, False])["prompt_set"][0]
         left_out |= set(part.filter(pl.col("prompt_set") != main)["entity"].to_list())
         alias = part["metric_alias"][0]
-        best = (("min" if alias in ("OVER-REF", "OR-H") else "max")
-                if bench in capability_benchmarks(ctx) else None)
+        best = "min" if alias in ("OVER-REF", "OR-H") else "max"
+        # Each column is bolded by the call of its own mapping (and this table's subset).
+        best_of = {m: best if bench in capability_benchmarks(ctx, subset=o.primary_subset,
+                                                             mapping=m) else None
+                   for m in ("loose", "strict")}
         for r in part.filter(pl.col("prompt_set") == main).iter_rows(named=True):
             w = wide[r["entity"]]
             w[f"{bench}__loose"], w[f"{bench}__strict"] = r["loose"], r["strict"]
             w[f"{bench}__delta_pp"] = r["delta_pp"]
-        cols += [Column(f"{bench}__loose", f"{bench} loose %", "pct", best=best),
-                 Column(f"{bench}__strict", f"{bench} strict %", "pct", best=best),
+        cols += [Column(f"{bench}__loose", f"{bench} loose %", "pct", best=best_of["loose"]),
+                 Column(f"{bench}__strict", f"{bench} strict %", "pct",
+                        best=best_of["strict"]),
                  Column(f"{bench}__delta_pp", "Δ (pp)", "num1")]
     schema = {"entity": pl.String, **{c.key: pl.Float64 for c in cols[1:]}}
     frame = pl.DataFrame([{k: wide[e].get(k) for k in schema} for e in entities], schema=schema)

@@ -16,9 +16,11 @@ from collections.abc import Iterable, Sequence
 
 from guarddiag.report import schema_payloads as p
 from guarddiag.report.context import SectionBuilder
+from guarddiag.report.sections.branches import section_branches
 from guarddiag.report.sections.calls import section_calls
 from guarddiag.report.sections.data import section_contamination, section_pool, section_val
 from guarddiag.report.sections.effects import section_correlation, section_mapping, section_rank
+from guarddiag.report.sections.first_screen import section_first_screen
 from guarddiag.report.sections.overview import (
     section_disclosure,
     section_study,
@@ -36,7 +38,9 @@ from guarddiag.report.sections.threshold_free import section_threshold_free
 from guarddiag.report.sections.variants import section_distill
 
 BUILT_IN_SECTIONS: tuple[SectionBuilder, ...] = (
+    register_section("first_screen", section_first_screen, payload=p.FirstScreenJson),
     register_section("summary", section_summary, payload=p.SummaryJson),
+    register_section("branches", section_branches, payload=p.BranchesJson),
     register_section("contamination", section_contamination, payload=p.ContaminationJson),
     register_section("scores", section_scores, payload=p.ScoresJson),
     register_section("load", section_load, payload=p.LoadJson),

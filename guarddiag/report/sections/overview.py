@@ -16,7 +16,7 @@ from guarddiag.report.document import (
     Table,
 )
 from guarddiag.report.jsonable import records
-from guarddiag.report.sections.common import cohort_words, pct
+from guarddiag.report.sections.common import cohort_words, decontam_level, pct
 from guarddiag.report.sections.competence import (
     competence_blocks,
     competence_caution,
@@ -103,7 +103,8 @@ def section_summary(ctx: ReportContext) -> Section:
             items.append(f"Contamination: {t.height} of {ctx.results.contamination.table.height} "
                          f"audited benchmarks share prompts with the training pool (exact "
                          f"overlap after normalisation): {worst}. The primary tables use the "
-                         "decontaminated prompts.")
+                         f"decontaminated prompts ({decontam_level(ctx) or 'exact'} overlaps "
+                         "removed).")
         else:
             items.append("Contamination: the audit found no exact overlap between the training "
                          "pool and any audited benchmark.")
@@ -125,7 +126,7 @@ def section_summary(ctx: ReportContext) -> Section:
                "competence": competence_payload(ctx),
                "provenance": provenance_payload(ctx)}
     return Section("summary", "At a glance",
-                   (*provenance_blocks(ctx, caution=caution),
+                   (*provenance_blocks(ctx, caution=caution, banner=False),
                     *(Paragraph(p) for p in paras),
                     Bullets(tuple(items))), payload)
 

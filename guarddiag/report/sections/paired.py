@@ -9,6 +9,7 @@ from typing import Any
 from guarddiag.analyses.paired import PairedComparisonResult
 from guarddiag.report.document import Block, Column, Paragraph, Table
 from guarddiag.report.jsonable import records
+from guarddiag.report.render.cells import p_text
 
 TEST_WORDS = ("exact McNemar test (two-sided binomial on the prompts the two read differently), "
               "Holm-corrected across the comparisons of one table")
@@ -18,7 +19,8 @@ _COLUMNS = (Column("benchmark", "benchmark"), Column("metric_alias", "metric"),
             Column("first", "first"), Column("second", "second"), Column("n", "prompts", "int"),
             Column("n_first_only", "first only", "int"),
             Column("n_second_only", "second only", "int"),
-            Column("share_first", "first %", "pct"), Column("share_second", "second %", "pct"),
+            Column("share_first", "first % (majority)", "pct"),
+            Column("share_second", "second % (majority)", "pct"),
             Column("delta", "Δ (pp)", "pp"), Column("p_value", "p", "p"),
             Column("p_holm", "Holm p", "p"), Column("significant", "significant"))
 
@@ -28,7 +30,11 @@ def _line(r: dict[str, Any]) -> str:
            else f"{r['first']} vs {r['second']}")
     return (f"{who} on {r['benchmark']}: {100 * r['share_first']:.1f}% "
             f"vs {100 * r['share_second']:.1f}% read unsafe ({100 * r['delta']:+.1f} pp, "
-            f"Holm p = {r['p_holm']:.2g})")
+            f"Holm p {_eq(p_text(r['p_holm'], 2))})")
+
+
+def _eq(text: str) -> str:
+    return text if text.startswith("<") else f"= {text}"
 
 
 def paired_blocks(res: PairedComparisonResult | None, name: str) -> list[Block]:
@@ -46,7 +52,10 @@ def paired_blocks(res: PairedComparisonResult | None, name: str) -> list[Block]:
     if rows:
         listed = "; ".join(_line(r) for r in rows[:_LISTED])
         more = f"; and {len(rows) - _LISTED:,} more" if len(rows) > _LISTED else ""
-        text += f" Significant: {listed}{more}."
+        shares = ("" if res.family == "mapping" else
+                  " (a recipe's share is its seeds' majority decision per prompt, the share "
+                  "tested and shown in the paired table; Table 1 shows seed means)")
+        text += f" Significant{shares}: {listed}{more}."
     caption = ("Share read unsafe by the first and the second guard on the same prompts, "
                "prompts only the first / only the second reads unsafe, the exact McNemar p "
                "and its Holm-adjusted value")

@@ -16,15 +16,22 @@ DEMO_BANNER = ("Demo-size models: do not cite these verdicts. The branches are s
                "does.")
 
 
-def provenance_blocks(ctx: ReportContext, *, caution: str | None = None) -> tuple[Block, ...]:
-    """The cautions first — the banner (demo sizes only), then ``caution`` (the competence
-    gate's, when the branches detect too little harm) — then one paragraph on what the branches
-    are."""
+def demo_banner(ctx: ReportContext) -> tuple[Block, ...]:
+    """The demo-size banner, where any branch size is a demo size; else nothing."""
     prov = ctx.results.provenance
-    blocks: list[Block] = []
-    if prov is not None and prov.demo:
-        demo = [r["size"] for r in prov.table.iter_rows(named=True) if r["demo_size"]]
-        blocks.append(Paragraph(DEMO_BANNER.format(sizes=", ".join(demo)), banner=True))
+    if prov is None or not prov.demo:
+        return ()
+    demo = [r["size"] for r in prov.table.iter_rows(named=True) if r["demo_size"]]
+    return (Paragraph(DEMO_BANNER.format(sizes=", ".join(demo)), banner=True),)
+
+
+def provenance_blocks(ctx: ReportContext, *, caution: str | None = None,
+                      banner: bool = True) -> tuple[Block, ...]:
+    """The cautions first — the banner (demo sizes only; ``banner=False`` leaves it to the
+    first screen), then ``caution`` (the competence gate's, when the branches detect too little
+    harm) — then one paragraph on what the branches are."""
+    prov = ctx.results.provenance
+    blocks: list[Block] = list(demo_banner(ctx)) if banner else []
     if caution:
         blocks.append(Paragraph(caution))
     if prov is None:

@@ -32,8 +32,10 @@ from guarddiag.report.sections.common import (
     hull_words,
     one_interval_kind,
     pivot_by_cohort,
+    single_seed_note,
 )
 from guarddiag.report.sections.paired import paired_blocks, paired_payload
+from guarddiag.roles import is_reference, names_where
 
 
 def _score_records(ctx: ReportContext) -> list[dict[str, Any]]:
@@ -71,13 +73,16 @@ def section_scores(ctx: ReportContext) -> Section:
         frame, cols = pivot_by_cohort(one_interval_kind(recipes.table),
                                       entity_cols=["entity", "label_policy", "n_runs",
                                                    "interval"],
-                                      bold=capability_benchmarks(ctx))
+                                      bold=capability_benchmarks(ctx, subset=subset))
         name = f"scores_{subset}_{o.mapping}"
         blocks.append(Table(
             name, f"Share read unsafe (%) per recipe and benchmark — {cohort_words(ctx, subset)}."
             f" {hull_words(o.confidence)} {BOLD_RULE}",
             (Column("entity", "recipe / guard"), Column("label_policy", "labels"),
-             Column("n_runs", "runs", "int"), *cols), frame))
+             Column("n_runs", "runs", "int"), *cols), frame,
+            collapsed=subset != o.primary_subset))
+        if (recipes.table["n_runs"] == 1).any():
+            blocks.append(Paragraph(single_seed_note(ctx, subset=subset)))
         if subset == o.primary_subset:
             blocks.append(FigureBlock(f"heatmap_{subset}_{o.mapping}",
                                       plots.score_heatmap(recipes),
@@ -98,6 +103,7 @@ def section_scores(ctx: ReportContext) -> Section:
         f"{cohort_words(ctx)}. {BOLD_RULE}",
         (Column("run_id", "run"), Column("label_policy", "labels"), *cols), frame,
         collapsed=True))
+    blocks.append(Paragraph(single_seed_note(ctx)))
     failed = ctx.results.scores.table.filter(pl.col("n_failed") > 0)
     if failed.height:
         blocks.append(Bullets(tuple(
@@ -142,14 +148,12 @@ def section_load(ctx: ReportContext) -> Section:
     o, load = ctx.options, ctx.results.load
     t = load.table.filter((pl.col("subset") == o.primary_subset)
                               & (pl.col("mapping") == o.mapping)).sort("benchmark")
+    # On screen, the columns that carry the two calls (twelve at most); the CSV has every
+    # column (median Φb, Δb / widest Φb, widest group, sizes, df, p-values).
     cols = (Column("benchmark", "benchmark"), Column("metric_alias", "metric"),
-            Column("delta", "Δb (pp)", "pp"), Column("floor_median", "median Φb (pp)", "pp"),
-            Column("floor_widest", "widest Φb (pp)", "pp"),
-            Column("ratio_widest", "Δb / widest Φb", "num3"),
-            Column("widest_group", "widest group"), Column("n_groups", "seed groups", "int"),
-            Column("n_sizes", "sizes", "int"), Column("load_study", "study rule"),
-            Column("seed_sd", "seed SD (pp)", "pp"), Column("df", "df", "int"),
-            Column("p_span", "p (span)", "p"), Column("q_span", "q (span)", "p"),
+            Column("delta", "Δb (pp)", "pp"), Column("floor_widest", "widest Φb (pp)", "pp"),
+            Column("load_study", "study rule"), Column("n_groups", "seed groups", "int"),
+            Column("seed_sd", "seed SD (pp)", "pp"), Column("q_span", "q (span)", "p"),
             Column("contrast", "A-last − B-last (pp)", "pp"),
             Column("q_contrast", "q (contrast)", "p"), Column("load", "call"))
     a_last = ", ".join(load.a_last)
@@ -182,8 +186,9 @@ def section_load(ctx: ReportContext) -> Section:
                   "share the prompts)."),
         Table(f"span_floor_{o.primary_subset}_{o.mapping}",
               f"Δb beside Φb, the study's rule and the calibrated call per benchmark — "
-              f"{cohort_words(ctx)} (study Table 4). No intervals: p and q are the tests' "
-              "p-values and BH q-values.", cols, t),
+              f"{cohort_words(ctx)} (study Table 4). No intervals: q are the tests' BH "
+              "q-values; median Φb, Δb / widest Φb, the widest group, df and the raw p-values "
+              "are in the table's CSV.", cols, t),
         FigureBlock(f"span_floor_{o.primary_subset}_{o.mapping}",
                     plots.span_vs_floor(load, subset=o.primary_subset, mapping=o.mapping),
                     "Label-supervision span Δb against the seed floor Φb per benchmark."),
@@ -225,7 +230,8 @@ def section_outside(ctx: ReportContext) -> Section:
     blocks: list[Block] = [Paragraph(
         f"{hull_words(ctx.options.confidence)} An outside guard is one run. {BOLD_RULE} "
         "One table per binary mapping; a guard whose read-out could not follow the mapping "
-        "(binary verdict only) or whose prompt set differs gets its own column.")]
+        "(binary verdict only) or whose prompt set differs gets its own column."),
+        Paragraph(single_seed_note(ctx, subset=ctx.results.outside.subset))]
     definitions = ctx.results.inputs.outside_definitions
     if definitions:
         blocks.append(Paragraph("What \"unsafe\" means for each outside guard (its operational "
@@ -240,15 +246,27 @@ def section_outside(ctx: ReportContext) -> Section:
                                 "identity; `guards score --rescore` asks again):"))
         blocks.append(Bullets(tuple(_answers_line(run, a) for run, a in answers.items())))
     blocks += _own_decontam_blocks(ctx, answers)
+    # On screen the outside guards beside the reference recipe they are tested against (every
+    # branch is in Table 1); the _all CSV holds every row.
+    refs = names_where(ctx.results.inputs.predictions, is_reference())
     for m in sorted(set(t["mapping"].to_list())):
         frame, cols = pivot_by_cohort(t.filter(pl.col("mapping") == m),
                                       entity_cols=["who", "kind", "interval"],
                                       cohort=("mapping_applied", "prompt_set"),
-                                      bold=capability_benchmarks(ctx))
-        blocks.append(Table(f"outside_{m}", f"Outside guards vs branches — decontaminated "
-                            f"prompts, {m} mapping, threshold {ctx.options.threshold:g}.",
+                                      bold=capability_benchmarks(
+                                          ctx, subset=ctx.results.outside.subset, mapping=m))
+        shown = frame.filter((pl.col("kind") != "branch")
+                             | pl.col("who").str.split("/").list.last().is_in(list(refs)))
+        blocks.append(Table(f"outside_{m}", f"Outside guards beside the reference recipe — "
+                            f"decontaminated prompts, {m} mapping, threshold "
+                            f"{ctx.options.threshold:g}; every branch recipe is in Table 1 and "
+                            f"tables/outside_{m}_all.csv.",
                             (Column("who", "guard / recipe"), Column("kind", "kind"), *cols),
-                            frame))
+                            shown, collapsed=m != ctx.options.mapping))
+        blocks.append(Table(f"outside_{m}_all", f"Outside guards and every branch recipe — "
+                            f"decontaminated prompts, {m} mapping.",
+                            (Column("who", "guard / recipe"), Column("kind", "kind"), *cols),
+                            frame, csv_only=True))
         for res in (ctx.results.paired.outside if ctx.results.paired else ()):
             if res.family == f"outside:{m}":
                 blocks += paired_blocks(res, f"paired_outside_{m}")

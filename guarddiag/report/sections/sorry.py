@@ -15,6 +15,8 @@ subsets have none).
 
 from __future__ import annotations
 
+import polars as pl
+
 from guarddiag.analyses.sorry import SorryCategoriesResult, SorryResults
 from guarddiag.report.context import ReportContext, SectionBuilder
 from guarddiag.report.document import Block, Column, FigureBlock, Paragraph, Section, Table
@@ -41,21 +43,41 @@ def _domain_table(res: SorryCategoriesResult) -> Table:
         wide.select(["entity", "n_runs", *[c.key for c in cols]]))
 
 
-def _sensitive_block(res: SorryCategoriesResult) -> Block:
+MIN_RANKED_PROMPTS = 30
+"""A category with fewer prompts is marked and never ranked: its span moves by several points
+when one prompt flips."""
+
+
+def _sensitive_blocks(res: SorryCategoriesResult) -> list[Block]:
     if res.sensitive is None:
-        return Paragraph(res.sensitive_note or "")
-    return Table(
-        "sorry_policy_sensitive", "Categories whose decisions move most between "
-        "branches: span = max - min over branches of capture (mean over seeds, then "
-        "over sizes); flips = share of prompts on which the branches' majority "
-        "decisions disagree; lowest / highest: the branch with the lowest / highest "
-        "capture (first size), a tie going to the branch listed first in the specs "
-        "(reference, E1…E10). Bold: the largest span (most policy-sensitive), not the best "
-        "guard.",
-        (Column("category", "category"), Column("domain", "domain"),
-         Column("span", "span", "pp", best="max"), Column("flip_share", "flips", "pct"),
-         Column("min_branch", "lowest"), Column("max_branch", "highest")),
-        res.sensitive.table.head(12))
+        return [Paragraph(res.sensitive_note or "")]
+    t = res.sensitive.table
+    ranked = t.filter(pl.col("n") >= MIN_RANKED_PROMPTS)
+    small = t.filter(pl.col("n") < MIN_RANKED_PROMPTS).sort("domain", "category").with_columns(
+        pl.lit(f"< {MIN_RANKED_PROMPTS} prompts: not ranked").alias("mark"))
+    cols = (Column("category", "category"), Column("domain", "domain"),
+            Column("n", "prompts", "int"))
+    blocks: list[Block] = []
+    if ranked.height:
+        blocks.append(Table(
+            "sorry_policy_sensitive", "Categories whose decisions move most between "
+            f"branches, among those with at least {MIN_RANKED_PROMPTS} prompts: span = max - "
+            "min over branches of capture (mean over seeds, then over sizes); flips = share of "
+            "prompts on which the branches' majority decisions disagree; lowest / highest: the "
+            "branch with the lowest / highest capture (first size), a tie going to the branch "
+            "listed first in the specs (reference, E1…E10). Bold: the largest span (most "
+            "policy-sensitive), not the best guard.",
+            (*cols, Column("span", "span", "pp", best="max"),
+             Column("flip_share", "flips", "pct"), Column("min_branch", "lowest"),
+             Column("max_branch", "highest")), ranked.head(12)))
+    if small.height:
+        blocks.append(Table(
+            "sorry_small_categories", f"Categories with fewer than {MIN_RANKED_PROMPTS} "
+            "prompts, in domain and name order — marked and not ranked: one prompt moves "
+            "their span by several points. No bold.",
+            (*cols, Column("span", "span", "pp"), Column("flip_share", "flips", "pct"),
+             Column("mark", "note")), small, collapsed=True))
+    return blocks
 
 
 def sorry_categories(ctx: ReportContext) -> Section:
@@ -64,7 +86,7 @@ def sorry_categories(ctx: ReportContext) -> Section:
     res = sorry.categories if sorry else None
     if res is None:
         return Section.omit(sid, title, (sorry.categories_note if sorry else None) or NO_SORRY)
-    blocks: list[Block] = [_domain_table(res), _sensitive_block(res)]
+    blocks: list[Block] = [_domain_table(res), *_sensitive_blocks(res)]
     blocks.append(Table("sorry_categories_runs", "Capture per run and SORRY-Bench category "
                         "(CSV).", (Column("run_id", "run"), Column("category", "category"),
                                    Column("capture", "capture", "pct")),
@@ -93,7 +115,8 @@ def sorry_robustness(ctx: ReportContext) -> Section:
         (Column("run_id", "run"), Column("mutation", "mutation"),
          Column("capture_base", "base", "pct"),
          Column("capture_mutated", "mutated", "pct"),
-         Column("delta", "Δ", "pp", low="delta_low", high="delta_high")), rows)
+         Column("delta", "Δ", "pp", low="delta_low", high="delta_high")), rows,
+        collapsed=True)
     fig = FigureBlock("sorry_robustness", plot_robustness(res),
                       "Δ capture per mutation and run, with cluster-bootstrap intervals.")
     return Section(sid, title, (table, fig), {"rows": rows.to_dicts(),

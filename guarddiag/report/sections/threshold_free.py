@@ -9,6 +9,7 @@ from guarddiag.analyses.threshold_free import PAIRS
 from guarddiag.report.context import ReportContext
 from guarddiag.report.document import Block, Column, Paragraph, Section, Table
 from guarddiag.report.jsonable import records
+from guarddiag.report.sections.common import single_seed_note
 
 TITLE = "Threshold-free metrics on the paired harmful/benign sets"
 
@@ -45,7 +46,8 @@ def section_threshold_free(ctx: ReportContext) -> Section:
             blocks.append(Table(f"threshold_free_{name}",
                                 f"{name}: {harmful} (harmful) vs {benign} (benign) — F1, "
                                 f"AUPRC, OR@95 with {conf}% bootstrap-percentile intervals.",
-                                cols, part))
+                                cols, part, collapsed=True))
+    blocks.append(Paragraph(single_seed_note(ctx, subset=tf.subset, mapping=tf.mapping)))
     if tf.missing:
         blocks.append(Paragraph("Pairs left out: " + "; ".join(tf.missing) + "."))
     payload = {"rows": records(tf.table), "pairs": [list(p) for p in PAIRS],

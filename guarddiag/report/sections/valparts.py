@@ -49,7 +49,7 @@ def val_part_blocks(parts: ValSetsResult) -> list[Block]:
         "two-sided p; no interval.",
         (Column("val_set", "VAL part"), Column("load", "load"), Column("kind", "kind"),
          Column("n_benchmarks", "benchmarks", "int"), Column("n_recipes", "recipes", "int"),
-         Column("rho", "ρ", "rho"), Column("p_value", "p", "p")), s))
+         Column("rho", "ρ", "rho"), Column("p_value", "p", "p")), s, collapsed=True))
     blocks.append(Table(
         "val_parts_runs", "Per run and part, with 95% Wilson intervals.",
         (Column("run_id", "run"), Column("label_policy", "labels"), Column("val_set", "part"),
