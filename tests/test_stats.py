@@ -244,6 +244,17 @@ def test_cohen_kappa_by_hand_and_against_sklearn():
         stats.cohen_kappa(["X"], ["X", "Y"])
 
 
+def test_cohen_kappa_over_a_declared_label_set():
+    # A label set with a class neither rater used leaves κ unchanged: 3 items, agree on 2,
+    # a = X X Y, b = X Y Y: p_o = 2/3, p_e = (2·1 + 1·2)/9 = 4/9 -> κ = (2/9)/(5/9) = 0.4.
+    a, b = ["X", "X", "Y"], ["X", "Y", "Y"]
+    assert stats.cohen_kappa(a, b, ("X", "Y", "Z")) == pytest.approx(0.4, abs=1e-12)
+    assert stats.cohen_kappa(a, b) == pytest.approx(0.4, abs=1e-12)
+    # A label outside the declared set is an error, not an item silently dropped.
+    with pytest.raises(GuarddiagError, match="label.s. Z not among X, Y"):
+        stats.cohen_kappa(["X", "Z"], ["X", "Y"], ("X", "Y"))
+
+
 def test_spearman_by_hand_and_against_scipy():
     x = [1, 2, 3, 4, 5]
     y = [2, 1, 4, 3, 5]
