@@ -47,9 +47,7 @@ fixed before looking at the data keeps the one-sided test honest.
 
 from __future__ import annotations
 
-import itertools
 import zlib
-from collections import Counter
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -248,7 +246,7 @@ class RankSumDistribution:
     counts: tuple[int, ...]
     """How many of the ``total`` equally likely outcomes give each sum."""
     total: int
-    """C(n, k) for the counting programme; n! for the enumeration oracle."""
+    """C(n, k) for the counting programme; n! for an enumeration of all orderings."""
 
     def probability(self, s: float) -> Fraction:
         return Fraction(sum(c for v, c in zip(self.sums, self.counts, strict=True)
@@ -298,7 +296,7 @@ def rank_sum_distribution(ranks: Sequence[float], k: int) -> RankSumDistribution
     Each of the C(n, k) subsets of *positions* is equally likely (exchangeable branches), so
     tied ranks count once per branch. Counted by a subset-sum dynamic programme over doubled
     ranks (integers even with mid-ranks), in O(n * k * sum) integer operations — exact, and
-    equivalent to enumerating all n! orderings (see :func:`enumerate_rank_sums`).
+    equivalent to enumerating all n! orderings.
     """
     n = len(ranks)
     _check_nk(n, k)
@@ -316,20 +314,6 @@ def rank_sum_distribution(ranks: Sequence[float], k: int) -> RankSumDistribution
     sums = [s for s in range(top + 1) if ways[k][s]]
     return RankSumDistribution(n=n, k=k, sums=tuple(s / 2 for s in sums),
                                counts=tuple(ways[k][s] for s in sums), total=comb(n, k))
-
-
-def enumerate_rank_sums(ranks: Sequence[float], k: int) -> RankSumDistribution:
-    """Brute-force oracle: walk all n! assignments of the ranks to n branches and count the sum
-    of the ranks given to the first k branches. Exponential; for tests and small n only."""
-    n = len(ranks)
-    _check_nk(n, k)
-    doubled = _doubled(ranks)
-    tally: Counter[int] = Counter()
-    for order in itertools.permutations(doubled):
-        tally[sum(order[:k])] += 1
-    sums = sorted(tally)
-    return RankSumDistribution(n=n, k=k, sums=tuple(s / 2 for s in sums),
-                               counts=tuple(tally[s] for s in sums), total=sum(tally.values()))
 
 
 @dataclass(frozen=True)
