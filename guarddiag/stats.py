@@ -14,8 +14,8 @@ Everything here is a pure function of its inputs and an explicit random generato
   exchangeable branches taking the k extreme ranks.
 - :func:`rank_sum_distribution` — the exact null distribution of a group's rank sum, counted
   combinatorially (a subset-sum dynamic programme over the n observed mid-ranks), so groups that
-  are not at the extremes get a p-value too. :func:`enumerate_rank_sums` is the brute-force
-  oracle that walks all n! orderings (n = 10: 3,628,800), used by the tests.
+  are not at the extremes get a p-value too (the tests check it against a brute-force walk
+  over all n! orderings, n = 10: 3,628,800).
 - :func:`rank_test` — ranks the branches' scores (mid-ranks for ties) and tests a named group.
 - :func:`cohen_kappa` (scikit-learn), :func:`spearman` (scipy).
 - :func:`benjamini_hochberg` — FDR q-values across the benchmarks of a cohort (scipy);
