@@ -7,18 +7,18 @@ Everything here is a pure function of its inputs and an explicit random generato
   mean. Several statistics over the *same* prompts (one column per run) share the resampled
   prompt indices, so differences between them are paired. Vectorised: each block of resamples
   is turned into a matrix of prompt counts and multiplied with the values.
-- :func:`wilson_interval` — the Wilson score interval of one binomial rate (k of n prompts),
+- :func:`wilson_interval` — the Wilson score interval of one binomial rate (k of n prompts, scipy),
   the interval of every single run's score: unlike a percentile bootstrap it never collapses
   to a point at 0 or 1 (0 of 75 prompts gives [0, 4.9%], not [0, 0]).
 - :func:`extreme_rank_probability` — the closed form 1/C(n, k) for a named group of k out of n
   exchangeable branches taking the k extreme ranks.
 - :func:`rank_sum_distribution` — the exact null distribution of a group's rank sum, counted
   combinatorially (a subset-sum dynamic programme over the n observed mid-ranks), so groups that
-  are not at the extremes get a p-value too. :func:`enumerate_rank_sums` is the brute-force
-  oracle that walks all n! orderings (n = 10: 3,628,800), used by the tests.
+  are not at the extremes get a p-value too (the tests check it against a brute-force walk
+  over all n! orderings, n = 10: 3,628,800).
 - :func:`rank_test` — ranks the branches' scores (mid-ranks for ties) and tests a named group.
-- :func:`cohen_kappa`, :func:`spearman` (scipy).
-- :func:`benjamini_hochberg` — FDR q-values across the benchmarks of a cohort;
+- :func:`cohen_kappa` (scikit-learn), :func:`spearman` (scipy).
+- :func:`benjamini_hochberg` — FDR q-values across the benchmarks of a cohort (scipy);
   :func:`studentized_span_null` and :func:`monte_carlo_p` — the seed-noise null of the
   label-supervision span (see :mod:`guarddiag.analyses.loadtest`).
 - :func:`mcnemar_exact`, :func:`holm` — the paired test of two guards' decisions on the same
@@ -47,16 +47,15 @@ fixed before looking at the data keeps the one-sided test honest.
 
 from __future__ import annotations
 
-import itertools
 import zlib
-from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from math import comb
 
 import numpy as np
 import scipy.stats
+import sklearn.metrics
 
 from guarddiag.errors import GuarddiagError, unknown_name
 
@@ -188,11 +187,9 @@ def wilson_interval(k: int, n: int, confidence: float = DEFAULT_CONFIDENCE
                     ) -> tuple[float, float]:
     """Wilson score interval of a binomial proportion k/n (two-sided, nominal ``confidence``).
 
-    With z the (1 + confidence)/2 normal quantile and p = k/n, the bounds are
-    (p + z²/2n ± z·sqrt(p(1 − p)/n + z²/4n²)) / (1 + z²/n): the set of rates a score test at
-    level 1 − confidence would not reject. At k = 0 the lower bound is exactly 0 and the upper
-    z²/(n + z²); at k = n, symmetrically. Same value as
-    ``scipy.stats.binomtest(k, n).proportion_ci(confidence, method="wilson")``.
+    ``scipy.stats.binomtest(k, n).proportion_ci(confidence, method="wilson")``: the set of rates
+    a score test at level 1 − confidence would not reject. At k = 0 the lower bound is exactly
+    0 and the upper z²/(n + z²); at k = n, symmetrically.
 
     >>> [round(x, 4) for x in wilson_interval(0, 75)]
     [0.0, 0.0487]
@@ -204,15 +201,9 @@ def wilson_interval(k: int, n: int, confidence: float = DEFAULT_CONFIDENCE
         raise GuarddiagError(f"wilson_interval: need 0 <= k <= n and n >= 1, got k={k}, n={n}")
     if not 0.0 < confidence < 1.0:
         raise GuarddiagError(f"confidence: expected a number in (0, 1), got {confidence!r}")
-    z = float(scipy.stats.norm.ppf(0.5 + confidence / 2))
-    p, nf, z2 = k / n, float(n), z * z
-    denom = 1.0 + z2 / nf
-    centre = (p + z2 / (2 * nf)) / denom
-    half = z * float(np.sqrt(p * (1 - p) / nf + z2 / (4 * nf * nf))) / denom
-    # At k = 0 (k = n) the bound is 0 (1) exactly; rounding must not leave it at 1e-17.
-    low = 0.0 if k == 0 else max(0.0, centre - half)
-    high = 1.0 if k == n else min(1.0, centre + half)
-    return low, high
+    ci = scipy.stats.binomtest(int(k), int(n)).proportion_ci(confidence_level=confidence,
+                                                            method="wilson")
+    return float(ci.low), float(ci.high)
 
 
 # --------------------------------------------------------------------------- exact rank tests
@@ -255,7 +246,7 @@ class RankSumDistribution:
     counts: tuple[int, ...]
     """How many of the ``total`` equally likely outcomes give each sum."""
     total: int
-    """C(n, k) for the counting programme; n! for the enumeration oracle."""
+    """C(n, k) for the counting programme; n! for an enumeration of all orderings."""
 
     def probability(self, s: float) -> Fraction:
         return Fraction(sum(c for v, c in zip(self.sums, self.counts, strict=True)
@@ -305,7 +296,7 @@ def rank_sum_distribution(ranks: Sequence[float], k: int) -> RankSumDistribution
     Each of the C(n, k) subsets of *positions* is equally likely (exchangeable branches), so
     tied ranks count once per branch. Counted by a subset-sum dynamic programme over doubled
     ranks (integers even with mid-ranks), in O(n * k * sum) integer operations — exact, and
-    equivalent to enumerating all n! orderings (see :func:`enumerate_rank_sums`).
+    equivalent to enumerating all n! orderings.
     """
     n = len(ranks)
     _check_nk(n, k)
@@ -323,20 +314,6 @@ def rank_sum_distribution(ranks: Sequence[float], k: int) -> RankSumDistribution
     sums = [s for s in range(top + 1) if ways[k][s]]
     return RankSumDistribution(n=n, k=k, sums=tuple(s / 2 for s in sums),
                                counts=tuple(ways[k][s] for s in sums), total=comb(n, k))
-
-
-def enumerate_rank_sums(ranks: Sequence[float], k: int) -> RankSumDistribution:
-    """Brute-force oracle: walk all n! assignments of the ranks to n branches and count the sum
-    of the ranks given to the first k branches. Exponential; for tests and small n only."""
-    n = len(ranks)
-    _check_nk(n, k)
-    doubled = _doubled(ranks)
-    tally: Counter[int] = Counter()
-    for order in itertools.permutations(doubled):
-        tally[sum(order[:k])] += 1
-    sums = sorted(tally)
-    return RankSumDistribution(n=n, k=k, sums=tuple(s / 2 for s in sums),
-                               counts=tuple(tally[s] for s in sums), total=sum(tally.values()))
 
 
 @dataclass(frozen=True)
@@ -425,24 +402,29 @@ def rank_test(scores: Mapping[str, float], group: Sequence[str], *,
 
 # --------------------------------------------------------------------------- agreement, correlation
 
-def cohen_kappa(a: Sequence[str], b: Sequence[str]) -> float:
-    """Cohen's κ between two raters' labels: (p_o - p_e) / (1 - p_e).
+def cohen_kappa(a: Sequence[Hashable], b: Sequence[Hashable],
+                labels: Sequence[Hashable] | None = None) -> float:
+    """Cohen's κ between two raters' labels (``sklearn.metrics.cohen_kappa_score``).
 
-    p_o is the observed agreement, p_e the agreement expected from the raters' marginal label
-    frequencies. When p_e = 1 (both raters always give one and the same label) κ is undefined
+    κ = (p_o − p_e) / (1 − p_e): p_o the observed agreement, p_e the agreement expected from the
+    raters' marginal label frequencies. ``labels``, when given, is the label set; a label outside
+    it is an error. When p_e = 1 (both raters always give one and the same label) κ is undefined
     and NaN is returned.
     """
     if len(a) != len(b):
         raise GuarddiagError(f"cohen_kappa: label lists differ in length ({len(a)} vs {len(b)})")
-    n = len(a)
-    if n == 0:
+    if not a:
         raise GuarddiagError("cohen_kappa: no labels")
-    p_o = sum(x == y for x, y in zip(a, b, strict=True)) / n
-    ca, cb = Counter(a), Counter(b)
-    p_e = sum(ca[c] * cb[c] for c in ca) / (n * n)
-    if p_e == 1.0:
+    if labels is not None:
+        unknown = sorted({str(x) for x in (*a, *b) if x not in set(labels)})
+        if unknown:
+            raise GuarddiagError(f"cohen_kappa: label(s) {', '.join(unknown)} not among "
+                                 f"{', '.join(map(str, labels))}")
+    if len({*a, *b}) == 1:
+        # p_e = 1: sklearn returns NaN here too, but with two warnings per call.
         return float("nan")
-    return (p_o - p_e) / (1.0 - p_e)
+    return float(sklearn.metrics.cohen_kappa_score(
+        list(a), list(b), labels=None if labels is None else list(labels)))
 
 
 @dataclass(frozen=True)
@@ -475,8 +457,8 @@ def mcnemar_exact(b: int, c: int) -> float:
     ``b`` = prompts the first guard reads unsafe and the second safe, ``c`` = the reverse. Under
     the null hypothesis (both guards read a prompt unsafe equally often) each of the n = b + c
     discordant prompts falls either way with probability 1/2, so the p-value is the two-sided
-    exact binomial one: min(1, 2 · P(X ≤ min(b, c))), X ~ Bin(n, 1/2) (the same value as
-    ``scipy.stats.binomtest(b, n, 0.5)``). With no discordant prompt, p = 1.
+    exact binomial one, ``scipy.stats.binomtest(b, n, 0.5).pvalue`` = min(1, 2 · P(X ≤ min(b, c))),
+    X ~ Bin(n, 1/2). With no discordant prompt, p = 1.
     """
     for name, v in (("b", b), ("c", c)):
         if isinstance(v, bool) or not isinstance(v, int | np.integer) or v < 0:
@@ -484,7 +466,7 @@ def mcnemar_exact(b: int, c: int) -> float:
     n = int(b) + int(c)
     if n == 0:
         return 1.0
-    return float(min(1.0, 2.0 * scipy.stats.binom.cdf(min(int(b), int(c)), n, 0.5)))
+    return float(scipy.stats.binomtest(int(b), n, 0.5).pvalue)
 
 
 def _ascending_p_values(p_values: Sequence[float], name: str) -> tuple[list[float], list[int]]:
@@ -504,6 +486,7 @@ def holm(p_values: Sequence[float]) -> list[float]:
     comparison is significant at family-wise level α where its adjusted p < α. Ties among the
     p-values are ordered by input position, which cannot change the adjusted values.
     """
+    # Own code: scipy has no Holm adjustment (statsmodels' multipletests has; not a dependency).
     p, order = _ascending_p_values(p_values, "holm")
     m = len(p)
     out = [0.0] * m
@@ -519,18 +502,14 @@ def holm(p_values: Sequence[float]) -> list[float]:
 def benjamini_hochberg(p_values: Sequence[float]) -> list[float]:
     """Benjamini–Hochberg q-values (step-up false-discovery-rate adjustment), in input order.
 
-    Sorted ascending, q_(i) = min_{j ≥ i} min(1, m · p_(j) / j); a test is a discovery at FDR
-    level α where its q < α. Ties are ordered by input position (the q-values do not change).
+    ``scipy.stats.false_discovery_control(p, method="bh")``: sorted ascending,
+    q_(i) = min_{j ≥ i} min(1, m · p_(j) / j); a test is a discovery at FDR level α where its
+    q < α.
     """
-    p, order = _ascending_p_values(p_values, "benjamini_hochberg")
-    m = len(p)
-    out = [0.0] * m
-    running = 1.0  # pragma: no mutate(const): the first step sets it to max p <= 1 (checked)
-    for rank in range(m - 1, -1, -1):
-        i = order[rank]
-        running = min(running, m * p[i] / (rank + 1))
-        out[i] = min(1.0, running)
-    return out
+    p, _ = _ascending_p_values(p_values, "benjamini_hochberg")
+    if not p:
+        return []
+    return [float(q) for q in scipy.stats.false_discovery_control(p, method="bh")]
 
 
 def studentized_span_null(n_seeds_by_size: Sequence[Sequence[int]], df: int, *,

@@ -43,7 +43,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("demo", ("demo",)),
     ("api", ("", "api", "exports")),    # the package face, guarddiag/__init__.py, its verbs
                                         # and the exports for other tools
-    ("cli", ("cli", "__main__", "devtools")),
+    ("cli", ("cli", "__main__")),
 )
 
 # Modules or functions allowed past the size limits, with the reason (none at present).

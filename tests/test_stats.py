@@ -10,6 +10,7 @@ from math import comb
 import numpy as np
 import pytest
 import scipy.stats
+from rank_oracle import enumerate_rank_sums
 from sklearn.metrics import cohen_kappa_score
 
 from guarddiag import stats
@@ -87,6 +88,7 @@ def test_derive_rng_is_keyed():
     ({"values": [1.0], "seed": -1}, "seed"),
 ])
 def test_bootstrap_bad_input(kwargs, needle):
+    kwargs = dict(kwargs)  # the parameter is shared by reruns in one process (mutmut)
     values = kwargs.pop("values")
     with pytest.raises(GuarddiagError, match=needle):
         stats.bootstrap_means(values, **kwargs)
@@ -135,7 +137,7 @@ def test_rank_sum_distribution_with_ties_by_hand():
 ])
 def test_rank_sum_dp_matches_brute_force_enumeration(ranks, k):
     dp = stats.rank_sum_distribution(ranks, k)
-    brute = stats.enumerate_rank_sums(ranks, k)
+    brute = enumerate_rank_sums(ranks, k)
     assert brute.total == np.prod(range(1, len(ranks) + 1))
     assert dp.probabilities() == brute.probabilities()
 
@@ -242,6 +244,17 @@ def test_cohen_kappa_by_hand_and_against_sklearn():
     assert np.isnan(stats.cohen_kappa(["X", "X"], ["X", "X"]))
     with pytest.raises(GuarddiagError, match="length"):
         stats.cohen_kappa(["X"], ["X", "Y"])
+
+
+def test_cohen_kappa_over_a_declared_label_set():
+    # A label set with a class neither rater used leaves κ unchanged: 3 items, agree on 2,
+    # a = X X Y, b = X Y Y: p_o = 2/3, p_e = (2·1 + 1·2)/9 = 4/9 -> κ = (2/9)/(5/9) = 0.4.
+    a, b = ["X", "X", "Y"], ["X", "Y", "Y"]
+    assert stats.cohen_kappa(a, b, ("X", "Y", "Z")) == pytest.approx(0.4, abs=1e-12)
+    assert stats.cohen_kappa(a, b) == pytest.approx(0.4, abs=1e-12)
+    # A label outside the declared set is an error, not an item silently dropped.
+    with pytest.raises(GuarddiagError, match="label.s. Z not among X, Y"):
+        stats.cohen_kappa(["X", "Z"], ["X", "Y"], ("X", "Y"))
 
 
 def test_spearman_by_hand_and_against_scipy():

@@ -5,10 +5,11 @@ One interface, two implementations:
 * ``hf:<model folder or hub id>`` — a local Hugging Face causal LM (``AutoModelForCausalLM``)
   prompted through its own chat template;
 * ``endpoint:<base url>#<model name>`` — an OpenAI-compatible chat endpoint (a vLLM server, for
-  instance), asked with bounded concurrency over kept-alive connections, per-request timeouts,
-  retries with exponential backoff (or after the server's ``Retry-After`` on 429 and 503,
-  capped at :data:`RETRY_AFTER_CAP_S`) and an on-disk response cache keyed by the request, so
-  an interrupted run resumes without asking again.
+  instance), asked with bounded concurrency over urllib3's kept-alive connections, per-request
+  timeouts, its retries with exponential backoff (or after the server's ``Retry-After`` on 429
+  and 503, capped at :data:`RETRY_AFTER_CAP_S`; see :mod:`guarddiag.guards.transport`) and an
+  on-disk response cache keyed by the request, so an interrupted run resumes without asking
+  again.
 
     gen = make_generator("endpoint:http://127.0.0.1:8000/v1#Qwen/Qwen2.5-7B-Instruct")
     gen.complete([[{"role": "user", "content": "Say hi"}]], max_new_tokens=8,
@@ -23,12 +24,9 @@ Llama Guard's ``categories``), and reports a failed request per conversation ins
 from __future__ import annotations
 
 import hashlib
-import http.client
 import json
 import os
-import random
 import threading
-import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -39,9 +37,10 @@ from typing import Any, cast
 from guarddiag.errors import GuarddiagError
 from guarddiag.files import sha256_file
 from guarddiag.guards.transport import (
-    KeepAliveClient,
+    RETRY_STATUSES,
     ResponseCache,
-    retry_after_seconds,
+    RetryingClient,
+    TransportError,
 )
 from guarddiag.guards.transport import repair_jsonl_tail as repair_jsonl_tail  # re-exported
 
@@ -341,17 +340,15 @@ class EndpointUnreachableError(GuarddiagError):
     """The endpoint refused or dropped every attempt; nothing more can be asked of it."""
 
 
-RETRY_AFTER_CAP_S = 60.0
+RETRY_AFTER_CAP_S = 60
 """The longest a ``Retry-After`` header (on 429 or 503) makes a request wait before its retry.
 A server asking for more (or a far-off HTTP-date) is waited on for this long, so one
 overloaded server cannot stall a run for hours; the retry budget (``retries``) still applies."""
 
 
-class _RetryableError(Exception):
-    def __init__(self, message: str, *, retry_after: float | None = None):
-        super().__init__(message)
-        self.retry_after = retry_after
-        """Seconds the server asked to wait (``Retry-After``), when it did."""
+class _NoAnswerError(Exception):
+    """No usable answer for one request, after every retry the client made; a malformed 200
+    answer (not JSON, no ``choices``) is the server's fault and is not asked again."""
 
 
 class _FatalRequestError(Exception):
@@ -390,7 +387,10 @@ class EndpointGenerator(TextGenerator):
         self._api_key = os.environ.get(api_key_env) if api_key_env else None
         self.stats = EndpointStats()
         self._stats_lock = threading.Lock()
-        self._client = KeepAliveClient(self.url, timeout_s=self.timeout_s)
+        self._client = RetryingClient(self.url, timeout_s=self.timeout_s, retries=self.retries,
+                                      backoff_s=self.backoff_s,
+                                      retry_after_cap_s=RETRY_AFTER_CAP_S,
+                                      max_connections=self.concurrency)
 
     # -- one request ---------------------------------------------------------------------------
     def _body(self, conversation: Conversation, *, max_new_tokens: int, temperature: float,
@@ -406,61 +406,37 @@ class EndpointGenerator(TextGenerator):
             body["chat_template_kwargs"] = template_kwargs
         return body
 
-    def _post_once(self, payload: bytes) -> Any:
+    def _ask(self, body: dict[str, Any]) -> dict[str, Any]:
+        """Send one request (the client retries it); return the parsed answer fields."""
+        payload = json.dumps(body, ensure_ascii=False).encode("utf-8")
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
         if self._api_key:
             headers["Authorization"] = f"Bearer {self._api_key}"
-        with self._stats_lock:
-            self.stats.requests += 1
         try:
             answer = self._client.post(payload, headers)
-        except ConnectionRefusedError:
-            raise EndpointUnreachableError(f"{self.url} refused the connection") from None
-        except TimeoutError:
-            raise _RetryableError(f"no answer within {self.timeout_s:g} s") from None
-        except (http.client.HTTPException, OSError) as exc:
-            raise _RetryableError(f"connection failed ({type(exc).__name__}: {exc})") from None
+        except TransportError as exc:
+            self._count(exc.attempts)
+            if exc.unreachable:
+                raise EndpointUnreachableError(f"{self.url} {exc}") from None
+            raise _NoAnswerError(str(exc)) from None
+        self._count(answer.attempts)
         code = answer.status
         if code >= 400:
             detail = f"HTTP {code} {_snippet(answer.body)}".strip()
-            if code in (408, 409, 425, 429) or code >= 500:
-                wait = retry_after_seconds(answer.retry_after) if code in (429, 503) else None
-                raise _RetryableError(detail, retry_after=wait)
+            if code in RETRY_STATUSES:
+                after = f" (after {answer.attempts} attempts)" if answer.attempts > 1 else ""
+                raise _NoAnswerError(detail + after)
             raise _FatalRequestError(detail)
         try:
             doc = json.loads(answer.body.decode("utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError):
-            raise _RetryableError(f"answer is not JSON: {_snippet(answer.body)}") from None
-        return doc
+            raise _NoAnswerError(f"answer is not JSON: {_snippet(answer.body)}") from None
+        return _parse_chat_answer(doc)
 
-    def _ask(self, body: dict[str, Any], rng: random.Random) -> dict[str, Any]:
-        """Send one request with retries; return the parsed answer fields."""
-        payload = json.dumps(body, ensure_ascii=False).encode("utf-8")
-        last = ""
-        asked_wait: float | None = None
-        for attempt in range(self.retries + 1):
-            if attempt:
-                with self._stats_lock:
-                    self.stats.retries += 1
-                if asked_wait is not None:
-                    # The server said when to come back (429/503 Retry-After): no sooner.
-                    time.sleep(min(RETRY_AFTER_CAP_S, asked_wait))
-                else:
-                    # Exponential backoff with jitter so parallel workers do not retry in
-                    # lockstep.
-                    time.sleep(min(30.0, self.backoff_s * 2 ** (attempt - 1))
-                               * (0.5 + rng.random()))
-            asked_wait = None
-            try:
-                return _parse_chat_answer(self._post_once(payload))
-            except EndpointUnreachableError as exc:
-                last = str(exc)
-                if attempt == self.retries:
-                    raise
-            except _RetryableError as exc:
-                last = str(exc)
-                asked_wait = exc.retry_after
-        raise _RetryableError(f"{last} (after {self.retries + 1} attempts)")
+    def _count(self, attempts: int) -> None:
+        with self._stats_lock:
+            self.stats.requests += attempts
+            self.stats.retries += attempts - 1
 
     # -- many requests -------------------------------------------------------------------------
     def generate(self, conversations: Sequence[Conversation], *, max_new_tokens: int,
@@ -497,8 +473,7 @@ class EndpointGenerator(TextGenerator):
                 i = next(todo, None)
                 if i is None:
                     return False
-                rng = random.Random(_derived_seed(seed, keys[i]))
-                running[pool.submit(self._ask, bodies[i], rng)] = i
+                running[pool.submit(self._ask, bodies[i])] = i
                 return True
 
             for _ in range(self.concurrency):
@@ -513,7 +488,7 @@ class EndpointGenerator(TextGenerator):
                     except EndpointUnreachableError as exc:
                         raise EndpointUnreachableError(
                             f"{exc} (is the server running? spec {self.spec})") from None
-                    except (_RetryableError, _FatalRequestError) as exc:
+                    except (_NoAnswerError, _FatalRequestError) as exc:
                         gen = Generation(text=None, error=str(exc))
                         self.stats.failures += 1
                         self.stats.errors.append(str(exc))
@@ -546,15 +521,15 @@ def _snippet(raw: bytes, n: int = 120) -> str:
 
 
 def _parse_chat_answer(doc: Any) -> dict[str, Any]:
-    """The fields guarddiag keeps of one chat-completions answer; malformed → retryable."""
+    """The fields guarddiag keeps of one chat-completions answer; malformed → a failed item."""
     try:
         choice = doc["choices"][0]
         content = choice["message"]["content"]
     except (KeyError, IndexError, TypeError):
-        raise _RetryableError(f"answer has no choices[0].message.content: "
+        raise _NoAnswerError(f"answer has no choices[0].message.content: "
                               f"{_snippet(json.dumps(doc).encode())}") from None
     if not isinstance(content, str):
-        raise _RetryableError("answer content is not text")
+        raise _NoAnswerError("answer content is not text")
     tokens: list[str] = []
     alts: list[list[list[Any]]] = []
     logprobs = choice.get("logprobs") if isinstance(choice, dict) else None
@@ -565,7 +540,7 @@ def _parse_chat_answer(doc: Any) -> dict[str, Any]:
                 alts.append([[str(a["token"]), float(a["logprob"])]
                              for a in entry.get("top_logprobs") or []])
             except (KeyError, TypeError, ValueError):
-                raise _RetryableError("answer has malformed logprobs") from None
+                raise _NoAnswerError("answer has malformed logprobs") from None
     return {"text": content, "tokens": tokens, "top_logprobs": alts}
 
 

@@ -81,6 +81,8 @@ def fleiss_kappa(yes_counts: Sequence[int], n_raters: int) -> float | None:
     P_e = Σ_j p_j². ``None`` when it is undefined (no subjects, fewer than two raters, or every
     vote in one category so that P_e = 1).
     """
+    # Own code: Fleiss' κ is in statsmodels (inter_rater.fleiss_kappa), not in scipy or
+    # scikit-learn; these ten lines of yes/no arithmetic do not justify statsmodels + patsy.
     n = n_raters
     if not yes_counts or n < 2:
         return None

@@ -1,160 +1,142 @@
-"""HTTP for the endpoint client: kept-alive connections, ``Retry-After``, the response cache.
+"""HTTP for the endpoint client: urllib3's connection pool and retries, the response cache.
 
-Standard library only (``http.client``). A :class:`KeepAliveClient` keeps a pool of idle
-connections to one URL: a request takes an idle connection (or opens one), and gives it back
-once the whole answer is read, so N requests from c worker threads open at most c TCP
-connections instead of N. A connection the server closed while it sat idle is reopened and the
-request sent once more before any error is reported: that is the server's keep-alive timeout,
-not a failed request. Proxies are taken from the environment as ``urllib`` takes them
-(``http_proxy``/``https_proxy``/``no_proxy``): an https URL is tunnelled through the proxy
-(CONNECT), an http URL is asked of the proxy by its full address.
-
-:func:`retry_after_seconds` reads a ``Retry-After`` header, either delay-seconds or an
-HTTP-date (RFC 9110 §10.2.3). :class:`ResponseCache` keeps every answer on disk so an
-interrupted run resumes without asking again.
+:class:`RetryingClient` POSTs to one URL through ``urllib3`` (thread-safe): a pool of kept-alive
+connections, so N requests from c worker threads open at most c TCP connections (a connection
+the server closed while it sat idle is noticed and reopened, not counted as a failure), and
+``urllib3.Retry`` for the retries: connection failures, timeouts, dropped connections and the
+statuses in :data:`RETRY_STATUSES` are asked again up to ``retries`` times, after 0, 2b, 4b, …
+seconds (b = ``backoff_s``, capped at 30 s) plus a jitter of up to b, or after the server's
+``Retry-After`` on 429 and 503 (seconds or an HTTP-date, capped at ``retry_after_cap_s``).
+Proxies are taken from the environment as ``urllib`` takes them (``http_proxy``/
+``https_proxy``/``no_proxy``): an https URL is tunnelled through the proxy (CONNECT), an http
+URL is asked of the proxy by its full address. :class:`ResponseCache` keeps every answer on
+disk so an interrupted run resumes without asking again.
 """
 
 from __future__ import annotations
 
-import email.utils
 import hashlib
-import http.client
 import json
 import os
 import threading
-import time
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass
-from datetime import timezone
 from pathlib import Path
 from typing import Any
 
+import urllib3
+from urllib3.exceptions import InvalidHeader
+
 from guarddiag.errors import GuarddiagError
 
-__all__ = ["HttpAnswer", "KeepAliveClient", "ResponseCache", "repair_jsonl_tail",
-           "retry_after_seconds"]
+__all__ = ["RETRY_STATUSES", "HttpAnswer", "ResponseCache", "RetryingClient", "TransportError",
+           "repair_jsonl_tail"]
 
-# Errors that mean "the server had already closed this kept-alive connection": worth one
-# immediate resend on a fresh connection.
-_STALE = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError,
-          ConnectionAbortedError)
+RETRY_STATUSES = frozenset({408, 409, 425, 429, *range(500, 600)})
+"""Statuses worth asking again (timeouts, conflicts, rate limits, server errors); any other
+4xx is the request's fault and is not retried."""
+
+_BACKOFF_MAX_S = 30.0
 
 
 @dataclass(frozen=True)
 class HttpAnswer:
-    """One HTTP response, read in full."""
+    """The last HTTP response of one request, read in full, and how many tries it took."""
 
     status: int
     body: bytes
-    retry_after: str | None
-    """The raw ``Retry-After`` header, when the server sent one."""
+    attempts: int
+    """Requests sent for it: 1 + the retries."""
 
 
-def retry_after_seconds(value: str | None, *, now: float | None = None) -> float | None:
-    """Seconds to wait that a ``Retry-After`` header asks for; None when absent or unreadable.
+class _Retry(urllib3.Retry):
+    # Own code: urllib3 reads Retry-After on every status and raises on an unreadable one;
+    # only 429 and 503 give it a meaning here, and a header it cannot read falls back to backoff.
+    def get_retry_after(self, response: urllib3.BaseHTTPResponse) -> float | None:
+        if response.status not in (429, 503):
+            return None
+        try:
+            return super().get_retry_after(response)
+        except InvalidHeader:
+            return None
 
-    Accepts delay-seconds (``"120"``) and an HTTP-date (``"Wed, 21 Oct 2026 07:28:00 GMT"``);
-    a date in the past gives 0. ``now`` (epoch seconds) is for tests.
-    """
-    if value is None or not value.strip():
+
+class TransportError(Exception):
+    """No answer after every retry; ``unreachable`` when no connection could be made at all."""
+
+    def __init__(self, message: str, *, unreachable: bool, attempts: int):
+        super().__init__(message)
+        self.unreachable = unreachable
+        self.attempts = attempts
+
+
+def _proxy_for(url: str) -> str | None:
+    # Own code: urllib3 does not read proxies from the environment; urllib's rules are kept.
+    parts = urllib.parse.urlsplit(url)
+    proxy = urllib.request.getproxies().get(parts.scheme)
+    if not proxy or urllib.request.proxy_bypass(parts.netloc.rpartition("@")[2]):
         return None
-    text = value.strip()
-    if text.isdigit():
-        return float(int(text))
-    try:
-        when = email.utils.parsedate_to_datetime(text)
-    except (TypeError, ValueError, IndexError):
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=timezone.utc)
-    return max(0.0, when.timestamp() - (time.time() if now is None else now))
+    return proxy if "://" in proxy else f"http://{proxy}"
 
 
-def _proxy_for(scheme: str, netloc: str) -> tuple[str, int | None] | None:
-    """(host, port) of the environment's proxy for this URL, or None (as urllib decides)."""
-    proxy = urllib.request.getproxies().get(scheme)
-    if not proxy or urllib.request.proxy_bypass(netloc.rpartition("@")[2]):
-        return None
-    parts = urllib.parse.urlsplit(proxy if "://" in proxy else f"http://{proxy}")
-    return (parts.hostname, parts.port) if parts.hostname else None
+class RetryingClient:
+    """POSTs to one ``http(s)://`` URL with kept-alive connections and retries (thread-safe)."""
 
-
-class KeepAliveClient:
-    """POSTs to one ``http(s)://`` URL over a pool of kept-alive connections (thread-safe)."""
-
-    def __init__(self, url: str, *, timeout_s: float):
+    def __init__(self, url: str, *, timeout_s: float, retries: int, backoff_s: float,
+                 retry_after_cap_s: int, max_connections: int):
         parts = urllib.parse.urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise GuarddiagError(f"{url}: expected an http:// or https:// URL")
         self.url = url
-        self.scheme = parts.scheme
-        self.host = parts.hostname
-        self.port = parts.port
-        self.path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
         self.timeout_s = float(timeout_s)
-        self.proxy = _proxy_for(parts.scheme, parts.netloc)
-        if self.proxy is not None and self.scheme == "http":
-            self.path = urllib.parse.urlunsplit(parts._replace(fragment=""))
-        self._idle: list[http.client.HTTPConnection] = []
-        self._lock = threading.Lock()
-
-    def _connection(self) -> http.client.HTTPConnection:
-        with self._lock:
-            if self._idle:
-                return self._idle.pop()
-        if self.proxy is not None:
-            proxy_host, proxy_port = self.proxy
-            if self.scheme == "https":
-                conn: http.client.HTTPConnection = http.client.HTTPSConnection(
-                    proxy_host, proxy_port, timeout=self.timeout_s)
-                conn.set_tunnel(self.host, self.port)
-                return conn
-            return http.client.HTTPConnection(proxy_host, proxy_port, timeout=self.timeout_s)
-        if self.scheme == "https":
-            return http.client.HTTPSConnection(self.host, self.port, timeout=self.timeout_s)
-        return http.client.HTTPConnection(self.host, self.port, timeout=self.timeout_s)
+        self.retries = max(0, int(retries))
+        self._retry = _Retry(
+            total=self.retries, allowed_methods=None, status_forcelist=RETRY_STATUSES,
+            backoff_factor=float(backoff_s), backoff_jitter=float(backoff_s),
+            backoff_max=_BACKOFF_MAX_S, respect_retry_after_header=True,
+            retry_after_max=int(retry_after_cap_s), raise_on_status=False, redirect=False)
+        proxy = _proxy_for(url)
+        pool_kw: dict[str, Any] = {"maxsize": max(1, int(max_connections)), "block": False}
+        self._pool: urllib3.PoolManager = (
+            urllib3.PoolManager(**pool_kw) if proxy is None
+            else urllib3.ProxyManager(proxy, **pool_kw))
 
     def post(self, payload: bytes, headers: dict[str, str]) -> HttpAnswer:
-        """Send one POST and read the whole answer (any status).
+        """Send one POST, retrying as the class says, and read the whole last answer.
 
-        Raises what ``http.client`` raises for a transport failure (``ConnectionRefusedError``,
-        ``TimeoutError``, another ``OSError`` or ``http.client.HTTPException``); the connection
-        is then dropped, never reused.
+        Returns the answer of any status once no retry is left or wanted; raises
+        :class:`TransportError` when no answer came back at all.
         """
-        conn = self._connection()
-        reused = conn.sock is not None
         try:
-            try:
-                answer = self._send(conn, payload, headers)
-            except _STALE:
-                if not reused:
-                    raise
-                conn.close()  # the server closed it while idle: one resend, fresh connection
-                answer = self._send(conn, payload, headers)
-        except BaseException:
-            conn.close()
-            raise
-        # A response that said "Connection: close" has already closed conn; given back, it
-        # reconnects on its next request.
-        with self._lock:
-            self._idle.append(conn)
-        return answer
-
-    def _send(self, conn: http.client.HTTPConnection, payload: bytes,
-              headers: dict[str, str]) -> HttpAnswer:
-        conn.request("POST", self.path, body=payload, headers=headers)
-        resp = conn.getresponse()
-        body = resp.read()  # read in full, or the connection cannot carry the next request
-        return HttpAnswer(status=resp.status, body=body,
-                          retry_after=resp.getheader("Retry-After"))
+            resp = self._pool.request(
+                "POST", self.url, body=payload, headers=headers, retries=self._retry,
+                timeout=urllib3.Timeout(connect=self.timeout_s, read=self.timeout_s))
+        except urllib3.exceptions.MaxRetryError as exc:
+            raise _transport_error(exc.reason, self.retries + 1, self.timeout_s) from None
+        except urllib3.exceptions.HTTPError as exc:  # with retries=0 urllib3 raises the cause
+            raise _transport_error(exc, 1, self.timeout_s) from None
+        history = resp.retries.history if resp.retries is not None else ()
+        return HttpAnswer(status=resp.status, body=resp.data, attempts=1 + len(history))
 
     def close(self) -> None:
-        """Close every idle connection."""
-        with self._lock:
-            idle, self._idle = self._idle, []
-        for conn in idle:
-            conn.close()
+        """Close every idle connection (a later request opens new ones)."""
+        self._pool.clear()
+
+
+def _transport_error(reason: Exception | None, attempts: int, timeout_s: float
+                     ) -> TransportError:
+    after = f" (after {attempts} attempts)" if attempts > 1 else ""
+    if isinstance(reason, urllib3.exceptions.NewConnectionError):
+        refused = isinstance(reason.__cause__ or reason.__context__, ConnectionRefusedError) \
+            or "refused" in str(reason).lower()
+        what = "refused the connection" if refused else f"could not be reached ({reason})"
+        return TransportError(what + after, unreachable=True, attempts=attempts)
+    if isinstance(reason, urllib3.exceptions.TimeoutError):
+        return TransportError(f"no answer within {timeout_s:g} s{after}", unreachable=False,
+                              attempts=attempts)
+    return TransportError(f"connection failed ({type(reason).__name__}: {reason}){after}",
+                          unreachable=False, attempts=attempts)
 
 
 class ResponseCache:

@@ -11,31 +11,9 @@ import polars as pl
 
 from guarddiag.errors import GuarddiagError
 from guarddiag.labels import CLASS_INDEX, CLASSES, LOOSE, STRICT, BinaryMapping
+from guarddiag.stats import cohen_kappa
 
 __all__ = ["AgreementResult", "agreement", "cohen_kappa"]
-
-
-def cohen_kappa(a: Sequence[str], b: Sequence[str], labels: Sequence[str]) -> float:
-    """Cohen's κ = (p_o − p_e) / (1 − p_e) over the given label set.
-
-    p_o is the share of items with equal labels, p_e = Σ_k p_a(k)·p_b(k) the agreement expected
-    from the two marginals alone. NaN when p_e = 1 (both raters used one same label only:
-    κ is undefined, as in scikit-learn).
-    """
-    if len(a) != len(b):
-        raise GuarddiagError(f"cohen_kappa: {len(a)} labels against {len(b)}")
-    n = len(a)
-    if n == 0:
-        return float("nan")
-    index = {lab: i for i, lab in enumerate(labels)}
-    conf = np.zeros((len(labels), len(labels)), dtype=np.int64)
-    for x, y in zip(a, b, strict=True):
-        conf[index[x], index[y]] += 1
-    p_o = np.trace(conf) / n
-    p_e = float((conf.sum(axis=1) / n) @ (conf.sum(axis=0) / n))
-    if p_e >= 1.0:
-        return float("nan")
-    return float((p_o - p_e) / (1.0 - p_e))
 
 
 @dataclass(frozen=True)
@@ -97,8 +75,8 @@ def agreement(label_a: Sequence[str], label_b: Sequence[str], *,
         n=n,
         coarse_agreement=float(np.trace(conf) / n) if n else nan,
         binary_agreement=sum(x == y for x, y in zip(bin_a, bin_b, strict=True)) / n if n else nan,
-        kappa_coarse=cohen_kappa(label_a, label_b, CLASSES),
-        kappa_binary=cohen_kappa(bin_a, bin_b, ("safe", "unsafe")),
+        kappa_coarse=cohen_kappa(label_a, label_b, CLASSES) if n else nan,
+        kappa_binary=cohen_kappa(bin_a, bin_b, ("safe", "unsafe")) if n else nan,
         confusion=tuple(tuple(int(v) for v in row) for row in conf),
         mapping=mapping.name,
         binary_agreement_strict=strict_eq / n if n else nan,
