@@ -55,7 +55,6 @@ from math import comb
 
 import numpy as np
 import scipy.stats
-import sklearn.metrics
 
 from guarddiag.errors import GuarddiagError, unknown_name
 
@@ -423,6 +422,9 @@ def cohen_kappa(a: Sequence[Hashable], b: Sequence[Hashable],
     if len({*a, *b}) == 1:
         # p_e = 1: sklearn returns NaN here too, but with two warnings per call.
         return float("nan")
+    # scikit-learn is imported here: every analysis imports this module, most never need κ.
+    import sklearn.metrics
+
     return float(sklearn.metrics.cohen_kappa_score(
         list(a), list(b), labels=None if labels is None else list(labels)))
 
