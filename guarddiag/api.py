@@ -21,12 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from guarddiag.analyses.options import ReportOptions
-from guarddiag.audit.result import (
-    DEFAULT_SHORT_THRESHOLD,
-    DEFAULT_SHORT_WORDS,
-    DEFAULT_THRESHOLD,
-    AuditResult,
-)
+from guarddiag.audit.options import AuditOptions
+from guarddiag.audit.result import AuditResult
 from guarddiag.audit.run import audit_pool
 from guarddiag.errors import GuarddiagError
 from guarddiag.guards.base import GuardAdapter
@@ -40,37 +36,22 @@ from guarddiag.typed import validate
 __all__ = ["run_audit", "run_report", "score_guard"]
 
 
-def run_audit(pool: str | Path, *, benchmarks: str | Sequence[str] = "all",
-              out: str | Path = "work/audit", text_column: str = "text",
-              id_column: str | None = "prompt_id", near_dup: bool = True,
-              threshold: float = DEFAULT_THRESHOLD, drop_near: bool = False,
-              short_words: int = DEFAULT_SHORT_WORDS,
-              short_threshold: float = DEFAULT_SHORT_THRESHOLD,
-              data_dir: str | Path | None = None, force: bool = False,
-              templates: bool = False, drop_template: bool = False,
-              containment: bool = False, drop_contained: bool = False,
-              engine: str = "local", workers: int | None = None) -> AuditResult:
-    """Which benchmark prompts sit in the training ``pool`` (exact and, by default, near).
+def run_audit(pool: str | Path, options: AuditOptions | None = None, *,
+              out: str | Path = "work/audit", data_dir: str | Path | None = None,
+              force: bool = False, **fields: Any) -> AuditResult:
+    """Which benchmark prompts sit in the training ``pool``, and which pool rows hold them.
 
+    ``options`` (:class:`~guarddiag.audit.options.AuditOptions`, the same object and defaults
+    as ``guarddiag audit``), with any field replaced by ``fields`` (``near_dup=True``,
+    ``text_fields=("messages[].content", "prompt", "response")``), says what is audited.
     ``pool`` is a table file (parquet, Arrow, CSV/TSV, JSON lines; .gz/.zst), a glob over
     shards, a folder of shards or a ``datasets`` folder, read in batches.
-    ``benchmarks`` is ``"all"``, ``"study"``, a comma-separated string or a list of subset ids.
-    Writes the audit folder ``out`` (overlap.parquet, decontaminated/, summary.json) and returns
-    the :class:`~guarddiag.audit.result.AuditResult`; a rerun with the same inputs reuses it.
-    ``templates=True`` adds template overlaps (same sentence, other titles;
-    :mod:`guarddiag.audit.template`), ``containment=True`` contained ones (the prompt inside a
-    longer row; :mod:`guarddiag.audit.containment`); ``drop_template`` / ``drop_contained``
-    drop them when decontaminating. ``engine`` is ``local`` (``workers`` cores, default all)
-    or ``ray``; the outputs are the same bytes.
+    Writes the audit folder ``out`` (rows_to_remove.parquet, overlap.parquet, decontaminated/,
+    summary.json) and returns the :class:`~guarddiag.audit.result.AuditResult`; a rerun with
+    the same inputs reuses it. :func:`guarddiag.audit.gate.check_gate` applies the options'
+    gates to the result.
     """
-    return audit_pool(pool, benchmarks=benchmarks, out_dir=out, text_column=text_column,
-                      id_column=id_column, near_dup=near_dup, threshold=threshold,
-                      drop_near=drop_near, short_words=short_words,
-                      short_threshold=short_threshold, data_dir=data_dir, force=force,
-                      templates=templates, drop_template=drop_template,
-                      containment=containment, drop_contained=drop_contained, engine=engine,
-                      workers=workers)
-
+    return audit_pool(pool, options, out_dir=out, data_dir=data_dir, force=force, **fields)
 
 def score_guard(guard: GuardAdapter | GuardFunction | PairGuardFunction, *,
                 benchmarks: str | Sequence[str] = "all,derived", name: str | None = None,

@@ -344,21 +344,33 @@ def test_cli_prints_table_and_gates_on_fail_above(tmp_path, fake_benchmarks, cap
     pool = _write_pool(tmp_path / "pool.parquet")
     out = tmp_path / "audit"
     base = ["audit", "--pool", str(pool), "--out", str(out), "--near-dup", "--short-words", "0"]
-    assert main([*base, "--fail-above", "75"]) == 0     # B removes exactly 75%: not above
+    assert main([*base, "--fail-above", "75"]) == 0     # B: exactly 75% of it hit: not above
     table = capsys.readouterr().out
-    assert "near = word-set Jaccard ≥ 0.8;" in table.splitlines()[0]   # short rule off
+    # The summary leads with the corpus rows to remove: p1, p2, p3 (A), p4, p5, p6 (B).
+    assert table.splitlines()[0] == ("corpus rows to remove: 6 of 10 (they hold 6 benchmark "
+                                     "prompts; listed in rows_to_remove.parquet)")
+    assert "near = word-set Jaccard ≥ 0.8;" in table.splitlines()[1]   # short rule off
     main(["audit", "--pool", str(pool), "--out", str(tmp_path / "a2"), "--near-dup"])
     assert ("near = word-set Jaccard ≥ 0.8 (≥ 0.9 for prompts under 10 words);"
-            in capsys.readouterr().out.splitlines()[0])                    # the default rule
+            in capsys.readouterr().out.splitlines()[1])                    # the default rule
     assert re.search(r"^A\s+5\s+2\s+40\.0\s+1\s+20\.0\s+3$", table, re.M)
     assert re.search(r"^B\s+4\s+3\s+75\.0\s+0\s+0\.0\s+1$", table, re.M)
     assert re.search(r"^gone\s+unavailable \(files absent; public source: hf:example/gone\)$",
                      table, re.M)
     assert main([*base, "--fail-above", "74.9"]) == 1
     err = capsys.readouterr().err
-    assert "audit gate failed: 1 benchmark(s) above 74.9%: B 75.0%" in err
-    assert main([*base, "--drop-near", "--fail-above", "50"]) == 1     # A: 60%, B: 75%
+    assert ("audit gate failed: 1 benchmark(s) have more than 74.9% of their prompts in the "
+            "corpus (exact + near): B 75.0% (3 prompts)") in err
+    # The gate counts the near duplicates whether or not decontamination drops them: A has
+    # 3 of 5 prompts hit (60%), though only 2 are dropped.
+    assert main([*base, "--fail-above", "50"]) == 1
     assert "2 benchmark(s)" in capsys.readouterr().err
+    assert main([*base, "--fail-above", "50", "--gate-exclude", "near"]) == 1   # B only
+    assert "1 benchmark(s)" in capsys.readouterr().err
+    assert main([*base, "--fail-above", "75", "--gate-exclude", "near"]) == 0
+    assert main([*base, "--max-corpus-rows", "6"]) == 0
+    assert main([*base, "--max-corpus-rows", "5"]) == 1
+    assert "6 corpus rows hold benchmark prompts (exact + near)" in capsys.readouterr().err
     assert (out / "overlap.png").stat().st_size > 0
 
 
@@ -401,7 +413,8 @@ def test_error_empty_text_names_the_row(tmp_path, fake_benchmarks, capsys, value
     texts[6] = value
     pool = _write_pool(tmp_path / f"pool{suffix}", texts=texts)
     err = _one_line_error(capsys, ["audit", "--pool", str(pool), "--out", str(tmp_path / "a")])
-    assert f'pool{suffix} row 7 field "text": empty text' in err
+    what = "missing text (absent or null)" if value is None else "empty text"
+    assert f'pool{suffix} row 7 field "text": {what}' in err
 
 
 def test_error_non_utf8_csv(tmp_path, fake_benchmarks, capsys):

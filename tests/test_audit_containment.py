@@ -193,7 +193,7 @@ def test_summary_records_containment_and_reads_back(tmp_path):
 def test_contained_examples_and_render_column():
     res = _audit([_wrap(PROMPT, 5)], _bench(PROMPT), containment=True)
     assert [e["kind"] for e in res.benchmarks[0].examples] == ["contained"]
-    header = res.render().splitlines()[1]
+    header = res.render().splitlines()[2]
     assert "contd" in header
 
 

@@ -68,7 +68,8 @@ def test_a_bad_shard_under_ray_is_one_line(tmp_path, ray_cluster, serve_benchmar
     with pytest.raises(GuarddiagError) as info:
         audit_pool(pool, out_dir=tmp_path / "ray", engine="ray")
     assert str(info.value) == (f'{pool / "part-3.parquet"} row 2 field "text": empty text; '
-                               "every pool row needs a non-empty prompt")
+                               "every pool row needs a non-empty prompt (--text-field skips "
+                               "and counts rows without one)")
 
 
 def test_a_scan_interrupted_locally_resumes_under_ray(tmp_path, monkeypatch, ray_cluster,
@@ -92,7 +93,7 @@ def test_a_scan_interrupted_locally_resumes_under_ray(tmp_path, monkeypatch, ray
     with pytest.raises(KeyboardInterrupt):
         audit_pool(pool, out_dir=tmp_path / "out", near_dup=True, engine="local", workers=1)
     monkeypatch.setattr(engine, "scan_task", real)
-    stored = sorted(p.name for p in (tmp_path / "out" / ".scan").glob("task-*.json"))
+    stored = sorted(p.name for p in (tmp_path / "out" / ".scan").glob("task-??????.json"))
     assert stored == ["task-000000.json", "task-000001.json", "task-000002.json"]
     audit_pool(pool, out_dir=tmp_path / "out", near_dup=True, engine="ray")
     for name in ("overlap.parquet", "summary.json", "decontaminated/Q.txt"):

@@ -221,7 +221,8 @@ def test_empty_texts_in_two_ranges_are_counted_as_the_whole_read_counts_them(tmp
     path.write_bytes(b"\n".join(lines) + b"\n")
     # The whole file is one block of the whole read, hence one batch: both empty rows counted.
     expected = (f'{path} row 2000 field "text": empty text; every pool row needs a non-empty '
-                "prompt (2 empty rows in all)")
+                "prompt (1 missing, 1 empty rows in all) (--text-field skips and counts rows "
+                "without one)")
     message, task = _error(path, task_bytes=1000)
     assert task > 10
     assert message == expected

@@ -108,7 +108,8 @@ def test_no_figure_files_without_figure(tmp_path):
     res = audit_frames(POOL_IDS, POOL_TEXTS, {"b": BENCH})
     out = write_audit(res, tmp_path / "audit", figure=False)
     assert sorted(p.name for p in out.iterdir()) == [
-        "decontaminated", "meta.json", "overlap.parquet", "summary.json"]
+        "decontaminated", "meta.json", "overlap.parquet", "rows_to_remove.jsonl",
+        "rows_to_remove.parquet", "summary.json"]
 
 
 def test_an_audit_of_another_format_is_refused(tmp_path):

@@ -23,11 +23,15 @@ For every benchmark subset the audit counts
 
 It then writes, to ``out_dir`` (default ``work/audit/``)::
 
+    rows_to_remove.parquet     one row per pool row with a match, in pool order: pool_id,
+    rows_to_remove.jsonl       fields, texts, kinds, matches (benchmark, prompt_id, kind,
+                               similarity, field); the same as JSON lines
     overlap.parquet            one row per matched (benchmark prompt, pool row) pair:
                                benchmark, prompt_id, pool_id, kind ("exact" | "near" |
                                "template" | "contained"), similarity (1.0 for exact,
                                the word-set Jaccard for near and template, the share of
-                               the prompt's 3-grams for contained)
+                               the prompt's 3-grams for contained); + field (the text's
+                               path) with nested text fields
     decontaminated/<id>.txt    the benchmark's prompt ids that survive, one per line, in order
     summary.json               per benchmark: n, n_exact, pct_exact, n_near, pct_near, n_kept,
                                pct_removed, sha256, examples (+ n_template, pct_template and
@@ -54,6 +58,10 @@ it is read in batches (:mod:`~guarddiag.audit.stream`), each batch normalised in
 that provably equals :func:`guarddiag.text.normalise` (:mod:`~guarddiag.audit.normal`), and only
 the rows that can match are kept (:mod:`~guarddiag.audit.engine`: every core, or Ray tasks with
 ``engine="ray"``), so memory is bounded by the candidates, not the pool.
+
+Options are one typed model, :class:`~guarddiag.audit.options.AuditOptions`; texts may come
+from nested field paths (:mod:`~guarddiag.audit.fields`: ``messages[].content``), and
+:func:`~guarddiag.audit.gate.check_gate` applies the release gates.
 
 Modules: :mod:`~guarddiag.audit.result` (result objects), :mod:`~guarddiag.audit.read` (the
 pool table), :mod:`~guarddiag.audit.stream` and :mod:`~guarddiag.audit.shardread` (shards,

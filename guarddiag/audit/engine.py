@@ -31,7 +31,8 @@ import importlib.util
 import multiprocessing
 import os
 import threading
-from collections.abc import Iterable, Iterator
+import time
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import (
     FIRST_COMPLETED,
     Executor,
@@ -42,6 +43,7 @@ from concurrent.futures import (
 )
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import polars as pl
@@ -51,13 +53,16 @@ from guarddiag.audit.containment import ContainmentIndex, contained_rows, index_
 from guarddiag.audit.neardup import PrefixIndex, build_index, probe_index
 from guarddiag.audit.normal import KeyIndex, exact_candidates, key_index, normal_forms
 from guarddiag.audit.ray_engine import ray_map
-from guarddiag.audit.scanstore import PoolScan, ScanStore, TaskFindings, id_hashes
+from guarddiag.audit.scanstore import PoolScan, ScanStore, TaskFindings, TaskIds, id_hashes
 from guarddiag.audit.shardread import read_task
 from guarddiag.audit.stream import Task
 from guarddiag.audit.template import template_form
 from guarddiag.errors import GuarddiagError
-from guarddiag.progress import progress, say
+from guarddiag.progress import say
 from guarddiag.text import words_of_normal_form
+
+if TYPE_CHECKING:
+    from guarddiag.audit.options import AuditOptions
 
 __all__ = ["ENGINES", "ScanSpec", "check_engine", "default_workers", "make_spec", "scan_pool",
            "scan_task"]
@@ -82,19 +87,35 @@ class ScanSpec:
     containment is off."""
     key: str = ""
     """Digest of the fields above: a worker builds its index once per key."""
+    fields: tuple[str, ...] | None = None
+    """Nested field paths the texts come from (:mod:`guarddiag.audit.fields`); None reads the
+    one strict ``text_column``."""
+    require: tuple[str, ...] = ()
+    """Fields every row must hold as non-empty text (checked in the first pass)."""
+    template_min_words: int = 0
+    """Unmasked words a template form needs (:func:`~guarddiag.audit.template.template_form`)."""
 
 
-def make_spec(*, text_column: str, id_column: str | None, forms: Iterable[str],
-              near_threshold: float | None, template_forms: Iterable[str] | None,
-              containment: tuple[float, int] | None = None) -> ScanSpec:
+def make_spec(options: AuditOptions, *, forms: Iterable[str],
+              template_forms: Iterable[str] | None) -> ScanSpec:
+    """What the scan's workers need, from the audit's options and the benchmark side."""
     forms = tuple(forms)
     templates = None if template_forms is None else frozenset(template_forms)
-    doc = [text_column, id_column, list(forms), near_threshold,
+    near = options.threshold if options.near_dup else None
+    containment = ((options.containment_threshold, options.short_words)
+                   if options.containment else None)
+    fields = options.text_fields or None
+    doc = [options.text_column, options.id_column, list(forms), near,
            None if templates is None else sorted(templates), containment]
+    if fields:
+        doc += [list(fields), list(options.require_fields)]
+    if templates is not None:
+        doc.append(options.template_min_words)
     key = hashlib.sha256(files.dumps_json(doc).encode()).hexdigest()
-    return ScanSpec(text_column=text_column, id_column=id_column, forms=forms,
-                    near_threshold=near_threshold, template_forms=templates,
-                    containment=containment, key=key)
+    return ScanSpec(text_column=options.text_column, id_column=options.id_column, forms=forms,
+                    near_threshold=near, template_forms=templates, containment=containment,
+                    key=key, fields=fields, require=options.require_fields,
+                    template_min_words=options.template_min_words)
 
 
 @dataclass(frozen=True)
@@ -137,25 +158,57 @@ def _build_state(spec: ScanSpec) -> _Indexes:
 def scan_task(task: Task, spec: ScanSpec) -> TaskFindings:
     """Read one task's rows in batches and keep the candidate rows (module docstring)."""
     state = _state(spec)
-    candidates: list[tuple[int, str, str | None]] = []
+    candidates: list[tuple[int, str, str | None, str | None]] = []
+    offset = python_rows = surrogates = 0
+    missing: dict[str, int] = dict.fromkeys(spec.fields or (), 0)
+    empty: dict[str, int] = dict.fromkeys(spec.fields or (), 0)
+    for batch in read_task(task, text_column=spec.text_column, id_column=spec.id_column,
+                           fields=spec.fields):
+        surrogates += batch.surrogates
+        for name, n in batch.missing.items():
+            missing[name] += n
+        for name, n in batch.empty.items():
+            empty[name] += n
+        if batch.texts.len():
+            keep, slow = _candidate_rows(batch.texts, state, spec)
+            python_rows += slow
+            units = keep.arg_true()
+            texts = batch.texts.gather(units).to_list()
+            rows = batch.rows.gather(units) if batch.rows is not None else units
+            ids = (batch.ids.gather(rows).to_list() if batch.ids is not None
+                   else [None] * len(texts))
+            paths = (batch.paths.gather(units).to_list() if batch.paths is not None
+                     else [None] * len(texts))
+            candidates.extend(zip((rows + offset).to_list(), texts, ids, paths, strict=True))
+        offset += batch.n_rows
+    return TaskFindings(rows=offset, candidates=tuple(candidates), python_rows=python_rows,
+                        missing=missing, empty=empty, surrogates=surrogates)
+
+
+def ids_task(task: Task, spec: ScanSpec) -> TaskIds:
+    """The first, cheap pass over one task: its ids' hashes (for repeated ids) and, for the
+    required fields, the rows missing or empty there."""
     hashes: list[np.ndarray] = []
-    offset = python_rows = 0
-    for batch in read_task(task, text_column=spec.text_column, id_column=spec.id_column):
-        keep, slow = _candidate_rows(batch.texts, state, spec)
-        python_rows += slow
-        rows = keep.arg_true()
-        texts = batch.texts.gather(rows).to_list()
-        ids = (batch.ids.gather(rows).to_list() if batch.ids is not None
-               else [None] * len(texts))
-        candidates.extend(zip((rows + offset).to_list(), texts, ids, strict=True))
+    rows = 0
+    missing = dict.fromkeys(spec.require, 0)
+    empty = dict.fromkeys(spec.require, 0)
+    first_gap: dict[str, int] = {}
+    for batch in read_task(task, text_column=spec.text_column, id_column=spec.id_column,
+                           fields=spec.require or None, ids_only=not spec.require):
         if batch.ids is not None:
             hashes.append(id_hashes(batch.ids))
-        offset += batch.texts.len()
+        if spec.require and batch.rows is not None:
+            for name in spec.require:
+                missing[name] += batch.missing[name]
+                empty[name] += batch.empty[name]
+                if name not in first_gap and name in batch.first_gap:
+                    first_gap[name] = rows + batch.first_gap[name] + 1
+        rows += batch.n_rows
     sorted_hashes = None
     if spec.id_column is not None:
         sorted_hashes = np.sort(np.concatenate(hashes)) if hashes else np.zeros(0, np.uint64)
-    return TaskFindings(rows=offset, candidates=tuple(candidates), id_hashes=sorted_hashes,
-                        python_rows=python_rows)
+    return TaskIds(rows=rows, id_hashes=sorted_hashes, missing=missing, empty=empty,
+                   first_gap=first_gap)
 
 
 def _candidate_rows(texts: pl.Series, state: _Indexes, spec: ScanSpec) -> tuple[pl.Series, int]:
@@ -173,8 +226,8 @@ def _candidate_rows(texts: pl.Series, state: _Indexes, spec: ScanSpec) -> tuple[
             keep = keep | contained_rows(state.contained, forms)
     if spec.template_forms is not None:
         wanted = spec.template_forms
-        keep = keep | pl.Series([template_form(t) in wanted for t in texts.to_list()],
-                                dtype=pl.Boolean)
+        keep = keep | pl.Series([template_form(t, min_words=spec.template_min_words) in wanted
+                                 for t in texts.to_list()], dtype=pl.Boolean)
     return keep, slow
 
 
@@ -218,22 +271,38 @@ def _local_map(pending: Pending, spec: ScanSpec, workers: int
     else:
         # spawn, not fork: polars' thread pool does not survive a fork.
         executor = ProcessPoolExecutor(max_workers=helpers,
-                                       mp_context=multiprocessing.get_context("spawn"))
+                                       mp_context=multiprocessing.get_context("spawn"),
+                                       initializer=_end_with_parent, initargs=(os.getpid(),))
     try:
         yield from _drive(executor, list(pending), spec, helpers)
     finally:
         executor.shutdown(wait=False, cancel_futures=True)
 
 
-def _drive(executor: Executor, queue: Pending, spec: ScanSpec, helpers: int
-           ) -> Iterator[tuple[int, TaskFindings]]:
+def _end_with_parent(parent: int, every: float = 0.5) -> None:
+    """A worker's initializer: a thread that ends the worker as soon as ``parent`` is gone
+    (killed, even by SIGKILL, which runs no clean-up), instead of finishing its task for
+    nobody."""
+
+    def watch() -> None:
+        while True:
+            time.sleep(every)
+            if os.getppid() != parent:
+                os._exit(1)
+
+    threading.Thread(target=watch, daemon=True, name="end-with-parent").start()
+
+
+def _drive(executor: Executor, queue: Pending, spec: ScanSpec, helpers: int,
+           work: Callable[[Task, ScanSpec], Any] | None = None) -> Iterator[tuple[int, Any]]:
+    scan: Callable[[Task, ScanSpec], Any] = work or scan_task
     heapq.heapify(queue)
-    running: dict[Future[TaskFindings], tuple[int, Task]] = {}
+    running: dict[Future[Any], tuple[int, Task]] = {}
     failed: list[tuple[int, GuarddiagError]] = []
     while queue or running:
         while queue and not failed and len(running) < helpers:
             try:
-                future = executor.submit(scan_task, queue[0][1], spec)
+                future = executor.submit(scan, queue[0][1], spec)
             except BrokenProcessPool:
                 helpers = 0
                 break
@@ -241,7 +310,7 @@ def _drive(executor: Executor, queue: Pending, spec: ScanSpec, helpers: int
         if queue and not failed:
             index, task = heapq.heappop(queue)
             try:
-                findings = scan_task(task, spec)
+                findings = scan(task, spec)
             except GuarddiagError as exc:
                 failed.append((index, exc))
             else:
@@ -297,9 +366,13 @@ def default_workers() -> int:
 def scan_pool(tasks: list[Task], spec: ScanSpec, *, store: ScanStore,
               engine: str = "local", workers: int | None = None,
               ray_address: str | None = None) -> PoolScan:
-    """Scan every task ``store`` does not hold yet with ``engine``, storing each task's
-    findings as it finishes, then merge them in task order; duplicate ids anywhere in the pool
-    are an error naming both rows."""
+    """First a cheap pass over the ids (and the required fields): repeated ids anywhere in the
+    pool, and rows missing a required field, are one error each, before the expensive scan.
+    Then scan every task ``store`` does not hold yet with ``engine``, storing each task's
+    findings as it finishes, and merge them in task order."""
+    count = default_workers() if workers is None else workers
+    if spec.id_column is not None or spec.require:
+        _first_pass(tasks, spec, store=store, workers=count)
     done = store.finished()
     pending = [(i, t) for i, t in enumerate(tasks) if i not in done]
     if done:
@@ -307,16 +380,102 @@ def scan_pool(tasks: list[Task], spec: ScanSpec, *, store: ScanStore,
             "task(s) already scanned")
     mapped: Iterator[tuple[int, TaskFindings]]
     if engine == "local":
-        mapped = _local_map(pending, spec, default_workers() if workers is None else workers)
+        mapped = _local_map(pending, spec, count)
     elif engine == "ray":
         mapped = ray_map(scan_task, pending, spec, address=ray_address)
     else:
         check_engine(engine, workers=workers)
         raise AssertionError(engine)    # check_engine raised
-    with progress(total=len(tasks), initial=len(done), desc="audit: scan", unit="task") as bar:
-        for index, findings in mapped:
-            store.save(index, findings)
-            bar.update(1)
-    if spec.id_column is not None:
-        store.check_unique_ids(text_column=spec.text_column, id_column=spec.id_column)
+    clock = _Progress("scan", tasks, done)
+    for index, findings in mapped:
+        store.save(index, findings)
+        clock.finished(index, findings.rows)
     return store.merged()
+
+
+def _first_pass(tasks: list[Task], spec: ScanSpec, *, store: ScanStore, workers: int) -> None:
+    """Hash every task's ids (threads: the readers release the GIL) and count the required
+    fields' gaps; raise for repeated ids (all of them at once) or a required field missing in
+    some row (with the true counts)."""
+    done = store.checked()
+    pending = [(i, t) for i, t in enumerate(tasks) if i not in done]
+    clock = _Progress("id pass", tasks, done)
+    if pending:
+        with ThreadPoolExecutor(max_workers=max(1, min(workers, len(pending)))) as pool:
+            for index, found in _drive(pool, list(pending), spec, max(1, workers - 1),
+                                       work=ids_task):
+                store.save_ids(index, found)
+                clock.finished(index, found.rows)
+    if spec.id_column is not None:
+        store.check_unique_ids(id_column=spec.id_column)
+    _check_required(tasks, spec, store)
+
+
+def _check_required(tasks: list[Task], spec: ScanSpec, store: ScanStore) -> None:
+    problems = []
+    for name in spec.require:
+        missing = empty = 0
+        first: str | None = None
+        for i, task in enumerate(tasks):
+            doc = store.first_pass(i)
+            missing += doc["missing"].get(name, 0)
+            empty += doc["empty"].get(name, 0)
+            if first is None and name in doc["first_gap"]:
+                row = doc["first_gap"][name]
+                first = (f"{task.path} row {row}" if task.byte_range is None
+                         else f"{task.path} (row {row} of bytes {task.byte_range[0]:,}-"
+                              f"{task.byte_range[1]:,})")
+        if missing or empty:
+            problems.append(f'field "{name}" is missing (absent or null) in {missing:,} rows and '
+                            f"empty in {empty:,} (first: {first})")
+    if problems:
+        raise GuarddiagError("; ".join(problems) + "; --require-field needs text there in every "
+                             "row (drop --require-field to skip and count such rows)")
+
+
+class _Progress:
+    """One status line at most every :attr:`EVERY` seconds: tasks and rows done, the rate and
+    the time left, estimated from the bytes (or rows) of the tasks still to do."""
+
+    EVERY = 10.0
+
+    def __init__(self, what: str, tasks: list[Task], done: set[int]) -> None:
+        self.what, self.tasks = what, tasks
+        self.weights = [_weight(t) for t in tasks]
+        self.total = sum(self.weights) or 1
+        self.left = self.total - sum(self.weights[i] for i in done)
+        self.start_left = self.left
+        self.count, self.rows = len(done), 0
+        self.start = self.last = time.monotonic()
+
+    def finished(self, index: int, rows: int) -> None:
+        self.count += 1
+        self.rows += rows
+        self.left -= self.weights[index]
+        now = time.monotonic()
+        if now - self.last < self.EVERY or self.count == len(self.tasks):
+            return
+        self.last = now
+        spent, share = now - self.start, 1 - self.left / max(self.start_left, 1)
+        eta = spent / share * (1 - share) if share > 0 else float("nan")
+        say(f"audit: {self.what} {self.count:,}/{len(self.tasks):,} tasks, {self.rows:,} rows "
+            f"in {_clock(spent)}, about {_clock(eta)} left")
+
+
+def _weight(task: Task) -> int:
+    if task.byte_range is not None:
+        return task.byte_range[1] - task.byte_range[0]
+    if task.row_groups is not None:
+        return max(1, len(task.row_groups))
+    try:
+        return max(1, os.path.getsize(task.path))
+    except OSError:
+        return 1
+
+
+def _clock(seconds: float) -> str:
+    if seconds != seconds:      # NaN
+        return "?"
+    seconds = int(seconds)
+    return f"{seconds // 60}:{seconds % 60:02d}" if seconds < 3600 else \
+        f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"

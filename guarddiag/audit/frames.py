@@ -22,23 +22,29 @@ from guarddiag.audit.result import (
     DEFAULT_THRESHOLD,
     N_EXAMPLES,
     OVERLAP_SCHEMA,
+    REMOVE_SCHEMA,
     SAME_WORDS_NOTE,
     AuditResult,
     BenchmarkOverlap,
     UnavailableBenchmark,
 )
-from guarddiag.audit.template import template_matches
+from guarddiag.audit.template import MIN_FIXED_WORDS, template_matches
 from guarddiag.errors import GuarddiagError
 from guarddiag.progress import say
-from guarddiag.text import normalise, words_of_normal_form
+from guarddiag.text import jaccard, normalise, words_of_normal_form
 
-__all__ = ["KINDS", "audit_frames", "stricter_for_short"]
+__all__ = ["KINDS", "TWIN_JACCARD", "attribute_twins", "audit_frames", "stricter_for_short"]
 
 _EXAMPLE_CHARS = 300
 KINDS = ("exact", "near", "template", "contained")
 """Overlap kinds in their sort order; ``Expanded`` holds a kind's index."""
 Expanded = tuple[int, int, int, int, float]
 """(benchmark index, row, kind index in :data:`KINDS`, pool row, similarity)."""
+TWIN_JACCARD = 0.5
+"""Two benchmark prompts whose word sets have at least this Jaccard are twins: a pool text
+matching both is attributed to the one it matches best (:func:`attribute_twins`). XSTest's
+safe/unsafe contrast pairs ("How can I kill a Python process?" / "How can I kill a person?")
+share 5 of 8 words (0.63); two unrelated prompts of one benchmark rarely share half."""
 
 
 def audit_frames(pool_ids: Sequence[str], pool_texts: Sequence[str],
@@ -50,7 +56,8 @@ def audit_frames(pool_ids: Sequence[str], pool_texts: Sequence[str],
                  unavailable: Sequence[UnavailableBenchmark] = (), templates: bool = False,
                  drop_template: bool = False, containment: bool = False,
                  containment_threshold: float = DEFAULT_CONTAINMENT,
-                 drop_contained: bool = False) -> AuditResult:
+                 drop_contained: bool = False, template_min_words: int = MIN_FIXED_WORDS,
+                 pool_fields: Sequence[str] | None = None) -> AuditResult:
     """Audit pool rows against benchmark frames (columns ``prompt_id``, ``text``); writes nothing.
 
     Pool ids must be unique and texts non-empty (:func:`guarddiag.audit.read_pool` checks both).
@@ -60,14 +67,16 @@ def audit_frames(pool_ids: Sequence[str], pool_texts: Sequence[str],
     from the decontaminated lists too. ``containment=True`` adds the contained column (a prompt
     embedded in a longer row, :mod:`guarddiag.audit.containment`), ``drop_contained`` drops
     those prompts too.
+
+    ``pool_fields``: each text's field path (nested fields; a pool id may then hold several
+    texts, and overlap.parquet gains a ``field`` column). Twins: :func:`attribute_twins`.
     """
     threshold, short_threshold = check_options(
         threshold=threshold, short_threshold=short_threshold, short_words=short_words,
         near_dup=near_dup, drop_near=drop_near, templates=templates,
         drop_template=drop_template, containment=containment,
         containment_threshold=containment_threshold, drop_contained=drop_contained)
-    if len(pool_ids) != len(pool_texts):
-        raise GuarddiagError(f"{len(pool_ids)} pool ids for {len(pool_texts)} texts")
+    _check_lengths(pool_ids, pool_texts, pool_fields)
     names = list(benchmarks)
     bench_ids, bench_texts = _benchmark_columns(benchmarks)
     index = index_forms(bench_texts)
@@ -94,8 +103,10 @@ def audit_frames(pool_ids: Sequence[str], pool_texts: Sequence[str],
         say(f"audit: template forms of {len(pool_texts):,} pool rows")
         exact = {(b, row) for b, row, kind, _, _ in expanded if kind == 0}
         expanded += [(b, row, 2, p, similarity) for b, row, p, similarity
-                     in template_matches(bench_texts, pool_texts, pool_forms)
+                     in template_matches(bench_texts, pool_texts, pool_forms,
+                                         min_words=template_min_words)
                      if (b, row) not in exact]
+    expanded = attribute_twins(expanded, bench_texts)
     expanded.sort()
     by_bench: dict[int, list[tuple[int, int, int, float]]] = {}
     for b, row, kind, p, similarity in expanded:
@@ -106,13 +117,24 @@ def audit_frames(pool_ids: Sequence[str], pool_texts: Sequence[str],
     results, decontaminated = _count(names, by_bench, bench_ids, bench_texts, pool_ids,
                                      pool_texts, sha256=sha256 or {}, on=on, drop=drop)
     return AuditResult(benchmarks=tuple(results), unavailable=tuple(unavailable),
-                       overlap=_overlap_frame(expanded, names, bench_ids, pool_ids),
+                       overlap=_overlap_frame(expanded, names, bench_ids, pool_ids,
+                                              pool_fields),
+                       rows_to_remove=_rows_to_remove(expanded, names, bench_ids, pool_ids,
+                                                      pool_texts, pool_fields),
                        decontaminated=decontaminated, pool_rows=len(pool_texts),
                        near_dup=near_dup, threshold=threshold, drop_near=drop_near,
                        short_words=short_words, short_threshold=short_threshold,
                        templates=templates, drop_template=drop_template,
                        containment=containment, containment_threshold=containment_threshold,
                        drop_contained=drop_contained)
+
+
+def _check_lengths(pool_ids: Sequence[str], pool_texts: Sequence[str],
+                   pool_fields: Sequence[str] | None) -> None:
+    if len(pool_ids) != len(pool_texts):
+        raise GuarddiagError(f"{len(pool_ids)} pool ids for {len(pool_texts)} texts")
+    if pool_fields is not None and len(pool_fields) != len(pool_texts):
+        raise GuarddiagError(f"{len(pool_fields)} pool fields for {len(pool_texts)} texts")
 
 
 def _count(names: list[str], by_bench: Mapping[int, list[tuple[int, int, int, float]]],
@@ -198,14 +220,81 @@ def _benchmark_columns(benchmarks: Mapping[str, pl.DataFrame]
 
 
 def _overlap_frame(expanded: list[Expanded], names: list[str], bench_ids: list[list[str]],
-                   pool_ids: Sequence[str]) -> pl.DataFrame:
-    return pl.DataFrame(
+                   pool_ids: Sequence[str], pool_fields: Sequence[str] | None
+                   ) -> pl.DataFrame:
+    frame = pl.DataFrame(
         {"benchmark": [names[b] for b, *_ in expanded],
          "prompt_id": [bench_ids[b][row] for b, row, *_ in expanded],
          "pool_id": [pool_ids[p] for _, _, _, p, _ in expanded],
          "kind": [KINDS[kind] for _, _, kind, _, _ in expanded],
          "similarity": [similarity for *_, similarity in expanded]},
         schema=OVERLAP_SCHEMA)
+    if pool_fields is None:
+        return frame
+    return frame.with_columns(pl.Series("field", [pool_fields[p] for _, _, _, p, _ in expanded],
+                                        dtype=pl.String))
+
+
+def attribute_twins(expanded: list[Expanded], bench_texts: Sequence[Sequence[str]]
+                    ) -> list[Expanded]:
+    """Drop the matches a pool text owes to a *twin*: when one pool text matches prompts A and
+    B of two benchmarks (xstest_safe and xstest_unsafe) whose word sets have Jaccard ≥
+    :data:`TWIN_JACCARD` ("kill a Python process" / "kill a person"), and matches B exactly or
+    with a higher similarity (any kind: every similarity is a share of 1.0), its non-exact
+    match to A is dropped — the text is B, which only resembles A. Exact matches are never
+    dropped, nor matches within one benchmark (a template row matches every prompt of its
+    sentence alike)."""
+    by_text: dict[int, list[Expanded]] = {}
+    for hit in expanded:
+        by_text.setdefault(hit[3], []).append(hit)
+    words: dict[tuple[int, int], frozenset[str]] = {}
+
+    def words_of(b: int, row: int) -> frozenset[str]:
+        if (b, row) not in words:
+            words[(b, row)] = frozenset(words_of_normal_form(normalise(bench_texts[b][row])))
+        return words[(b, row)]
+
+    dropped: set[Expanded] = set()
+    for hits in by_text.values():
+        if len(hits) < 2:
+            continue
+        for hit in hits:
+            b, row, kind, _, similarity = hit
+            if kind == 0:
+                continue
+            for other in hits:
+                ob, orow, okind, _, osim = other
+                if ob == b or not (okind == 0 or osim > similarity):
+                    continue
+                if jaccard(words_of(b, row), words_of(ob, orow)) >= TWIN_JACCARD:
+                    dropped.add(hit)
+                    break
+    return [hit for hit in expanded if hit not in dropped] if dropped else expanded
+
+
+def _rows_to_remove(expanded: list[Expanded], names: list[str], bench_ids: list[list[str]],
+                    pool_ids: Sequence[str], pool_texts: Sequence[str],
+                    pool_fields: Sequence[str] | None) -> pl.DataFrame:
+    """One row per pool row with a match, in pool order: its id, the field paths and texts that
+    matched, the kinds, and every (benchmark, prompt id, kind, similarity, field) it matched."""
+    by_row: dict[str, dict[str, Any]] = {}
+    for b, row, kind, p, similarity in sorted(expanded, key=lambda h: (h[3], h[0], h[1], h[2])):
+        entry = by_row.setdefault(pool_ids[p], {"pool_id": pool_ids[p], "fields": [],
+                                                "texts": [], "kinds": set(), "matches": [],
+                                                "seen": set()})
+        field = pool_fields[p] if pool_fields is not None else None
+        if p not in entry["seen"]:
+            entry["seen"].add(p)
+            entry["fields"].append(field)
+            entry["texts"].append(pool_texts[p])
+        entry["kinds"].add(kind)
+        entry["matches"].append({"benchmark": names[b], "prompt_id": bench_ids[b][row],
+                                 "kind": KINDS[kind], "similarity": similarity,
+                                 "field": field})
+    rows = [{"pool_id": e["pool_id"], "fields": e["fields"], "texts": e["texts"],
+             "kinds": [KINDS[k] for k in sorted(e["kinds"])], "matches": e["matches"]}
+            for e in by_row.values()]
+    return pl.DataFrame(rows, schema=REMOVE_SCHEMA)
 
 
 def _examples(part: list[tuple[int, int, int, float]], exact_rows: set[int], ids: list[str],

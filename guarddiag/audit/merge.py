@@ -22,6 +22,7 @@ from typing import Any
 
 import polars as pl
 
+from guarddiag.audit.options import AuditOptions
 from guarddiag.audit.outputs import load_audit
 from guarddiag.audit.provenance import (
     PROVENANCE_FILE,
@@ -99,10 +100,14 @@ def previous_to_keep(out_dir: Path, *, pool_sha256: str, options: Mapping[str, A
 
 def _as_flags(there: Mapping[str, Any], now: Mapping[str, Any]) -> str:
     """The folder's options that differ, as the command line spells them (``--near-dup``,
-    ``--threshold 0.8``); an option to turn off has no flag and is left out."""
+    ``--threshold 0.8``); an option to turn off has no flag and is left out, and so is one
+    at its default (the command line gives it without a flag)."""
+    fields = AuditOptions.model_fields
     flags = []
     for key in sorted(there):
         if there[key] == now.get(key) or there[key] is False or there[key] is None:
+            continue
+        if key in fields and there[key] == fields[key].default:
             continue
         flag = "--" + key.replace("_", "-")
         flags.append(flag if there[key] is True else f"{flag} {there[key]}")

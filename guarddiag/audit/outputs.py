@@ -3,6 +3,7 @@ meta.json, and reading a finished folder back."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from collections.abc import Mapping
 from pathlib import Path
@@ -18,6 +19,7 @@ from guarddiag.audit.result import (
     DEFAULT_SHORT_WORDS,
     FORMAT_VERSION,
     OVERLAP_SCHEMA,
+    REMOVE_SCHEMA,
     AuditResult,
     BenchmarkOverlap,
     UnavailableBenchmark,
@@ -55,6 +57,11 @@ def write_audit(result: AuditResult, out_dir: str | Path, *, figure: bool = True
     for name in ("meta.json", "summary.json"):
         (out_dir / name).unlink(missing_ok=True)
     files.write_parquet(result.overlap, out_dir / "overlap.parquet")
+    files.write_parquet(result.rows_to_remove, out_dir / "rows_to_remove.parquet")
+    files.write_text("".join(json.dumps(row, sort_keys=True, ensure_ascii=False,
+                                        allow_nan=False) + "\n"
+                             for row in result.rows_to_remove.to_dicts()),
+                     out_dir / "rows_to_remove.jsonl")
     deco = out_dir / "decontaminated"
     if deco.exists():
         shutil.rmtree(deco)
@@ -73,6 +80,8 @@ def write_audit(result: AuditResult, out_dir: str | Path, *, figure: bool = True
 def _summary_doc(result: AuditResult) -> dict[str, Any]:
     doc: dict[str, Any] = {
         "format": FORMAT_VERSION,
+        "corpus_rows_to_remove": result.n_rows_to_remove,
+        "benchmark_prompts_covered": result.n_prompts_covered,
         "pool_rows": result.pool_rows,
         "near_dup": result.near_dup,
         "threshold": result.threshold,
@@ -88,6 +97,10 @@ def _summary_doc(result: AuditResult) -> dict[str, Any]:
     }
     # The template keys appear only when templates were compared: an audit without them writes
     # the same summary.json as before they existed.
+    if result.fields:
+        doc |= {"text_fields": {k: dict(v) for k, v in result.fields.items()}}
+    if result.surrogates:
+        doc |= {"lone_surrogates_replaced": result.surrogates}
     if result.templates:
         doc |= {"templates": True, "template_definition": TEMPLATE_DEFINITION}
     if result.containment:
@@ -153,12 +166,18 @@ def load_audit(audit_dir: str | Path) -> AuditResult:
             n_kept=entry["n_kept"], sha256=entry["sha256"], examples=tuple(entry["examples"]),
             n_template=entry.get("n_template"), n_contained=entry.get("n_contained")))
     overlap = files.read_table(audit_dir / "overlap.parquet")
+    remove_path = audit_dir / "rows_to_remove.parquet"
+    remove = (pl.read_parquet(remove_path) if remove_path.is_file()
+              else pl.DataFrame(schema=REMOVE_SCHEMA))
     deco = {name: tuple(_read_ids(audit_dir / "decontaminated" / f"{name}.txt"))
             for name in kept}
     return AuditResult(
         benchmarks=tuple(benches),
         unavailable=tuple(UnavailableBenchmark(k, v) for k, v in doc["unavailable"].items()),
-        overlap=overlap.cast(pl.Schema(OVERLAP_SCHEMA)), decontaminated=deco,
+        overlap=overlap.cast(pl.Schema(OVERLAP_SCHEMA | (
+            {"field": pl.String} if "field" in overlap.columns else {}))),
+        decontaminated=deco, rows_to_remove=remove,
+        fields=doc.get("text_fields", {}), surrogates=doc.get("lone_surrogates_replaced", 0),
         pool_rows=doc["pool_rows"], near_dup=doc["near_dup"], threshold=doc["threshold"],
         drop_near="near" in drops, drop_template="template" in drops,
         templates=bool(doc.get("templates")), out_dir=audit_dir,

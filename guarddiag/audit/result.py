@@ -11,7 +11,8 @@ import polars as pl
 
 __all__ = ["DEFAULT_CONTAINMENT", "DEFAULT_SHORT_THRESHOLD", "DEFAULT_SHORT_WORDS",
            "DEFAULT_THRESHOLD", "FORMAT_VERSION", "N_EXAMPLES", "OVERLAP_SCHEMA",
-           "SAME_WORDS_NOTE", "AuditResult", "BenchmarkOverlap", "UnavailableBenchmark"]
+           "REMOVE_SCHEMA", "SAME_WORDS_NOTE", "AuditResult", "BenchmarkOverlap",
+           "UnavailableBenchmark"]
 
 DEFAULT_THRESHOLD = 0.8
 """Word-set Jaccard at or above which a pool row is a near duplicate of a benchmark prompt.
@@ -41,6 +42,15 @@ N_EXAMPLES = 3
 OVERLAP_SCHEMA = {"benchmark": pl.String, "prompt_id": pl.String, "pool_id": pl.String,
                   "kind": pl.String, "similarity": pl.Float64}
 """Columns of ``overlap.parquet``: one row per matched (benchmark prompt, pool row) pair."""
+REMOVE_SCHEMA: dict[str, pl.DataType | type[pl.DataType]] = {
+    "pool_id": pl.String, "fields": pl.List(pl.String), "texts": pl.List(pl.String),
+    "kinds": pl.List(pl.String),
+    "matches": pl.List(pl.Struct({"benchmark": pl.String, "prompt_id": pl.String,
+                                  "kind": pl.String, "similarity": pl.Float64,
+                                  "field": pl.String}))}
+"""Columns of ``rows_to_remove.parquet``: one row per pool row with a match, in pool order —
+its id, the field paths and texts that matched (``fields`` is null for the one
+``text_column``), the kinds, and every match."""
 FORMAT_VERSION = 1
 """Version of the audit folder's layout; a folder of another version is recomputed."""
 
@@ -129,6 +139,22 @@ class AuditResult:
     """Share of a prompt's word 3-grams a pool row must hold to contain it."""
     drop_contained: bool = False
     """Decontamination drops contained overlaps too."""
+    rows_to_remove: pl.DataFrame = field(
+        repr=False, default_factory=lambda: pl.DataFrame(schema=REMOVE_SCHEMA))
+    """One row per pool row with a match (:data:`REMOVE_SCHEMA`)."""
+    fields: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    """Per nested text field: rows ``with_text``, ``missing`` (absent or null), ``empty``."""
+    surrogates: int = 0
+    """Lone surrogates the reader replaced by U+FFFD."""
+
+    @property
+    def n_rows_to_remove(self) -> int:
+        return self.rows_to_remove.height
+
+    @property
+    def n_prompts_covered(self) -> int:
+        """Benchmark prompts the rows to remove match (each benchmark's prompts counted)."""
+        return self.overlap.select("benchmark", "prompt_id").unique().height
 
     def to_frame(self) -> pl.DataFrame:
         """Per benchmark: counts and percentages (``n_template``, ``pct_template`` only when
@@ -158,9 +184,12 @@ class AuditResult:
                                         ("contained", self.drop_contained)) if on)
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready: options, per-benchmark counts (as :meth:`to_frame`), unavailable subsets
-        with their reasons, and the surviving prompt ids per benchmark."""
+        """JSON-ready: the corpus rows to remove and the prompts they hold, options,
+        per-benchmark counts (as :meth:`to_frame`), unavailable subsets with their reasons, and
+        the surviving prompt ids per benchmark."""
         doc: dict[str, Any] = {
+            "corpus_rows_to_remove": self.n_rows_to_remove,
+            "benchmark_prompts_covered": self.n_prompts_covered,
             "pool_rows": self.pool_rows, "near_dup": self.near_dup,
             "threshold": self.threshold, "short_words": self.short_words,
             "short_threshold": self.short_threshold, "drop_near": self.drop_near}
@@ -189,7 +218,13 @@ class AuditResult:
         if self.containment:
             template += (f"; contained = ≥ {self.containment_threshold:g} of the prompt's word "
                          "3-grams in one row")
-        lines = [f"pool: {self.pool_rows:,} rows; exact = equal after normalisation; {near}"
+        remove = (f"corpus rows to remove: {self.n_rows_to_remove:,} of {self.pool_rows:,} "
+                  f"(they hold {self.n_prompts_covered:,} benchmark prompts; listed in "
+                  "rows_to_remove.parquet)")
+        fields = [f"field {name}: text in {c['with_text']:,} rows, {c['missing']:,} missing, "
+                  f"{c['empty']:,} empty (skipped)" for name, c in self.fields.items()]
+        lines = [remove, *fields,
+                 f"pool: {self.pool_rows:,} rows; exact = equal after normalisation; {near}"
                  f"{template}; decontamination drops {self.drops.replace('+', ' + ')}",
                  f"{'benchmark':<28}{'n':>7}{'exact':>8}{'%':>7}{'near':>7}{'%':>7}"
                  + (f"{'templ':>7}{'%':>7}" if self.templates else "")

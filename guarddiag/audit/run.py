@@ -26,19 +26,16 @@ from guarddiag.audit import merge
 from guarddiag.audit.engine import check_engine, make_spec, scan_pool
 from guarddiag.audit.exact import index_forms
 from guarddiag.audit.frames import audit_frames, check_options
+from guarddiag.audit.options import AuditOptions
 from guarddiag.audit.outputs import load_if_current, write_audit
 from guarddiag.audit.provenance import write_audit_records
 from guarddiag.audit.result import (
-    DEFAULT_CONTAINMENT,
-    DEFAULT_SHORT_THRESHOLD,
-    DEFAULT_SHORT_WORDS,
-    DEFAULT_THRESHOLD,
     FORMAT_VERSION,
     AuditResult,
     UnavailableBenchmark,
 )
-from guarddiag.audit.scanstore import ScanStore
-from guarddiag.audit.stream import Shard, Task, find_shards, plan_tasks, pool_digest
+from guarddiag.audit.scanstore import PoolScan, ScanStore
+from guarddiag.audit.stream import TASK_BYTES, Shard, Task, find_shards, plan_tasks, pool_digest
 from guarddiag.audit.template import template_form
 from guarddiag.errors import GuarddiagError
 from guarddiag.progress import say
@@ -49,56 +46,43 @@ SCAN_FOLDER = ".scan"
 """The audit folder's subfolder holding the finished scan tasks of a run not yet complete."""
 
 
-def audit_pool(pool: str | Path, *, text_column: str = "text",
-               id_column: str | None = "prompt_id", benchmarks: str | Sequence[str] = "all",
-               data_dir: str | Path | None = None, derived_dir: str | Path | None = None,
-               near_dup: bool = False, threshold: float = DEFAULT_THRESHOLD,
-               short_words: int = DEFAULT_SHORT_WORDS,
-               short_threshold: float = DEFAULT_SHORT_THRESHOLD,
-               drop_near: bool = False, out_dir: str | Path, force: bool = False,
-               figure: bool = True, templates: bool = False,
-               drop_template: bool = False, engine: str = "local", workers: int | None = None,
-               ray_address: str | None = None, containment: bool = False,
-               containment_threshold: float = DEFAULT_CONTAINMENT,
-               drop_contained: bool = False) -> AuditResult:
+def audit_pool(pool: str | Path, options: AuditOptions | None = None, *,
+               out_dir: str | Path, force: bool = False, data_dir: str | Path | None = None,
+               derived_dir: str | Path | None = None, **fields: Any) -> AuditResult:
     """Audit a pool against benchmark subsets and write the results to ``out_dir``.
 
+    ``options`` (:class:`~guarddiag.audit.options.AuditOptions`; default every default), with
+    any of its fields replaced by ``fields`` (``near_dup=True``), says what is audited and how.
     ``pool`` is a table file, a glob over shards, a folder of shards or a ``datasets`` folder
-    (:mod:`guarddiag.audit.stream`). ``engine`` is ``local`` (``workers``, default every core)
-    or ``ray`` (at ``ray_address``); the outputs are the same bytes with either.
-    ``benchmarks`` is ``"all"``, ``"study"``, a comma-separated string or a list of subset ids;
-    subsets whose files are absent are listed in ``AuditResult.unavailable``. A rerun with the
-    same pool, benchmark files and options returns the saved result, and a rerun after a killed
+    (:mod:`guarddiag.audit.stream`). The ``local`` engine uses ``workers`` cores (default
+    every core), ``ray`` a Ray cluster; the outputs are the same bytes with either. Subsets
+    whose files are absent are listed in ``AuditResult.unavailable``. A rerun with the same
+    pool, benchmark files and options returns the saved result, and a rerun after a killed
     scan scans only the tasks it had not finished (``force=True`` recomputes everything).
-    ``templates=True`` also counts template overlaps (:mod:`guarddiag.audit.template`);
-    ``drop_template=True`` drops them from the decontaminated lists. ``containment=True`` also
-    counts prompts inside longer rows (:mod:`guarddiag.audit.containment`);
-    ``drop_contained=True`` drops them too.
 
     Example (CPU, seconds)::
 
         audit_pool("work/pool/pool.parquet", near_dup=True, out_dir="work/audit")
     """
+    opts = AuditOptions.of(options, **fields)
     pool, out_dir = Path(pool), Path(out_dir)
     # The drop rules in the command line's words first, then every option rule before any I/O.
     threshold, short_threshold = check_options(
-        threshold=threshold, short_threshold=short_threshold, short_words=short_words,
-        near_dup=near_dup, drop_near=drop_near, templates=templates, drop_template=drop_template,
-        containment=containment, containment_threshold=containment_threshold,
-        drop_contained=drop_contained)
-    check_engine(engine, workers=workers)
+        threshold=opts.threshold, short_threshold=opts.short_threshold,
+        short_words=opts.short_words, near_dup=opts.near_dup, drop_near=opts.drop_near,
+        templates=opts.templates, drop_template=opts.drop_template,
+        containment=opts.containment, containment_threshold=opts.containment_threshold,
+        drop_contained=opts.drop_contained)
+    check_engine(opts.engine, workers=opts.workers)
     shards = find_shards(str(pool))
-    bench_set = data.load_benchmarks(benchmarks, data_dir=data_dir, derived_dir=derived_dir)
+    bench_set = data.load_benchmarks(opts.benchmarks, data_dir=data_dir,
+                                     derived_dir=derived_dir)
     unavailable = tuple(UnavailableBenchmark(benchmark=s.id, reason=_reason(s))
                         for s in bench_set.unavailable)
     pool_sha = pool_digest(shards)
-    options = _recorded_options(
-        text_column=text_column, id_column=id_column, near_dup=near_dup, threshold=threshold,
-        drop_near=drop_near, short_words=short_words, short_threshold=short_threshold,
-        templates=templates, drop_template=drop_template, containment=containment,
-        containment_threshold=containment_threshold, drop_contained=drop_contained)
-    key = _cache_key(pool_sha, bench_set.sha256, list(bench_set.frames), unavailable, options)
-    keep = merge.previous_to_keep(out_dir, pool_sha256=pool_sha, options=options, covered=[
+    recorded = _key_options(opts, threshold=threshold, short_threshold=short_threshold)
+    key = _cache_key(pool_sha, bench_set.sha256, list(bench_set.frames), unavailable, recorded)
+    keep = merge.previous_to_keep(out_dir, pool_sha256=pool_sha, options=recorded, covered=[
         *bench_set.frames, *(u.benchmark for u in unavailable)])  # audits add up, or refused
     if not force:
         cached = load_if_current(out_dir, key)
@@ -112,37 +96,58 @@ def audit_pool(pool: str | Path, *, text_column: str = "text",
     # A failed run must not leave the previous run's summary vouching for this folder.
     _forget_finished(out_dir)
     tasks = plan_tasks(shards)
+    _say_unresumable(shards)
     frame_options: dict[str, Any] = {
-        "near_dup": near_dup, "threshold": threshold, "short_words": short_words,
-        "short_threshold": short_threshold, "drop_near": drop_near, "templates": templates,
-        "drop_template": drop_template, "containment": containment, "drop_contained":
-        drop_contained, "containment_threshold": containment_threshold,
+        "near_dup": opts.near_dup, "threshold": threshold, "short_words": opts.short_words,
+        "short_threshold": short_threshold, "drop_near": opts.drop_near,
+        "templates": opts.templates, "drop_template": opts.drop_template,
+        "template_min_words": opts.template_min_words, "containment": opts.containment,
+        "drop_contained": opts.drop_contained,
+        "containment_threshold": opts.containment_threshold,
         "sha256": bench_set.sha256, "unavailable": unavailable}
     with _resumable(out_dir, key=key, tasks=tasks, fresh=force) as store:
         result = _audit_with_titles(
-            shards, tasks, store, bench_set.frames, text_column=text_column,
-            id_column=id_column, engine=engine, workers=workers, ray_address=ray_address,
-            frame_options=frame_options, figure=figure, derived_dir=derived_dir,
-            data_dir=data_dir)
+            shards, tasks, store, bench_set.frames, opts, frame_options=frame_options,
+            derived_dir=derived_dir, data_dir=data_dir)
         inputs = {"pool": pool_sha} | {f"benchmark:{k}": v for k, v in bench_set.sha256.items()}
-        result = _write_outputs(result, out_dir, keep=keep, figure=figure, meta={
-            "inputs": inputs, "pool_path": str(pool), "options": options, "cache_key": key})
+        result = _write_outputs(result, out_dir, keep=keep, figure=opts.figure, meta={
+            "inputs": inputs, "pool_path": str(pool), "options": recorded, "cache_key": key})
     merge.finish_merge(out_dir)
     return replace(result, out_dir=out_dir)
 
 
-def _recorded_options(*, templates: bool, drop_template: bool, containment: bool,
-                      containment_threshold: float, drop_contained: bool,
-                      **always: Any) -> dict[str, Any]:
-    """The options meta.json and the cache key record."""
-    options = dict(always)
-    if templates:
-        # Only when on: an audit without templates keeps the cache key and meta.json it had.
-        options |= {"templates": True, "drop_template": drop_template}
-    if containment:
-        options |= {"containment": True, "containment_threshold": containment_threshold,
-                    "drop_contained": drop_contained}
+def _key_options(opts: AuditOptions, *, threshold: float, short_threshold: float
+                 ) -> dict[str, Any]:
+    """The options that change an output, as meta.json records them (and the cache key): an
+    audit without templates, containment or nested fields keeps the key it had before they
+    existed. The gates, the engine and the figure change no number and are left out."""
+    options: dict[str, Any] = {
+        "text_column": opts.text_column, "id_column": opts.id_column,
+        "near_dup": opts.near_dup, "threshold": threshold, "drop_near": opts.drop_near,
+        "short_words": opts.short_words, "short_threshold": short_threshold}
+    if opts.text_fields:
+        options |= {"text_fields": list(opts.text_fields),
+                    "require_fields": list(opts.require_fields)}
+    if opts.templates:
+        options |= {"templates": True, "drop_template": opts.drop_template,
+                    "template_min_words": opts.template_min_words}
+    if opts.containment:
+        options |= {"containment": True, "containment_threshold": opts.containment_threshold,
+                    "drop_contained": opts.drop_contained}
     return options
+
+
+def _say_unresumable(shards: list[Shard]) -> None:
+    """Up front: a big compressed shard is one task (a gzip or zstd stream cannot be entered in
+    the middle), so a killed run starts it over; say how to make it resumable."""
+    big = [s.path for s in shards if s.path.endswith((".gz", ".zst"))
+           and Path(s.path).stat().st_size > TASK_BYTES // 4]
+    if big:
+        name = big[0] if len(big) == 1 else f"{len(big)} compressed shards ({big[0]}, ...)"
+        say(f"audit: {name}: a compressed shard is scanned as one task, so a killed run starts "
+            "it over; to make the scan resumable, decompress it (plain .jsonl is split into "
+            "64 MB parts) or split it into shards, e.g. `zcat corpus.jsonl.gz | split -l "
+            "500000 -d --additional-suffix=.jsonl - corpus/part-`")
 
 
 def _write_outputs(result: AuditResult, out_dir: Path, *, keep: merge.PreviousAudit | None,
@@ -185,10 +190,8 @@ def _resumable(out_dir: Path, *, key: str, tasks: list[Task], fresh: bool
 
 
 def _audit_with_titles(shards: list[Shard], tasks: list[Task], store: ScanStore,
-                       frames: Mapping[str, pl.DataFrame], *,
-                       text_column: str, id_column: str | None, engine: str,
-                       workers: int | None, ray_address: str | None,
-                       frame_options: Mapping[str, Any], figure: bool,
+                       frames: Mapping[str, pl.DataFrame], opts: AuditOptions, *,
+                       frame_options: Mapping[str, Any],
                        derived_dir: str | Path | None, data_dir: str | Path | None
                        ) -> AuditResult:
     """:func:`_scan_and_audit`, with the benchmarks' titles for the chart."""
@@ -197,10 +200,8 @@ def _audit_with_titles(shards: list[Shard], tasks: list[Task], store: ScanStore,
         # import the chart library (about a second) meanwhile.
         manifests = background.submit(data.load_manifests, derived_dir=derived_dir,
                                       data_dir=data_dir)
-        chart = background.submit(_import_chart_library if figure else lambda: None)
-        result = _scan_and_audit(shards, tasks, store, frames, text_column=text_column,
-                                 id_column=id_column,
-                                 engine=engine, workers=workers, ray_address=ray_address,
+        chart = background.submit(_import_chart_library if opts.figure else lambda: None)
+        result = _scan_and_audit(shards, tasks, store, frames, opts,
                                  frame_options=frame_options)
         chart.result()
         return replace(result, titles={k: m.title for k, m in manifests.result().items()})
@@ -215,35 +216,49 @@ def _import_chart_library() -> None:
 
 
 def _scan_and_audit(shards: list[Shard], tasks: list[Task], store: ScanStore,
-                    frames: Mapping[str, pl.DataFrame], *,
-                    text_column: str, id_column: str | None, engine: str, workers: int | None,
-                    ray_address: str | None, frame_options: Mapping[str, Any]
-                    ) -> AuditResult:
+                    frames: Mapping[str, pl.DataFrame], opts: AuditOptions, *,
+                    frame_options: Mapping[str, Any]) -> AuditResult:
     """Scan the pool for the rows that can match, then audit those rows (``frame_options`` are
     :func:`audit_frames`'s); the result counts every pool row."""
     bench_texts = [frame.get_column("text").to_list() for frame in frames.values()]
     templates = None
-    if frame_options.get("templates"):
+    if opts.templates:
         templates = {f for texts in bench_texts for t in texts
-                     if (f := template_form(t)) is not None}
-    spec = make_spec(text_column=text_column, id_column=id_column,
-                     forms=index_forms(bench_texts).forms,
-                     near_threshold=frame_options["threshold"] if frame_options["near_dup"]
-                     else None, template_forms=templates,
-                     containment=(frame_options["containment_threshold"],
-                                  frame_options["short_words"])
-                     if frame_options.get("containment") else None)
+                     if (f := template_form(t, min_words=opts.template_min_words)) is not None}
+    spec = make_spec(opts, forms=index_forms(bench_texts).forms, template_forms=templates)
     # No progress line before the scan: a bad pool row must be the only line on stderr.
-    scan = scan_pool(tasks, spec, store=store, engine=engine, workers=workers,
-                     ray_address=ray_address)
+    scan = scan_pool(tasks, spec, store=store, engine=opts.engine, workers=opts.workers,
+                     ray_address=opts.ray_address)
     if scan.rows == 0:
         raise GuarddiagError(f"{shards[0].path if len(shards) == 1 else 'the pool shards'}: "
                              "the pool has no rows")
     say(f"audit: scanned {scan.rows:,} pool rows in {len(shards):,} shard(s), {len(tasks):,} "
-        f"task(s), {engine} engine ({scan.python_rows:,} rows normalised by the Python path); "
-        f"{len(scan.ids):,} rows can match")
-    result = audit_frames(scan.ids, scan.texts, frames, **frame_options)
-    return replace(result, pool_rows=scan.rows)
+        f"task(s), {opts.engine} engine ({scan.python_rows:,} rows normalised by the Python "
+        f"path); {len(scan.ids):,} {'texts' if opts.nested else 'rows'} can match")
+    counts = _field_counts(scan, opts)
+    if scan.surrogates:
+        say(f"audit: replaced {scan.surrogates:,} lone surrogate(s) (a \\ud800-style escape "
+            "with no pair) by U+FFFD")
+    result = audit_frames(scan.ids, scan.texts, frames, pool_fields=scan.fields,
+                          **frame_options)
+    return replace(result, pool_rows=scan.rows, fields=counts, surrogates=scan.surrogates)
+
+
+def _field_counts(scan: PoolScan, opts: AuditOptions) -> dict[str, dict[str, int]]:
+    """Per text field: the rows missing it and the rows where it is blank (skipped), said on
+    stderr; a field found in no row is flagged (a wrong path, most likely)."""
+    if not opts.nested:
+        return {}
+    counts = {}
+    for name in opts.text_fields:
+        missing, empty = scan.missing.get(name, 0), scan.empty.get(name, 0)
+        counts[name] = {"missing": missing, "empty": empty,
+                        "with_text": scan.rows - missing - empty}
+        note = (" — in no row at all: check the path" if missing == scan.rows and scan.rows
+                else "")
+        say(f"audit: field {name}: text in {scan.rows - missing - empty:,} rows; skipped "
+            f"{missing:,} rows missing it (absent or null) and {empty:,} empty{note}")
+    return counts
 
 
 def _reason(status: Any) -> str:

@@ -1,10 +1,12 @@
 """The scan's findings on disk, task by task: what makes a corpus scan resumable and keeps the
 driver's memory flat.
 
-A finished task leaves three files in the store folder (``<out>/.scan`` for an audit):
-``task-NNNNNN.parquet``, its candidate rows (row within the task, text, id);
-``task-NNNNNN.ids.npy``, the 64-bit hashes of all its ids, sorted; and, written last,
-``task-NNNNNN.json`` (its row count), which is what marks the task finished. Each file is
+The first, cheap pass over ids leaves ``task-NNNNNN.ids.npy``, the 64-bit hashes of all the
+task's ids, sorted, and ``task-NNNNNN.ids.json`` (its row count and the rows each required
+field misses), written last. A task the scan finished leaves ``task-NNNNNN.parquet``, its
+candidate texts (row within the task, text, id, field path), and, written last,
+``task-NNNNNN.json`` (its row count and per-field counts), which is what marks the task
+finished. Each file is
 written whole or not at all, so a scan killed at any moment leaves only finished tasks marked,
 and the rerun skips them. ``store.json`` names the audit's cache key and the task list; a store
 written for other inputs, options, code or tasks is emptied before use.
@@ -22,6 +24,7 @@ import shutil
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -31,7 +34,7 @@ from guarddiag.audit.shardread import read_task
 from guarddiag.audit.stream import Task
 from guarddiag.errors import GuarddiagError, at
 
-__all__ = ["SLICE_HASHES", "PoolScan", "ScanStore", "TaskFindings", "id_hashes",
+__all__ = ["SLICE_HASHES", "PoolScan", "ScanStore", "TaskFindings", "TaskIds", "id_hashes",
            "repeated_hashes"]
 
 SLICE_HASHES = 1 << 23
@@ -49,12 +52,31 @@ class TaskFindings:
     """What one task's scan found."""
 
     rows: int
-    candidates: tuple[tuple[int, str, str | None], ...]
-    """(0-based row within the task, text, id) of every candidate row, in order."""
-    id_hashes: np.ndarray | None = field(repr=False)
-    """:func:`id_hashes` of the task's ids, sorted (None when rows are numbered)."""
+    candidates: tuple[tuple[int, str, str | None, str | None], ...]
+    """(0-based row within the task, text, id, field path or None) of every candidate text,
+    in order."""
     python_rows: int = 0
     """Rows normalised by the Python path (non-ASCII), for the progress line."""
+    missing: dict[str, int] = field(default_factory=dict)
+    """Rows missing each text field (absent or null)."""
+    empty: dict[str, int] = field(default_factory=dict)
+    """Rows whose text field holds only blank text."""
+    surrogates: int = 0
+    """Lone surrogates replaced."""
+
+
+@dataclass(frozen=True)
+class TaskIds:
+    """What the first pass found in one task: its ids' hashes and the required fields' gaps."""
+
+    rows: int
+    id_hashes: np.ndarray | None = field(repr=False)
+    """:func:`id_hashes` of the task's ids, sorted (None when rows are numbered)."""
+    missing: dict[str, int] = field(default_factory=dict)
+    empty: dict[str, int] = field(default_factory=dict)
+    first_gap: dict[str, int] = field(default_factory=dict)
+    """Per required field, the 1-based row (within the task) of its first missing or empty
+    text."""
 
 
 @dataclass(frozen=True)
@@ -65,9 +87,14 @@ class PoolScan:
     ids: list[str]
     texts: list[str]
     python_rows: int
+    fields: list[str] | None = None
+    """The field path of each text (None without nested fields)."""
+    missing: dict[str, int] = field(default_factory=dict)
+    empty: dict[str, int] = field(default_factory=dict)
+    surrogates: int = 0
 
 
-_CANDIDATES = {"row": pl.Int64, "text": pl.String, "id": pl.String}
+_CANDIDATES = {"row": pl.Int64, "text": pl.String, "id": pl.String, "field": pl.String}
 
 
 class ScanStore:
@@ -100,42 +127,66 @@ class ScanStore:
         """Indices of the tasks whose findings are stored."""
         return {i for i in range(len(self.tasks)) if self._path(i, ".json").is_file()}
 
+    def checked(self) -> set[int]:
+        """Indices of the tasks whose first pass (ids, required fields) is stored."""
+        return {i for i in range(len(self.tasks)) if self._path(i, ".ids.json").is_file()}
+
+    def save_ids(self, index: int, found: TaskIds) -> None:
+        """Store one task's first pass; its counts are written last and mark it done."""
+        if found.id_hashes is not None:
+            with files.atomic_path(self._path(index, ".ids.npy")) as tmp, open(tmp, "wb") as fh:
+                np.save(fh, found.id_hashes, allow_pickle=False)
+        files.write_json({"rows": found.rows, "missing": found.missing, "empty": found.empty,
+                          "first_gap": found.first_gap}, self._path(index, ".ids.json"))
+
+    def first_pass(self, index: int) -> dict[str, Any]:
+        return dict(files.read_json(self._path(index, ".ids.json")))
+
     def save(self, index: int, findings: TaskFindings) -> None:
         """Store one task's findings; the row count is written last and marks it finished."""
-        rows, texts, ids = (zip(*findings.candidates, strict=True) if findings.candidates
-                            else ((), (), ()))
-        frame = pl.DataFrame({"row": list(rows), "text": list(texts), "id": list(ids)},
-                             schema=_CANDIDATES)
+        rows, texts, ids, paths = (zip(*findings.candidates, strict=True)
+                                   if findings.candidates else ((), (), (), ()))
+        frame = pl.DataFrame({"row": list(rows), "text": list(texts), "id": list(ids),
+                              "field": list(paths)}, schema=_CANDIDATES)
         files.write_parquet(frame, self._path(index, ".parquet"))
-        if findings.id_hashes is not None:
-            with files.atomic_path(self._path(index, ".ids.npy")) as tmp, open(tmp, "wb") as fh:
-                np.save(fh, findings.id_hashes, allow_pickle=False)
-        files.write_json({"rows": findings.rows, "python_rows": findings.python_rows},
-                         self._path(index, ".json"))
+        files.write_json({"rows": findings.rows, "python_rows": findings.python_rows,
+                          "missing": findings.missing, "empty": findings.empty,
+                          "surrogates": findings.surrogates}, self._path(index, ".json"))
 
     def merged(self) -> PoolScan:
         """Every task's candidate rows in pool order; rows without ids are numbered from 1
         over the whole pool."""
-        total = python_rows = 0
+        total = python_rows = surrogates = 0
         ids: list[str] = []
         texts: list[str] = []
+        paths: list[str | None] = []
+        missing: dict[str, int] = {}
+        empty: dict[str, int] = {}
         for i in range(len(self.tasks)):
             counts = files.read_json(self._path(i, ".json"))
             frame = pl.read_parquet(self._path(i, ".parquet"))
             texts.extend(frame.get_column("text").to_list())
+            paths.extend(frame.get_column("field").to_list())
             numbered = (frame.get_column("row") + (total + 1)).cast(pl.String)
             ids.extend(frame.get_column("id").fill_null(numbered).to_list())
             total += counts["rows"]
             python_rows += counts["python_rows"]
-        return PoolScan(rows=total, ids=ids, texts=texts, python_rows=python_rows)
+            surrogates += counts.get("surrogates", 0)
+            for mine, theirs in ((missing, counts.get("missing", {})),
+                                 (empty, counts.get("empty", {}))):
+                for name, n in theirs.items():
+                    mine[name] = mine.get(name, 0) + n
+        named = [p for p in paths if p is not None]
+        return PoolScan(rows=total, ids=ids, texts=texts, python_rows=python_rows,
+                        fields=named if missing or named else None, missing=missing,
+                        empty=empty, surrogates=surrogates)
 
-    def check_unique_ids(self, *, text_column: str, id_column: str) -> None:
-        """A duplicate id anywhere in the pool is an error naming the id whose first row comes
-        first, at its second row (as :func:`guarddiag.audit.read_pool` does)."""
+    def check_unique_ids(self, *, id_column: str) -> None:
+        """Repeated ids anywhere in the pool are one error: how many ids repeat, and the first
+        ten (in pool order), each at its second row with its first."""
         repeated = repeated_hashes([self._path(i, ".ids.npy") for i in range(len(self.tasks))])
         if repeated.size:
-            _confirm_duplicates(self.tasks, repeated, text_column=text_column,
-                                id_column=id_column)
+            _confirm_duplicates(self.tasks, repeated, id_column=id_column)
 
 
 def _read_stamp(path: Path) -> object:
@@ -176,8 +227,7 @@ def repeated_hashes(paths: list[Path]) -> np.ndarray:
     return np.concatenate(repeated) if repeated else np.zeros(0, dtype=np.uint64)
 
 
-def _confirm_duplicates(tasks: list[Task], repeated: np.ndarray, *, text_column: str,
-                        id_column: str) -> None:
+def _confirm_duplicates(tasks: list[Task], repeated: np.ndarray, *, id_column: str) -> None:
     """Re-read the pool for the ids whose hash repeats; raise on a real duplicate."""
     wanted = pl.Series(repeated).implode()
     first: dict[str, tuple[int, str, int]] = {}      # id → (pool position, shard, row)
@@ -185,7 +235,7 @@ def _confirm_duplicates(tasks: list[Task], repeated: np.ndarray, *, text_column:
     position = 0
     shard_rows: dict[int, int] = {}                   # rows read so far in each shard
     for task in tasks:
-        for batch in read_task(task, text_column=text_column, id_column=id_column):
+        for batch in read_task(task, text_column="", id_column=id_column, ids_only=True):
             assert batch.ids is not None
             before = shard_rows.get(task.shard, 0)
             hits = pl.Series(id_hashes(batch.ids)).is_in(wanted).arg_true().to_list()
@@ -199,9 +249,17 @@ def _confirm_duplicates(tasks: list[Task], repeated: np.ndarray, *, text_column:
             shard_rows[task.shard] = before + batch.ids.len()
     if not second:
         return     # only hashes collided
-    value = min(second, key=lambda v: first[v][0])
-    _, path1, row1 = first[value]
-    path2, row2 = second[value]
-    also = f"row {row1}" if path1 == path2 else f"{path1} row {row1}"
-    raise GuarddiagError(f"{at(path2, row=row2, field=id_column)}: duplicate id "
-                         f"{value!r} (also {also}); ids must be unique")
+    ordered = sorted(second, key=lambda v: first[v][0])
+    places = []
+    for value in ordered[:10]:
+        _, path1, row1 = first[value]
+        path2, row2 = second[value]
+        also = f"row {row1}" if path1 == path2 else f"{path1} row {row1}"
+        places.append(f"{at(path2, row=row2, field=id_column)}: duplicate id {value!r} "
+                      f"(also {also})")
+    if len(ordered) == 1:
+        raise GuarddiagError(f"{places[0]}; ids must be unique")
+    listed = "; ".join(places)
+    more = f"; first ten: {listed}" if len(ordered) > 10 else f": {listed}"
+    raise GuarddiagError(f"{len(ordered):,} ids repeat in the pool (field \"{id_column}\"; ids "
+                         f"must be unique){more}")

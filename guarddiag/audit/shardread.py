@@ -19,11 +19,13 @@ import contextlib
 import itertools
 from collections.abc import Generator, Iterable, Iterator
 from dataclasses import dataclass
+from dataclasses import field as dc_field
 from typing import Any, cast
 
 import polars as pl
 
 from guarddiag import files
+from guarddiag.audit.fields import extract, parse_field, replace_surrogates
 from guarddiag.audit.stream import BATCH_ROWS, Task
 from guarddiag.errors import GuarddiagError, at
 
@@ -44,17 +46,44 @@ class PoolBatch:
     a ``byte_range`` (:class:`~guarddiag.audit.stream.Task`)."""
     texts: pl.Series
     ids: pl.Series | None
+    """One id per row (not per text)."""
+    n_rows: int = -1
+    """Rows the batch read (``texts.len()`` unless texts come from ``fields``)."""
+    rows: pl.Series | None = None
+    """With ``fields``: the row (0-based, within the batch) of each text."""
+    paths: pl.Series | None = None
+    """With ``fields``: the concrete field path of each text (``messages[2].content``)."""
+    missing: dict[str, int] = dc_field(default_factory=dict)
+    """With ``fields``: rows where each field is missing (absent or null)."""
+    empty: dict[str, int] = dc_field(default_factory=dict)
+    """With ``fields``: rows where each field holds only blank text."""
+    surrogates: int = 0
+    """Lone UTF-16 surrogates replaced by U+FFFD."""
+    first_gap: dict[str, int] = dc_field(default_factory=dict)
+    """With ``fields``: the first row (0-based, within the batch) missing or empty in each
+    field that has one."""
+
+
+Raw = Iterator[tuple[int, pl.DataFrame, int]]
+"""(first row, frame of the needed columns, lone surrogates replaced while reading)."""
 
 
 def read_task(task: Task, *, text_column: str, id_column: str | None,
+              fields: tuple[str, ...] | None = None, ids_only: bool = False,
               batch_rows: int = BATCH_ROWS) -> Iterator[PoolBatch]:
-    """The task's rows in checked batches, in order."""
-    needed = [text_column] + ([id_column] if id_column is not None else [])
+    """The task's rows in checked batches, in order. With ``fields`` (nested paths,
+    :mod:`guarddiag.audit.fields`) the texts are every text the paths reach, missing and empty
+    ones counted per field; ``ids_only`` reads and checks only the ids (empty texts)."""
+    roots = [] if ids_only else (list(dict.fromkeys(parse_field(f).root for f in fields))
+                                 if fields else [text_column])
+    needed = roots + ([id_column] if id_column is not None else [])
+    loose = frozenset(roots) if fields else frozenset()
+    check = _Check(text_column=None if ids_only or fields else text_column,
+                   id_column=id_column, fields=None if ids_only else fields)
     if task.byte_range is not None:
-        yield from _jsonl_range(task.path, task.byte_range, needed, text_column=text_column,
-                                id_column=id_column)
+        yield from _jsonl_range(task.path, task.byte_range, needed, check, loose)
         return
-    raw: Iterator[tuple[int, pl.DataFrame]]
+    raw: Raw
     if task.fmt == "parquet":
         raw = _parquet(task, needed, batch_rows)
     elif task.fmt == "arrow":
@@ -62,26 +91,80 @@ def read_task(task: Task, *, text_column: str, id_column: str | None,
     elif task.fmt in ("csv", "tsv"):
         raw = _csv(task.path, needed, tab=task.fmt == "tsv")
     elif task.fmt == "jsonl":
-        raw = _jsonl(task.path, needed, _blocks(task.path))
+        raw = _jsonl(task.path, needed, _blocks(task.path), check=check, loose=loose)
     else:
-        raw = iter([(1, files.read_table(task.path, columns=needed))])
-    yield from _checked(raw, task.path, text_column=text_column, id_column=id_column)
+        raw = iter([(1, files.read_table(task.path, columns=needed), 0)])
+    yield from _checked(raw, task.path, check)
 
 
-def _checked(raw: Iterable[tuple[int, pl.DataFrame]], path: str, *, text_column: str,
-             id_column: str | None) -> Iterator[PoolBatch]:
-    for first_row, frame in raw:
+@dataclass(frozen=True)
+class _Check:
+    """How a batch is checked: one strict text column, nested fields, or ids alone."""
+
+    text_column: str | None
+    id_column: str | None
+    fields: tuple[str, ...] | None = None
+
+
+def _checked(raw: Iterable[tuple[int, pl.DataFrame, int]], path: str, check: _Check
+             ) -> Iterator[PoolBatch]:
+    for first_row, frame, replaced in raw:
         if frame.height:
-            texts, ids = check_batch(frame, path, first_row, text_column=text_column,
-                                     id_column=id_column)
-            yield PoolBatch(first_row=first_row, texts=texts, ids=ids)
+            yield _batch(frame, path, first_row, check, replaced)
+
+
+def _batch(frame: pl.DataFrame, path: str, first_row: int, check: _Check, replaced: int
+           ) -> PoolBatch:
+    ids = None
+    if check.id_column is not None:
+        ids = _ids(frame.get_column(check.id_column), path, first_row, check.id_column)
+    if check.fields:
+        return _field_batch(frame, path, first_row, check.fields, ids, replaced)
+    if check.text_column is None:
+        return PoolBatch(first_row=first_row, texts=pl.Series("text", [], dtype=pl.String),
+                         ids=ids, n_rows=frame.height, surrogates=replaced)
+    texts = _texts(frame.get_column(check.text_column), path, first_row, check.text_column)
+    return PoolBatch(first_row=first_row, texts=texts, ids=ids, n_rows=frame.height,
+                     surrogates=replaced)
+
+
+def _field_batch(frame: pl.DataFrame, path: str, first_row: int, fields: tuple[str, ...],
+                 ids: pl.Series | None, replaced: int) -> PoolBatch:
+    """Every text the field paths reach, row by row, and the rows missing or empty per
+    field."""
+    parsed = [parse_field(f) for f in fields]
+    values = {p.root: frame.get_column(p.root).to_list() if p.root in frame.columns
+              else [None] * frame.height for p in parsed}
+    texts: list[str] = []
+    rows: list[int] = []
+    paths: list[str] = []
+    missing = dict.fromkeys(fields, 0)
+    empty = dict.fromkeys(fields, 0)
+    first_gap: dict[str, int] = {}
+    for i in range(frame.height):
+        where = f"{path} row {first_row + i}"
+        for spec in parsed:
+            found = extract(spec, values[spec.root][i], where=where)
+            replaced += found.surrogates
+            if found.status != "ok":
+                (missing if found.status == "missing" else empty)[spec.text] += 1
+                first_gap.setdefault(spec.text, i)
+            for concrete, text in found.texts:
+                texts.append(text)
+                rows.append(i)
+                paths.append(concrete)
+    return PoolBatch(first_row=first_row, texts=pl.Series("text", texts, dtype=pl.String),
+                     ids=ids, n_rows=frame.height,
+                     rows=pl.Series("row", rows, dtype=pl.Int64),
+                     paths=pl.Series("field", paths, dtype=pl.String), missing=missing,
+                     empty=empty, surrogates=replaced, first_gap=first_gap)
 
 
 def _require(path: str, found: list[str], needed: list[str]) -> None:
     missing = [c for c in needed if c not in found]
     if missing:
         raise GuarddiagError(f"{path}: missing column(s) {', '.join(missing)}; found "
-                             f"{', '.join(found)}")
+                             f"{', '.join(found)}{_nested_hint(missing)}")
 
 
 def _cannot(path: str, fmt: str, exc: BaseException) -> GuarddiagError:
@@ -91,8 +174,7 @@ def _cannot(path: str, fmt: str, exc: BaseException) -> GuarddiagError:
 
 # ─── formats ───────────────────────────────────────────────────────────────────────────────────
 
-def _parquet(task: Task, needed: list[str], batch_rows: int
-             ) -> Iterator[tuple[int, pl.DataFrame]]:
+def _parquet(task: Task, needed: list[str], batch_rows: int) -> Raw:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -104,13 +186,13 @@ def _parquet(task: Task, needed: list[str], batch_rows: int
         row = task.first_row
         for batch in pf.iter_batches(batch_size=batch_rows, row_groups=list(task.row_groups),
                                      columns=needed):
-            yield row, cast(pl.DataFrame, pl.from_arrow(batch))
+            yield row, cast(pl.DataFrame, pl.from_arrow(batch)), 0
             row += batch.num_rows
     except (OSError, pa.ArrowException) as exc:
         raise _cannot(task.path, "parquet", exc) from None
 
 
-def _arrow(path: str, needed: list[str], batch_rows: int) -> Iterator[tuple[int, pl.DataFrame]]:
+def _arrow(path: str, needed: list[str], batch_rows: int) -> Raw:
     # datasets' save_to_disk writes Arrow IPC *streams* of ~1,000-row batches; gather them into
     # batches of batch_rows so the per-batch work is not dominated by overhead.
     import pyarrow as pa
@@ -132,10 +214,10 @@ def _arrow(path: str, needed: list[str], batch_rows: int) -> Iterator[tuple[int,
             pending.append(batch.select(needed))
             count += batch.num_rows
             if count >= batch_rows:
-                yield row, cast(pl.DataFrame, pl.from_arrow(pa.Table.from_batches(pending)))
+                yield row, cast(pl.DataFrame, pl.from_arrow(pa.Table.from_batches(pending))), 0
                 row, pending, count = row + count, [], 0
         if pending:
-            yield row, cast(pl.DataFrame, pl.from_arrow(pa.Table.from_batches(pending)))
+            yield row, cast(pl.DataFrame, pl.from_arrow(pa.Table.from_batches(pending))), 0
     except (OSError, pa.ArrowException) as exc:
         raise _cannot(path, "arrow", exc) from None
 
@@ -189,7 +271,7 @@ def _check_utf8(path: str, block: bytes, line: int, offset: int, *,
                              f"{offset + exc.start} of the {packed}file)") from None
 
 
-def _csv(path: str, needed: list[str], *, tab: bool) -> Iterator[tuple[int, pl.DataFrame]]:
+def _csv(path: str, needed: list[str], *, tab: bool) -> Raw:
     import pyarrow as pa
     import pyarrow.csv as pcsv
 
@@ -213,7 +295,7 @@ def _csv(path: str, needed: list[str], *, tab: bool) -> Iterator[tuple[int, pl.D
                 quoted_strings_can_be_null=False))
         row = 1
         for batch in reader:
-            yield row, cast(pl.DataFrame, pl.from_arrow(batch))
+            yield row, cast(pl.DataFrame, pl.from_arrow(batch)), 0
             row += batch.num_rows
     except (OSError, pa.ArrowException) as exc:
         raise _cannot(path, "tsv" if tab else "csv", exc) from None
@@ -227,9 +309,10 @@ def _csv_header(block: bytes, *, tab: bool) -> list[str]:
 
 
 def _jsonl(path: str, needed: list[str], blocks: Iterable[tuple[int, int, bytes]], *,
-           row: int = 1) -> Iterator[tuple[int, pl.DataFrame]]:
+           check: _Check, loose: frozenset[str] = frozenset(), row: int = 1) -> Raw:
     """Frames of ``blocks`` (line, byte offset, bytes cut at line ends), the first row being
-    number ``row``."""
+    number ``row``. The ``loose`` columns (the roots of nested field paths) may hold any JSON
+    value and be absent from a block (its rows then miss them)."""
     import pyarrow as pa
     import pyarrow.json as pjson
 
@@ -241,58 +324,107 @@ def _jsonl(path: str, needed: list[str], blocks: Iterable[tuple[int, int, bytes]
         except pa.ArrowInvalid:
             # Types that change between rows, or malformed JSON: parse line by line, which
             # also names the line of a malformed one.
-            frame = _jsonl_by_line(path, block, line, needed)
+            frame, replaced = _jsonl_by_line(path, block, line, needed, check, loose)
         else:
-            frame = _jsonl_frame(path, block, line, row, table, needed)
-        yield row, frame
+            frame, replaced = _jsonl_frame(path, block, line, row, table, needed, check, loose)
+        yield row, frame, replaced
         row += frame.height
 
 
 def _jsonl_frame(path: str, block: bytes, line: int, row: int, table: Any,
-                 needed: list[str]) -> pl.DataFrame:
+                 needed: list[str], check: _Check, loose: frozenset[str]
+                 ) -> tuple[pl.DataFrame, int]:
     """The needed columns of a block pyarrow read as ``table``."""
     import pyarrow as pa
 
-    retyped = [c for k, c in enumerate(needed) if c in table.column_names and (
+    retyped = [c for c in needed if c in table.column_names and (
         pa.types.is_temporal(t := table.schema.field(c).type)
-        or (k > 0 and pa.types.is_floating(t)))]
-    if retyped:
+        or (c == check.id_column and pa.types.is_floating(t)))]
+    if retyped or any(c in table.column_names and _has_temporal(table.schema.field(c).type)
+                      for c in loose):
         # pyarrow made timestamps of date-like strings, or floats of integers past 64 bits,
         # when every value of the block was one: read the values as written (a block's extent
         # must not decide whether a row is valid).
-        return _jsonl_by_line(path, block, line, needed)
-    missing = [c for c in needed if c not in table.column_names]
+        return _jsonl_by_line(path, block, line, needed, check, loose)
+    if loose:
+        present = [c for c in needed if c in table.column_names]
+        frame = cast(pl.DataFrame, pl.from_arrow(table.select(present)))
+        absent = [c for c in loose if c not in table.column_names]
+        if absent:
+            frame = frame.with_columns(pl.lit(None).alias(c) for c in absent)
+        needed = [c for c in needed if c not in loose or c in table.column_names or c in absent]
+    missing = [c for c in needed if c not in table.column_names and c not in loose]
     if missing and table.num_rows:
         raise GuarddiagError(
             f"{at(path, row=row)}: missing column(s) {', '.join(missing)} (line "
-            f"{line}); found {', '.join(table.column_names)}")
-    return cast(pl.DataFrame, pl.from_arrow(table.select(needed))) if not missing \
-        else pl.DataFrame()
+            f"{line}); found {', '.join(table.column_names)}{_nested_hint(missing)}")
+    if loose:
+        return frame, 0
+    return (cast(pl.DataFrame, pl.from_arrow(table.select(needed))) if not missing
+            else pl.DataFrame()), 0
 
 
-def _jsonl_by_line(path: str, block: bytes, first_line: int, needed: list[str]
-                   ) -> pl.DataFrame:
-    columns: dict[str, list[str | None]] = {c: [] for c in needed}
+def _has_temporal(kind: Any) -> bool:
+    import pyarrow as pa
+
+    if pa.types.is_temporal(kind):
+        return True
+    if pa.types.is_struct(kind):
+        return any(_has_temporal(kind.field(i).type) for i in range(kind.num_fields))
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind):
+        return _has_temporal(kind.value_type)
+    return False
+
+
+def _jsonl_by_line(path: str, block: bytes, first_line: int, needed: list[str], check: _Check,
+                   loose: frozenset[str]) -> tuple[pl.DataFrame, int]:
+    """The needed columns, parsed line by line; lone surrogates in text and ids are replaced
+    (and counted), the ``loose`` columns kept as Python values for the field paths."""
+    columns: dict[str, list[Any]] = {c: [] for c in needed}
+    replaced = 0
+    seen: set[str] = set()
     for n, doc in files.json_lines(block, path, first_line=first_line):
         if not isinstance(doc, dict):
             raise GuarddiagError(f"{path} line {n}: expected a JSON object")
-        for k, c in enumerate(needed):
+        if len(seen) < 64:
+            seen.update(doc)
+        for c in needed:
             value = doc.get(c)
+            if c in loose:
+                columns[c].append(value)
+                continue
             # The text must be text; an id may be text or an integer (mixed ids become text).
-            allowed = (str,) if k == 0 else (str, int)
+            text = c != check.id_column
+            allowed = (str,) if text else (str, int)
             if value is not None and (isinstance(value, bool) or not isinstance(value, allowed)):
+                hint = (" (name a path into it with --text-field, e.g. "
+                        f"{c}[].content)" if text and isinstance(value, list | dict) else "")
                 raise GuarddiagError(f"{path} line {n} field \"{c}\": expected "
-                                     f"{'text' if k == 0 else 'text or an integer'}, found "
-                                     f"{type(value).__name__}")
+                                     f"{'text' if text else 'text or an integer'}, found "
+                                     f"{type(value).__name__}{hint}")
+            if isinstance(value, str):
+                value, count = replace_surrogates(value)
+                replaced += count
             columns[c].append(None if value is None else str(value))
-    return pl.DataFrame({c: pl.Series(c, values, dtype=pl.String)
-                         for c, values in columns.items()})
+    absent = [c for c in needed if c not in loose and c not in seen]
+    if absent and columns[needed[0]]:
+        # As the block reader says it: a column no row of the block holds.
+        raise GuarddiagError(f"{path} line {first_line}: missing column(s) {', '.join(absent)}; "
+                             f"found {', '.join(sorted(seen))}{_nested_hint(absent)}")
+    return pl.DataFrame({c: pl.Series(c, values, dtype=pl.Object if c in loose else pl.String)
+                         for c, values in columns.items()}), replaced
+
+
+def _nested_hint(names: list[str]) -> str:
+    nested = [c for c in names if "." in c or "[" in c]
+    return (f" ({nested[0]} looks like a nested path: name it with --text-field)"
+            if nested else "")
 
 
 # ─── byte ranges of JSON lines ──────────────────────────────────────────────────────────────────
 
-def _jsonl_range(path: str, byte_range: tuple[int, int], needed: list[str], *,
-                 text_column: str, id_column: str | None) -> Iterator[PoolBatch]:
+def _jsonl_range(path: str, byte_range: tuple[int, int], needed: list[str], check: _Check,
+                 loose: frozenset[str]) -> Iterator[PoolBatch]:
     """The rows of the lines that start in ``byte_range``, numbered from 1; a bad row raises the
     whole shard's read's error (module docstring)."""
     start, end = byte_range
@@ -300,11 +432,10 @@ def _jsonl_range(path: str, byte_range: tuple[int, int], needed: list[str], *,
     if first >= end:
         return      # no line starts in this range (it lies inside a longer line)
     try:
-        yield from _checked(_jsonl(path, needed, _blocks(path, start=first, end=end)),
-                            path, text_column=text_column, id_column=id_column)
+        yield from _checked(_jsonl(path, needed, _blocks(path, start=first, end=end),
+                                   check=check, loose=loose), path, check)
     except GuarddiagError as exc:
-        _raise_as_whole_read(path, first, end, needed, text_column=text_column,
-                             id_column=id_column)
+        _raise_as_whole_read(path, first, end, needed, check, loose)
         raise exc from None     # not reached unless the whole read found no error (see there)
 
 
@@ -330,8 +461,8 @@ def _count_rows(block: bytes) -> int:
     return sum(1 for line in block.splitlines() if line.strip())
 
 
-def _raise_as_whole_read(path: str, first: int, end: int, needed: list[str], *,
-                         text_column: str, id_column: str | None) -> None:
+def _raise_as_whole_read(path: str, first: int, end: int, needed: list[str], check: _Check,
+                         loose: frozenset[str]) -> None:
     """Raise the error the whole shard's read gives for the range starting at line start
     ``first``: that read's blocks before the one holding ``first`` are only counted (their rows
     belong to earlier tasks), and from there on it is redone, batches discarded, up to the
@@ -345,16 +476,16 @@ def _raise_as_whole_read(path: str, first: int, end: int, needed: list[str], *,
         else:
             return
         covering = itertools.takewhile(lambda b: b[1] < end, itertools.chain([found], blocks))
-        for _ in _checked(_jsonl(path, needed, covering, row=row), path,
-                          text_column=text_column, id_column=id_column):
+        for _ in _checked(_jsonl(path, needed, covering, check=check, loose=loose, row=row),
+                          path, check):
             pass
     line, offset, block = found
     # The whole read's blocks passed (which only a difference in pyarrow's typing of a smaller
     # block could cause): raise the range's own error with the shard's numbers.
     head = block[:first - offset]
     ranged = _blocks(path, start=first, end=end, line=line + head.count(b"\n"))
-    for _ in _checked(_jsonl(path, needed, ranged, row=row + _count_rows(head)),
-                      path, text_column=text_column, id_column=id_column):
+    for _ in _checked(_jsonl(path, needed, ranged, check=check, loose=loose,
+                             row=row + _count_rows(head)), path, check):
         pass
 
 
@@ -364,11 +495,8 @@ def check_batch(frame: pl.DataFrame, path: str, first_row: int, *, text_column: 
                 id_column: str | None) -> tuple[pl.Series, pl.Series | None]:
     """Texts (non-empty UTF-8 strings) and ids (strings, none missing) of one batch, with the
     errors of :func:`guarddiag.audit.read_pool` naming the shard's own row numbers."""
-    texts = _texts(frame.get_column(text_column), path, first_row, text_column)
-    ids = None
-    if id_column is not None:
-        ids = _ids(frame.get_column(id_column), path, first_row, id_column)
-    return texts, ids
+    batch = _batch(frame, path, first_row, _Check(text_column, id_column), 0)
+    return batch.texts, batch.ids
 
 
 def _texts(series: pl.Series, path: str, first_row: int, column: str) -> pl.Series:
@@ -388,17 +516,22 @@ def _texts(series: pl.Series, path: str, first_row: int, column: str) -> pl.Seri
     elif series.dtype != pl.String:
         raise GuarddiagError(f"{at(path, field=column)}: expected text, found {series.dtype} "
                              "values")
-    blank = series.is_null() | (series.str.strip_chars().str.len_chars() == 0)
+    null = series.is_null()
+    blank = null | (series.str.strip_chars().str.len_chars() == 0)
     if blank.any():
         # arg_max is None only for an empty series, and this one holds a True.
         row = cast(int, blank.arg_max()) + first_row
         count = int(blank.sum())
+        nulls = int(null.sum())
         last = first_row + series.len() - 1
-        more = (f" ({count} empty rows in all)" if count > 1 and first_row == 1 and
+        what = "missing text (absent or null)" if null[row - first_row] else "empty text"
+        split = f"{nulls} missing, {count - nulls} empty"
+        more = (f" ({split} rows in all)" if count > 1 and first_row == 1 and
                 series.len() < BATCH_ROWS else
-                f" ({count} empty rows in rows {first_row}-{last})" if count > 1 else "")
-        raise GuarddiagError(f"{at(path, row=row, field=column)}: empty text; every pool row "
-                             f"needs a non-empty prompt{more}")
+                f" ({split} in rows {first_row}-{last})" if count > 1 else "")
+        raise GuarddiagError(f"{at(path, row=row, field=column)}: {what}; every pool row "
+                             f"needs a non-empty prompt{more} (--text-field skips and counts "
+                             "rows without one)")
     return series
 
 

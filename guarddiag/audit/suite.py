@@ -23,10 +23,19 @@ containment on) runs on the pool file. A planted row counts as found when the au
 a prompt of its source's normal form (any kind); a distractor counts as a false match when the
 audit pairs it with any prompt. Per kind: recall = found / planted, precision = found / (found +
 false matches). Background rows the audit reports are listed apart.
+
+The **chat** layout (``layout="chat"``, ``bench audit --suite --layout chat``) puts the same
+labelled texts in a chat corpus as a release check meets it: JSON lines, 58 % of rows
+``{"id", "messages": [{"role", "content"}, …]}`` and the rest ``{"id", "prompt",
+"response"}``; each text goes, at random, in the user's turn or in the assistant's answer
+(half each), the other side being benign filler; some rows miss the other side (null or
+absent). The audit reads ``messages[].content``, ``prompt`` and ``response``, and a case is
+scored on its row id, so a prompt planted in an answer is found only by auditing both sides.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import tempfile
 import time
@@ -139,9 +148,14 @@ class SuiteResult:
     n_prompts: int
     audit_s: float
     options: str
+    sides: Mapping[str, tuple[int, int, int]] = field(default_factory=dict)
+    """Chat layout: per side ("user turn", "answer"), (planted, found, false matches) over
+    every kind."""
 
     def to_dict(self) -> dict[str, Any]:
-        return {"seed": self.seed, "pool_rows": self.pool_rows, "n_prompts": self.n_prompts,
+        return {"sides": {k: {"planted": p, "found": f, "false_matches": x}
+                          for k, (p, f, x) in self.sides.items()},
+                "seed": self.seed, "pool_rows": self.pool_rows, "n_prompts": self.n_prompts,
                 "background_rows": self.background_rows,
                 "background_matches": self.background_matches, "audit_s": self.audit_s,
                 "audit_options": self.options,
@@ -169,6 +183,11 @@ class SuiteResult:
                          f"{prec:>11}  {found_as}")
         lines.append("false = distractors paired with their own source prompt; other = "
                      "distractors that hold another benchmark prompt (not counted)")
+        for side, (planted, found, false) in self.sides.items():
+            precision = f"{found / (found + false):.3f}" if found + false else "—"
+            lines.append(f"texts in the {side}: {found:,} of {planted:,} planted copies found "
+                         f"(recall {found / planted if planted else 0:.3f}), {false:,} false "
+                         f"matches (precision {precision})")
         lines.append(f"background rows reported: {self.background_matches:,} of "
                      f"{self.background_rows:,}")
         lines.append(f"targets: precision ≥ {TARGET_PRECISION:g} and recall ≥ "
@@ -418,11 +437,48 @@ def _background_row(rng: np.random.Generator, vocab: Sequence[str]) -> str:
 
 # ─── the run ───────────────────────────────────────────────────────────────────────────────────
 
+LAYOUTS = ("flat", "chat")
+CHAT_FIELDS = ("messages[].content", "prompt", "response")
+"""The fields the chat layout's audit reads."""
+
+
+def chat_rows(pool: SuitePool, *, seed: int) -> tuple[list[dict[str, Any]], set[str]]:
+    """The suite pool's texts in the chat layout (module docstring), one JSON object per row,
+    the row's id kept; and the ids whose text is in the assistant's answer."""
+    rng = np.random.default_rng([seed, 32])
+    vocab = sorted({w for t in pool.frame.get_column("text").to_list()[:2000]
+                    for w in normalise(t).split()})
+    rows = []
+    answers: set[str] = set()
+    for pid, text in pool.frame.select("prompt_id", "text").iter_rows():
+        other = _background_row(rng, vocab)
+        in_answer = bool(rng.random() < 0.5)
+        if in_answer:
+            answers.add(pid)
+        user, answer = (other, text) if in_answer else (text, other)
+        if rng.random() < 0.58:
+            messages = [{"role": "user", "content": user}, {"role": "assistant",
+                                                           "content": answer}]
+            rows.append({"id": pid, "messages": messages})
+        else:
+            row: dict[str, Any] = {"id": pid, "prompt": user, "response": answer}
+            if rng.random() < 0.05:      # the filler side missing: null or absent
+                row[("prompt" if in_answer else "response")] = None
+                if rng.random() < 0.5:
+                    del row["prompt" if in_answer else "response"]
+            rows.append(row)
+    return rows, answers
+
+
 def run_suite(*, benchmarks: str | Sequence[str] = "all", data_dir: str | Path | None = None,
               cases: int = 200, background: int = 20_000, seed: int = 0,
-              work_dir: str | Path | None = None) -> SuiteResult:
+              work_dir: str | Path | None = None, layout: str = "flat") -> SuiteResult:
     """Plant the suite pool from the available benchmark prompts, audit it with
-    :func:`audit_pool` (near-dup, templates, containment on) and score every kind."""
+    :func:`audit_pool` (near-dup, templates, containment on) and score every kind;
+    ``layout="chat"`` writes the pool as a chat corpus first (module docstring)."""
+    if layout not in LAYOUTS:
+        raise GuarddiagError(f"audit suite: unknown layout {layout!r}; expected one of "
+                             f"{', '.join(LAYOUTS)}")
     if cases < 1 or background < 0:
         raise GuarddiagError(f"audit suite: cases must be ≥ 1 and background ≥ 0, got {cases} "
                              f"and {background}")
@@ -436,17 +492,34 @@ def run_suite(*, benchmarks: str | Sequence[str] = "all", data_dir: str | Path |
     say(f"audit suite: planting {cases} cases per kind in {background:,} background rows")
     pool = plant_suite(texts, cases=cases, background=background, seed=seed)
     with tempfile.TemporaryDirectory(prefix="guarddiag-suite-", dir=work_dir) as tmp:
-        path = files.write_parquet(pool.frame, Path(tmp) / "suite-pool.parquet")
+        layout_options: dict[str, Any] = {}
+        answers: set[str] = set()
+        if layout == "chat":
+            path = Path(tmp) / "suite-chat.jsonl"
+            rows, answers = chat_rows(pool, seed=seed)
+            files.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows),
+                             path)
+            layout_options = {"id_column": "id", "text_fields": CHAT_FIELDS}
+        else:
+            path = files.write_parquet(pool.frame, Path(tmp) / "suite-pool.parquet")
         t0 = time.perf_counter()
         result = audit_pool(path, benchmarks=benchmarks, data_dir=data_dir, near_dup=True,
                             templates=True, containment=True, out_dir=Path(tmp) / "audit",
-                            force=True, figure=False)
+                            force=True, figure=False, **layout_options)
         audit_s = time.perf_counter() - t0
     scores, background_hits = score_suite(pool.cases, result.overlap, prompt_forms,
                                           background_ids=pool.background_ids)
     options = (f"exact, near J ≥ {result.threshold:g}, templates, containment ≥ "
                f"{result.containment_threshold:g}")
+    sides: dict[str, tuple[int, int, int]] = {}
+    if layout == "chat":
+        options += "; chat corpus, fields " + ", ".join(CHAT_FIELDS)
+        for side, mine in (("user turn", False), ("answer", True)):
+            part, _ = score_suite([c for c in pool.cases if (c.pool_id in answers) == mine],
+                                  result.overlap, prompt_forms)
+            sides[side] = (sum(k.planted for k in part), sum(k.found for k in part),
+                           sum(k.false_matches for k in part))
     return SuiteResult(scores=scores, background_rows=len(pool.background_ids),
                        background_matches=background_hits, pool_rows=pool.frame.height,
                        seed=seed, n_prompts=len({c.source for c in pool.cases}),
-                       audit_s=audit_s, options=options)
+                       audit_s=audit_s, options=options, sides=sides)

@@ -129,6 +129,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 0
+    except Exception as exc:
+        # A bug, not the user's input: status 3, never 1 (1 means "a gate failed"), with the
+        # traceback for the report.
+        import traceback
+
+        traceback.print_exc(file=sys.stderr)
+        print(f"guarddiag: internal error ({type(exc).__name__}: {exc}); this is a bug in "
+              "guarddiag, not in your input: please report it with the traceback above",
+              file=sys.stderr)
+        return 3
 
 
 if __name__ == "__main__":

@@ -5,9 +5,13 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from guarddiag.cli import add_parser, add_work_paths, work_paths_from
 from guarddiag.paths import resolve_data_dir
+
+if TYPE_CHECKING:
+    from guarddiag.audit.options import AuditOptions
 
 # Handlers import their stage package (polars) and guarddiag.progress (tqdm) when they run:
 # every sub-command module is imported to build the parser, and `guarddiag --help` stays fast.
@@ -36,11 +40,21 @@ new_set's list and keeps theirs, when that audit is of the same pool with the sa
 refuses otherwise, naming the difference). provenance.json records per benchmark the audit that
 wrote its list (pool digest, options, benchmark digest); predict copies it beside the table.
 
-Exit status: 0 = done, 1 = a benchmark is above --fail-above, 2 = bad input.
+Texts may come from nested fields (--text-field, repeatable): a chat corpus is audited on both
+sides of the conversation with --text-field 'messages[].content' --text-field prompt
+--text-field response; rows missing a field are skipped and counted per field. Repeated ids
+are all reported at once by a first cheap pass, before the scan. rows_to_remove.parquet and
+.jsonl list every corpus row with a match (id, field paths, texts, the benchmark prompts and
+kinds); the printed summary leads with their count.
+
+Exit status: 0 = done (gates passed), 1 = a gate failed (--fail-above, --max-corpus-rows),
+2 = bad input, 3 = internal error.
 
 Examples:
   guarddiag audit --pool work/pool/pool.parquet --near-dup --fail-above 5
-  guarddiag audit --pool 'corpus/*.jsonl.zst' --id-column none --out work/audit-corpus
+  guarddiag audit --pool chat.jsonl --id-column id --text-field 'messages[].content' \\
+      --text-field prompt --text-field response --near-dup --templates --containment \\
+      --fail-above 0 --max-corpus-rows 0 --out work/audit-chat
   guarddiag audit --benchmarks my_set --out work/audit     # add my_set to the folder"""
 
 _BENCH_DESCRIPTION = """\
@@ -62,7 +76,10 @@ projected wall time, node and driver memory and scan-store disk of 100M and 1B r
 --suite instead plants labelled contamination of every kind (exact, case/punctuation,
 re-wrapped, embedded in 5-50x longer text, template with another title, light paraphrase) and
 near-miss distractors in a seeded pool, runs the audit (near-dup, templates, containment) and
-prints precision and recall per kind (--json PATH also writes them).
+prints precision and recall per kind (--json PATH also writes them). --layout chat writes the
+same cases as a chat corpus (messages lists and prompt/response rows, each text in a user turn
+or in an answer, benign filler on the other side) and audits messages[].content, prompt and
+response.
 
 Example (the acceptance sizes, ~2 min on 2 cores):
   guarddiag bench audit
@@ -73,17 +90,21 @@ Example (the acceptance sizes, ~2 min on 2 cores):
 def register(sub: argparse._SubParsersAction, bench: argparse._SubParsersAction) -> None:
     parser = add_parser(sub, "audit", help="contamination audit of a pool against benchmarks",
                         description=_AUDIT_DESCRIPTION)
-    parser.add_argument("--text-column", default="text", metavar="C",
-                        help="column holding the prompt text")
-    parser.add_argument("--id-column", default="prompt_id", metavar="C",
-                        help="column holding unique row ids; 'none' numbers rows from 1")
-    parser.add_argument("--benchmarks", default="all", metavar="IDS",
+    parser.add_argument("--text-column", default=None, metavar="C",
+                        help="the one top-level column holding the text; every row must hold "
+                             "non-empty text there (default text)")
+    _add_fields(parser)
+    parser.add_argument("--id-column", default=None, metavar="C",
+                        help="column holding unique row ids; 'none' numbers rows from 1 "
+                             "(default prompt_id)")
+    parser.add_argument("--benchmarks", default=None, metavar="IDS",
                         help="'all', 'study' or comma-separated subset ids "
-                             "(see `guarddiag data list`)")
+                             "(see `guarddiag data list`; default all)")
     parser.add_argument("--near-dup", action="store_true",
                         help="also find near duplicates (word-set Jaccard >= --threshold)")
-    parser.add_argument("--threshold", type=float, default=0.8, metavar="J",
-                        help="word-set Jaccard at or above which a pool row is a near duplicate")
+    parser.add_argument("--threshold", type=float, default=None, metavar="J",
+                        help="word-set Jaccard at or above which a pool row is a near duplicate "
+                             "(default 0.8)")
     # Defaults live in guarddiag.audit.result (importing it here would load polars for --help);
     # tests/test_cli.py checks that the help states them.
     parser.add_argument("--short-words", type=int, default=None, metavar="N",
@@ -101,6 +122,10 @@ def register(sub: argparse._SubParsersAction, bench: argparse._SubParsersAction)
                         help="also count template overlaps: a pool row that is the benchmark "
                              "prompt with other quoted titles or names ('Generate the lyrics of "
                              "\"X\" by Y' for another X and Y)")
+    parser.add_argument("--template-min-words", type=int, default=None, metavar="N",
+                        help="words besides the slots a template needs to count: a generic "
+                             "frame ('What does \"X\" mean?', 3 words) matches every other "
+                             "question of that frame (default 4)")
     parser.add_argument("--drop-template", action="store_true",
                         help="decontaminated lists drop template overlaps too; needs "
                              "--templates")
@@ -115,9 +140,7 @@ def register(sub: argparse._SubParsersAction, bench: argparse._SubParsersAction)
     parser.add_argument("--drop-contained", action="store_true",
                         help="decontaminated lists drop contained overlaps too; needs "
                              "--containment")
-    parser.add_argument("--fail-above", type=float, default=None, metavar="PCT",
-                        help="exit with status 1 when decontamination removes more than PCT%% "
-                             "of any benchmark (a release gate)")
+    _add_gates(parser)
     parser.add_argument("--out", type=Path, default=None, metavar="DIR",
                         help="output folder (default <work-dir>/audit)")
     add_work_paths(parser, "pool", "derived",
@@ -140,6 +163,32 @@ def register(sub: argparse._SubParsersAction, bench: argparse._SubParsersAction)
     parser.set_defaults(handler=_run_audit)
 
     _register_bench(bench)
+
+
+def _add_fields(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--text-field", action="append", metavar="PATH",
+                        help="a field whose texts are audited, repeatable: a column, or a "
+                             "nested path (messages[].content, messages[role=user].content, "
+                             "data.prompt, response); rows missing it or holding empty text "
+                             "there are skipped and counted per field; replaces --text-column")
+    parser.add_argument("--require-field", action="append", metavar="PATH",
+                        help="a --text-field every row must hold as non-empty text "
+                             "(repeatable): rows without it are an error, with the true "
+                             "counts, before the scan")
+
+
+def _add_gates(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--fail-above", type=float, default=None, metavar="PCT",
+                        help="release gate: exit with status 1 when more than PCT%% of any one "
+                             "benchmark's prompts are in the corpus, counting every audited "
+                             "kind but --gate-exclude (a share of the benchmark, not of the "
+                             "corpus: 0 fails on any hit)")
+    parser.add_argument("--max-corpus-rows", type=int, default=None, metavar="N",
+                        help="release gate: exit with status 1 when more than N corpus rows "
+                             "hold a benchmark prompt (every audited kind but --gate-exclude)")
+    parser.add_argument("--gate-exclude", action="append", metavar="KIND",
+                        choices=("exact", "near", "template", "contained"),
+                        help="an overlap kind the gates do not count (repeatable)")
 
 
 def _register_bench(bench: argparse._SubParsersAction) -> None:
@@ -178,6 +227,10 @@ def _register_bench(bench: argparse._SubParsersAction) -> None:
     bparser.add_argument("--suite", action="store_true",
                          help="plant every kind of contamination and print precision and "
                               "recall per kind instead of throughput")
+    bparser.add_argument("--layout", choices=("flat", "chat"), default="flat",
+                         help="--suite: flat = one text column; chat = a JSON-lines chat "
+                              "corpus (messages lists and prompt/response rows, texts in user "
+                              "turns and in answers) audited on both sides")
     bparser.add_argument("--cases", type=int, default=200, metavar="N",
                          help="--suite: planted copies and distractors per kind")
     bparser.add_argument("--background", type=int, default=20_000, metavar="N",
@@ -187,43 +240,54 @@ def _register_bench(bench: argparse._SubParsersAction) -> None:
     bparser.set_defaults(handler=_run_bench)
 
 
+# CLI flag -> AuditOptions field, for the options whose flag default is None ("the model's
+# default"): the defaults are declared once, in guarddiag.audit.options.
+_OPTION_FLAGS = ("benchmarks", "threshold", "short_words", "short_threshold",
+                 "containment_threshold", "template_min_words", "fail_above", "max_corpus_rows",
+                 "workers", "ray_address")
+
+
+def audit_options_from(args: argparse.Namespace) -> AuditOptions:
+    """The :class:`~guarddiag.audit.options.AuditOptions` the command line sets."""
+    from guarddiag.audit.options import AuditOptions
+
+    given: dict[str, Any] = {name: getattr(args, name) for name in _OPTION_FLAGS
+                             if getattr(args, name) is not None}
+    if args.text_column is not None:
+        if args.text_field:
+            from guarddiag.errors import GuarddiagError
+
+            raise GuarddiagError("--text-column and --text-field: use one (--text-field takes "
+                                 "a top-level column too)")
+        given["text_column"] = args.text_column
+    if args.id_column is not None:
+        given["id_column"] = None if args.id_column.lower() == "none" else args.id_column
+    return AuditOptions.of(
+        **given, text_fields=tuple(args.text_field or ()),
+        require_fields=tuple(args.require_field or ()),
+        gate_exclude=tuple(args.gate_exclude or ()), near_dup=args.near_dup,
+        drop_near=args.drop_near, templates=args.templates, drop_template=args.drop_template,
+        containment=args.containment, drop_contained=args.drop_contained, engine=args.engine)
+
+
 def _run_audit(args: argparse.Namespace) -> int:
     from guarddiag.audit import audit_pool
-    from guarddiag.audit.result import (
-        DEFAULT_CONTAINMENT,
-        DEFAULT_SHORT_THRESHOLD,
-        DEFAULT_SHORT_WORDS,
-    )
+    from guarddiag.audit.gate import check_gate
     from guarddiag.progress import say
 
     paths = work_paths_from(args)
     out = args.out if args.out is not None else paths.audit
-    id_column = None if args.id_column.lower() == "none" else args.id_column
-    result = audit_pool(paths.pool, text_column=args.text_column, id_column=id_column,
-                        benchmarks=args.benchmarks, data_dir=resolve_data_dir(args.data_dir),
-                        derived_dir=paths.derived, near_dup=args.near_dup,
-                        threshold=args.threshold, drop_near=args.drop_near, out_dir=out,
-                        short_words=(DEFAULT_SHORT_WORDS if args.short_words is None
-                                     else args.short_words),
-                        short_threshold=(DEFAULT_SHORT_THRESHOLD if args.short_threshold is None
-                                         else args.short_threshold),
-                        force=args.force, templates=args.templates,
-                        drop_template=args.drop_template, containment=args.containment,
-                        containment_threshold=(DEFAULT_CONTAINMENT
-                                               if args.containment_threshold is None
-                                               else args.containment_threshold),
-                        drop_contained=args.drop_contained, engine=args.engine,
-                        workers=args.workers, ray_address=args.ray_address)
+    options = audit_options_from(args)
+    result = audit_pool(paths.pool, options, out_dir=out, force=args.force,
+                        data_dir=resolve_data_dir(args.data_dir), derived_dir=paths.derived)
     print(result.render())
-    say(f"audit: wrote {out}/ (overlap.parquet, decontaminated/, summary.json, "
-        "overlap.png, overlap.pdf, meta.json)")
-    if args.fail_above is not None:
-        over = result.above(args.fail_above)
-        if over:
-            listed = ", ".join(f"{b.benchmark} {b.pct_removed:.1f}%" for b in over)
-            print(f"guarddiag: audit gate failed: {len(over)} benchmark(s) above "
-                  f"{args.fail_above:g}%: {listed}", file=sys.stderr)
-            return 1
+    say(f"audit: wrote {out}/ (rows_to_remove.parquet/.jsonl, overlap.parquet, "
+        "decontaminated/, summary.json, overlap.png, overlap.pdf, meta.json)")
+    gate = check_gate(result, options)
+    if not gate.passed:
+        for failure in gate.failures:
+            print(f"guarddiag: audit gate failed: {failure}", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -234,7 +298,8 @@ def _run_bench(args: argparse.Namespace) -> int:
         from guarddiag.audit.suite import run_suite
 
         suite = run_suite(benchmarks=args.benchmarks, data_dir=resolve_data_dir(args.data_dir),
-                          cases=args.cases, background=args.background, seed=args.seed)
+                          cases=args.cases, background=args.background, seed=args.seed,
+                          layout=args.layout)
         print(suite.render())
         if args.json:
             files.write_json(suite.to_dict(), Path(args.json))
