@@ -50,7 +50,7 @@ from guarddiag.progress import say
 from guarddiag.sorry.mutate import mutate_benchmark, resolve_mutations
 
 if TYPE_CHECKING:
-    from guarddiag.train.branches import BranchSet
+    from guarddiag.train.branches import BranchSet, PlannedRun
     from guarddiag.train.runner import RunSummary
 
 DEMO_SIZE = "minilm"
@@ -163,19 +163,28 @@ def _train(branches: BranchSet, options: DemoOptions, work: paths.WorkPaths
            ) -> list[RunSummary]:
     """Every run at seed 42, then the floor recipes at the floor seeds: ``jobs`` at a time in
     worker processes (dependencies first), or one after another here with ``jobs`` 1."""
-    from guarddiag.predict.sweep import merge_plans, sweep
+    from guarddiag.predict.sweep import sweep
     from guarddiag.train import train_branches
-    from guarddiag.train.branches import plan_runs
 
-    plan = merge_plans(
-        plan_runs(branches, names="all", sizes=(options.size,), seeds=(options.seed,)),
-        plan_runs(branches, names=_floor_names(options), sizes=(options.size,),
-                  seeds=options.floor_seeds) if options.floor_seeds else [])
+    plan = demo_plan(branches, options)
     if options.jobs > 1:
         return list(sweep(plan=plan, runs_dir=work.runs, pool_path=work.pool, engine="local",
                           jobs=options.jobs).runs)
     return list(train_branches(branches=branches, plan=plan, runs_dir=work.runs,
                                pool_path=work.pool).runs)
+
+
+def demo_plan(branches: BranchSet, options: DemoOptions) -> list[PlannedRun]:
+    """Every branch at ``seed``, then the floor branches (default all: every recipe, the
+    route-matched controls E1-ctrl/E7-ctrl/E10-ctrl with the recipes they control) at the floor
+    seeds, dependencies first: the head-only contrast's seed noise is measured per recipe."""
+    from guarddiag.predict.sweep import merge_plans
+    from guarddiag.train.branches import plan_runs
+
+    return list(merge_plans(
+        plan_runs(branches, names="all", sizes=(options.size,), seeds=(options.seed,)),
+        plan_runs(branches, names=_floor_names(options), sizes=(options.size,),
+                  seeds=options.floor_seeds) if options.floor_seeds else []))
 
 
 def _floor_names(options: DemoOptions) -> str | list[str]:

@@ -18,25 +18,40 @@ from guarddiag.labels import LOOSE, STRICT
 # -- operating points ------------------------------------------------------------------------
 
 
-def test_matched_threshold_gives_the_target_rate_nearest_half():
+def test_matched_threshold_is_the_logit_centre_of_the_rows_to_flag():
     x = np.array([0.1, 0.2, 0.3, 0.4, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99])
-    above_08 = np.nextafter(0.8, 1.0)
-    assert operating.matched_threshold(x, 0.3) == above_08      # (0.8, 0.9] flags 3 of 10
-    assert operating.matched_threshold(x, 0.35) == above_08     # 4 of 10 would exceed 35 %
-    assert operating.matched_threshold(x, 0.6) == 0.5           # 0.5 already flags 6 of 10
-    assert operating.matched_threshold(x, 1.0) == 0.1           # [0, 0.1] flags all ten
-    assert operating.matched_threshold(x, 0.0) == np.nextafter(0.99, 1.0)
-    # a run flagging no neutral row at 0.5 keeps 0.5 when the target is 0 (not 0.2 + ε)
-    assert operating.matched_threshold(np.array([0.1, 0.2]), 0.0) == 0.5
-    # a run whose scores sit below 0.5 is brought down to flag what the reference flags
-    assert operating.matched_threshold(np.array([0.1, 0.2, 0.3, 0.4]), 0.25) == 0.4
-    # ties: 0.5 flags 4 of 10 > 30 %, so no value at 0.5 or below will do
-    tied = np.array([0.5] * 4 + [0.1] * 6)
-    assert operating.matched_threshold(tied, 0.3) == np.nextafter(0.5, 1.0)
-    for target in (0.0, 0.1, 0.3, 0.6, 1.0):                # never above the target
-        assert np.mean(x >= operating.matched_threshold(x, target)) <= target
+    t = operating.matched_threshold
+    # 3 of 10: the centre (on the logit scale) of (0.8, 0.9], odds √(4 · 9) = 6, p = 6/7
+    assert t(x, 0.3) == pytest.approx(6 / 7)
+    # 6 of 10: centre of (0.4, 0.6], odds √(2/3 · 3/2) = 1: 0.5
+    assert t(x, 0.6) == pytest.approx(0.5)
+    # 3.5 of 10: halfway (log odds) between the centres for 3 and for 4 rows
+    lo4 = 0.5 * (np.log(4.0) + np.log(7 / 3))
+    assert t(x, 0.35) == pytest.approx(1 / (1 + np.exp(-(np.log(6.0) + lo4) / 2)))
+    # none and all: half a neighbouring gap beyond the highest and the lowest score
+    top = np.log(99.0) + (np.log(99.0) - np.log(19.0)) / 2
+    assert t(x, 0.0) == pytest.approx(1 / (1 + np.exp(-top)))
+    assert t(x, 1.0) == pytest.approx(1 / (1 + np.exp(-(np.log(1 / 9) - (np.log(1 / 4)
+                                                                         - np.log(1 / 9)) / 2))))
+    for target in (0.0, 0.1, 0.25, 0.3, 0.37, 0.6, 0.81, 1.0):   # within one row of the target
+        rate = np.mean(x >= t(x, target))
+        assert np.floor(target * 10) / 10 - 1e-12 <= rate <= np.ceil(target * 10) / 10 + 1e-12
+    # ties are flagged together: 3 of 10 cannot be had, 0.5 flags the four tied rows
+    assert t(np.array([0.5] * 4 + [0.1] * 6), 0.3) == pytest.approx(0.5)
     with pytest.raises(GuarddiagError, match="no neutral rows"):
-        operating.matched_threshold(np.array([]), 0.1)
+        t(np.array([]), 0.1)
+
+
+def test_matched_threshold_moves_with_a_constant_logit_shift():
+    # the old rule (nearest 0.5) kept 0.5 for some runs and an interval's low end for others;
+    # on the logit scale this one moves exactly with the run, whatever the target
+    rng = np.random.default_rng(3)
+    z = rng.normal(-3.0, 1.5, 400)
+    for target in (0.0, 0.013, 0.033, 0.2, 1.0):
+        for shift in (-0.7, 0.4, 1.2):
+            a = operating.matched_threshold(1 / (1 + np.exp(-z)), target)
+            b = operating.matched_threshold(1 / (1 + np.exp(-(z + shift))), target)
+            assert np.log(b / (1 - b)) == pytest.approx(np.log(a / (1 - a)) + shift, abs=1e-9)
 
 
 def test_auroc_against_neutral_rows_equals_sklearn_with_ties():
@@ -103,7 +118,9 @@ def test_contrast_standard_error_and_welch_df_by_hand():
     a1, a2 = 0.09 / 3, 0.05 / 1
     assert c.effect == pytest.approx(0.6 - 0.25)
     assert c.se == pytest.approx(np.sqrt(a1 + a2))
-    assert c.df == pytest.approx((a1 + a2) ** 2 / (a1 ** 2 / 2 + a2 ** 2 / 4))
+    # Satterthwaite gives 5.95 df, but both terms rest on the 4 pooled seed residuals: capped
+    assert (a1 + a2) ** 2 / (a1 ** 2 / 2 + a2 ** 2 / 4) == pytest.approx(5.953, abs=1e-3)
+    assert c.df == 4
     out = calls.cohort_test(rows, alpha=0.05, margin=0.05)
     t = 0.35 / np.sqrt(a1 + a2)
     assert out["p_effect"] == pytest.approx(2 * scipy.stats.t.sf(t, c.df))
@@ -216,7 +233,8 @@ def test_matched_threshold_undoes_a_constant_shift_of_a_run():
     thr = res.thresholds.filter(pl.col("mapping") == "loose")
     target = thr.filter(pl.col("branch") == "reference")["ffr_05"].mean()
     assert thr["target"].unique().to_list() == [pytest.approx(target)]
-    assert (thr["ffr_matched"] <= thr["target"] + 1e-12).all()
+    # matched within one neutral row of the target (the rows flag in 1/n steps)
+    assert ((thr["ffr_matched"] - thr["target"]).abs() <= 1 / thr["n_neutral"] + 1e-12).all()
     # A-last runs were shifted up: they flag more neutral rows at 0.5, so their t is higher
     a_last = thr.filter(pl.col("branch").is_in(["E1", "E7", "E8", "E10"]))
     others = thr.filter(~pl.col("branch").is_in(["E1", "E7", "E8", "E10"]))
@@ -253,6 +271,7 @@ def test_outside_guard_placement_on_the_b_to_a_axis():
 @pytest.mark.parametrize(("scenario", "call", "at_least"), [
     ("threshold", "threshold shift", 0.8), ("content", "policy content", 0.8)])
 def test_simulated_scenarios_meet_the_issue_rates(scenario, call, at_least):
+    # a fixed seed: the counts are deterministic; the bounds are the issue's, with 15 draws
     res = sim.run_simulation(draws=15, seed=1, scenarios=[scenario]).table.row(0, named=True)
     assert res[call] >= at_least
     assert res["capability"] <= 0.05
@@ -260,7 +279,15 @@ def test_simulated_scenarios_meet_the_issue_rates(scenario, call, at_least):
         assert res["policy content"] <= 0.15        # 5 % nominal; 15 draws × 4 cohorts
         assert 0.10 <= res["raw_shift"] <= 0.30     # the shift moves raw rates 10–30 pp
     else:
-        assert 0.08 <= res["raw_shift"] <= 0.14     # a ~10 pp planted content effect
+        assert 0.08 <= res["raw_shift"] <= 0.12     # a ~10 pp planted content effect
+
+
+@pytest.mark.parametrize("scenario", ["noise", "route"])
+def test_no_policy_content_without_content(scenario):
+    # 10 draws × 4 cohorts at a fixed seed; nominal 5 %, 400 draws measure ~1–2 % (README)
+    res = sim.run_simulation(draws=10, seed=2, scenarios=[scenario]).table.row(0, named=True)
+    assert res["policy content"] <= 0.10
+    assert abs(res["raw_shift"]) <= 0.02            # no planted A-vs-B move at 0.5
 
 
 def test_the_report_carries_the_calls_section(tmp_path):

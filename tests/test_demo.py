@@ -43,3 +43,27 @@ def test_bad_option_fails_before_any_work(tmp_path, capsys, option, value, messa
     assert message in err
     assert "Traceback" not in err
     assert not (tmp_path / "w").exists()
+
+
+def test_the_route_matched_controls_train_at_the_three_seeds_of_their_recipes():
+    from guarddiag.demo import demo_plan
+    from guarddiag.train.branches import load_branches
+
+    branches = load_branches()
+    plan = demo_plan(branches, DemoOptions())
+    seeds: dict[str, set[int]] = {}
+    for run in plan:
+        seeds.setdefault(run.branch, set()).add(run.seed)
+    controls = [n for n in branches.names() if branches[n].role == "control"]
+    assert sorted(controls) == ["E1-ctrl", "E10-ctrl", "E7-ctrl"]
+    for name in controls:
+        recipe = branches[name].control_of
+        assert seeds[name] == seeds[recipe] == seeds["reference"] == {42, 43, 44}
+    # each run once; a control after the reference run (same seed) it recalibrates
+    ids = [r.run_id for r in plan]
+    assert len(ids) == len(set(ids))
+    for run in plan:
+        if run.parent is not None:
+            assert ids.index(run.parent) < ids.index(run.run_id)
+    # 2 teachers (fixed seed, once) + 16 students/controls/variants × 3 seeds
+    assert len(plan) == 2 + 16 * 3

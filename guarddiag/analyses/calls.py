@@ -25,7 +25,8 @@ T_A-distilled branch, against the T_B-distilled reference). effect = mean over p
 **Seed noise.** A recipe's variance is its own seed variance where it has ≥ 2 seeds and never
 less than the pooled within-recipe variance s² (a recipe whose seeds agree by chance does not
 shrink the error); a recipe with one seed takes s². Var(effect) = Σ w_k² σ_k² / n_k, with
-Welch–Satterthwaite degrees of freedom. A recipe whose seeds disagree widely (97 / 0 / 8.8 %)
+Welch–Satterthwaite degrees of freedom, never more than the pooled df (every variance term
+rests on the same seed residuals). A recipe whose seeds disagree widely (97 / 0 / 8.8 %)
 thus widens the interval, and an equivalence test cannot pass through it.
 
 **Calls** (level α; each cohort is one test, no correction across benchmarks):
@@ -298,7 +299,9 @@ def contrast(pairs: Sequence[Pair], recipes: Mapping[tuple[str, str], Recipe],
     v = sum(a for a, _ in terms)
     denom = sum(a * a / d for a, d in terms if d > 0)
     df = v * v / denom if denom > 0 else float(df_pool)
-    return Contrast(effect, math.sqrt(v), df)
+    # a recipe's own ss is also in s²: the terms are not independent, and together they rest on
+    # df_pool seed residuals, so Satterthwaite (which adds them as if independent) is capped there
+    return Contrast(effect, math.sqrt(v), min(df, float(df_pool)))
 
 
 def _p_two_sided(c: Contrast) -> float:

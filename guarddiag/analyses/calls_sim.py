@@ -1,9 +1,9 @@
 """Simulations of the calls (:mod:`~guarddiag.analyses.calls`) through the report's own code.
 
 Each draw builds a predictions table at the demo's layout — the bundled branch specs and their
-roles, one size, three seeds of the reference, E1 and E10 and one of every other student and
-control — from per-prompt logits, and runs :func:`~guarddiag.analyses.calls.compute_calls` on it,
-the function the report step calls. Per run: logit = prompt base + run offset N(0, 0.25²)
+roles, one size, every student, control and the reference at the demo's three seeds — from
+per-prompt logits, and runs :func:`~guarddiag.analyses.calls.compute_calls` on it, the function
+the report step calls. Per run: logit = prompt base + run offset N(0, 0.25²)
 + prompt noise N(0, 0.6²) (seed-like noise: a retrained run moves its threshold a little and
 its prompts a little). P(unsafe) = sigmoid(logit), all of it HARMFUL.
 
@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
+import scipy.stats
 
 from guarddiag import stats
 from guarddiag.analyses.calls import CALLS, compute_calls
@@ -34,13 +35,13 @@ from guarddiag.roles import ROLE_COLUMNS
 from guarddiag.train.branches import load_branches
 
 SCENARIOS = ("noise", "threshold", "route", "content")
-THREE_SEEDS = ("reference", "E1", "E10")
-"""The demo's floor recipes (three seeds); every other branch has one."""
 SEEDS = (42, 43, 44)
+"""The demo's seeds: it trains every branch and control at all three (``demo.FLOOR_SEEDS``)."""
 SHIFT = 1.2
 """Logit shift of scenarios (ii) and (iii): raw flag rates move 10–30 pp on most benchmarks."""
-CONTENT_SHIFT = 2.2
-"""Logit rise of scenario (iv) on the A-only category: about 10 pp on its benchmark."""
+CONTENT_SHIFT = 1.7
+"""Logit rise of scenario (iv) on the A-only category: about 10 pp on its benchmark (the
+issue's size for "capability ≤ 5 %" and "policy content ≥ 80 %")."""
 RUN_SD, PROMPT_SD = 0.25, 0.6
 PLANTED = "mixed"
 BENCHMARKS = {  # name: (n prompts, mean base logit, sd, share in the A-only category)
@@ -69,7 +70,7 @@ def demo_layout(rng: np.random.Generator) -> Layout:
         if spec.role == "teacher" or spec.variant_of is not None:
             continue
         roles = spec.roles().model_dump()
-        for seed in (SEEDS if name in THREE_SEEDS else SEEDS[:1]):
+        for seed in SEEDS:
             runs.append((name, seed, roles))
     base, category = {}, {}
     for b, (n, mu, sd, share) in BENCHMARKS.items():
@@ -134,6 +135,15 @@ def exact_overlap(layout: Layout) -> pl.DataFrame:
                         orient="row").with_columns(pl.lit("x").alias("pool_id"))
 
 
+def _interval(k: int, n: int) -> dict[str, float | None]:
+    """95 % Clopper-Pearson interval of k of n (a draw's cohorts share its runs, so the
+    interval is somewhat narrower than the true Monte-Carlo error)."""
+    if n == 0:
+        return {"policy_low": None, "policy_high": None}
+    ci = scipy.stats.binomtest(k, n).proportion_ci(confidence_level=0.95, method="exact")
+    return {"policy_low": float(ci.low), "policy_high": float(ci.high)}
+
+
 @dataclass(frozen=True)
 class SimulationResult:
     """Per scenario, the share of each primary call over the draws."""
@@ -141,7 +151,7 @@ class SimulationResult:
     table: pl.DataFrame
     """scenario, benchmarks (which cohorts are counted), draws, cohorts, one column per call,
     raw_shift (mean A-last − B-last rate at 0.5 on the counted benchmarks, the size of the
-    planted move)."""
+    planted move), policy_low/policy_high (95 % interval of the policy-content share)."""
     seed: int
 
     def to_frame(self) -> pl.DataFrame:
@@ -179,8 +189,9 @@ def run_simulation(*, draws: int = 200, seed: int = 0,
                      "benchmarks": PLANTED if scenario == "content" else "all",
                      "draws": draws, "cohorts": cohorts,
                      **{c: counts[c] / cohorts if cohorts else None for c in CALLS},
-                     "raw_shift": float(np.mean(shifts)) if shifts else None})
+                     "raw_shift": float(np.mean(shifts)) if shifts else None,
+                     **_interval(counts["policy content"], cohorts)})
     schema = {"scenario": pl.String, "benchmarks": pl.String, "draws": pl.Int64,
               "cohorts": pl.Int64, **dict.fromkeys(CALLS, pl.Float64),
-              "raw_shift": pl.Float64}
+              "raw_shift": pl.Float64, "policy_low": pl.Float64, "policy_high": pl.Float64}
     return SimulationResult(pl.DataFrame(rows, schema=schema), seed)

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 import polars as pl
+import scipy.special
 
 from guarddiag.analyses.scores import VAL_BENCHMARK
 from guarddiag.errors import GuarddiagError
@@ -33,6 +34,8 @@ SCORE_SCHEMA = {"run_id": pl.String, "guard_kind": pl.String, "branch": pl.Strin
 THRESHOLD_SCHEMA = {"run_id": pl.String, "branch": pl.String, "size": pl.String,
                     "mapping": pl.String, "n_neutral": pl.Int64, "ffr_05": pl.Float64,
                     "target": pl.Float64, "t_matched": pl.Float64, "ffr_matched": pl.Float64}
+_P_EPS = 1e-12
+"""Scores are clipped to [ε, 1 − ε] before the logit (a saturated 0 or 1 stays finite)."""
 NEUTRAL_NOTE = ("pool val rows that both policies label safe under the mapping: the policies "
                 "agree they should pass, so flags on them are false flags whatever policy a "
                 "run learnt; a run's matched threshold gives it the reference's false-flag "
@@ -51,27 +54,30 @@ def neutral_ids(pool: pl.DataFrame, mapping: BinaryMapping) -> list[str]:
 
 
 def matched_threshold(neutral: np.ndarray, target: float) -> float:
-    """The threshold nearest 0.5 whose false-flag rate on ``neutral`` is the largest one not
-    above ``target``.
+    """The threshold at which ``target`` of the ``neutral`` scores are flagged, by one rule for
+    every run: on the logit scale, the centre of the interval of thresholds that flag exactly j
+    rows for j = target · n, linearly between neighbouring centres where j is fractional.
 
-    Thresholds in (c_{j-1}, c_j] (c the sorted distinct scores) flag the same rows, so the rate
-    sought holds on one such interval; a run whose rate at 0.5 is already that rate keeps 0.5,
-    and where no neutral row may be flagged any threshold above the highest score will do, so
-    the one nearest 0.5 is taken rather than one just above a low maximum."""
-    x = np.sort(np.asarray(neutral, dtype=float))
-    n = x.size
+    A constant logit shift of a run's scores moves this threshold by the same shift, so the
+    rates it gives are unchanged wherever 0.5 falls between the run's scores. (The earlier
+    rule, "the threshold nearest 0.5 flagging at most the target", kept 0.5 for some runs and
+    took an interval's low end for others: a shifted run flagged the prompts inside that
+    interval and an unshifted one did not, a bias the calls read as policy content.) The
+    realised false-flag rate lies between floor(target · n) / n and ceil(target · n) / n (tied
+    scores are flagged together, so ties can push it past). Own code: ``numpy.quantile``
+    interpolates between order statistics on the probability scale, where a shift is not
+    undone."""
+    p = np.sort(np.asarray(neutral, dtype=float))[::-1]
+    n = p.size
     if n == 0:
         raise GuarddiagError("matched_threshold: no neutral rows")
-    c = np.unique(x)
-    rate = (n - np.searchsorted(x, c, side="left")) / n     # flagged share at t = c_j
-    ok = np.flatnonzero(rate <= target + 1e-12)
-    if ok.size == 0:                                         # only above the highest score
-        low, high = float(np.nextafter(c[-1], np.inf)), max(1.0, float(c[-1]))
-    elif ok[0] == 0:
-        low, high = 0.0, float(c[0])
-    else:
-        low, high = float(np.nextafter(c[ok[0] - 1], np.inf)), float(c[ok[0]])
-    return min(max(0.5, low), high)
+    z = scipy.special.logit(np.clip(p, _P_EPS, 1.0 - _P_EPS))
+    top = float(z[0] - z[1]) if n > 1 and z[0] > z[1] else 1.0
+    bottom = float(z[-2] - z[-1]) if n > 1 and z[-2] > z[-1] else 1.0
+    bounds = np.r_[z[0] + top, z, z[-1] - bottom]
+    centres = (bounds[:-1] + bounds[1:]) / 2      # centres[j] flags the j highest rows
+    k = min(max(float(target), 0.0), 1.0) * n
+    return float(scipy.special.expit(np.interp(k, np.arange(n + 1), centres)))
 
 
 def auroc_against(neutral_sorted: np.ndarray, scores: np.ndarray) -> float | None:

@@ -325,14 +325,16 @@ def _register_calls(bench: argparse._SubParsersAction) -> None:
     c = add_parser(
         bench, "calls", help="rates of the report's calls in simulated studies (issue 27)",
         description="Draw predictions tables at the demo's layout (the bundled branch specs,\n"
-                    "three seeds of reference/E1/E10, one of every other branch and control)\n"
+                    "every student, control and the reference at the demo's seeds 42, 43, 44)\n"
                     "under four scenarios and run the report's calls on each: (i) noise, pure\n"
                     "seed noise; (ii) threshold, A-last runs shifted by a constant logit;\n"
                     "(iii) route, every head-only run shifted; (iv) content, A-last logits raised\n"
-                    "on one policy-A-only category. Prints the share of each call of the primary\n"
-                    "cohort (loose, exact-decontaminated, matched threshold) per scenario.\n\n"
-                    "  guarddiag bench calls --draws 200")
-    c.add_argument("--draws", type=int, default=200, help="simulated studies per scenario")
+                    "on one policy-A-only category (about 10 pp). Prints the share of each call\n"
+                    "of the primary cohort (loose, exact-decontaminated, matched threshold) per\n"
+                    "scenario, with the 95 % Clopper-Pearson interval of the policy-content\n"
+                    "share.\n\n"
+                    "  guarddiag bench calls --draws 400")
+    c.add_argument("--draws", type=int, default=400, help="simulated studies per scenario")
     c.add_argument("--seed", type=int, default=0, help="seed of every draw")
     c.add_argument("--scenarios", default="noise,threshold,route,content",
                    help="comma-separated scenarios")
@@ -354,9 +356,10 @@ def _run_bench_calls(args: argparse.Namespace) -> int:
     short = {"policy content": "policy", "threshold shift": "thresh", "route-sensitive": "route",
              "capability": "capab", "undetermined": "undet", "uninformative": "uninf"}
     head = f"{'scenario':<10} {'counted':<8} {'draws':>5} {'cohorts':>7} {'raw Δ@0.5':>9}"
-    print(head + "".join(f" {short[c]:>7}" for c in CALLS))
+    print(head + "".join(f" {short[c]:>7}" for c in CALLS) + "  policy 95 % CI")
     for r in res.table.iter_rows(named=True):
         raw = "" if r["raw_shift"] is None else f"{r['raw_shift'] * 100:+.1f} pp"
         print(f"{r['scenario']:<10} {r['benchmarks']:<8} {r['draws']:>5} {r['cohorts']:>7} "
-              f"{raw:>9}" + "".join(f" {r[c] * 100:>6.1f}%" for c in CALLS))
+              f"{raw:>9}" + "".join(f" {r[c] * 100:>6.1f}%" for c in CALLS)
+              + f"  {r['policy_low'] * 100:.1f}–{r['policy_high'] * 100:.1f} %")
     return 0
