@@ -31,6 +31,7 @@ Example (about 10-25 minutes on 2 CPU cores)::
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,12 +47,13 @@ from guarddiag.guards import profanity
 from guarddiag.guards.callable import CallableGuardAdapter
 from guarddiag.guards.scoring import score_guard
 from guarddiag.pool import build_pool
-from guarddiag.progress import say
 from guarddiag.sorry.mutate import mutate_benchmark, resolve_mutations
 
 if TYPE_CHECKING:
     from guarddiag.train.branches import BranchSet, PlannedRun
     from guarddiag.train.runner import RunSummary
+
+logger = logging.getLogger(__name__)
 
 DEMO_SIZE = "minilm"
 """The pretrained CPU size (frozen all-MiniLM-L6-v2 + a trained MLP body and heads); ``micro``
@@ -105,7 +107,7 @@ def _check_data(data_dir: Path, mirror: str | None) -> None:
         raise GuarddiagError(f"benchmark subset {s.id} in {data_dir} is present but wrong: "
                              f"{s.message}")
     if not available:
-        say(f"demo: no benchmark data in {data_dir}; trying `guarddiag data pull`")
+        logger.info(f"demo: no benchmark data in {data_dir}; trying `guarddiag data pull`")
         try:
             result = pull(ids="all", data_dir=data_dir, mirror=mirror)
         except GuarddiagError as exc:
@@ -122,8 +124,8 @@ def _check_data(data_dir: Path, mirror: str | None) -> None:
             f"them. Point GUARDDIAG_DATA (or --data-dir) at a data directory holding "
             f"benchmarks/ and pools/ (each pinned in its SOURCES.md)")
     unavailable = [s.id for s in status if s.status == "unavailable"]
-    say(f"demo: {len(available)} of {len(status)} study subsets available"
-        + (f" (unavailable, skipped: {', '.join(unavailable)})" if unavailable else ""))
+    logger.info(f"demo: {len(available)} of {len(status)} study subsets available"
+                + (f" (unavailable, skipped: {', '.join(unavailable)})" if unavailable else ""))
 
 
 def _no_data_advice(data_dir: Path, why: str) -> str:
@@ -138,25 +140,25 @@ def _mutate(mutations: tuple[str, ...], *, data_dir: Path, derived_dir: Path) ->
         return
     status = subset_status(data_dir=data_dir, ids=MUTATED_BENCHMARK)[0]
     if status.status != "available":
-        say(f"demo: {MUTATED_BENCHMARK} is {status.status}; no mutations")
+        logger.info(f"demo: {MUTATED_BENCHMARK} is {status.status}; no mutations")
         return
     result = mutate_benchmark(MUTATED_BENCHMARK, mutations=list(mutations), seed=0,
                               data_dir=data_dir, derived_dir=derived_dir)
-    say(f"demo: {len(result.subsets)} mutated subset(s): "
-        + ", ".join(m.subset_id for m in result.subsets))
+    logger.info(f"demo: {len(result.subsets)} mutated subset(s): "
+                + ", ".join(m.subset_id for m in result.subsets))
 
 
 def _score_outside(*, data_dir: Path, work: paths.WorkPaths) -> None:
     if not profanity.available():
-        say(f"demo: {profanity.NAME} is not installed (pip install -e \".[demo]\"); the report "
-            "has no outside guard")
+        logger.info(f"demo: {profanity.NAME} is not installed (pip install -e \".[demo]\"); the "
+                    "report has no outside guard")
         return
     guard = CallableGuardAdapter(function=profanity.moderate, name=profanity.NAME,
                                  batch_size=1024, definition=profanity.DEFINITION)
     result = score_guard(guard, benchmarks="all,derived", runs_dir=work.runs,
                          audit_dir=work.audit, data_dir=data_dir, derived_dir=work.derived)
-    say(f"demo: {profanity.NAME}: {result.n_prompts:,} prompts, {result.n_asked:,} asked, "
-        f"{result.n_reused:,} reused")
+    logger.info(f"demo: {profanity.NAME}: {result.n_prompts:,} prompts, {result.n_asked:,} asked, "
+                f"{result.n_reused:,} reused")
 
 
 def _train(branches: BranchSet, options: DemoOptions, work: paths.WorkPaths
@@ -248,7 +250,7 @@ def run_demo(options: DemoOptions = DemoOptions()) -> DemoResult:
         resolve_mutations(list(options.mutations))
 
     def stage(name: str, step: int) -> float:
-        say(f"demo [{step}/8] {name}")
+        logger.info(f"demo [{step}/8] {name}")
         return time.perf_counter()
 
     t = stage("data check", 1)
@@ -258,7 +260,7 @@ def run_demo(options: DemoOptions = DemoOptions()) -> DemoResult:
     t = stage("pool build", 2)
     pool = build_pool(data_dir=data_dir, out_dir=pool_dir)
     times["pool"] = time.perf_counter() - t
-    say(f"demo: pool {pool.pool.height:,} prompts")
+    logger.info(f"demo: pool {pool.pool.height:,} prompts")
 
     t = stage("contamination audit", 3)
     audit_pool(work.pool, data_dir=data_dir, near_dup=True, templates=True, containment=True,

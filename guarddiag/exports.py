@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,7 +26,8 @@ import yaml
 from guarddiag import data, files
 from guarddiag.audit.outputs import load_decontaminated
 from guarddiag.errors import GuarddiagError
-from guarddiag.progress import say
+
+logger = logging.getLogger(__name__)
 
 __all__ = ["CardResult", "ExportResult", "export_card", "export_decontaminated"]
 
@@ -102,8 +104,8 @@ def export_decontaminated(audit_dir: str | Path, *, out: str | Path,
         datasets.DatasetDict(splits).save_to_disk(str(hf_dir))
     files.write_json({"audit_dir": str(audit_dir), "rows": rows, "sha256": digests},
                      out_dir / "manifest.json")
-    say(f"export: {sum(rows.values()):,} decontaminated prompts of {len(rows)} benchmark(s) "
-        f"→ {out_dir}")
+    logger.info(f"export: {sum(rows.values()):,} decontaminated prompts of {len(rows)} "
+                f"benchmark(s) → {out_dir}")
     return ExportResult(out_dir=out_dir, rows=rows, files=digests, hf_dir=hf_dir)
 
 
@@ -158,5 +160,5 @@ def export_card(report_dir: str | Path, *, out: str | Path | None = None) -> Car
     }}
     path = Path(out) if out is not None else report_dir / "card.yaml"
     files.write_text(yaml.safe_dump(card, sort_keys=False, allow_unicode=True), path)
-    say(f"export: disclosure card → {path}")
+    logger.info(f"export: disclosure card → {path}")
     return CardResult(path=path, card=card)

@@ -1,7 +1,9 @@
-"""Progress bars for long work: shown on a terminal, silent in logs and tests."""
+"""Progress bars for long work (shown on a terminal, silent in logs and tests) and the CLI's
+status lines: every module logs to ``logging.getLogger(__name__)``; the CLI shows them."""
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from collections.abc import Iterable
@@ -25,6 +27,24 @@ def progress(iterable: Iterable[Any] | None = None, *, total: int | None = None,
                 dynamic_ncols=True, leave=False, file=sys.stderr, **kwargs)
 
 
-def say(message: str) -> None:
-    """A status line for the user, on stderr so stdout stays machine-readable."""
-    print(message, file=sys.stderr, flush=True)
+class _CurrentStderr(logging.StreamHandler):
+    # logging.StreamHandler binds the stream it was given; this one writes to whatever
+    # sys.stderr is when a record is emitted, so redirections and pytest's capture see it.
+    @property
+    def stream(self) -> Any:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value: Any) -> None:
+        pass
+
+
+def log_to_stderr(*, level: int = logging.INFO) -> None:
+    """Show guarddiag's log records on stderr as plain lines (what the CLI does; stdout stays
+    machine-readable). Library users configure ``logging`` as they like instead. Idempotent."""
+    logger = logging.getLogger("guarddiag")
+    logger.setLevel(level)
+    if not any(isinstance(h, _CurrentStderr) for h in logger.handlers):
+        handler = _CurrentStderr()
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        logger.addHandler(handler)

@@ -536,3 +536,25 @@ def test_data_list_keeps_the_unavailable_note_on_its_own_line(setup, capsys):
     assert lines[lines.index("user: 1 of 1 subsets available, 30 of 30 prompts") + 1] \
         .startswith(("derived", "unavailable subsets are skipped"))
     assert "unavailable" not in captured.err
+
+
+# ── status lines go through logging: shown by the CLI on stderr, silenced by --quiet ─────────
+
+
+def test_status_lines_are_log_records_on_stderr_and_quiet_silences_them(setup, capsys, caplog):
+    ddir, _ = setup
+    # 12 prompts, fewer than the policy-or-capability test needs (20): the CLI says so on
+    # stderr, never on stdout (which other tools parse).
+    src = write_csv(ddir.parent / "team" / "small.csv", red_team_rows(12))
+    assert add(ddir, src, subset_id="loud") == 0
+    captured = capsys.readouterr()
+    assert "loud has" in captured.err and "it will call it undetermined" in captured.err
+    assert "undetermined" not in captured.out
+    notes = [r for r in caplog.records if r.name == "guarddiag.cli.data"]
+    assert notes and all(r.levelname == "INFO" for r in notes)
+
+    assert cli.main(["--quiet", "--data-dir", str(ddir), "data", "add", str(src), "--id", "hush",
+                     "--text-column", "prompt", "--kind", "harmful"]) == 0
+    captured = capsys.readouterr()
+    assert "undetermined" not in captured.err
+    assert "manifest:" in captured.out

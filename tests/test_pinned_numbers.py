@@ -272,8 +272,8 @@ def test_study_comparison_rows_by_value(scores):
     assert guard["here"] == pytest.approx(0.5 - 0.2)
     assert guard["here_note"] == "20.0% → 50.0%"
     # E1 is the only A-last branch here: copyright .8 .9 .9 (micro) and 1.0 (small).
-    assert here("COPY of A-last branches (E1, E7, E8, E10), lowest run") == pytest.approx(0.8)
-    assert rows["COPY of A-last branches (E1, E7, E8, E10), lowest run"]["here_note"] == (
+    assert here("COPY of the A-last branches, lowest run") == pytest.approx(0.8)
+    assert rows["COPY of the A-last branches, lowest run"]["here_note"] == (
         "4 run(s)")
     assert here("OR-H of A-last branches, highest run") == pytest.approx(0.1)
     # Capability-load CAP benchmarks under the study's rule (load_study, so the row stays
@@ -304,7 +304,7 @@ def test_study_comparison_rows_by_value(scores):
     # (issue 12, item 7: recipe-set vs measured overlap).
     assert rows["exact overlap, jbb_benign"]["here_note"] == (
         "origin unknown (no overlap.parquet or pool meta.json)")
-    assert here("rank test {E1, E7, E8, E10} on copyright") is None
+    assert here("rank test of the A-last group on copyright") is None
     assert here("Δb WildGuard-benign") is None
     assert not [q for q in rows if q.startswith("Spearman")]
 

@@ -96,7 +96,7 @@ def _load_rows(load: BenchmarkLoadResult | None, lt: pl.DataFrame | None, *, sub
 
 def _rank_rows(rank: BranchRankResult | None) -> list[Row]:
     if rank is None:
-        return [_row("rank test {E1, E7, E8, E10} on copyright", "p", 1 / 210, "1/C(10,4)",
+        return [_row("rank test of the A-last group on copyright", "p", 1 / 210, "1/C(10,4)",
                      None)]
     return [_row(f"rank test {{{', '.join(rank.group)}}} on {rank.benchmark} ({size})", "p",
                  1 / 210, "k = 4 of 10 hold the top ranks: 1/C(10,4)", float(test.p_value),
@@ -155,7 +155,7 @@ def _student_rows(scores: ScoresResult, lt: pl.DataFrame | None, *, subset: str,
     a_last = copy.filter(is_a_last())
     orh = students.filter((pl.col("benchmark") == "orbench_hard") & is_a_last())
     rows = [
-        _row("COPY of A-last branches (E1, E7, E8, E10), lowest run", "share", 1.0,
+        _row("COPY of the A-last branches, lowest run", "share", 1.0,
              "all score 100", a_last["score"].min() if a_last.height else None,
              f"{a_last.height} run(s)"),
         _row("OR-H of A-last branches, highest run", "share", 0.068, "3.4–6.8%",

@@ -11,6 +11,7 @@ audit recovers every planted row, and prints wall time and rows/s for the whole
 
 from __future__ import annotations
 
+import logging
 import multiprocessing
 import os
 import resource
@@ -35,8 +36,9 @@ from guarddiag.audit.plan import PassCost, PeakMemory, ScalePlan, cpu_seconds
 from guarddiag.audit.run import audit_pool
 from guarddiag.errors import GuarddiagError
 from guarddiag.figures import paper_style
-from guarddiag.progress import say
 from guarddiag.text import jaccard, normalise, word_set
+
+logger = logging.getLogger(__name__)
 
 EXACT_TARGET_S = 60.0
 NEAR_TARGET_S = 600.0
@@ -234,7 +236,7 @@ def bench_audit(*, rows: int = 1_000_000, near_rows: int = 270_000, threshold: f
     started = time.perf_counter()
     n_synthetic = max(rows, near_rows, contained_rows, 0 if recall_pool else recall_rows)
     if n_synthetic:
-        say(f"bench audit: generating a {n_synthetic:,}-row synthetic pool")
+        logger.info(f"bench audit: generating a {n_synthetic:,}-row synthetic pool")
     pool = synthetic_pool(corpus_texts, bench_texts, rows=n_synthetic, seed=seed,
                           threshold=threshold)
     generate_s = time.perf_counter() - started
@@ -295,7 +297,7 @@ def _time_phase(pool: SyntheticPool, name: str, n: int, *, near: bool, containme
                 threshold: float) -> BenchPhase:
     """One timed ``audit_pool`` run on the first ``n`` synthetic rows, with what it recovered."""
     path = files.write_parquet(pool.frame.head(n), tmp / f"pool-{name}-{n}.parquet")
-    say(f"bench audit: {name} audit of {n:,} rows")
+    logger.info(f"bench audit: {name} audit of {n:,} rows")
     options = {"benchmarks": benchmarks, "data_dir": data_dir, "near_dup": near,
                "threshold": threshold, "out_dir": tmp / f"audit-{name}-{n}", "force": True,
                "containment": containment}
@@ -348,7 +350,7 @@ def _recall(pool: SyntheticPool, bench_texts: list[str], *, recall_pool: str | P
         sample_texts = [t for t in sample.to_list() if t]
     else:
         sample_texts = pool.frame.get_column("text").to_list()
-    say(f"bench audit: near-dup recall vs brute force on {rows:,} rows")
+    logger.info(f"bench audit: near-dup recall vs brute force on {rows:,} rows")
     recall = recall_check(sample_texts, bench_texts, threshold=threshold, rows=rows, seed=seed)
     if figure is not None:
         save_audit_figure(plot_recall(recall), Path(figure).with_suffix(""))

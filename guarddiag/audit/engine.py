@@ -28,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import heapq
 import importlib.util
+import logging
 import multiprocessing
 import os
 import threading
@@ -58,11 +59,12 @@ from guarddiag.audit.shardread import read_task
 from guarddiag.audit.stream import Task
 from guarddiag.audit.template import template_form
 from guarddiag.errors import GuarddiagError
-from guarddiag.progress import say
 from guarddiag.text import words_of_normal_form
 
 if TYPE_CHECKING:
     from guarddiag.audit.options import AuditOptions
+
+logger = logging.getLogger(__name__)
 
 __all__ = ["ENGINES", "ScanSpec", "check_engine", "default_workers", "make_spec", "scan_pool",
            "scan_task"]
@@ -376,8 +378,8 @@ def scan_pool(tasks: list[Task], spec: ScanSpec, *, store: ScanStore,
     done = store.finished()
     pending = [(i, t) for i, t in enumerate(tasks) if i not in done]
     if done:
-        say(f"audit: resuming the scan in {store.folder}: {len(done):,} of {len(tasks):,} "
-            "task(s) already scanned")
+        logger.info(f"audit: resuming the scan in {store.folder}: {len(done):,} of {len(tasks):,} "
+                    "task(s) already scanned")
     mapped: Iterator[tuple[int, TaskFindings]]
     if engine == "local":
         mapped = _local_map(pending, spec, count)
@@ -458,8 +460,8 @@ class _Progress:
         self.last = now
         spent, share = now - self.start, 1 - self.left / max(self.start_left, 1)
         eta = spent / share * (1 - share) if share > 0 else float("nan")
-        say(f"audit: {self.what} {self.count:,}/{len(self.tasks):,} tasks, {self.rows:,} rows "
-            f"in {_clock(spent)}, about {_clock(eta)} left")
+        logger.info(f"audit: {self.what} {self.count:,}/{len(self.tasks):,} tasks, "
+                    f"{self.rows:,} rows in {_clock(spent)}, about {_clock(eta)} left")
 
 
 def _weight(task: Task) -> int:

@@ -3,6 +3,7 @@ memory."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -30,8 +31,9 @@ from guarddiag.audit.result import (
 )
 from guarddiag.audit.template import MIN_FIXED_WORDS, template_matches
 from guarddiag.errors import GuarddiagError
-from guarddiag.progress import say
 from guarddiag.text import jaccard, normalise, words_of_normal_form
+
+logger = logging.getLogger(__name__)
 
 __all__ = ["KINDS", "TWIN_JACCARD", "attribute_twins", "audit_frames", "stricter_for_short"]
 
@@ -81,7 +83,7 @@ def audit_frames(pool_ids: Sequence[str], pool_texts: Sequence[str],
     bench_ids, bench_texts = _benchmark_columns(benchmarks)
     index = index_forms(bench_texts)
 
-    say(f"audit: normalising {len(pool_texts):,} pool rows")
+    logger.info(f"audit: normalising {len(pool_texts):,} pool rows")
     pool_forms = [normalise(t) for t in pool_texts]
     matches: list[Match] = exact_matches(index, pool_forms)
     if near_dup:
@@ -89,8 +91,8 @@ def audit_frames(pool_ids: Sequence[str], pool_texts: Sequence[str],
             near_matches(index.forms, pool_forms, threshold=threshold), index.forms,
             short_words=short_words, short_threshold=short_threshold)
     if containment:
-        say(f"audit: containment of {len(index.forms):,} benchmark texts in "
-            f"{len(pool_forms):,} pool rows")
+        logger.info(f"audit: containment of {len(index.forms):,} benchmark texts in "
+                    f"{len(pool_forms):,} pool rows")
         matches += contained_matches(
             index_containment(index.forms, threshold=containment_threshold,
                               short_words=short_words), pool_forms)
@@ -100,7 +102,7 @@ def audit_frames(pool_ids: Sequence[str], pool_texts: Sequence[str],
         (b, row, KINDS.index(kind), p, similarity)
         for key, p, kind, similarity in matches for b, row in index.members[key]]
     if templates:
-        say(f"audit: template forms of {len(pool_texts):,} pool rows")
+        logger.info(f"audit: template forms of {len(pool_texts):,} pool rows")
         exact = {(b, row) for b, row, kind, _, _ in expanded if kind == 0}
         expanded += [(b, row, 2, p, similarity) for b, row, p, similarity
                      in template_matches(bench_texts, pool_texts, pool_forms,

@@ -20,14 +20,16 @@ keeps the candidate set small without changing the result.
 
 from __future__ import annotations
 
+import logging
 import math
 from collections import Counter, defaultdict
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from guarddiag.errors import GuarddiagError
-from guarddiag.progress import say
 from guarddiag.text import words_of_normal_form
+
+logger = logging.getLogger(__name__)
 
 _EPS = 1e-9
 """Slack on ⌈t·n⌉ so float rounding can only lengthen a prefix (more candidates, never a miss)."""
@@ -134,8 +136,8 @@ def near_matches(forms: Sequence[str], pool_forms: Sequence[str], *, threshold: 
     ``threshold`` with benchmark normal form ``forms[key]``; equal forms are exact overlaps and
     left out. Pool rows with the same normal form are joined once and share their matches."""
     unique_forms = list(dict.fromkeys(f for f in pool_forms if f))
-    say(f"audit: near-duplicate join of {len(unique_forms):,} distinct pool texts × "
-        f"{len(forms):,} benchmark texts (word-set Jaccard ≥ {threshold:g})")
+    logger.info(f"audit: near-duplicate join of {len(unique_forms):,} distinct pool texts × "
+                f"{len(forms):,} benchmark texts (word-set Jaccard ≥ {threshold:g})")
     pairs = similar_pairs([frozenset(words_of_normal_form(f)) for f in forms],
                           [frozenset(words_of_normal_form(f)) for f in unique_forms],
                           threshold=threshold)

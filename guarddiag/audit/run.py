@@ -12,6 +12,7 @@ in ``<out>/.scan`` (:mod:`guarddiag.audit.scanstore`); the rerun scans only the 
 from __future__ import annotations
 
 import hashlib
+import logging
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -38,7 +39,8 @@ from guarddiag.audit.scanstore import PoolScan, ScanStore
 from guarddiag.audit.stream import TASK_BYTES, Shard, Task, find_shards, plan_tasks, pool_digest
 from guarddiag.audit.template import template_form
 from guarddiag.errors import GuarddiagError
-from guarddiag.progress import say
+
+logger = logging.getLogger(__name__)
 
 __all__ = ["SCAN_FOLDER", "audit_pool"]
 
@@ -87,8 +89,8 @@ def audit_pool(pool: str | Path, options: AuditOptions | None = None, *,
     if not force:
         cached = load_if_current(out_dir, key)
         if cached is not None:
-            say(f"audit: {out_dir} is up to date with this pool and these benchmarks "
-                "(use --force to recompute)")
+            logger.info(f"audit: {out_dir} is up to date with this pool and these benchmarks "
+                        "(use --force to recompute)")
             return cached
 
     if keep is not None:
@@ -96,7 +98,7 @@ def audit_pool(pool: str | Path, options: AuditOptions | None = None, *,
     # A failed run must not leave the previous run's summary vouching for this folder.
     _forget_finished(out_dir)
     tasks = plan_tasks(shards)
-    _say_unresumable(shards)
+    _log_unresumable(shards)
     frame_options: dict[str, Any] = {
         "near_dup": opts.near_dup, "threshold": threshold, "short_words": opts.short_words,
         "short_threshold": short_threshold, "drop_near": opts.drop_near,
@@ -137,17 +139,17 @@ def _key_options(opts: AuditOptions, *, threshold: float, short_threshold: float
     return options
 
 
-def _say_unresumable(shards: list[Shard]) -> None:
+def _log_unresumable(shards: list[Shard]) -> None:
     """Up front: a big compressed shard is one task (a gzip or zstd stream cannot be entered in
     the middle), so a killed run starts it over; say how to make it resumable."""
     big = [s.path for s in shards if s.path.endswith((".gz", ".zst"))
            and Path(s.path).stat().st_size > TASK_BYTES // 4]
     if big:
         name = big[0] if len(big) == 1 else f"{len(big)} compressed shards ({big[0]}, ...)"
-        say(f"audit: {name}: a compressed shard is scanned as one task, so a killed run starts "
-            "it over; to make the scan resumable, decompress it (plain .jsonl is split into "
-            "64 MB parts) or split it into shards, e.g. `zcat corpus.jsonl.gz | split -l "
-            "500000 -d --additional-suffix=.jsonl - corpus/part-`")
+        logger.info(f"audit: {name}: a compressed shard is scanned as one task, so a killed run "
+                    "starts it over; to make the scan resumable, decompress it (plain .jsonl is "
+                    "split into 64 MB parts) or split it into shards, e.g. `zcat corpus.jsonl.gz | "
+                    "split -l 500000 -d --additional-suffix=.jsonl - corpus/part-`")
 
 
 def _write_outputs(result: AuditResult, out_dir: Path, *, keep: merge.PreviousAudit | None,
@@ -232,13 +234,14 @@ def _scan_and_audit(shards: list[Shard], tasks: list[Task], store: ScanStore,
     if scan.rows == 0:
         raise GuarddiagError(f"{shards[0].path if len(shards) == 1 else 'the pool shards'}: "
                              "the pool has no rows")
-    say(f"audit: scanned {scan.rows:,} pool rows in {len(shards):,} shard(s), {len(tasks):,} "
-        f"task(s), {opts.engine} engine ({scan.python_rows:,} rows normalised by the Python "
-        f"path); {len(scan.ids):,} {'texts' if opts.nested else 'rows'} can match")
+    logger.info(f"audit: scanned {scan.rows:,} pool rows in {len(shards):,} shard(s), "
+                f"{len(tasks):,} task(s), {opts.engine} engine ({scan.python_rows:,} rows "
+                f"normalised by the Python path); {len(scan.ids):,} "
+                f"{'texts' if opts.nested else 'rows'} can match")
     counts = _field_counts(scan, opts)
     if scan.surrogates:
-        say(f"audit: replaced {scan.surrogates:,} lone surrogate(s) (a \\ud800-style escape "
-            "with no pair) by U+FFFD")
+        logger.info(f"audit: replaced {scan.surrogates:,} lone surrogate(s) (a \\ud800-style "
+                    "escape with no pair) by U+FFFD")
     result = audit_frames(scan.ids, scan.texts, frames, pool_fields=scan.fields,
                           **frame_options)
     return replace(result, pool_rows=scan.rows, fields=counts, surrogates=scan.surrogates)
@@ -256,8 +259,8 @@ def _field_counts(scan: PoolScan, opts: AuditOptions) -> dict[str, dict[str, int
                         "with_text": scan.rows - missing - empty}
         note = (" — in no row at all: check the path" if missing == scan.rows and scan.rows
                 else "")
-        say(f"audit: field {name}: text in {scan.rows - missing - empty:,} rows; skipped "
-            f"{missing:,} rows missing it (absent or null) and {empty:,} empty{note}")
+        logger.info(f"audit: field {name}: text in {scan.rows - missing - empty:,} rows; skipped "
+                    f"{missing:,} rows missing it (absent or null) and {empty:,} empty{note}")
     return counts
 
 

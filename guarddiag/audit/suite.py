@@ -36,6 +36,7 @@ scored on its row id, so a prompt planted in an answer is found only by auditing
 from __future__ import annotations
 
 import json
+import logging
 import re
 import tempfile
 import time
@@ -52,8 +53,9 @@ from guarddiag import data, files
 from guarddiag.audit.run import audit_pool
 from guarddiag.audit.template import template_form
 from guarddiag.errors import GuarddiagError
-from guarddiag.progress import say
 from guarddiag.text import normalise
+
+logger = logging.getLogger(__name__)
 
 __all__ = ["SUITE_KINDS", "KindScore", "PlantedCase", "SuiteResult", "plant_suite",
            "run_suite", "score_suite"]
@@ -489,7 +491,7 @@ def run_suite(*, benchmarks: str | Sequence[str] = "all", data_dir: str | Path |
                     for name, frame in bench_set.frames.items()
                     for pid, text in frame.select("prompt_id", "text").iter_rows()}
     texts = [t for f in bench_set.frames.values() for t in f.get_column("text").to_list()]
-    say(f"audit suite: planting {cases} cases per kind in {background:,} background rows")
+    logger.info(f"audit suite: planting {cases} cases per kind in {background:,} background rows")
     pool = plant_suite(texts, cases=cases, background=background, seed=seed)
     with tempfile.TemporaryDirectory(prefix="guarddiag-suite-", dir=work_dir) as tmp:
         layout_options: dict[str, Any] = {}

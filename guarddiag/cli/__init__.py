@@ -9,6 +9,7 @@ Heavy libraries (torch, transformers, matplotlib) are imported inside handlers, 
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 from collections.abc import Mapping, Sequence
@@ -54,6 +55,8 @@ def build_parser() -> argparse.ArgumentParser:
     from guarddiag import __version__
 
     parser.add_argument("--version", action="version", version=f"guarddiag {__version__}")
+    parser.add_argument("-q", "--quiet", action="store_true",
+                        help="status lines on stderr only for warnings and errors")
     parser.add_argument(
         "--data-dir", default=None, metavar="DIR",
         help="public data directory holding benchmarks/ and pools/ "
@@ -115,6 +118,9 @@ def work_paths_from(args: argparse.Namespace) -> WorkPaths:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    from guarddiag.progress import log_to_stderr
+
+    log_to_stderr(level=logging.WARNING if getattr(args, "quiet", False) else logging.INFO)
     try:
         return int(args.handler(args) or 0)
     except GuarddiagError as exc:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -12,6 +13,8 @@ from guarddiag.paths import resolve_data_dir
 
 if TYPE_CHECKING:
     from guarddiag.audit.options import AuditOptions
+
+logger = logging.getLogger(__name__)
 
 # Handlers import their stage package (polars) and guarddiag.progress (tqdm) when they run:
 # every sub-command module is imported to build the parser, and `guarddiag --help` stays fast.
@@ -273,7 +276,6 @@ def audit_options_from(args: argparse.Namespace) -> AuditOptions:
 def _run_audit(args: argparse.Namespace) -> int:
     from guarddiag.audit import audit_pool
     from guarddiag.audit.gate import check_gate
-    from guarddiag.progress import say
 
     paths = work_paths_from(args)
     out = args.out if args.out is not None else paths.audit
@@ -281,8 +283,8 @@ def _run_audit(args: argparse.Namespace) -> int:
     result = audit_pool(paths.pool, options, out_dir=out, force=args.force,
                         data_dir=resolve_data_dir(args.data_dir), derived_dir=paths.derived)
     print(result.render())
-    say(f"audit: wrote {out}/ (rows_to_remove.parquet/.jsonl, overlap.parquet, "
-        "decontaminated/, summary.json, overlap.png, overlap.pdf, meta.json)")
+    logger.info(f"audit: wrote {out}/ (rows_to_remove.parquet/.jsonl, overlap.parquet, "
+                "decontaminated/, summary.json, overlap.png, overlap.pdf, meta.json)")
     gate = check_gate(result, options)
     if not gate.passed:
         for failure in gate.failures:

@@ -14,11 +14,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 from typing import Any
 
 from guarddiag.cli import add_parser, add_work_paths, work_paths_from
 from guarddiag.paths import resolve_data_dir
+
+logger = logging.getLogger(__name__)
 
 # Handlers import their stage package (polars) and guarddiag.progress (tqdm) when they run:
 # every sub-command module is imported to build the parser, and `guarddiag --help` stays fast.
@@ -197,11 +200,10 @@ def _run_list(args: argparse.Namespace) -> int:
 
 def _run_pull(args: argparse.Namespace) -> int:
     from guarddiag import data
-    from guarddiag.progress import say
 
     result = data.pull(ids=args.ids, data_dir=args.data_dir, mirror=args.mirror,
                        timeout=args.timeout)
-    say(f"data directory: {result.data_dir}")
+    logger.info(f"data directory: {result.data_dir}")
     for f in result.files:
         if f.status == "present":
             detail = "sha256 ok" if f.verified else (f.message or "")
@@ -221,7 +223,6 @@ def _run_add(args: argparse.Namespace) -> int:
     from guarddiag import data
     from guarddiag.analyses.loadtest import MIN_PROMPTS
     from guarddiag.errors import GuarddiagError
-    from guarddiag.progress import say
 
     common = {"subset_id": args.subset_id, "text_column": args.text_column,
               "category_column": args.category_column, "id_column": args.id_column,
@@ -255,13 +256,13 @@ def _run_add(args: argparse.Namespace) -> int:
               f"{result.file} ({result.format}, sha256 {result.sha256[:12]}…)")
         print(f"manifest: {result.manifest_path}")
         if result.rows < MIN_PROMPTS:
-            say(f"{result.subset_id} has {result.rows} prompts: the report's policy-or-"
-                f"capability test needs {MIN_PROMPTS}, so it will call it undetermined")
+            logger.info(f"{result.subset_id} has {result.rows} prompts: the report's policy-or-"
+                        f"capability test needs {MIN_PROMPTS}, so it will call it undetermined")
     first = results[0][1]
     default_root = data.user_manifests_root(data_dir=resolve_data_dir(args.data_dir))
     if first.manifest_path.parent.resolve() != default_root.resolve():
-        say(f"other commands read this folder when {data.USER_MANIFESTS_ENV}="
-            f"{first.manifest_path.parent} is set")
+        logger.info(f"other commands read this folder when {data.USER_MANIFESTS_ENV}="
+                    f"{first.manifest_path.parent} is set")
     ids = ",".join(r.subset_id for _, r in results)
     print(f"use it: guarddiag audit --benchmarks {ids}; in Python: "
           f"guarddiag.data.load_benchmark({first.subset_id!r})")

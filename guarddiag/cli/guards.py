@@ -15,8 +15,11 @@ Examples::
 from __future__ import annotations
 
 import argparse
+import logging
 
 from guarddiag.cli import add_parser, add_work_paths, work_paths_from
+
+logger = logging.getLogger(__name__)
 
 
 def register(sub: argparse._SubParsersAction, bench: argparse._SubParsersAction) -> None:
@@ -188,7 +191,6 @@ def _run_score(args: argparse.Namespace) -> int:
     from guarddiag.guards.registry import ADAPTERS, get_adapter
     from guarddiag.guards.scoring import UNSAFE_CUTOFF, score_guard
     from guarddiag.paths import resolve_data_dir
-    from guarddiag.progress import say
 
     paths = work_paths_from(args)
     kind = args.adapter
@@ -237,14 +239,14 @@ def _run_score(args: argparse.Namespace) -> int:
                              training_text_column=args.training_text_column)
     finally:
         adapter.close()
-    say(f"guard {result.name}: {result.n_prompts} prompts, {result.n_asked} asked, "
-        f"{result.n_reused} reused, {result.n_failed} failed")
+    logger.info(f"guard {result.name}: {result.n_prompts} prompts, {result.n_asked} asked, "
+                f"{result.n_reused} reused, {result.n_failed} failed")
     for note in result.notes:
-        say(note)
+        logger.info(note)
     if result.training is not None:
         t = result.training
-        say(f"own decontamination: {t['rows']} training prompt(s) of {t['file']} audited; "
-            + ", ".join(f"{b} keeps {c['n_kept']} of {c['n']}"
+        logger.info(f"own decontamination: {t['rows']} training prompt(s) of {t['file']} audited; "
+                    + ", ".join(f"{b} keeps {c['n_kept']} of {c['n']}"
                         for b, c in sorted(t["benchmarks"].items())))
     col = f"pct_unsafe_{result.mapping}"
     print(f"guard/{result.name}  ({result.table_path})")

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import logging
 
 from guarddiag.cli import add_parser
 from guarddiag.labels import CLASSES
 from guarddiag.paths import resolve_data_dir, work_paths
+
+logger = logging.getLogger(__name__)
 
 # Handlers import their stage package (polars) and guarddiag.progress (tqdm) when they run:
 # every sub-command module is imported to build the parser, and `guarddiag --help` stays fast.
@@ -49,13 +52,12 @@ def _pct(x: float | None) -> str:
 
 def _run_build(args: argparse.Namespace) -> int:
     from guarddiag.pool import build_pool
-    from guarddiag.progress import say
 
     data_dir = resolve_data_dir(getattr(args, "data_dir", None))
     out = args.out if args.out is not None else work_paths().pool.parent
     result = build_pool(recipe=args.recipe, data_dir=data_dir, out_dir=out, seed=args.seed)
-    say(f"pool: wrote {result.pool_path}, {result.agreement_path.name}, "
-        f"{result.meta_path.name}")
+    logger.info(f"pool: wrote {result.pool_path}, {result.agreement_path.name}, "
+                f"{result.meta_path.name}")
 
     splits = result.split_counts()
     n_other = int((result.pool["lang"] != "en").sum())

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -11,6 +12,8 @@ from pathlib import Path
 from guarddiag.cli import add_parser, add_work_paths, work_paths_from
 from guarddiag.cli.bench import add_device
 from guarddiag.errors import GuarddiagError
+
+logger = logging.getLogger(__name__)
 
 _BALANCE = """\
 Which harms each benchmark tests. Every subset's own categories (HarmBench semantic categories,
@@ -169,7 +172,6 @@ def _print_rows(header: Sequence[str], rows: Sequence[Sequence[object]]) -> None
 
 
 def _run_balance(args: argparse.Namespace) -> int:
-    from guarddiag.progress import say
     from guarddiag.sorry.outputs import run_balance
 
     paths = work_paths_from(args)
@@ -197,23 +199,22 @@ def _run_balance(args: argparse.Namespace) -> int:
             print(f"  {b.benchmark}: {shares}")
     for b in run.result.benchmarks:
         if b.unmapped_values:
-            say(f"note: {b.benchmark}: {b.n_unmapped} prompt(s) with categories not in the map "
-                f"({', '.join(b.unmapped_values[:5])})")
+            logger.info(f"note: {b.benchmark}: {b.n_unmapped} prompt(s) with categories not in "
+                        f"the map ({', '.join(b.unmapped_values[:5])})")
     for u in run.unavailable:
-        say(f"skipped (unavailable): {u}")
-    say(f"wrote {len(run.files)} files to {run.files[0].parent}")
+        logger.info(f"skipped (unavailable): {u}")
+    logger.info(f"wrote {len(run.files)} files to {run.files[0].parent}")
     return 0
 
 
 def _run_mutate(args: argparse.Namespace) -> int:
-    from guarddiag.progress import say
     from guarddiag.sorry.mutate import mutate_benchmark, resolve_mutations
 
     chosen = resolve_mutations(args.mutations)  # unknown names fail before a model loads
     generator = None
     if args.generator is not None:
         if all(m.deterministic for m in chosen):
-            say("note: --generator is not used by deterministic mutations")
+            logger.info("note: --generator is not used by deterministic mutations")
         else:
             from guarddiag.guards.backends import make_generator
 
@@ -234,8 +235,8 @@ def _run_mutate(args: argparse.Namespace) -> int:
                   f"{s.passthrough_prompts} prompt(s) with characters Morse passes through"
                   if s.passthrough_prompts else ""] for s in result.subsets])
     if result.subsets:
-        say(f"wrote {len(result.subsets)} derived subset(s) to "
-            f"{result.subsets[0].manifest_path.parent}")
+        logger.info(f"wrote {len(result.subsets)} derived subset(s) to "
+                    f"{result.subsets[0].manifest_path.parent}")
     return 0
 
 
@@ -273,7 +274,6 @@ def _run_judge_eval(args: argparse.Namespace) -> int:
 
 
 def _run_jaccard(args: argparse.Namespace) -> int:
-    from guarddiag.progress import say
     from guarddiag.sorry.outputs import run_jaccard
 
     paths = work_paths_from(args)
@@ -282,8 +282,8 @@ def _run_jaccard(args: argparse.Namespace) -> int:
                       derived_dir=paths.derived, out_dir=args.out or paths.sorry / "jaccard",
                       figure=not args.no_figure)
     if run.pool_path is None:
-        say(f"note: no pool ({paths.pool} absent): the pool columns are empty; "
-            "pass --pool FILE")
+        logger.info(f"note: no pool ({paths.pool} absent): the pool columns are empty; "
+                    "pass --pool FILE")
     s = run.profile.summary
     _print_rows(["benchmark", "n", "mean_pool", "median_pool", "p90_pool", ">=0.5_pool",
                  "mean_other", "median_other", "p90_other", ">=0.5_other", "=1_other"],
@@ -292,8 +292,8 @@ def _run_jaccard(args: argparse.Namespace) -> int:
                   r["share_ge_0.5_other"], r["share_eq_1_other"]]
                  for r in s.iter_rows(named=True)])
     for u in run.unavailable:
-        say(f"skipped (unavailable): {u}")
-    say(f"wrote {len(run.files)} files to {run.files[0].parent}")
+        logger.info(f"skipped (unavailable): {u}")
+    logger.info(f"wrote {len(run.files)} files to {run.files[0].parent}")
     return 0
 
 

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -45,8 +46,10 @@ import polars as pl
 from guarddiag import files
 from guarddiag.errors import GuarddiagError
 from guarddiag.guards.backends import Generation, TextGenerator, make_generator, repair_jsonl_tail
-from guarddiag.progress import progress, say
+from guarddiag.progress import progress
 from guarddiag.spec import Problems, check_keys, load_yaml_mapping
+
+logger = logging.getLogger(__name__)
 
 ROUNDS: tuple[str, ...] = ("harmful", "boundary", "compound")
 
@@ -494,7 +497,7 @@ def _finish(out: Path, prompts: pl.DataFrame, spec: Committee, log: _VoteLog, ru
     }, out / "summary.json")
     files.write_meta(out, inputs=inputs, seed=spec.seed, committee=spec.describe(), run=run_fp)
     if counters["unanswered"]:
-        say(f"{counters['unanswered']} vote request(s) failed; rerun to ask for them again")
+        logger.info(f"{counters['unanswered']} vote request(s) failed; rerun to ask for them again")
     return LabelResult(out_dir=out, labels=labels, rounds=tuple(stats),
                        n_asked=counters["asked"], n_reused=counters["reused"],
                        n_unanswered=counters["unanswered"])

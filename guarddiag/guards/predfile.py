@@ -23,6 +23,7 @@ safe) and counted; a selected benchmark with no row at all is not scored.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -34,8 +35,9 @@ from guarddiag.files import read_table, sha256_file
 from guarddiag.guards.base import ClassProbs, GuardAdapter, GuardVerdict, one_hot, slug
 from guarddiag.guards.classifier import load_label_map
 from guarddiag.labels import CLASSES, PROB_COLUMNS
-from guarddiag.progress import say
 from guarddiag.text import normalise
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_LABELS: dict[str, str] = {
     **{name.lower(): name for name in CLASSES},
@@ -176,12 +178,12 @@ class PredictionsFileAdapter(GuardAdapter):
         covered = {b for b, _ in self._lookup}
         absent = sorted(set(frames) - covered)
         if absent:
-            say(f"{self.path}: no rows for benchmark(s) {', '.join(absent)}; not scored")
+            logger.info(f"{self.path}: no rows for benchmark(s) {', '.join(absent)}; not scored")
         for bench in sorted(covered):
             missing = frames[bench].height - sum(1 for b, _ in self._lookup if b == bench)
             if missing:
-                say(f"{self.path}: {missing} of {frames[bench].height} prompt(s) of {bench} are "
-                    f"not in the file; they are recorded as failed")
+                logger.info(f"{self.path}: {missing} of {frames[bench].height} prompt(s) of "
+                            f"{bench} are not in the file; they are recorded as failed")
         return {b: f for b, f in frames.items() if b in covered}
 
     def _match_ids(self, frames: dict[str, pl.DataFrame], known: set[str]) -> None:
@@ -218,20 +220,20 @@ class PredictionsFileAdapter(GuardAdapter):
                                      f"{', '.join(owners)}; add a benchmark column")
             self._lookup[(owners[0], key)] = (row_no, verdict)
         if ignored:
-            say(f"{self.path}: {ignored} row(s) of benchmarks not selected were ignored")
-        self._say_skipped(unmatched)
+            logger.info(f"{self.path}: {ignored} row(s) of benchmarks not selected were ignored")
+        self._log_skipped(unmatched)
 
     def _no_match(self, message: str) -> None:
         """A row that matches no selected prompt: the error itself under ``strict``."""
         if self.strict:
             raise GuarddiagError(message)
 
-    def _say_skipped(self, unmatched: list[tuple[int, str]]) -> None:
+    def _log_skipped(self, unmatched: list[tuple[int, str]]) -> None:
         if unmatched:
             row_no, why = unmatched[0]
-            say(f"{self.path}: {len(unmatched)} row(s) match no prompt of the selected "
-                f"benchmarks (first at row {row_no}: {why}); skipped (--strict makes this an "
-                f"error)")
+            logger.info(f"{self.path}: {len(unmatched)} row(s) match no prompt of the selected "
+                        f"benchmarks (first at row {row_no}: {why}); skipped (--strict makes "
+                        f"this an error)")
 
     def _match_text(self, frames: dict[str, pl.DataFrame]) -> None:
         exact: dict[str, tuple[int, GuardVerdict]] = {}
@@ -251,7 +253,7 @@ class PredictionsFileAdapter(GuardAdapter):
         if unused:
             self._no_match(f"{self.path}: {len(unused)} row(s) match no prompt of the "
                            f"selected benchmarks (first at row {unused[0]})")
-            self._say_skipped([(unused[0], "text matches no selected prompt"),
+            self._log_skipped([(unused[0], "text matches no selected prompt"),
                                *((r, "") for r in unused[1:])])
 
     def score_prompts(self, frame: pl.DataFrame) -> list[GuardVerdict]:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -42,7 +43,9 @@ from guarddiag.guards.own_decontam import own_audit, read_training, with_own_fla
 from guarddiag.guards.responses import RESPONSE, with_responses
 from guarddiag.labels import CLASSES, PROB_COLUMNS, get_mapping
 from guarddiag.predictions import validate
-from guarddiag.progress import progress, say
+from guarddiag.progress import progress
+
+logger = logging.getLogger(__name__)
 
 RUN_PREFIX = "guard/"
 UNSAFE_CUTOFF = 0.5
@@ -182,8 +185,8 @@ def _open_log(raw_path: Path, fp: str, *, name: str, resumable: bool,
         raw_path.unlink(missing_ok=True)
     log = _load_raw(raw_path, fp, forget=rescore)
     if log.stale:
-        say(f"{name}: the guard changed since {sum(log.stale.values())} answer(s) were "
-            f"computed (identity {', '.join(sorted(log.stale))} → {fp}); not reusing them")
+        logger.info(f"{name}: the guard changed since {sum(log.stale.values())} answer(s) were "
+                    f"computed (identity {', '.join(sorted(log.stale))} → {fp}); not reusing them")
     return log.done
 
 
@@ -231,7 +234,7 @@ def _select_inputs(adapter: GuardAdapter, name: str, *, benchmarks: str | Sequen
         benchmark_sha256 = bset.sha256
         unavailable = tuple(s.id for s in bset.unavailable)
         for status in bset.unavailable:
-            say(f"skipping {status.id}: unavailable ({status.message})")
+            logger.info(f"skipping {status.id}: unavailable ({status.message})")
         manifests = data.load_manifests(derived_dir=derived_dir, data_dir=data_dir)
         known = list(manifests)
     if not frames:
@@ -446,8 +449,8 @@ def score_guard(adapter: GuardAdapter, *, benchmarks: str | Sequence[str] = "all
                for b in sorted(inputs.frames)}
     pending, n_reused = _unanswered(ordered, done, pairs=adapter.input == PROMPT_RESPONSE)
     if n_reused:
-        say(f"{name}: reusing {n_reused} answer(s) from {raw_path} (identity {fp}; "
-            f"rescore=True / --rescore asks again)")
+        logger.info(f"{name}: reusing {n_reused} answer(s) from {raw_path} (identity {fp}; "
+                    f"rescore=True / --rescore asks again)")
     n_asked = _ask(adapter, name, pending, fp=fp, raw_path=raw_path, done=done,
                    chunk_size=max(1, int(chunk_size or adapter.chunk_size)), n_reused=n_reused,
                    pairs=adapter.input == PROMPT_RESPONSE)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import json
+import logging
 import math
 import os
 import time
@@ -38,7 +39,8 @@ from guarddiag.files import sha256_file
 from guarddiag.model.guard import load_pretrained_encoder
 from guarddiag.model.tokenizer import GuardTokenizer, pretrained_tokenizer
 from guarddiag.model.weights import load_weights, save_weights
-from guarddiag.progress import say
+
+logger = logging.getLogger(__name__)
 
 STATES_ENV = "GUARDDIAG_STATES"
 DEFAULT_STATES_DIR = Path.home() / ".cache" / "guarddiag" / "states"
@@ -211,8 +213,8 @@ class FrozenEncoder:
                 if on_progress is not None:
                     on_progress(start + len(part), len(keys))
             rate = len(keys) / max(time.monotonic() - t0, 1e-9)
-            say(f"encoder states: {len(keys):,} prompt(s) embedded ({rate:.0f}/s, "
-                f"{self.numeric}), {len(digests) - len(keys):,} read from the cache")
+            logger.info(f"encoder states: {len(keys):,} prompt(s) embedded ({rate:.0f}/s, "
+                        f"{self.numeric}), {len(digests) - len(keys):,} read from the cache")
         return cache.get(digests)
 
 

@@ -8,6 +8,7 @@ order wins). Outputs, each written atomically: ``pool.parquet`` (:data:`POOL_SCH
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -43,7 +44,8 @@ from guarddiag.pool.synthetic import (
     read_titles,
     read_wrappers,
 )
-from guarddiag.progress import say
+
+logger = logging.getLogger(__name__)
 
 __all__ = ["PoolResult", "build_pool", "load_pool"]
 
@@ -159,7 +161,7 @@ def _natural_rows(rec: Recipe, data_dir: Path, seed: int, *, digests: dict[str, 
             label_row(row, rec, unmapped, ids[i])
             natural.append(row)
         counts[sid] = {"read": got.n_raw, "empty_skipped": got.n_empty, "sampled": len(picked)}
-        say(f"pool: {sid}: {len(picked)} of {got.frame.height} rows")
+        logger.info(f"pool: {sid}: {len(picked)} of {got.frame.height} rows")
     return natural
 
 

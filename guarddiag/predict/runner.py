@@ -3,6 +3,7 @@ predictions table (schema: :mod:`guarddiag.predictions`)."""
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -25,7 +26,7 @@ from guarddiag.pool.table import Pool, read_pool
 from guarddiag.predict.baseline import default_baselines, score_baselines, teacher_rows_of_runs
 from guarddiag.predict.options import PredictOptions
 from guarddiag.predict.score import POOL_VAL, ScoringInput, score_frame
-from guarddiag.progress import progress, say
+from guarddiag.progress import progress
 from guarddiag.roles import ROLE_COLUMNS, BranchRoles
 from guarddiag.runs import (
     META_FILE,
@@ -37,6 +38,8 @@ from guarddiag.runs import (
     read_run_meta,
 )
 from guarddiag.typed import validate
+
+logger = logging.getLogger(__name__)
 
 
 def scoring_inputs(*, pool_path: Path, benchmarks: str | Sequence[str], data_dir: Path | None,
@@ -107,10 +110,11 @@ def predict_runs(options: PredictOptions | None = None, **fields: Any) -> Predic
         pool_path=o.pool_path, benchmarks=benchmarks, data_dir=data_dir,
         derived_dir=derived_dir)
     n_prompts = sum(len(i.texts) for i in inputs)
-    say(f"scoring {len(run_dirs)} run(s) on {len(inputs)} subset(s), {n_prompts} prompts each"
-        + (f"; unavailable: {', '.join(unavailable)}" if unavailable else ""))
+    logger.info(f"scoring {len(run_dirs)} run(s) on {len(inputs)} subset(s), "
+                f"{n_prompts} prompts each"
+                + (f"; unavailable: {', '.join(unavailable)}" if unavailable else ""))
 
-    say(describe_device(dev, spec=device))
+    logger.info(describe_device(dev, spec=device))
     metas = {d: read_run_meta(d) for d in run_dirs}
     if threads is None:
         threads = auto_threads(m.size for m in metas.values())
@@ -129,8 +133,8 @@ def predict_runs(options: PredictOptions | None = None, **fields: Any) -> Predic
     table = pl.concat(frames)
     kept = sorted(set(table["benchmark"].to_list()) - {i.benchmark for i in inputs})
     if kept:  # the score caches keep every subset scored before: a selection adds, never drops
-        say(f"kept the rows of {len(kept)} subset(s) scored earlier, outside this selection: "
-            f"{', '.join(kept)}")
+        logger.info(f"kept the rows of {len(kept)} subset(s) scored earlier, outside this "
+                    f"selection: {', '.join(kept)}")
     bases = data.derived_bases(data.load_manifests(
         derived_dir=derived_dir, data_dir=data_dir))
     # A flag changes only with its own audit: benchmarks the audit does not cover keep what

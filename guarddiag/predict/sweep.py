@@ -15,6 +15,7 @@ finished runs are skipped, interrupted ones resume from their checkpoints.
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import sys
@@ -31,10 +32,11 @@ from guarddiag.errors import GuarddiagError
 from guarddiag.model.device import pick_device
 from guarddiag.model.threads import torch_threads
 from guarddiag.predict.runner import fill_score_cache, scoring_inputs
-from guarddiag.progress import say
 from guarddiag.train.branches import PlannedRun, load_branches, plan_runs
 from guarddiag.train.options import TrainOptions
 from guarddiag.train.runner import RunSummary, train_one
+
+logger = logging.getLogger(__name__)
 
 ENGINES = ("local", "ray")
 
@@ -147,7 +149,7 @@ class LocalEngine:
         if self.retries <= 0:
             raise GuarddiagError(f"{key}: a sweep worker died and the retries are used up")
         self.retries -= 1
-        say(f"{key}: a sweep worker died; restarting the pool and resubmitting")
+        logger.info(f"{key}: a sweep worker died; restarting the pool and resubmitting")
         kept = {f: v for f, v in self.futures.items()  # finished, or failed on their own
                 if f.done() and not f.cancelled()
                 and not isinstance(f.exception(), BrokenProcessPool)}
@@ -229,8 +231,8 @@ def sweep(*, names: str | Sequence[str] = "all", sizes: Sequence[str] = ("micro"
         plan = plan_runs(load_branches(branches_dir), names=names, sizes=sizes, seeds=seeds)
     bdir = str(branches_dir) if branches_dir is not None else None
     eng = open_engine(engine, jobs=jobs, address=address)
-    say(f"sweep: {len(plan)} run(s) on the {engine} engine"
-        + (f", {jobs} at a time" if engine == "local" else ""))
+    logger.info(f"sweep: {len(plan)} run(s) on the {engine} engine"
+                + (f", {jobs} at a time" if engine == "local" else ""))
     try:
         t0 = time.monotonic()
         summaries = _train_plan(eng, plan, SweepTask("", str(runs_dir), str(pool_path), bdir,

@@ -7,15 +7,17 @@ analysis results.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 
 from guarddiag.analyses.inputs import load_inputs
 from guarddiag.analyses.step import AnalysisResults, analyse
-from guarddiag.progress import say
 from guarddiag.report.build import build_report
 from guarddiag.report.context import ReportContext, ReportOptions, SectionBuilder
 from guarddiag.report.sections.order import default_sections
 from guarddiag.report.write import ReportResult, write_report
+
+logger = logging.getLogger(__name__)
 
 
 def render_report(results: AnalysisResults, options: ReportOptions, *,
@@ -25,7 +27,7 @@ def render_report(results: AnalysisResults, options: ReportOptions, *,
     :func:`~guarddiag.report.sections.order.default_sections`."""
     ctx = ReportContext(options=options, results=results)
     report = build_report(ctx, sections=default_sections() if sections is None else sections)
-    say(f"report: writing {options.out_dir}")
+    logger.info(f"report: writing {options.out_dir}")
     inputs = results.inputs
     digests = dict(inputs.prediction_files)
     for ref in (inputs.pool_file, inputs.agreement_file, inputs.audit_file):
@@ -37,8 +39,8 @@ def render_report(results: AnalysisResults, options: ReportOptions, *,
 def make_report(options: ReportOptions, *,
                 sections: Sequence[SectionBuilder] | None = None) -> ReportResult:
     """Load the saved tables, analyse, render, write (see :func:`render_report`)."""
-    say(f"report: reading {options.runs_dir}")
+    logger.info(f"report: reading {options.runs_dir}")
     inputs = load_inputs(options)
-    say(f"report: {inputs.predictions.height:,} predictions; analysing "
-        f"(bootstrap B = {options.n_resamples:,})")
+    logger.info(f"report: {inputs.predictions.height:,} predictions; analysing "
+                f"(bootstrap B = {options.n_resamples:,})")
     return render_report(analyse(inputs, options), options, sections=sections)

@@ -29,6 +29,7 @@ records (model loading excluded; the judge is built before the clock starts).
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import time
@@ -43,8 +44,9 @@ from guarddiag.errors import GuarddiagError
 from guarddiag.files import read_table
 from guarddiag.guards import get_adapter
 from guarddiag.labels import CLASSES, LOOSE, BinaryMapping
-from guarddiag.progress import say
 from guarddiag.stats import cohen_kappa
+
+logger = logging.getLogger(__name__)
 
 LABELS: tuple[str, ...] = ("fulfil", "refuse")
 
@@ -141,7 +143,7 @@ def _run_scorer(run_dir: Path, batch_size: int, device: str
     from guarddiag.model.logits import run_scorer, softmax
 
     where = pick_device(device)
-    say(describe_device(where, spec=device))
+    logger.info(describe_device(where, spec=device))
     scorer = run_scorer(run_dir, batch_size=batch_size, device=where)
     return lambda texts: softmax(scorer(texts))
 

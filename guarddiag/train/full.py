@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import math
 import time
 from dataclasses import dataclass
@@ -30,7 +31,7 @@ from guarddiag.model.store import save_guard
 from guarddiag.model.tokenizer import GuardTokenizer, pretrained_tokenizer, train_tokenizer
 from guarddiag.model.weights import load_weights, save_weights, state_to_cpu
 from guarddiag.pool.table import Pool, selection_split
-from guarddiag.progress import progress, say
+from guarddiag.progress import progress
 from guarddiag.runs import CACHE_DIR, CHECKPOINT_FILE, LOG_FILE, MODEL_FILE, TOKENIZER_FILE
 from guarddiag.train.batches import EncodedRows, collate, encode_rows, epoch_batches
 from guarddiag.train.branches import BranchSpec, PlannedRun
@@ -45,6 +46,8 @@ from guarddiag.train.rows import (
     training_frame,
 )
 from guarddiag.train.schedule import eval_steps, lr_at
+
+logger = logging.getLogger(__name__)
 
 # ----------------------------------------------------------------------------- inputs
 
@@ -231,7 +234,7 @@ class FullRoute:
         self.log = TrainLog(self.run_dir / LOG_FILE, keep_lines=self._resume())
         if self.resumed:
             self.log.write({"event": "resume", "step": self.step})
-            say(f"{run.run_id}: resuming at step {self.step}/{self.total}")
+            logger.info(f"{run.run_id}: resuming at step {self.step}/{self.total}")
         else:
             self.log.write({"event": "start", "run_id": run.run_id,
                             "n_train": len(self.data.rows), "n_val": len(self.data.val_rows),

@@ -11,6 +11,7 @@ pid means nothing here.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import socket
 import time
@@ -21,8 +22,9 @@ from types import TracebackType
 from typing import Any
 
 from guarddiag.errors import GuarddiagError
-from guarddiag.progress import say
 from guarddiag.runs import LOCK_FILE
+
+logger = logging.getLogger(__name__)
 
 TAKEOVER_STALE_S = 60.0
 """A takeover marker older than this was left by a process that died mid-takeover."""
@@ -117,8 +119,8 @@ class RunLock:
             self.path.unlink(missing_ok=True)
             if not self._try_create():
                 return False
-            say(f"{self.run_id}: took over the lock of {describe_holder(holder)}, "
-                f"which is no longer running")
+            logger.info(f"{self.run_id}: took over the lock of {describe_holder(holder)}, "
+                        f"which is no longer running")
             return True
         finally:
             marker.unlink(missing_ok=True)
@@ -143,7 +145,7 @@ class RunLock:
                 raise RunLockedError(f"{self.run_id}: being trained by {who} (lock {self.path}); "
                                 f"use --wait to wait for it")
             if not announced and holder:
-                say(f"{self.run_id}: waiting for {describe_holder(holder)} to finish it")
+                logger.info(f"{self.run_id}: waiting for {describe_holder(holder)} to finish it")
                 if self.on_wait is not None:
                     self.on_wait(holder)
                 announced = True

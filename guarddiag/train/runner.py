@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import math
 import time
 from collections.abc import Sequence
@@ -25,7 +26,6 @@ from guarddiag.model.device import describe_device, pick_device
 from guarddiag.model.sizes import get_size
 from guarddiag.model.threads import auto_threads, torch_threads
 from guarddiag.pool.table import Pool, read_pool
-from guarddiag.progress import say
 from guarddiag.runs import (
     CHECKPOINT_FILE,
     META_FILE,
@@ -48,6 +48,8 @@ from guarddiag.train.pooled import (
     train_pooled_full,
     train_pooled_head_only,
 )
+
+logger = logging.getLogger(__name__)
 
 TRAINING_VERSION = 2
 """Bumped whenever a change to this package changes what a run learns; it is part of every
@@ -124,9 +126,9 @@ def _train_locked(spec: BranchSpec, run: PlannedRun, *, pool: Pool, runs_dir: Pa
         if done.get("train", {}).get("fingerprint") == fingerprint:
             (run_dir / CHECKPOINT_FILE).unlink(missing_ok=True)
             _update_roles(run_dir, spec)
-            say(f"{run.run_id}: already finished with this spec and these inputs; skipped")
+            logger.info(f"{run.run_id}: already finished with this spec and these inputs; skipped")
             return _summary(run, done, status="skipped", wall_s=0.0)
-        say(f"{run.run_id}: spec or inputs changed since it was trained; retraining")
+        logger.info(f"{run.run_id}: spec or inputs changed since it was trained; retraining")
         (run_dir / META_FILE).unlink()
     t0 = time.monotonic()
     if get_size(run.size).frozen:
@@ -149,8 +151,9 @@ def _train_locked(spec: BranchSpec, run: PlannedRun, *, pool: Pool, runs_dir: Pa
     (run_dir / CHECKPOINT_FILE).unlink(missing_ok=True)
     meta = finished_meta(run_dir) or {}
     summary = _summary(run, meta, status="resumed" if resumed else "trained", wall_s=wall)
-    say(f"{run.run_id}: {summary.status} in {wall:.1f}s — val acc A {summary.val_acc_a:.3f}, "
-        f"B {summary.val_acc_b:.3f} (kept step {meta['train']['best']['step']})")
+    logger.info(f"{run.run_id}: {summary.status} in {wall:.1f}s — val acc A "
+                f"{summary.val_acc_a:.3f}, B {summary.val_acc_b:.3f} (kept step "
+                f"{meta['train']['best']['step']})")
     return summary
 
 
@@ -161,7 +164,7 @@ def _update_roles(run_dir: Path, spec: BranchSpec) -> None:
     meta = read_run_meta(run_dir)
     if meta.roles != spec.roles():
         write_run_meta(run_dir, meta.model_copy(update={"roles": spec.roles()}))
-        say(f"{meta.run_id}: roles updated in its meta.json")
+        logger.info(f"{meta.run_id}: roles updated in its meta.json")
 
 
 def _summary(run: PlannedRun, meta: dict[str, Any], *, status: str,
@@ -190,10 +193,10 @@ def train_branches(*, branches: BranchSet, names: str | Sequence[str] = "all",
     pool = read_pool(pool_path)
     threads = options.threads if options.threads is not None else \
         auto_threads(r.size for r in plan)
-    say(f"training plan, {len(plan)} run(s) into {runs_dir}"
-        + (f" ({threads} torch thread(s))" if threads else "") + ": "
-        + ", ".join(r.run_id for r in plan))
-    say(device_line)
+    logger.info(f"training plan, {len(plan)} run(s) into {runs_dir}"
+                + (f" ({threads} torch thread(s))" if threads else "") + ": "
+                + ", ".join(r.run_id for r in plan))
+    logger.info(device_line)
     out = []
     with torch_threads(threads):
         for run in plan:
@@ -209,7 +212,7 @@ def train_one(*, branches: BranchSet, run_id: str, runs_dir: str | Path,
     are finished — for Slurm arrays and sweeps, where each task trains one run."""
     runs_dir = Path(runs_dir)
     options = options or TrainOptions()
-    say(describe_device(pick_device(options.device), spec=options.device))
+    logger.info(describe_device(pick_device(options.device), spec=options.device))
     run = find_run(branches, run_id)
     for dep in run.deps():
         if finished_meta(runs_dir / dep) is None:
