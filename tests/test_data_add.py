@@ -548,10 +548,12 @@ def test_status_lines_are_log_records_on_stderr_and_quiet_silences_them(setup, c
     src = write_csv(ddir.parent / "team" / "small.csv", red_team_rows(12))
     assert add(ddir, src, subset_id="loud") == 0
     captured = capsys.readouterr()
-    assert "loud has" in captured.err and "it will call it undetermined" in captured.err
+    assert "loud has" in captured.err
+    assert "it will call it undetermined" in captured.err
     assert "undetermined" not in captured.out
     notes = [r for r in caplog.records if r.name == "guarddiag.cli.data"]
-    assert notes and all(r.levelname == "INFO" for r in notes)
+    assert notes
+    assert all(r.levelname == "INFO" for r in notes)
 
     assert cli.main(["--quiet", "--data-dir", str(ddir), "data", "add", str(src), "--id", "hush",
                      "--text-column", "prompt", "--kind", "harmful"]) == 0
