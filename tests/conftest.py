@@ -73,6 +73,15 @@ def states_cache_in_tmp(tmp_path_factory):
         os.environ[STATES_ENV] = before
 
 
+@pytest.fixture(scope="session", autouse=True)
+def status_lines_on_stderr():
+    """Status lines (``logging`` records of guarddiag.*) on the captured stderr, as the command
+    line shows them, whichever test runs first: tests of API calls read them there too."""
+    from guarddiag.progress import log_to_stderr
+
+    log_to_stderr()
+
+
 # Folders of the repository that no test may write into (tests write under tmp_path only).
 # Source folders are not watched: they change while one edits the code.
 _WATCHED = ("reports", "work", "runs", "data_manifests", "branches")
