@@ -20,6 +20,17 @@ def _enabled() -> bool:
     return sys.stderr.isatty()
 
 
+def library_bars_follow_ours() -> None:
+    """Hugging Face's own bars (weights loading, downloads) shown exactly when ours are: a log
+    file or a test never gets them. Call it after importing transformers, before loading."""
+    from transformers.utils import logging as hf_logging
+
+    if _enabled():
+        hf_logging.enable_progress_bar()
+    else:
+        hf_logging.disable_progress_bar()
+
+
 def progress(iterable: Iterable[Any] | None = None, *, total: int | None = None, desc: str = "",
              unit: str = "it", **kwargs: Any) -> tqdm[Any]:
     """A tqdm bar on stderr; disabled unless stderr is a terminal (or GUARDDIAG_PROGRESS=1)."""

@@ -43,6 +43,7 @@ from guarddiag.guards.transport import (
     TransportError,
 )
 from guarddiag.guards.transport import repair_jsonl_tail as repair_jsonl_tail  # re-exported
+from guarddiag.progress import library_bars_follow_ours
 
 Conversation = list[dict[str, Any]]
 """A chat: ``[{"role": "system"|"user"|"assistant", "content": str}, ...]``."""
@@ -227,6 +228,7 @@ class HFGenerator(TextGenerator):
                 torch_dtype = getattr(torch, dtype)
             except AttributeError:
                 raise GuarddiagError(f"unknown dtype {dtype!r} (e.g. float32, bfloat16)") from None
+        library_bars_follow_ours()
         try:
             self.tokenizer = AutoTokenizer.from_pretrained(source)
             self.model = AutoModelForCausalLM.from_pretrained(source, dtype=torch_dtype)

@@ -22,6 +22,7 @@ from guarddiag.errors import GuarddiagError
 from guarddiag.guards.backends import load_error, model_digest, resolve_model_source
 from guarddiag.guards.base import GuardAdapter, GuardVerdict, class_probs_from, slug
 from guarddiag.labels import CLASSES
+from guarddiag.progress import library_bars_follow_ours
 from guarddiag.spec import mapping_section
 
 
@@ -56,6 +57,7 @@ class HFClassifierAdapter(GuardAdapter):
         import torch
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
+        library_bars_follow_ours()
         try:
             self.tokenizer = AutoTokenizer.from_pretrained(source)
             self.model = AutoModelForSequenceClassification.from_pretrained(source)

@@ -14,6 +14,7 @@ from torch import nn
 from guarddiag.errors import GuarddiagError
 from guarddiag.model.sizes import N_CLASSES, N_PILLARS, ModelSize, get_size
 from guarddiag.model.tokenizer import GuardTokenizer, SpecialIds
+from guarddiag.progress import library_bars_follow_ours
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
@@ -149,6 +150,7 @@ def load_pretrained_encoder(checkpoint: str) -> Any:
     architecture has it (else its default attention)."""
     from transformers import AutoModel
 
+    library_bars_follow_ours()
     try:
         try:
             return AutoModel.from_pretrained(checkpoint, use_safetensors=True,
