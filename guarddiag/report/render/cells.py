@@ -4,10 +4,12 @@ hold a column's best value. Plain text; each renderer escapes it."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from guarddiag.report.document import Table
+from guarddiag.report.document import Bullets, Paragraph, Report, Table
+from guarddiag.report.glossary import link_first_uses
 
 MAX_COLUMNS = 12
 """No rendered table is wider than this: wider ones are shown in parts (:func:`table_parts`)."""
@@ -89,3 +91,22 @@ def table_parts(table: Table, limit: int = MAX_COLUMNS) -> list[Table]:
         parts.append(replace(table, name=table.name if i == 1 else f"{table.name}--{i}",
                              caption=caption, columns=(*cols[:lead], *chunk)))
     return parts
+
+
+def linked_prose(report: Report, escape: Callable[[str], str],
+                 link: Callable[[str, str], str]) -> dict[tuple[int, int, int], str]:
+    """Escaped prose and captions keyed (section, block, item), the first use of each glossary
+    term linked to its definition by ``link(shown, anchor)``: one walk for every renderer."""
+    keys, texts = [], []
+    for i, s in enumerate(report.sections):
+        if s.omitted is not None:
+            continue
+        for j, b in enumerate(s.blocks):
+            items = ([b.text] if isinstance(b, Paragraph) else list(b.items)
+                     if isinstance(b, Bullets) else [b.caption]
+                     if isinstance(b, Table) and len(table_parts(b)) == 1 else [])
+            for k, text in enumerate(items):
+                keys.append((i, j, k))
+                texts.append(escape(text))
+    linked = link_first_uses(texts, escape, link)
+    return dict(zip(keys, linked, strict=True))

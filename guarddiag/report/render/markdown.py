@@ -14,8 +14,8 @@ from guarddiag.report.document import (
     Report,
     Table,
 )
-from guarddiag.report.glossary import anchor, link_first_uses
-from guarddiag.report.render.cells import table_cells, table_parts
+from guarddiag.report.glossary import anchor
+from guarddiag.report.render.cells import linked_prose, table_cells, table_parts
 
 
 def _md_esc(text: Any) -> str:
@@ -38,21 +38,7 @@ def _md_table(table: Table, caption: str | None = None) -> str:
 
 
 def _linked(report: Report) -> dict[tuple[int, int, int], str]:
-    """Escaped prose and captions keyed (section, block, item), the first use of each glossary
-    term linked to its definition."""
-    keys, texts = [], []
-    for i, s in enumerate(report.sections):
-        if s.omitted is not None:
-            continue
-        for j, b in enumerate(s.blocks):
-            items = ([b.text] if isinstance(b, Paragraph) else list(b.items)
-                     if isinstance(b, Bullets) else [b.caption]
-                     if isinstance(b, Table) and len(table_parts(b)) == 1 else [])
-            for k, text in enumerate(items):
-                keys.append((i, j, k))
-                texts.append(_md_esc(text))
-    linked = link_first_uses(texts, _md_esc, lambda shown, a: f"[{shown}](#{a})")
-    return dict(zip(keys, linked, strict=True))
+    return linked_prose(report, _md_esc, lambda shown, a: f"[{shown}](#{a})")
 
 
 def render_markdown(report: Report) -> str:
