@@ -41,7 +41,7 @@ from guarddiag.train.options import TrainingInterrupted, TrainOptions
 from guarddiag.train.rows import (
     LabelledRows,
     label_counts,
-    label_rows,
+    labelled,
     policy_labels,
     training_frame,
 )
@@ -165,10 +165,7 @@ def prepare_data(spec: BranchSpec, run: PlannedRun, pool: Pool, runs_dir: Path, 
                                   cache_dir=runs_dir / CACHE_DIR / "tokenizers")
     train_frame = training_frame(pool, spec)
     val_frame = selection_split(pool, spec.val_rows)
-    rows = label_rows(train_frame, fraction=spec.policy_a_fraction, anchors=spec.anchors,
-                      where=str(pool.path))
-    val_rows = label_rows(val_frame, fraction=spec.policy_a_fraction, anchors=spec.anchors,
-                          where=str(pool.path))
+    rows, val_rows = labelled(pool, spec, train_frame, val_frame, anchors=spec.anchors)
     max_length = int(spec.max_length or 128)
     enc = encode_rows(tokenizer, rows, max_length=max_length)
     val_enc = encode_rows(tokenizer, val_rows, max_length=max_length)

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import polars as pl
 import torch
 
 from guarddiag.errors import GuarddiagError
@@ -35,7 +36,7 @@ from guarddiag.train.rows import (
     LabelledRows,
     calibration_frame,
     label_counts,
-    label_rows,
+    labelled,
     policy_labels,
 )
 from guarddiag.train.schedule import eval_steps, lr_at
@@ -234,6 +235,23 @@ class HeadEvaluation:
                 "val_acc_b": kept["acc_b"], "val_acc_target": kept["acc_target"]}
 
 
+def fit_heads(model: GuardModel | PooledGuard, spec: BranchSpec, *, feats: CachedStates,
+              val_feats: CachedStates, rows: LabelledRows, val_rows: LabelledRows,
+              val_frame: pl.DataFrame, seed: int, weights: LossWeights,
+              log: TrainLog) -> tuple[dict[str, Any], HeadEvaluation]:
+    """The head-only route's fit, for either model family: the heads over cached states,
+    whitened, scored on the val rows; returns train_heads' record and the evaluations."""
+    labels_a, labels_b = policy_labels(val_frame)
+    judge = HeadEvaluation(model, val_feats, val_rows, labels_a=labels_a, labels_b=labels_b,
+                           weights=weights, log=log)
+    info = train_heads(model, features=feats.rows, classes=rows.classes, pillars=rows.pillars,
+                       epochs=spec.epochs, lr=spec.lr, batch_size=spec.batch_size,
+                       weight_decay=spec.weight_decay, seed=seed, weights=weights,
+                       whitening=fit_whitening(feats), evaluate=judge.score,
+                       evals_per_epoch=spec.evals_per_epoch, on_eval=judge.record)
+    return info, judge
+
+
 def check_encoder_unchanged(model: GuardModel, before: dict[str, torch.Tensor], *,
                             run_id: str) -> None:
     """The route's defining promise: the encoder leaves exactly as it came."""
@@ -254,13 +272,9 @@ def train_head_only(spec: BranchSpec, run: PlannedRun, run_dir: Path, pool: Pool
         model.to(dev.device)
     cal_frame, counts = calibration_frame(pool, spec, seed=run.seed)
     val_frame = selection_split(pool, spec.val_rows)
-    rows = label_rows(cal_frame, fraction=spec.policy_a_fraction, anchors=False,
-                      where=str(pool.path))
-    val_rows = label_rows(val_frame, fraction=spec.policy_a_fraction, anchors=False,
-                          where=str(pool.path))
+    rows, val_rows = labelled(pool, spec, cal_frame, val_frame, anchors=False)
     enc = encode_rows(tokenizer, rows, max_length=parent.max_length)
     val_enc = encode_rows(tokenizer, val_rows, max_length=parent.max_length)
-    labels_a, labels_b = policy_labels(val_frame)
     weights = LossWeights(0.0, spec.temperature, spec.pillar_weight, spec.span_weight)
     log = TrainLog(run_dir / LOG_FILE, keep_lines=None)
     log.write({"event": "start", "run_id": run.run_id, "parent": run.parent, **counts,
@@ -278,13 +292,9 @@ def train_head_only(spec: BranchSpec, run: PlannedRun, run_dir: Path, pool: Pool
     # the encoder ran, so this route's arithmetic is the same on every machine.
     if not dev.is_cpu:
         model.to("cpu")
-    judge = HeadEvaluation(model, val_feats, val_rows, labels_a=labels_a, labels_b=labels_b,
-                           weights=weights, log=log)
-    info = train_heads(model, features=feats.rows, classes=rows.classes, pillars=rows.pillars,
-                       epochs=spec.epochs, lr=spec.lr, batch_size=spec.batch_size,
-                       weight_decay=spec.weight_decay, seed=run.seed, weights=weights,
-                       whitening=fit_whitening(feats), evaluate=judge.score,
-                       evals_per_epoch=spec.evals_per_epoch, on_eval=judge.record)
+    info, judge = fit_heads(model, spec, feats=feats, val_feats=val_feats, rows=rows,
+                            val_rows=val_rows, val_frame=val_frame, seed=run.seed,
+                            weights=weights, log=log)
     check_encoder_unchanged(model, parent_encoder, run_id=run.run_id)
     best_info = judge.kept(info["best_step"])
     model_section = save_guard(model, tokenizer, run_dir, size=run.size,

@@ -36,13 +36,13 @@ from guarddiag.runs import CACHE_DIR, LOG_FILE
 from guarddiag.train.branches import BranchSpec, PlannedRun
 from guarddiag.train.checkpoint import TrainLog
 from guarddiag.train.full import teacher_logits
-from guarddiag.train.head_only import CachedStates, HeadEvaluation, fit_whitening, train_heads
+from guarddiag.train.head_only import CachedStates, fit_heads
 from guarddiag.train.losses import LossWeights, guard_loss, recipe_target
 from guarddiag.train.options import TrainOptions
 from guarddiag.train.rows import (
     calibration_frame,
     label_counts,
-    label_rows,
+    labelled,
     policy_labels,
     training_frame,
 )
@@ -108,10 +108,7 @@ def train_pooled_full(spec: BranchSpec, run: PlannedRun, run_dir: Path, pool: Po
     weights = LossWeights.of(spec)
     train_frame = training_frame(pool, spec)
     val_frame = selection_split(pool, spec.val_rows)
-    rows = label_rows(train_frame, fraction=spec.policy_a_fraction, anchors=spec.anchors,
-                      where=str(pool.path))
-    val_rows = label_rows(val_frame, fraction=spec.policy_a_fraction, anchors=spec.anchors,
-                          where=str(pool.path))
+    rows, val_rows = labelled(pool, spec, train_frame, val_frame, anchors=spec.anchors)
     labels_a, labels_b = policy_labels(val_frame)
     log = TrainLog(run_dir / LOG_FILE, keep_lines=None)
     t0 = time.monotonic()
@@ -193,24 +190,16 @@ def train_pooled_head_only(spec: BranchSpec, run: PlannedRun, run_dir: Path, poo
     before = {k: v.clone() for k, v in model.body.state_dict().items()}
     cal_frame, counts = calibration_frame(pool, spec, seed=run.seed)
     val_frame = selection_split(pool, spec.val_rows)
-    rows = label_rows(cal_frame, fraction=spec.policy_a_fraction, anchors=False,
-                      where=str(pool.path))
-    val_rows = label_rows(val_frame, fraction=spec.policy_a_fraction, anchors=False,
-                          where=str(pool.path))
-    labels_a, labels_b = policy_labels(val_frame)
+    rows, val_rows = labelled(pool, spec, cal_frame, val_frame, anchors=False)
     weights = LossWeights(0.0, spec.temperature, spec.pillar_weight, spec.span_weight)
     log = TrainLog(run_dir / LOG_FILE, keep_lines=None)
     log.write({"event": "start", "run_id": run.run_id, "parent": run.parent, **counts,
                "n_val": len(val_rows), "seed": run.seed})
     feats = _body_states(model, encoder.states(rows.texts))
     val_feats = _body_states(model, encoder.states(val_rows.texts))
-    judge = HeadEvaluation(model, val_feats, val_rows, labels_a=labels_a, labels_b=labels_b,
-                           weights=weights, log=log)
-    info = train_heads(model, features=feats.rows, classes=rows.classes, pillars=rows.pillars,
-                       epochs=spec.epochs, lr=spec.lr, batch_size=spec.batch_size,
-                       weight_decay=spec.weight_decay, seed=run.seed, weights=weights,
-                       whitening=fit_whitening(feats), evaluate=judge.score,
-                       evals_per_epoch=spec.evals_per_epoch, on_eval=judge.record)
+    info, judge = fit_heads(model, spec, feats=feats, val_feats=val_feats, rows=rows,
+                            val_rows=val_rows, val_frame=val_frame, seed=run.seed,
+                            weights=weights, log=log)
     for k, v in model.body.state_dict().items():
         if not torch.equal(v, before[k]):
             raise GuarddiagError(f"{run.run_id}: body weight {k} changed during head-only "

@@ -125,6 +125,13 @@ def label_rows(frame: pl.DataFrame, *, fraction: float, anchors: bool,
         spans=spans, policy=use_a)
 
 
+def labelled(pool: Pool, spec: BranchSpec, *frames: pl.DataFrame,
+             anchors: bool) -> list[LabelledRows]:
+    """Each frame's rows with the labels of the spec's policy mix (errors name the pool file)."""
+    return [label_rows(f, fraction=spec.policy_a_fraction, anchors=anchors, where=str(pool.path))
+            for f in frames]
+
+
 def calibration_size(pool: Pool, spec: BranchSpec) -> int:
     """How many calibration rows a head-only branch trains on: ``calibration_fraction`` of the
     train sample its parent saw (``train_rows``, or the whole train split), whatever split the
