@@ -123,7 +123,8 @@ class CardResult:
         return dict(self.card)
 
 
-_CARD_FIELDS = ("benchmark", "n", "n_kept", "share_exact", "share_near", "load", "load_study",
+_CARD_FIELDS = ("benchmark", "n", "n_kept", "share_exact", "share_near", "call", "call_stable",
+                "load", "load_study",
                 "delta", "floor_widest", "floor_median", "q_contrast", "n_groups")
 
 
@@ -153,10 +154,15 @@ def export_card(report_dir: str | Path, *, out: str | Path | None = None) -> Car
         "competence": summary.get("competence"),
         "benchmarks": [{k: b.get(k) for k in _CARD_FIELDS} for b in disclosure["benchmarks"]],
         **{k: v for k, v in disclosure.items() if k != "benchmarks"},
-        "notes": "Load calls: policy = the A-last vs B-last contrast exceeds seed noise "
-                 "(BH q < alpha); capability = no difference beyond seed noise was detected "
-                 "(absence of evidence at the stated power). Shares are of the benchmark's "
-                 "prompts found in the training pool.",
+        "calls": (res.get("calls") or {}).get("counts"),
+        "notes": "call: the report's call (policy content = the route-matched A-last vs "
+                 "B-last contrast is beyond seed noise at thresholds matched on policy-neutral "
+                 "rows; threshold shift = beyond seed noise at 0.5 only), with call_stable "
+                 "saying whether every analyst choice agrees. load (the span test at 0.5): "
+                 "policy = the A-last vs B-last contrast exceeds seed noise (BH q < alpha), "
+                 "which a moved threshold also produces; capability = no difference beyond "
+                 "seed noise was detected (absence of evidence at the stated power). Shares "
+                 "are of the benchmark's prompts found in the training pool.",
     }}
     path = Path(out) if out is not None else report_dir / "card.yaml"
     files.write_text(yaml.safe_dump(card, sort_keys=False, allow_unicode=True), path)

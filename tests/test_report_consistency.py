@@ -110,6 +110,11 @@ def quoted_numbers(md: str, out: Path) -> list[tuple[str, str, str]]:
                       (f"{name}: {first_} second %", b, _pct(r["share_second"])),
                       (f"{name}: {first_} delta", d, f"{100 * r['delta']:+.1f}"),
                       (f"{name}: {first_} Holm p", p, p_text(r["p_holm"], 2))]
+    # 5. The disclosure card's call column is the first screen's call, benchmark by benchmark.
+    first_calls = {r["benchmark"]: r["call"] for r in res["first_screen"]["calls"]}
+    card = pl.read_csv(out / "tables" / "disclosure.csv")
+    pairs += [(f"card: {b} call", c, first_calls[b])
+              for b, c in zip(card["benchmark"], card["call"], strict=True)]
     return pairs
 
 

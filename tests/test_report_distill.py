@@ -37,6 +37,8 @@ def test_distill_table_and_val_parts_in_the_report(tmp_path):
     assert [r["n_rows"] for r in parts["rows"]] == [15, 15, 3, 12]
     md = (out / "report.md").read_text(encoding="utf-8")
     assert "Distillation-weight sensitivity" in md
-    assert "E6-a05" in md
+    # A folded appendix table: linked from report.md, shown (folded) in the HTML.
+    assert "(tables/distill_sensitivity.csv)" in md
+    assert "E6-a05" in (out / "report.html").read_text(encoding="utf-8")
     assert (out / "tables" / "distill_sensitivity.csv").is_file()
     assert (out / "tables" / "val_parts.csv").is_file()

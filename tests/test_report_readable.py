@@ -251,3 +251,51 @@ def test_the_first_screen_reads_the_calls_analysis_when_it_is_there():
         "Cite: the calls for b1, each with its effect and interval and this cohort; no score "
         "difference inside a benchmark's seed floor, and no call marked unstable or "
         "undetermined.")
+
+
+def _calls_ctx(calls: list[tuple[str, str, bool]], *, below_floor: bool) -> SimpleNamespace:
+    headline = pl.DataFrame({
+        "benchmark": [b for b, _, _ in calls], "call": [c for _, c, _ in calls],
+        "stable": [s for _, _, s in calls], "flips": ["" if s else "threshold=0.5"
+                                                      for _, _, s in calls],
+        "effect": [0.1] * len(calls), "effect_low": [0.05] * len(calls),
+        "effect_high": [0.15] * len(calls), "study_direction": [""] * len(calls)})
+    return SimpleNamespace(results=SimpleNamespace(
+        values={"calls": SimpleNamespace(headline=lambda: headline)}, provenance=None,
+        competence=SimpleNamespace(below_floor=below_floor)))
+
+
+def test_at_a_glance_groups_the_first_screens_calls_and_names_the_stable_ones():
+    from guarddiag.report.sections.overview import _call_bullets
+
+    ctx = _calls_ctx([("copy", "policy content", True), ("adv", "threshold shift", False),
+                      ("hq", "policy content", False), ("morse", "undetermined", False)],
+                     below_floor=True)
+    bullets = _call_bullets(ctx)
+    content = next(b for b in bullets if b.startswith("Policy content"))
+    assert content.startswith("Policy content (2): copy, hq — ")
+    assert content.endswith("Stable under every analyst choice: copy.")
+    shift = next(b for b in bullets if b.startswith("Threshold shift"))
+    assert shift.startswith("Threshold shift (1): adv — ")
+    assert shift.endswith("Stable under every analyst choice: none.")
+    assert not any(b.startswith(("Capability", "Policy-load")) for b in bullets)
+    # With the gate failed, only the stable policy-content call may be cited.
+    table, _ = call_table(ctx)
+    assert cite_sentence(ctx, table).startswith(
+        "Cite: only the stable policy-content call(s) (copy), each with its effect and interval")
+    none_stable = _calls_ctx([("hq", "policy content", False)], below_floor=True)
+    assert cite_sentence(none_stable, call_table(none_stable)[0]).startswith(
+        "Cite: no call: none of the policy-content calls is stable")
+
+
+def test_the_terminal_headline_prints_the_first_screens_calls_in_call_order():
+    from guarddiag.report.write import ReportResult
+
+    first = {"source": "calls", "calls": [
+        {"benchmark": "adv", "call": "threshold shift", "stable": "no: flips with mapping"},
+        {"benchmark": "copy", "call": "policy content", "stable": "yes"},
+        {"benchmark": "hq", "call": "policy content", "stable": "no: flips with mapping"}]}
+    result = ReportResult(out_dir=Path("."), files=(), sections=(),
+                          results={"results": {"first_screen": first}})
+    assert result.headline() == ["policy content: copy (stable), hq",
+                                 "threshold shift: adv"]

@@ -40,6 +40,10 @@ class Column:
     """``max`` or ``min``: bold the best value of the column (ties all bold)."""
 
 
+MAX_ROWS = 30
+"""Tables longer than this are folded (:attr:`Table.folded`): report.md stays a ten-minute read."""
+
+
 @dataclass(frozen=True)
 class Table:
     name: str
@@ -52,6 +56,12 @@ class Table:
     """Shown folded (``<details>``) in HTML: long appendix tables."""
     csv_only: bool = False
     """Machine-readable long tables: written as CSV only and pointed to from HTML/Markdown."""
+
+    @property
+    def folded(self) -> bool:
+        """Shown folded in HTML and as a link to its CSV in Markdown: marked ``collapsed``, or
+        longer than :data:`MAX_ROWS` rows (a per-run listing is looked up, not read)."""
+        return self.collapsed or self.frame.height > MAX_ROWS
 
 
 @dataclass(frozen=True)

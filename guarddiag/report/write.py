@@ -10,6 +10,7 @@ from typing import Any
 import polars as pl
 
 from guarddiag import files
+from guarddiag.analyses.calls import CALLS
 from guarddiag.errors import GuarddiagError
 from guarddiag.figures import release_figure, save_figure
 from guarddiag.report.document import FigureBlock, Report, Table
@@ -28,11 +29,19 @@ class ReportResult:
     """The content of results.json."""
 
     def headline(self) -> list[str]:
-        """A few lines for the terminal: the load call and the rank test."""
+        """A few lines for the terminal: the first screen's calls (stable ones marked) and the
+        rank test."""
         res = self.results.get("results", {})
         lines = []
         summary = res.get("summary")
-        if summary:
+        first = res.get("first_screen") or {}
+        if first.get("source") == "calls":
+            by_call: dict[str, list[str]] = {}
+            for r in first["calls"]:
+                mark = " (stable)" if r["stable"] == "yes" else ""
+                by_call.setdefault(r["call"], []).append(r["benchmark"] + mark)
+            lines += [f"{call}: {', '.join(by_call[call])}" for call in CALLS if call in by_call]
+        elif summary:
             lines.append(f"policy-load: {', '.join(summary['policy_load']) or '—'}")
             lines.append(f"capability-load: {', '.join(summary['capability_load']) or '—'}")
             if summary.get("route_sensitive"):

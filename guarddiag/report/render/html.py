@@ -73,7 +73,7 @@ def _html_table(table: Table, caption: str | None = None) -> str:
             for (t, b), k in zip(cells, cls, strict=True)) + "</tr>")
     out.append("</tbody></table>")
     body = "".join(out)
-    if table.collapsed:
+    if table.folded:
         return (f"<details><summary>{caption} ({len(rows)} rows)</summary>"
                 f"{body}</details>")
     return body

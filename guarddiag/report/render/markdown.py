@@ -63,7 +63,7 @@ def render_markdown(report: Report) -> str:
                 out += [f'- <a id="{anchor(t)}"></a>**{_md_esc(t)}**: {_md_esc(d)}'
                         for t, d in b.items]
             elif isinstance(b, Table):
-                if b.collapsed or b.csv_only:
+                if b.folded or b.csv_only:
                     caption = linked.get((i, j, 0)) or _md_esc(b.caption)
                     out.append(f"*{caption}* — see [tables/{b.name}.csv]"
                                f"(tables/{b.name}.csv) ({b.frame.height} rows).")

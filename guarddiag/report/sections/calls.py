@@ -23,9 +23,7 @@ def section_calls(ctx: ReportContext) -> Section:
     if res is None:
         note = ctx.results.omitted.get("calls", "no branch predictions with roles")
         return Section.omit("calls", TITLE, note)
-    margin = f"±{res.margin * 100:g} pp"
-    counts = res.counts()
-    head = res.headline()
+    margin, counts, head = f"±{res.margin * 100:g} pp", res.counts(), res.headline()
     n_stable = int(head["stable"].sum()) if head.height else 0
     blocks: list[Block] = [Paragraph(
         f"Thresholds are matched on {res.neutral_rows}. The contrast is route-matched: each "
@@ -43,11 +41,12 @@ def section_calls(ctx: ReportContext) -> Section:
     blocks.append(Table(
         "calls_headline", "Per benchmark: the call, whether every analyst choice agrees, the "
         "choices that flip it, the route-matched effect (A − B) with its interval, and its "
-        "direction beside the study's.",
+        "direction beside the study's (the first screen's table, with the flipping choices "
+        "as their own column).",
         (Column("benchmark", "benchmark"), Column("call", "call"),
          Column("stable", "stable"), Column("flips", "flipped by"),
          Column("effect", "A − B", "pp", low="effect_low", high="effect_high"),
-         Column("study_direction", "vs study")), head))
+         Column("study_direction", "vs study")), head, csv_only=True))
     prim = res.primary()
     blocks.append(Table(
         "calls_power", "The primary cohort's tests: p of the contrast, of equivalence and of "

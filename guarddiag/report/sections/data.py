@@ -131,7 +131,7 @@ def flag_source_blocks(ctx: ReportContext) -> tuple[list[Block], pl.DataFrame | 
                Column("n", "audited n", "int"), Column("n_kept", "kept", "int"),
                Column("via", "inherited from"))
     blocks.append(Table("flag_sources", "The audit each benchmark's decontamination flags "
-                        "come from", columns, frame))
+                        "come from", columns, frame, collapsed=True))
     return blocks, frame
 
 

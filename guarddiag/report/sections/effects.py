@@ -125,7 +125,7 @@ def section_mapping(ctx: ReportContext) -> Section:
         Table(f"mapping_effect_{o.primary_subset}",
               f"Loose vs strict binary mapping on the {kinds} (study Table 2); means over "
               f"seeds, no intervals. {BOLD_RULE}", tuple(cols),
-              frame),
+              frame, collapsed=True),
     ]
     if left_out:
         blocks.append(Paragraph(

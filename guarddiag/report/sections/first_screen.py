@@ -102,11 +102,15 @@ def cite_sentence(ctx: ReportContext, table: pl.DataFrame) -> str:
     if prov is not None and prov.demo:
         return ("Cite: nothing about guards — these are demo-size models; cite the method and "
                 "the table's layout only.")
-    if c is not None and c.below_floor:
-        return ("Cite: only the policy calls, each with its effect; the guards failed the "
-                "competence gate, so no capability call means detection.")
     citable = table.filter(~pl.col("call").is_in(["undetermined", "uninformative"])
                            & ~pl.col("stable").str.starts_with("no:"))
+    if c is not None and c.below_floor:
+        content = citable.filter(pl.col("call") == "policy content")["benchmark"].to_list()
+        return ("Cite: " + (f"only the stable policy-content call(s) ({', '.join(content)}), "
+                            "each with its effect and interval" if content else
+                            "no call: none of the policy-content calls is stable")
+                + "; the guards failed the competence gate, so no capability call means "
+                "detection.")
     if not citable.height:
         return "Cite: no call — none is determined and stable at this cohort."
     support = ("effect and interval" if table["effect_low"].is_not_null().any()

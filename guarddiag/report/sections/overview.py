@@ -23,6 +23,7 @@ from guarddiag.report.sections.competence import (
     competence_payload,
     competence_summary,
 )
+from guarddiag.report.sections.first_screen import call_table
 from guarddiag.report.sections.provenance import provenance_blocks, provenance_payload
 
 
@@ -70,6 +71,44 @@ def _load_bullets(ctx: ReportContext, lists: dict[str, list[str]]) -> list[str]:
     return items
 
 
+_CALL_WORDS = {
+    "policy content": "the route-matched A-last vs B-last contrast is beyond seed noise at "
+                      "thresholds matched on policy-neutral rows: the score carries the content "
+                      "of the labelling policy, not only how well the guard detects harm",
+    "threshold shift": "the A-last branches differ at 0.5 but not at matched thresholds: they "
+                       "flag more (or less) of everything, a moved threshold, not policy content",
+    "route-sensitive": "branches differ beyond seed noise, but not along A/B within a route: "
+                       "how a policy reached the model moves these scores",
+    "capability": "an equivalence test puts the policy contrast within the stated margin at "
+                  "matched thresholds",
+    "undetermined": "none of the above was shown (low power, too few seeds or prompts; see the "
+                    "calls section's reasons); read these as neither policy nor capability",
+    "uninformative": "every run scores the same, so these say nothing about policy or "
+                     "capability",
+}
+
+
+def _call_bullets(ctx: ReportContext) -> list[str]:
+    """The first screen's calls, grouped by call, each with what it showed (one source: the
+    first screen's table, so the two cannot disagree)."""
+    table, source = call_table(ctx)
+    if source != "calls":
+        return _load_bullets(ctx, load_lists(ctx))
+    items = []
+    for call, words in _CALL_WORDS.items():
+        rows = table.filter(pl.col("call") == call)
+        if not rows.height:
+            continue
+        stable = rows.filter(pl.col("stable") == "yes")["benchmark"].to_list()
+        items.append(f"{call.capitalize()} ({rows.height}): {', '.join(rows['benchmark'])} — "
+                     f"{words}. Stable under every analyst choice: "
+                     f"{', '.join(stable) or 'none'}.")
+    items.append("The older span test (Δb against the seed floor Φb, at 0.5) is in 'Policy or "
+                 "capability?': it cannot tell policy content from a moved threshold, so it "
+                 "makes no call here.")
+    return items
+
+
 def section_summary(ctx: ReportContext) -> Section:
     o = ctx.options
     lists = load_lists(ctx)
@@ -92,7 +131,7 @@ def section_summary(ctx: ReportContext) -> Section:
         "Every table names its interval.",
     ]
     caution = competence_caution(ctx)
-    items = [competence_summary(ctx), *_load_bullets(ctx, lists)]
+    items = [competence_summary(ctx), *_call_bullets(ctx)]
     if ctx.results.contamination is not None:
         t = ctx.results.contamination.table.filter(pl.col("n_exact") > 0).sort(
             ["share_exact", "benchmark"], descending=[True, False])
@@ -117,7 +156,7 @@ def section_summary(ctx: ReportContext) -> Section:
     items.append("Do not compare: scores across columns or subsets (full vs decontaminated), a "
                  "loose-mapping score with a strict one, an outside guard's native verdict with "
                  "a mapped read-out, or any difference inside the seed floor; and do not read a "
-                 "policy-load score as capability.")
+                 "policy-content or threshold-shift score as capability.")
     payload = {"policy_load": lists["policy"], "capability_load": lists["capability"],
                "route_sensitive": lists["route-sensitive"],
                "uninformative": lists["uninformative"], "undetermined": lists["undetermined"],
@@ -196,22 +235,30 @@ def section_disclosure(ctx: ReportContext) -> Section:
             Column("floor_median", "seed floor median (pp)", "pp"),
             Column("floor_widest", "seed floor widest (pp)", "pp"),
             Column("n_groups", "seed groups", "int"), Column("delta", "Δb (pp)", "pp"),
-            Column("q_contrast", "q (A-last vs B-last)", "p"), Column("load", "call"),
-            Column("load_study", "study rule"))
+            Column("call", "call"), Column("call_stable", "stable?"),
+            Column("q_contrast", "q (A-last vs B-last)", "p"), Column("load", "span test"))
     defs = tuple(f"{name} mapping: unsafe = {' ∪ '.join(classes)}; every other class is safe"
                  + (" (used for the primary tables)" if name == d.mapping else "")
                  for name, classes in d.definitions)
     pols = tuple(f"Policy {p}: {text}" for p, text in d.policies)
+    calls, source = call_table(ctx)
+    card = d.table.join(calls.select("benchmark", pl.col("call"),
+                                     pl.col("stable").alias("call_stable")),
+                        on="benchmark", how="left")
     blocks: list[Block] = [
         *provenance_blocks(ctx, caution=competence_caution(ctx)),
         Paragraph("What every guard paper should publish beside its scores: how much of each "
                   "benchmark the training data already held, how far scores move between seeds "
                   "of the same recipe, and what exactly 'unsafe' means."),
         Table("disclosure", f"Disclosure card ({d.subset} prompts, {d.mapping} mapping). "
-              "Call: the calibrated load test (A-last vs B-last contrast and span against "
-              "seed noise; see 'Policy or capability?'); study rule: Δb > widest seed floor, "
-              "for comparison with the paper; q: BH q-value of the contrast. No intervals.",
-              cols, d.table),
+              + ("Call: the first screen's (route-matched contrast at matched thresholds, "
+                 "with its stability across analyst choices); " if source == "calls" else
+                 "Call: the span test's (no calls analysis); ")
+              + "span test: the calibrated load test at 0.5 (A-last vs B-last contrast and "
+              "span against seed noise; see 'Policy or capability?'), which cannot tell "
+              "policy content from a moved threshold; q: BH q-value of the contrast; the "
+              "study's rule (Δb > widest seed floor, load_study) is in the CSV. No intervals.",
+              cols, card),
         Paragraph(f"Operational definition. A prompt is flagged unsafe when P(unsafe) ≥ "
                   f"{d.threshold:g}, where P(unsafe) is the summed probability of the unsafe "
                   "classes (a guard without class probabilities uses its own P(unsafe))."),
@@ -221,7 +268,7 @@ def section_disclosure(ctx: ReportContext) -> Section:
         Bullets(pols),
         *competence_blocks(ctx),
     ]
-    payload = {"benchmarks": records(d.table), "threshold": d.threshold,
+    payload = {"benchmarks": records(card), "threshold": d.threshold,
                "competence_caution": competence_caution(ctx),
                "mapping": d.mapping, "subset": d.subset,
                "definitions": {n: list(c) for n, c in d.definitions},

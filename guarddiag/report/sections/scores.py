@@ -188,7 +188,7 @@ def section_load(ctx: ReportContext) -> Section:
               f"Δb beside Φb, the study's rule and the calibrated call per benchmark — "
               f"{cohort_words(ctx)} (study Table 4). No intervals: q are the tests' BH "
               "q-values; median Φb, Δb / widest Φb, the widest group, df and the raw p-values "
-              "are in the table's CSV.", cols, t),
+              "are in the table's CSV.", cols, t, collapsed=True),
         FigureBlock(f"span_floor_{o.primary_subset}_{o.mapping}",
                     plots.span_vs_floor(load, subset=o.primary_subset, mapping=o.mapping),
                     "Label-supervision span Δb against the seed floor Φb per benchmark."),

@@ -40,7 +40,7 @@ def _domain_table(res: SorryCategoriesResult) -> Table:
         f"mean over seeds; {res.mapping} mapping, threshold {res.threshold:g}, full prompt "
         "set. Policy A blocks the last two domains, policy B mostly allows them.",
         (Column("entity", "recipe / guard"), Column("n_runs", "runs", "int"), *cols),
-        wide.select(["entity", "n_runs", *[c.key for c in cols]]))
+        wide.select(["entity", "n_runs", *[c.key for c in cols]]), collapsed=True)
 
 
 MIN_RANKED_PROMPTS = 30
@@ -138,7 +138,7 @@ def sorry_balance(ctx: ReportContext) -> Section:
          Column("n_mapped", "mapped", "int"), Column("pillars_tested", "pillars", "int"),
          Column("imbalance_ratio", "ratio", "num1"), Column("most", "most"),
          Column("least", "least"), Column("untested", "untested"),
-         Column("category_note", "not assessable because")), summary)
+         Column("category_note", "not assessable because")), summary, collapsed=True)
     fig = FigureBlock("sorry_balance", plot_balance(res),
                       "Share of each benchmark's prompts per pillar, and its domain mix.")
     return Section(sid, title, (table, fig), {"benchmarks": summary.to_dicts()})

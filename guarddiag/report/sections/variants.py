@@ -73,7 +73,7 @@ def section_distill(ctx: ReportContext) -> Section:
                   f"each run's meta.json. Scores: {cohort_words(ctx, d.subset)}; VAL is the "
                   "primary (English) VAL."),
         Table("distill_sensitivity", f"Base branch vs variant, seed means. "
-              f"{hull_words(ctx.options.confidence)}", tuple(columns), frame),
+              f"{hull_words(ctx.options.confidence)}", tuple(columns), frame, collapsed=True),
         Table("distill_sensitivity_all", "Every (size, base, variant, benchmark) row.",
               (Column("size", "size"), Column("base", "base"), Column("variant", "variant"),
                Column("benchmark", "benchmark"),
