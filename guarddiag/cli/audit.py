@@ -143,6 +143,9 @@ def register(sub: argparse._SubParsersAction, bench: argparse._SubParsersAction)
     _add_gates(parser)
     parser.add_argument("--out", type=Path, default=None, metavar="DIR",
                         help="output folder (default <work-dir>/audit)")
+    parser.add_argument("--no-figure", action="store_true",
+                        help="skip overlap.png/.pdf: drawing them with matplotlib is most of a "
+                             "small audit's time (about 1 s of imports and rendering)")
     add_work_paths(parser, "pool", "derived",
                    help={"pool": "pool: a table file (parquet, Arrow, CSV/TSV or JSON "
                                      "lines; .gz/.zst), a quoted glob over shards "
@@ -267,7 +270,8 @@ def audit_options_from(args: argparse.Namespace) -> AuditOptions:
         require_fields=tuple(args.require_field or ()),
         gate_exclude=tuple(args.gate_exclude or ()), near_dup=args.near_dup,
         drop_near=args.drop_near, templates=args.templates, drop_template=args.drop_template,
-        containment=args.containment, drop_contained=args.drop_contained, engine=args.engine)
+        containment=args.containment, drop_contained=args.drop_contained, engine=args.engine,
+        figure=not args.no_figure)
 
 
 def _run_audit(args: argparse.Namespace) -> int:
