@@ -41,6 +41,14 @@ from guarddiag import paths
 from guarddiag.audit import audit_pool
 from guarddiag.cores import usable_cores
 from guarddiag.data import load_benchmarks, pull, subset_status
+from guarddiag.demo_defaults import (
+    DEMO_SEED,
+    DEMO_SIZE,
+    FLOOR_BRANCHES,
+    FLOOR_SEEDS,
+    MUTATED_BENCHMARK,
+    MUTATIONS,
+)
 from guarddiag.errors import GuarddiagError
 from guarddiag.files import write_json
 from guarddiag.guards import profanity
@@ -54,16 +62,6 @@ if TYPE_CHECKING:
     from guarddiag.train.runner import RunSummary
 
 logger = logging.getLogger(__name__)
-
-DEMO_SIZE = "minilm"
-"""The pretrained CPU size (frozen all-MiniLM-L6-v2 + a trained MLP body and heads); ``micro``
-(random init) is the quick size the tests use."""
-DEMO_SEED = 42
-FLOOR_SEEDS: tuple[int, ...] = (43, 44)
-FLOOR_BRANCHES: tuple[str, ...] = ("all",)
-"""Every branch and variant at every seed: the seed floor is measured per recipe."""
-MUTATED_BENCHMARK = "sorrybench"
-MUTATIONS: tuple[str, ...] = ("deterministic",)
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,12 @@ DATA_ENV = "GUARDDIAG_DATA"
 DEFAULT_DATA_DIR = Path.home() / ".cache" / "guarddiag" / "data"
 """Where ``guarddiag data pull`` puts files when neither --data-dir nor GUARDDIAG_DATA is set."""
 
+CACHE_ENV = "GUARDDIAG_CACHE"
+"""Environment variable naming the folder of derived caches (the audit's benchmark normal forms);
+``off`` turns them off."""
+
+DEFAULT_CACHE_DIR = Path.home() / ".cache" / "guarddiag" / "cache"
+
 DEFAULT_WORK_DIR = Path("work")
 """Default root of generated work products: pool/, audit/, runs/."""
 
@@ -32,6 +38,15 @@ def resolve_data_dir(data_dir: str | os.PathLike[str] | None = None) -> Path:
     if env:
         return Path(env).expanduser()
     return DEFAULT_DATA_DIR
+
+
+def cache_dir() -> Path | None:
+    """``$GUARDDIAG_CACHE``, else :data:`DEFAULT_CACHE_DIR`; None when it is ``off``. Every
+    entry is keyed by a digest of what it was computed from, so a stale one is never read."""
+    env = os.environ.get(CACHE_ENV)
+    if env and env.strip().lower() == "off":
+        return None
+    return Path(env).expanduser() if env else DEFAULT_CACHE_DIR
 
 
 def _spec_root(name: str) -> Path:

@@ -82,6 +82,22 @@ def status_lines_on_stderr():
     log_to_stderr()
 
 
+CACHE_ENV = "GUARDDIAG_CACHE"  # guarddiag.paths.CACHE_ENV
+
+
+@pytest.fixture(scope="session", autouse=True)
+def derived_cache_in_tmp(tmp_path_factory):
+    """Derived caches (the audit's benchmark normal forms) go to a session temp folder, never
+    to the user's ~/.cache."""
+    before = os.environ.get(CACHE_ENV)
+    os.environ[CACHE_ENV] = str(tmp_path_factory.mktemp("cache"))
+    yield
+    if before is None:
+        os.environ.pop(CACHE_ENV, None)
+    else:
+        os.environ[CACHE_ENV] = before
+
+
 # Folders of the repository that no test may write into (tests write under tmp_path only).
 # Source folders are not watched: they change while one edits the code.
 _WATCHED = ("reports", "work", "runs", "data_manifests", "branches")

@@ -128,3 +128,16 @@ def test_exact_candidates_are_the_rows_whose_key_is_a_benchmark_key():
     assert all(k for k, t in zip(keep.to_list(), pool, strict=True) if normalise(t) in forms)
     # ... and a few more, which the exact comparison then drops: "a bc" has the key of "ab c".
     assert keep.to_list()[-4:] == [True, True, True, False]
+
+
+def test_exact_candidates_at_the_window_edges():
+    # Keys of 1-6 characters, windows that are mostly separators, NUL inside a text, rows just
+    # shorter and longer than the window: a candidate exactly when the key is a benchmark key.
+    bench = ["ab", "abcd", "abcdef", "x" * 20, "a\0b c", "q" * 8 + " " + "r" * 8]
+    bench_forms = [f for f in _python(bench) if f]
+    pool = ["AB", "a-b", "!" * 40 + "ab" + "?" * 40, "!" * 15 + "abcd" + "." * 15,
+            "ab cd ef", "ABCDEFG", "x" * 20, "x" * 21, "X " * 20, "a\0B c", "a\0b", "\0",
+            "q" * 8 + "-" * 30 + "r" * 8, "q" * 8 + "r" * 7, "…ab…", "ＡＢ", "é" * 3, ""]
+    keep, _ = exact_candidates(pl.Series(pool, dtype=pl.String), key_index(bench_forms))
+    keys = {f.replace(" ", "") for f in bench_forms}
+    assert keep.to_list() == [normalise(t).replace(" ", "") in keys for t in pool]

@@ -30,13 +30,16 @@ import polars as pl
 
 from guarddiag import data, files
 from guarddiag.audit.engine import default_workers
+from guarddiag.audit.exact import index_forms
 from guarddiag.audit.neardup import similar_pairs
+from guarddiag.audit.normal import normal_forms
 from guarddiag.audit.outputs import save_audit_figure
+from guarddiag.audit.peer import PeerResult, PeerRow, pair_rows, require_datasketch
 from guarddiag.audit.plan import PassCost, PeakMemory, ScalePlan, cpu_seconds
 from guarddiag.audit.run import audit_pool
 from guarddiag.errors import GuarddiagError
 from guarddiag.figures import paper_style
-from guarddiag.text import jaccard, normalise, word_set
+from guarddiag.text import jaccard, normalise, word_set, words_of_normal_form
 
 logger = logging.getLogger(__name__)
 
@@ -262,6 +265,44 @@ def bench_audit(*, rows: int = 1_000_000, near_rows: int = 270_000, threshold: f
         if plan and costs else None)
 
 
+def bench_peer(*, rows: int = 200_000, threshold: float = 0.8, seed: int = 0,
+               benchmarks: str | Sequence[str] = "all", data_dir: str | Path | None = None,
+               num_perm: int = 128) -> PeerResult:
+    """``bench audit --peer``: on one seeded synthetic pool of ``rows`` rows, the exact and the
+    near-dup audit (whole command, fresh process), the prefix-filter join and datasketch's
+    MinHashLSH (word sets to pairs), each pair finder's recall against the exact oracle
+    (:mod:`guarddiag.audit.peer`)."""
+    require_datasketch()
+    if rows < 1:
+        raise GuarddiagError(f"bench audit --peer: --near-rows must be >= 1, got {rows}")
+    bench_set = data.load_benchmarks(benchmarks, data_dir=data_dir)
+    if not bench_set.frames:
+        raise GuarddiagError("bench audit: no benchmark subset is available (check --data-dir)")
+    bench_texts = [t for f in bench_set.frames.values() for t in f.get_column("text").to_list()]
+    logger.info(f"bench audit: generating a {rows:,}-row synthetic pool")
+    pool = synthetic_pool(bench_texts, bench_texts, rows=rows, seed=seed, threshold=threshold)
+    timed = []
+    with tempfile.TemporaryDirectory(prefix="guarddiag-peer-") as tmp:
+        for name, near in (("exact", False), ("near-dup", True)):
+            phase = _time_phase(pool, name, rows, near=near, containment=False, tmp=Path(tmp),
+                                benchmarks=benchmarks, data_dir=data_dir, threshold=threshold)
+            timed.append(PeerRow(method=f"guarddiag {name} audit", scope="whole command",
+                                 wall_s=phase.wall_s, peak_mib=phase.peak_mib))
+    forms = index_forms([f.get_column("text").to_list() for f in bench_set.frames.values()])
+    bench_sets = [frozenset(words_of_normal_form(f)) for f in forms.forms]
+    pool_forms = normal_forms(pool.frame.get_column("text"))[0].to_list()
+    pool_sets = [frozenset(words_of_normal_form(f)) for f in pool_forms]
+    logger.info(f"bench audit: exact oracle of {len(pool_sets):,} × {len(bench_sets):,} pairs")
+    t0 = time.perf_counter()
+    oracle = brute_force_pairs(bench_sets, pool_sets, threshold)
+    oracle_s = time.perf_counter() - t0
+    logger.info("bench audit: prefix-filter join and datasketch MinHashLSH on the same word sets")
+    found = pair_rows(bench_sets, pool_sets, oracle, threshold=threshold, num_perm=num_perm)
+    return PeerResult(rows=(*timed, *found), pool_rows=rows, prompts=len(bench_sets),
+                      threshold=threshold, num_perm=num_perm, oracle_pairs=len(oracle),
+                      oracle_s=oracle_s, seed=seed)
+
+
 def _run_phases(pool: SyntheticPool, sizes: dict[str, int], *, plan: bool,
                 benchmarks: str | Sequence[str], data_dir: str | Path | None,
                 threshold: float) -> tuple[list[BenchPhase], list[PassCost]]:
@@ -403,7 +444,8 @@ def brute_force_pairs(bench_sets: list[frozenset[str]], pool_sets: list[frozense
                        threshold: float, *, chunk: int = 1000) -> set[tuple[int, int]]:
     """Every pair with Jaccard ≥ threshold, from exact intersection counts of all pairs.
 
-    Independent of the prefix index: |a ∩ b| for every pair is one sparse 0/1 matrix product.
+    Independent of the prefix index: |a ∩ b| for every pair of compatible sizes is one sparse
+    0/1 matrix product.
     """
     import scipy.sparse as sp  # heavy, and only this oracle needs it
 
@@ -423,16 +465,29 @@ def brute_force_pairs(bench_sets: list[frozenset[str]], pool_sets: list[frozense
 
     bench_m = matrix(bench_sets).T.tocsc()
     bench_size = np.array([len(s) for s in bench_sets], dtype=np.int64)
+    # |a ∩ b| ≤ min(|a|, |b|), so J ≥ t needs t·|b| ≤ |a| ≤ |b|/t: each pool row is multiplied
+    # only with the prompts of such sizes (with slack, so no pair is lost to rounding); this
+    # cuts the product several-fold and keeps the oracle an exact count of every pair.
+    by_size = np.argsort(bench_size, kind="stable")
+    sorted_size = bench_size[by_size]
+    pool_size = np.array([len(s) for s in pool_sets], dtype=np.int64)
     out: set[tuple[int, int]] = set()
-    for start in range(0, len(pool_sets), chunk):
-        part = pool_sets[start:start + chunk]
-        inter = (matrix(part) @ bench_m).tocoo()
-        size = np.array([len(s) for s in part], dtype=np.int64)
-        union = size[inter.row] + bench_size[inter.col] - inter.data
-        # Same float as text.jaccard: |a ∩ b| / |a ∪ b|.
-        keep = inter.data / union >= threshold
-        out.update(zip((inter.col[keep]).tolist(), (inter.row[keep] + start).tolist(),
-                       strict=True))
+    for k in np.unique(pool_size[pool_size > 0]).tolist():
+        low = np.searchsorted(sorted_size, threshold * k - 1e-9, side="left")
+        high = np.searchsorted(sorted_size, k / threshold + 1e-9, side="right")
+        cols = by_size[low:high]
+        if not cols.size:
+            continue
+        sub = bench_m[:, cols]
+        rows = np.flatnonzero(pool_size == k)
+        for start in range(0, rows.size, chunk):
+            part = rows[start:start + chunk]
+            inter = (matrix([pool_sets[j] for j in part.tolist()]) @ sub).tocoo()
+            union = k + bench_size[cols[inter.col]] - inter.data
+            # Same float as text.jaccard: |a ∩ b| / |a ∪ b|.
+            keep = inter.data / union >= threshold
+            out.update(zip(cols[inter.col[keep]].tolist(), part[inter.row[keep]].tolist(),
+                           strict=True))
     return out
 
 

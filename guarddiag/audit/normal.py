@@ -45,6 +45,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 
+import numpy as np
 import polars as pl
 
 from guarddiag.text import normalise
@@ -70,10 +71,13 @@ def _composition_seconds() -> frozenset[str]:
     """Characters that are the second half of a two-character canonical decomposition (the
     ones canonical composition can merge into the character before them)."""
     out = set()
-    for cp in range(0x30000):      # no decomposition is defined above U+2FA1D
-        parts = unicodedata.decomposition(chr(cp)).split()
-        if len(parts) == 2 and not parts[0].startswith("<"):
-            out.add(chr(int(parts[1], 16)))
+    # No decomposition is defined above U+2FA1D; most code points have none, so the empty
+    # ones are skipped before any splitting (this runs in every audit process).
+    for decomposition in map(unicodedata.decomposition, map(chr, range(0x30000))):
+        if decomposition and decomposition[0] != "<":
+            parts = decomposition.split()
+            if len(parts) == 2:
+                out.add(chr(int(parts[1], 16)))
     return frozenset(out)
 
 
@@ -215,21 +219,25 @@ def exact_candidates(texts: pl.Series, index: KeyIndex) -> tuple[pl.Series, int]
     ends are a benchmark key's (about 1.5% of a synthetic pool), whose window held too few key
     characters, or that hold an unprovable character get their whole key computed.
     """
-    chars = texts.str.len_chars()
-    separators, unprovable = _characters(texts.filter(texts.str.len_bytes() != chars))
+    wide = texts.str.len_bytes() != texts.str.len_chars()
+    separators, unprovable = _characters(texts.filter(wide))
     none = [""] * len(separators)
-    head = texts.str.head(_WINDOW).str.replace_many(separators, none).str.to_lowercase()
-    tail = texts.str.tail(_WINDOW).str.replace_many(separators, none).str.to_lowercase()
-    head, tail = head.str.head(END_CHARS), tail.str.tail(END_CHARS)
-    unsure = (((head.str.len_chars() < END_CHARS) | (tail.str.len_chars() < END_CHARS))
-              & (chars > _WINDOW))
+    # Both windows in one string, "<head>\0<tail>", cleaned and lower-cased in one pass each (a
+    # third of the time of two): NUL is no separator and lower-cases to itself, so the result
+    # is clean(head) + NUL + clean(tail). Its first END_CHARS characters are the key's when
+    # they hold no NUL, likewise its last; a NUL among them (the head or tail window had too
+    # few key characters, or the text holds a NUL) makes the row unsure, i.e. a candidate.
+    window = (texts.str.head(_WINDOW) + "\0" + texts.str.tail(_WINDOW)
+              ).str.replace_many(separators, none).str.to_lowercase()
+    head, tail = window.str.head(END_CHARS), window.str.tail(END_CHARS)
+    unsure = (head.str.contains("\0", literal=True) | tail.str.contains("\0", literal=True))
     maybe = (head + "\0" + tail).is_in(index.ends.implode()) | unsure
-    slow = pl.Series(values=[False] * texts.len(), dtype=pl.Boolean)
+    slow = pl.Series(values=np.zeros(texts.len(), dtype=bool))
     if unprovable:
-        wide_rows = (texts.str.len_bytes() != chars).arg_true()
+        wide_rows = wide.arg_true()
         slow = slow.scatter(wide_rows.filter(texts.gather(wide_rows).str.contains_any(unprovable)),
                             True)
-    keep = pl.Series(values=[False] * texts.len(), dtype=pl.Boolean)
+    keep = pl.Series(values=np.zeros(texts.len(), dtype=bool))
     fast_rows = (maybe & ~slow).arg_true()
     if fast_rows.len():
         keys = _vectorised(texts.gather(fast_rows), separators, keys=True)

@@ -70,6 +70,9 @@ def write_audit(result: AuditResult, out_dir: str | Path, *, figure: bool = True
         files.write_text("".join(f"{pid}\n" for pid in kept), deco / f"{name}.txt")
     if figure:
         save_audit_figure(plot_overlap(result), out_dir / "overlap")
+    else:   # a chart left by an earlier audit would not show this one
+        for suffix in (".png", ".pdf"):
+            (out_dir / f"overlap{suffix}").unlink(missing_ok=True)
     files.write_json(_summary_doc(result), out_dir / "summary.json")
     meta = dict(meta or {})
     inputs = meta.pop("inputs", None)

@@ -88,7 +88,8 @@ def audit_pool(pool: str | Path, options: AuditOptions | None = None, *,
         *bench_set.frames, *(u.benchmark for u in unavailable)])  # audits add up, or refused
     if not force:
         cached = load_if_current(out_dir, key)
-        if cached is not None:
+        # An audit saved without its chart (figure=False) is redone when the chart is wanted.
+        if cached is not None and (not opts.figure or (out_dir / "overlap.png").is_file()):
             logger.info(f"audit: {out_dir} is up to date with this pool and these benchmarks "
                         "(use --force to recompute)")
             return cached

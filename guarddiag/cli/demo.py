@@ -52,7 +52,7 @@ def _jobs(text: str) -> int:
 
 
 def register(sub, bench) -> None:
-    from guarddiag.demo import DEMO_SIZE, FLOOR_BRANCHES, FLOOR_SEEDS, MUTATIONS
+    from guarddiag.demo_defaults import DEMO_SIZE, FLOOR_BRANCHES, FLOOR_SEEDS, MUTATIONS
 
     p = add_parser(sub, "demo", help="run the whole study at CPU size, end to end (resumable)",
                    description=_DESCRIPTION)
