@@ -51,7 +51,7 @@ import polars as pl
 
 from guarddiag import files
 from guarddiag.audit.containment import ContainmentIndex, contained_rows, index_containment
-from guarddiag.audit.neardup import PrefixIndex, build_index, probe_index
+from guarddiag.audit.neardup import PrefixIndex, build_index, probe_forms
 from guarddiag.audit.normal import KeyIndex, exact_candidates, key_index, normal_forms
 from guarddiag.audit.ray_engine import ray_map
 from guarddiag.audit.scanstore import PoolScan, ScanStore, TaskFindings, TaskIds, id_hashes
@@ -233,21 +233,13 @@ def _candidate_rows(texts: pl.Series, state: _Indexes, spec: ScanSpec) -> tuple[
     return keep, slow
 
 
-_PROBE_SLICE = 32_768
-"""Distinct pool forms whose word sets are built and probed at once (:func:`_near_rows`)."""
-
-
 def _near_rows(forms: pl.Series, index: PrefixIndex, bench_forms: tuple[str, ...]
                ) -> pl.Series:
     """Rows whose form has a near pair (Jaccard ≥ threshold) with another benchmark form."""
-    unique = forms.unique(maintain_order=True).to_list()
-    near: set[str] = set()
-    # The word sets of a whole batch take ~1 GiB per process (262,144 rows of ~20 words):
-    # probing them a slice at a time holds only one slice's, with the same pairs.
-    for start in range(0, len(unique), _PROBE_SLICE):
-        part = unique[start:start + _PROBE_SLICE]
-        pairs = probe_index(index, [frozenset(words_of_normal_form(f)) for f in part])
-        near.update(part[j] for i, j, _ in pairs if part[j] != bench_forms[i])
+    unique = forms.unique(maintain_order=True)
+    pairs = probe_forms(index, unique)     # a slice at a time: memory does not follow the batch
+    texts = unique.gather([j for _, j, _ in pairs]).to_list() if pairs else []
+    near = {t for (i, _, _), t in zip(pairs, texts, strict=True) if t != bench_forms[i]}
     if not near:
         return pl.Series(np.zeros(forms.len(), dtype=bool))
     return forms.is_in(pl.Series(sorted(near), dtype=pl.String).implode())
