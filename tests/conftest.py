@@ -64,13 +64,9 @@ STATES_ENV = "GUARDDIAG_STATES"  # guarddiag.model.states.STATES_ENV (that modul
 def states_cache_in_tmp(tmp_path_factory):
     """Frozen-encoder states (guarddiag.model.states) go to a session temp folder, never to
     the user's ~/.cache: tests embed each text once per session and leave nothing behind."""
-    before = os.environ.get(STATES_ENV)
-    os.environ[STATES_ENV] = str(tmp_path_factory.mktemp("states"))
-    yield
-    if before is None:
-        os.environ.pop(STATES_ENV, None)
-    else:
-        os.environ[STATES_ENV] = before
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(STATES_ENV, str(tmp_path_factory.mktemp("states")))
+        yield
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -89,13 +85,9 @@ CACHE_ENV = "GUARDDIAG_CACHE"  # guarddiag.paths.CACHE_ENV
 def derived_cache_in_tmp(tmp_path_factory):
     """Derived caches (the audit's benchmark normal forms) go to a session temp folder, never
     to the user's ~/.cache."""
-    before = os.environ.get(CACHE_ENV)
-    os.environ[CACHE_ENV] = str(tmp_path_factory.mktemp("cache"))
-    yield
-    if before is None:
-        os.environ.pop(CACHE_ENV, None)
-    else:
-        os.environ[CACHE_ENV] = before
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(CACHE_ENV, str(tmp_path_factory.mktemp("cache")))
+        yield
 
 
 # Folders of the repository that no test may write into (tests write under tmp_path only).

@@ -271,7 +271,7 @@ def test_at_a_glance_groups_the_first_screens_calls_and_names_the_stable_ones():
     ctx = _calls_ctx([("copy", "policy content", True), ("adv", "threshold shift", False),
                       ("hq", "policy content", False), ("morse", "undetermined", False)],
                      below_floor=True)
-    bullets = _call_bullets(ctx)
+    bullets = _call_bullets(ctx, {})  # the lists serve only a report without calls
     content = next(b for b in bullets if b.startswith("Policy content"))
     assert content.startswith("Policy content (2): copy, hq — ")
     assert content.endswith("Stable under every analyst choice: copy.")

@@ -88,12 +88,13 @@ _CALL_WORDS = {
 }
 
 
-def _call_bullets(ctx: ReportContext) -> list[str]:
+def _call_bullets(ctx: ReportContext, lists: dict[str, list[str]]) -> list[str]:
     """The first screen's calls, grouped by call, each with what it showed (one source: the
-    first screen's table, so the two cannot disagree)."""
+    first screen's table, so the two cannot disagree); the span test's ``lists`` where there
+    is no calls analysis."""
     table, source = call_table(ctx)
     if source != "calls":
-        return _load_bullets(ctx, load_lists(ctx))
+        return _load_bullets(ctx, lists)
     items = []
     for call, words in _CALL_WORDS.items():
         rows = table.filter(pl.col("call") == call)
@@ -131,7 +132,7 @@ def section_summary(ctx: ReportContext) -> Section:
         "Every table names its interval.",
     ]
     caution = competence_caution(ctx)
-    items = [competence_summary(ctx), *_call_bullets(ctx)]
+    items = [competence_summary(ctx), *_call_bullets(ctx, lists)]
     if ctx.results.contamination is not None:
         t = ctx.results.contamination.table.filter(pl.col("n_exact") > 0).sort(
             ["share_exact", "benchmark"], descending=[True, False])
