@@ -166,7 +166,9 @@ def ranking_table(predictions: pl.DataFrame, *, mapping: str, subset: str,
         for size in sorted(set(recipe["size"].to_list())):
             runs = recipe.filter(pl.col("size") == size)
             found = [_pair_auroc(r, harmful, benign)
-                     for r in runs.partition_by("run_id", maintain_order=False)]
+                     # In run order: the seed mean below is then summed the same way on
+                     # every render (unordered partitions moved its last bit).
+                     for r in runs.sort("run_id").partition_by("run_id", maintain_order=True)]
             values = [v for v in found if v is not None]
             if not values:
                 continue
