@@ -30,9 +30,9 @@ the reference).
 from __future__ import annotations
 
 import logging
-from collections import Counter
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -46,15 +46,11 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["PrefixIndex", "build_index", "check_threshold", "near_matches", "probe_forms",
-           "probe_index", "similar_pairs"]
+__all__ = ["PrefixIndex", "build_index", "check_threshold", "form_index", "near_matches",
+           "probe_forms", "probe_index", "similar_pairs"]
 
 _EPS = 1e-9
 """Slack on ⌈t·n⌉ so float rounding can only lengthen a prefix (more candidates, never a miss)."""
-
-_WORD_PATTERN = r"\w+"
-"""``guarddiag.text``'s word pattern; on ASCII text polars' (Rust) ``\\w`` is Python's
-``[a-zA-Z0-9_]``, so :func:`_form_tokens` hands only non-ASCII forms to Python's regex."""
 
 Pairs = list[tuple[int, int, float]]
 
@@ -96,6 +92,9 @@ class PrefixIndex:
     holds a rank, by size, so a probe takes only the size-compatible run of each list."""
     postings: np.ndarray
     """The indexed set of each entry of :attr:`posting_keys`."""
+    posting_positions: np.ndarray
+    """The token's position in that set's run (0 = its rarest token), for the positional
+    filter."""
     band: int
     """Largest set size + 2: a rank's posting keys never reach the next rank's."""
     matrix: csr_matrix
@@ -104,29 +103,44 @@ class PrefixIndex:
 
 def build_index(indexed: Sequence[Collection[str]], *, threshold: float) -> PrefixIndex:
     """Index the smaller side (benchmark word sets) for :func:`probe_index`."""
+    sets = [s if isinstance(s, frozenset) else frozenset(s) for s in indexed]
+    lengths = np.fromiter((len(s) for s in sets), dtype=np.int64, count=len(sets))
+    return _index_tokens(
+        pl.DataFrame({"row": np.repeat(np.arange(len(sets), dtype=np.int64), lengths),
+                      "word": [w for s in sets for w in s]},
+                     schema={"row": pl.Int64, "word": pl.String}),
+        len(sets), threshold=threshold)
+
+
+@lru_cache(maxsize=2)
+def form_index(forms: tuple[str, ...], *, threshold: float) -> PrefixIndex:
+    """:func:`build_index` of the word sets of benchmark normal forms, split by polars as
+    :func:`probe_forms` splits probes, and kept per process: the scan and the audit of its
+    candidate rows probe the same index."""
+    return _index_tokens(_form_tokens(pl.Series(forms, dtype=pl.String)), len(forms),
+                         threshold=threshold)
+
+
+def _index_tokens(tokens: pl.DataFrame, n: int, *, threshold: float) -> PrefixIndex:
+    """The index of sets ``0..n-1`` given as distinct ``(row, word)`` tokens."""
     threshold = check_threshold(threshold)
-    index_sets = [s if isinstance(s, frozenset) else frozenset(s) for s in indexed]
-    doc_freq: Counter[str] = Counter()
-    for s in index_sets:
-        doc_freq.update(s)
-    order = sorted(doc_freq, key=lambda w: (doc_freq[w], w))
-    rank = {w: r for r, w in enumerate(order)}
-    sizes = np.array([len(s) for s in index_sets], dtype=np.int64)
-    sets = np.repeat(np.arange(len(index_sets), dtype=np.int64), sizes)
-    ranks = np.fromiter((rank[w] for s in index_sets for w in s), dtype=np.int64,
-                        count=int(sizes.sum()))
-    n_vocab = max(len(order), 1)
-    sets, ranks = _sorted_runs(sets, ranks, n_vocab)
-    prefix = _leading(sets, _prefix_lengths(sizes, threshold))
+    vocab = (tokens.group_by("word").len().sort("len", "word")
+             .select("word", pl.int_range(pl.len(), dtype=pl.Int64).alias("rank")))
+    ranked = tokens.join(vocab, on="word", how="inner")
+    n_vocab = max(vocab.height, 1)
+    sets, ranks = _sorted_runs(ranked.get_column("row").to_numpy(),
+                               ranked.get_column("rank").to_numpy(), n_vocab)
+    sizes = np.bincount(sets, minlength=n).astype(np.int64)
+    position = _within_runs(sizes)[0]
+    prefix = position < _prefix_lengths(sizes, threshold)[sets]
     band = int(sizes.max(initial=0)) + 2
     posting_keys = ranks[prefix] * band + sizes[sets[prefix]]
     by_key = np.lexsort((sets[prefix], posting_keys))
     return PrefixIndex(
-        threshold=threshold, sizes=sizes,
-        vocab=pl.DataFrame({"word": order, "rank": np.arange(len(order), dtype=np.int64)},
-                           schema={"word": pl.String, "rank": pl.Int64}),
-        posting_keys=posting_keys[by_key], postings=sets[prefix][by_key], band=band,
-        matrix=_incidence(sets, ranks, len(index_sets), n_vocab))
+        threshold=threshold, sizes=sizes, vocab=vocab,
+        posting_keys=posting_keys[by_key], postings=sets[prefix][by_key],
+        posting_positions=position[prefix][by_key], band=band,
+        matrix=_incidence(sets, ranks, n, n_vocab))
 
 
 def _incidence(rows: np.ndarray, ranks: np.ndarray, n: int, n_vocab: int) -> csr_matrix:
@@ -143,14 +157,9 @@ def _sorted_runs(rows: np.ndarray, ranks: np.ndarray, n_vocab: int
                  ) -> tuple[np.ndarray, np.ndarray]:
     """Distinct (row, rank) pairs sorted by row, then rank: each row's tokens in the global
     order (one sort of combined keys, several times faster than a two-key lexsort)."""
-    keys = np.sort(rows * n_vocab + ranks)
+    # polars' sort: 3x numpy's on these nearly sorted keys.
+    keys = pl.Series(rows * n_vocab + ranks).sort().to_numpy()
     return keys // n_vocab, keys % n_vocab
-
-
-def _leading(rows: np.ndarray, take: np.ndarray) -> np.ndarray:
-    """Mask of the first ``take[row]`` tokens of each row's run (``rows`` sorted; a ``take``
-    of 0 or less keeps none)."""
-    return _within_runs(np.bincount(rows, minlength=len(take)))[0] < take[rows]
 
 
 def _within_runs(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -202,23 +211,30 @@ def _sliced(index: PrefixIndex, n: int, tokens: Callable[[int, int], pl.DataFram
 
 
 def _form_tokens(forms: pl.Series) -> pl.DataFrame:
-    """Distinct ``(row, word)`` of each form: a form of ASCII letters, digits and spaces only
-    (most of them) is split at spaces, 3x faster than the regex; other ASCII forms take polars'
-    regex, the rest Python's."""
+    """Distinct ``(row, word)`` of each form, as Python's ``\\w+`` finds them.
+
+    Python's ``\\w`` is ``str.isalnum()`` or ``_``, and a normal form's separators are single
+    spaces, so a form whose other characters are all word characters splits at its spaces.
+    Which characters those are is decided by Python itself, once per distinct character a batch
+    holds (polars' Rust regex follows another Unicode version); only forms holding another
+    character (a combining mark, a control character) take Python's regex.
+    """
     frame = pl.DataFrame({"row": np.arange(forms.len(), dtype=np.int64),
                           "form": forms.cast(pl.String)})
     form = pl.col("form")
-    plain = ~form.str.contains("[^0-9A-Za-z ]")
-    ascii_ = form.str.len_bytes() == form.str.len_chars()
-    split = frame.filter(plain).select("row", form.str.split(" ").list.unique().alias("word"))
-    regex = frame.filter(~plain & ascii_).select(
-        "row", form.str.extract_all(_WORD_PATTERN).list.unique().alias("word"))
-    rest = frame.filter(~ascii_)
+    odd = form.str.contains("[^0-9A-Za-z_ ]")
+    held = (frame.filter(odd).get_column("form").str.extract_all("[^0-9A-Za-z_ ]")
+            .explode().drop_nulls().unique().to_list())
+    breaking = [c for c in held if not c.isalnum()]
+    slow = (frame.select(odd & form.str.contains_any(breaking)).to_series() if breaking
+            else pl.Series(np.zeros(frame.height, dtype=bool)))
+    split = frame.filter(~slow).select("row", form.str.split(" ").list.unique().alias("word"))
+    rest = frame.filter(slow)
     python = pl.DataFrame({"row": rest.get_column("row"),
                            "word": [list(set(words_of_normal_form(f))) for f in
                                     rest.get_column("form").to_list()]},
                           schema={"row": pl.Int64, "word": pl.List(pl.String)})
-    return (pl.concat([split, regex, python]).explode("word")
+    return (pl.concat([split, python]).explode("word")
             .filter(pl.col("word").is_not_null() & (pl.col("word") != "")))
 
 
@@ -232,28 +248,42 @@ def _probe_tokens(index: PrefixIndex, tokens: pl.DataFrame, n: int
                                known.get_column("rank").to_numpy(), index.vocab.height or 1)
     # Tokens the index never saw sort first; where they fill the prefix, no indexed set can
     # reach the threshold with the probe (``room`` <= 0 keeps none of its ranks).
-    room = _prefix_lengths(sizes, index.threshold) - (sizes - np.bincount(rows, minlength=n))
-    prefix = _leading(rows, room)
-    sets, probes = _candidates(index, rows[prefix], ranks[prefix], sizes)
+    unknown = sizes - np.bincount(rows, minlength=n)
+    position = _within_runs(np.bincount(rows, minlength=n))[0] + unknown[rows]
+    prefix = position < _prefix_lengths(sizes, index.threshold)[rows]
+    sets, probes = _candidates(index, rows[prefix], ranks[prefix], position[prefix], sizes)
     inter = _intersections(index, sets, probes, rows, ranks, n)
     similarity = inter / (sizes[probes] + index.sizes[sets] - inter)
     keep = similarity >= index.threshold
     return sets[keep], probes[keep], similarity[keep]
 
 
-def _candidates(index: PrefixIndex, rows: np.ndarray, ranks: np.ndarray, sizes: np.ndarray
-                ) -> tuple[np.ndarray, np.ndarray]:
-    """Distinct (indexed set, probe row) pairs that share a prefix token and pass the size
-    filter (which only saves verifying pairs that cannot reach the threshold)."""
+def _candidates(index: PrefixIndex, rows: np.ndarray, ranks: np.ndarray, positions: np.ndarray,
+                sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct (indexed set, probe row) pairs that share a prefix token and pass the size and
+    positional filters (which only save verifying pairs that cannot reach the threshold).
+
+    The positional filter (Xiao et al. 2008, PPJoin): two sets of sizes ``k`` and ``m`` reach
+    Jaccard ``t`` only with ``⌈t(k+m)/(1+t)⌉`` shared tokens, and if their first shared token
+    sits at positions ``i`` and ``j`` of their runs they share at most ``1 + min(k-i-1,
+    m-j-1)``. That first shared token is in both prefixes, and of all the pair's shared prefix
+    tokens it gives the largest bound, so keeping every (token, set) entry whose own bound
+    reaches the need keeps every pair that can match.
+    """
     low, high = _size_bounds(sizes[rows], index.threshold)
     base = ranks * index.band
     starts = np.searchsorted(index.posting_keys, base + np.clip(low, 0, index.band - 1))
     ends = np.searchsorted(index.posting_keys, base + np.clip(high, 0, index.band - 1),
                            side="right")
     within, owner = _within_runs(np.maximum(ends - starts, 0))
+    entry = starts[owner] + within
+    sets = index.postings[entry]
+    k, m = sizes[rows[owner]], index.sizes[sets]
+    bound = np.minimum(k - positions[owner], m - index.posting_positions[entry])
+    need = np.ceil(index.threshold * (k + m) / (1 + index.threshold) - _EPS)
+    fits = bound >= need
     n_sets = max(len(index.sizes), 1)
-    pairs = np.sort(rows[owner] * n_sets + index.postings[starts[owner] + within])
-    pairs = pairs[np.concatenate(([True], pairs[1:] != pairs[:-1]))] if len(pairs) else pairs
+    pairs = pl.Series(rows[owner[fits]] * n_sets + sets[fits]).unique().sort().to_numpy()
     return pairs % n_sets, pairs // n_sets
 
 
@@ -287,7 +317,7 @@ def near_matches(forms: Sequence[str], pool_forms: Sequence[str], *, threshold: 
     unique_forms = list(dict.fromkeys(f for f in pool_forms if f))
     logger.info(f"audit: near-duplicate join of {len(unique_forms):,} distinct pool texts × "
                 f"{len(forms):,} benchmark texts (word-set Jaccard ≥ {threshold:g})")
-    index = build_index([frozenset(words_of_normal_form(f)) for f in forms], threshold=threshold)
+    index = form_index(tuple(forms), threshold=threshold)
     pairs = probe_forms(index, unique_forms)
     near_of: dict[str, list[tuple[int, float]]] = {}
     for key, u, similarity in pairs:
