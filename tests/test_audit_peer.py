@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 
+import polars as pl
 import pytest
 
 from guarddiag.audit import peer
@@ -44,23 +45,24 @@ def test_oracle_is_the_hand_count():
 
 
 def test_table_recall_precision_and_speedup_from_the_rows():
-    rows = (PeerRow("guarddiag exact audit", "whole command", 2.0, peak_mib=300.0),
+    rows = (PeerRow("bare polars join", "read, lower, join", 0.8, peak_mib=100.0),
+            PeerRow("guarddiag exact audit", "whole command", 2.0, peak_mib=300.0),
             PeerRow("guarddiag near-dup audit", "whole command", 3.0, peak_mib=500.0),
             PeerRow("guarddiag prefix join", "word sets -> pairs", 0.5, pairs=4, true_pairs=4),
             PeerRow("datasketch MinHashLSH", "word sets -> pairs", 10.0, pairs=5,
                     true_pairs=3))
     result = PeerResult(rows=rows, pool_rows=7, prompts=2, threshold=0.8, num_perm=128,
                         oracle_pairs=4, oracle_s=0.1, seed=0)
-    assert result.recall(rows[2]) == 1.0
-    assert result.recall(rows[3]) == 3 / 4
-    assert result.precision(rows[3]) == 3 / 5
-    assert result.recall(rows[0]) is None
+    assert result.recall(rows[3]) == 1.0
+    assert result.recall(rows[4]) == 3 / 4
+    assert result.precision(rows[4]) == 3 / 5
+    assert result.recall(rows[1]) is None
     text = result.render()
     header = text.splitlines()[1].split()
     assert header[:2] == ["method", "time"]
     for column in ("wall", "pairs", "true", "recall", "precision", "peak", "datasketch"):
         assert column in header
-    by_method = {line[:24].strip(): line[24:].split() for line in text.splitlines()[3:7]}
+    by_method = {line[:24].strip(): line[24:].split() for line in text.splitlines()[3:8]}
     # wall s, pairs, true, recall, precision, peak MiB, x datasketch (= 10.0 / the row's wall).
     assert by_method["datasketch MinHashLSH"] == ["word", "sets", "->", "pairs", "10.00", "5",
                                                   "3", "0.7500", "0.6000", "—", "1.0"]
@@ -68,8 +70,11 @@ def test_table_recall_precision_and_speedup_from_the_rows():
                                                       "—", "20.0"]
     assert by_method["guarddiag near-dup audit"][2:] == ["3.00", "—", "—", "—", "—", "500",
                                                          "3.3"]
-    assert "near-dup audit / exact audit: 1.50x" in text
-    assert result.to_dict()["rows"][3]["recall"] == 0.75
+    assert by_method["bare polars join"][3:] == ["0.80", "—", "—", "—", "—", "100", "12.5"]
+    # 2.0 / 0.8, 3.0 / 2.0 and 10.0 / 0.5.
+    assert ("exact audit / bare join: 2.50x; near-dup audit / exact audit: 1.50x; "
+            "datasketch / prefix join: 20.00x") in text
+    assert result.to_dict()["rows"][4]["recall"] == 0.75
 
 
 @pytest.mark.skipif(importlib.util.find_spec("datasketch") is None,
@@ -101,3 +106,18 @@ def test_peer_is_in_the_help(capsys):
     out = capsys.readouterr().out
     assert "--peer" in out
     assert "--num-perm" in out
+
+
+def test_bare_join_keeps_the_rows_whose_lowercased_text_is_a_benchmark_text(tmp_path):
+    from guarddiag.audit.bench import _bare_join_measured
+
+    pl.DataFrame({"prompt_id": ["p0", "p1", "p2", "p3"],
+                  "text": ["How to Make a Bomb", "how to make a bomb!", "hello", "HELLO"]}
+                 ).write_parquet(tmp_path / "pool.parquet")
+    pl.DataFrame({"text": ["how to make a BOMB", "Hello"]}).write_parquet(tmp_path / "b.parquet")
+    wall, peak = _bare_join_measured(tmp_path / "pool.parquet", tmp_path / "b.parquet",
+                                     tmp_path / "out.parquet")
+    # Lower-casing only: "p1" keeps its "!" and is no match.
+    assert sorted(pl.read_parquet(tmp_path / "out.parquet")["prompt_id"]) == ["p0", "p2", "p3"]
+    assert wall > 0
+    assert peak > 0

@@ -283,6 +283,7 @@ def bench_peer(*, rows: int = 200_000, threshold: float = 0.8, seed: int = 0,
     pool = synthetic_pool(bench_texts, bench_texts, rows=rows, seed=seed, threshold=threshold)
     timed = []
     with tempfile.TemporaryDirectory(prefix="guarddiag-peer-") as tmp:
+        timed.append(_time_bare_join(pool, bench_texts, Path(tmp)))
         for name, near in (("exact", False), ("near-dup", True)):
             phase = _time_phase(pool, name, rows, near=near, containment=False, tmp=Path(tmp),
                                 benchmarks=benchmarks, data_dir=data_dir, threshold=threshold)
@@ -361,6 +362,33 @@ def _time_phase(pool: SyntheticPool, name: str, n: int, *, near: bool, containme
         pairs=overlap.height, cpu_s=cpu, peak_mib=peak, matched_rows=len(any_ids),
         matched_row_bytes=_row_bytes(pool.frame.head(n).filter(pl.col("prompt_id").is_in(
             sorted(any_ids)))))
+
+
+def _time_bare_join(pool: SyntheticPool, bench_texts: list[str], tmp: Path) -> PeerRow:
+    """The floor an exact audit is held to: in a fresh process, read the pool's ids and texts
+    and the benchmark texts from parquet, lower-case both, keep the pool rows whose text is a
+    benchmark text (a hash semi-join) and write them out; nothing else."""
+    pool_path = files.write_parquet(pool.frame, tmp / "pool-bare.parquet")
+    bench_path = files.write_parquet(pl.DataFrame({"text": bench_texts}, schema={
+        "text": pl.String}), tmp / "benchmarks-bare.parquet")
+    logger.info(f"bench audit: bare polars join of {pool.frame.height:,} rows")
+    with ProcessPoolExecutor(max_workers=1,
+                             mp_context=multiprocessing.get_context("spawn")) as child:
+        wall, peak = child.submit(_bare_join_measured, pool_path, bench_path,
+                                  tmp / "bare-out.parquet").result()
+    return PeerRow(method="bare polars join", scope="read, lower, join", wall_s=wall,
+                   peak_mib=peak)
+
+
+def _bare_join_measured(pool_path: Path, bench_path: Path, out: Path) -> tuple[float, float]:
+    """In a child process: wall seconds and peak RSS (MiB) of the bare join."""
+    t0 = time.perf_counter()
+    with PeakMemory() as memory:
+        bench = (pl.scan_parquet(bench_path).select(pl.col("text").str.to_lowercase())
+                 .unique())
+        (pl.scan_parquet(pool_path).select("prompt_id", pl.col("text").str.to_lowercase())
+         .join(bench, on="text", how="semi").collect().write_parquet(out))
+    return time.perf_counter() - t0, memory.peak_mib
 
 
 def _row_bytes(rows: pl.DataFrame) -> float:

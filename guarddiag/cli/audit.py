@@ -84,12 +84,13 @@ same cases as a chat corpus (messages lists and prompt/response rows, each text 
 or in an answer, benign filler on the other side) and audits messages[].content, prompt and
 response.
 
---peer instead puts the near-duplicate audit beside datasketch's MinHashLSH (--num-perm
-permutations) on one --near-rows synthetic pool and prints one table: the exact and the
-near-dup audit (whole command, fresh process, peak memory), then the prefix-filter join and
-MinHashLSH on the same word sets (matching only, no I/O), each with its pairs, recall and
-precision against an exact oracle (every pair's intersection count, a sparse product), and the
-speed-up over datasketch. datasketch is the optional peer extra: pip install "guarddiag[peer]".
+--peer instead puts the audit beside its floor and its peer on one --near-rows synthetic pool
+and prints one table: a bare polars join (read, lower-case, hash join, write), the exact and
+the near-dup audit (whole command, fresh process, peak memory), then the prefix-filter join
+and datasketch's MinHashLSH (--num-perm permutations) on the same word sets (matching only, no
+I/O), each with its pairs, recall and precision against an exact oracle (every pair's
+intersection count, a sparse product); then the ratios exact / bare join, near-dup / exact and
+datasketch / prefix join. datasketch is the optional peer extra: pip install "guarddiag[peer]".
 
 Example (the acceptance sizes, ~2 min on 2 cores):
   guarddiag bench audit
