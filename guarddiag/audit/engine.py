@@ -54,7 +54,14 @@ from guarddiag.audit.containment import ContainmentIndex, contained_rows, index_
 from guarddiag.audit.neardup import PrefixIndex, form_index, probe_forms
 from guarddiag.audit.normal import KeyIndex, exact_candidates, key_index, normal_forms
 from guarddiag.audit.ray_engine import ray_map
-from guarddiag.audit.scanstore import PoolScan, ScanStore, TaskFindings, TaskIds, id_hashes
+from guarddiag.audit.scanstore import (
+    PoolScan,
+    ScanStore,
+    TaskFindings,
+    TaskIds,
+    id_hashes,
+    sort_hashes,
+)
 from guarddiag.audit.shardread import read_task
 from guarddiag.audit.stream import Task
 from guarddiag.audit.template import template_form
@@ -206,7 +213,8 @@ def ids_task(task: Task, spec: ScanSpec) -> TaskIds:
         rows += batch.n_rows
     sorted_hashes = None
     if spec.id_column is not None:
-        sorted_hashes = np.sort(np.concatenate(hashes)) if hashes else np.zeros(0, np.uint64)
+        sorted_hashes = (sort_hashes(np.concatenate(hashes)) if hashes
+                         else np.zeros(0, np.uint64))
     return TaskIds(rows=rows, id_hashes=sorted_hashes, missing=missing, empty=empty,
                    first_gap=first_gap)
 

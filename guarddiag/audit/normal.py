@@ -188,7 +188,7 @@ def form_keys(texts: pl.Series) -> tuple[pl.Series, int]:
 
 END_CHARS = 4
 """Key characters compared at each end of a row before its whole key is computed."""
-_WINDOW = 16
+_WINDOW = 12
 """Characters read at each end of a row for its key's ends: enough for END_CHARS key characters
 unless the window is mostly separators (such rows get their whole key computed)."""
 
