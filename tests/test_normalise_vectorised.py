@@ -16,8 +16,9 @@ from guarddiag.audit.normal import (
     is_provable,
     key_index,
     normal_forms,
+    word_forms,
 )
-from guarddiag.text import normalise
+from guarddiag.text import normalise, words_of_normal_form
 
 WHITESPACE = ["\t", "\n", "\x0b", "\x0c", "\r", "\x1c", "\x1d", "\x1e", "\x1f", " ", "\x85",
               "\xa0", "\u1680", "\u2000", "\u2007", "\u200a", "\u2028", "\u2029", "\u202f",
@@ -72,6 +73,24 @@ def test_random_unicode_sample_equals_python_normal_form():
     assert keys.to_list() == [f.replace(" ", "") for f in expected]
     # The sample is built to be hard, but the vectorised path still takes part of it.
     assert 0 < n_python < len(texts)
+
+
+def test_word_forms_hold_the_words_of_the_normal_form():
+    """The near-dup scan's word forms: the same words as the normal form by Python's regex, and
+    by a split at spaces where every other character is a word character (runs of spaces and
+    spaces at the ends are what may differ)."""
+    texts = [*_random_texts(20_000, seed=23), "".join(chr(c) for c in range(128)),
+             "  How do I  make a BOMB?!  ", "", "   ", "_under_score_", "A\x00B c\x7fD"]
+    series = pl.Series(texts, dtype=pl.String)
+    for part in (series, series.slice(7, 900)):          # a slice: its buffers start mid-way
+        got = word_forms(part).to_list()
+        for text, words in zip(part.to_list(), got, strict=True):
+            expected = set(words_of_normal_form(normalise(text)))
+            assert set(words_of_normal_form(words)) == expected
+            if all(c.isalnum() for c in words.replace(" ", "")):
+                assert set(words.split()) == expected      # how the probe splits such rows
+    assert word_forms(pl.Series(["  How do I  make a BOMB?!  "])).to_list() == [
+        "  how do i  make a bomb    "]
 
 
 def test_every_code_point_in_context():

@@ -51,7 +51,7 @@ import polars as pl
 from guarddiag.text import normalise
 
 __all__ = ["END_CHARS", "KeyIndex", "exact_candidates", "form_keys", "is_provable",
-           "key_index", "normal_forms"]
+           "key_index", "normal_forms", "word_forms"]
 
 _JAMO = ((0x1100, 0x11FF), (0xA960, 0xA97F), (0xD7B0, 0xD7FF))
 _ASCII_SEPARATORS = tuple(chr(c) for c in range(128)
@@ -153,7 +153,12 @@ def _forms(texts: pl.Series, *, keys: bool) -> tuple[pl.Series, int]:
     other = (~ascii_rows).arg_true()
     if other.len() == 0:
         return out, 0
-    wide = texts.gather(other)
+    wide_out, slow = _wide_forms(texts.gather(other), keys=keys)
+    return out.scatter(other, wide_out), slow
+
+
+def _wide_forms(wide: pl.Series, *, keys: bool) -> tuple[pl.Series, int]:
+    """:func:`_forms` of rows that all hold a non-ASCII character."""
     separators, unprovable = _characters(wide)
     wide_out = _vectorised(wide, separators, keys=keys)
     slow = (wide.str.contains_any(unprovable).arg_true() if unprovable
@@ -163,7 +168,7 @@ def _forms(texts: pl.Series, *, keys: bool) -> tuple[pl.Series, int]:
         if keys:
             python = [f.replace(" ", "") for f in python]
         wide_out = wide_out.scatter(slow, pl.Series(python, dtype=pl.String))
-    return out.scatter(other, wide_out), slow.len()
+    return wide_out, slow.len()
 
 
 def normal_forms(texts: pl.Series) -> tuple[pl.Series, int]:
@@ -172,6 +177,38 @@ def normal_forms(texts: pl.Series) -> tuple[pl.Series, int]:
     Equal, row for row, to ``[normalise(t) for t in texts]`` (module docstring).
     """
     return _forms(texts, keys=False)
+
+
+_WORD_BYTES = np.array([0x20 if chr(b) in _ASCII_SEPARATORS else
+                        b + 32 if 0x41 <= b <= 0x5A else b for b in range(128)]
+                       + list(range(128, 256)), dtype=np.uint8)
+"""Byte table of an ASCII row's normal form before the spaces collapse: separators to a space,
+A-Z to a-z, the rest kept (bytes of 0x80 and up too: ASCII bytes never sit inside a UTF-8
+sequence, so a multi-byte character passes through whole)."""
+
+
+def word_forms(texts: pl.Series) -> pl.Series:
+    """Per row, a string whose words (runs between spaces, or Python's ``\\w+`` runs) are the
+    words of its normal form: an ASCII row's form before its spaces collapse and its ends are
+    stripped (one byte-table pass over the column, several times cheaper than the form), any
+    other row its normal form (:func:`normal_forms`). For the near-dup scan, which needs each
+    row's word set and not its form."""
+    import pyarrow as pa
+
+    arrow = texts.cast(pl.String).to_arrow()
+    if isinstance(arrow, pa.ChunkedArray):
+        arrow = arrow.combine_chunks()
+    if arrow.null_count or not isinstance(arrow, pa.LargeStringArray):
+        return normal_forms(texts)[0]
+    _, offsets, data = arrow.buffers()
+    mapped = _WORD_BYTES[np.frombuffer(data, dtype=np.uint8)] if data is not None else None
+    out = pl.Series(texts.name, pa.LargeStringArray.from_buffers(
+        len(arrow), offsets, pa.py_buffer(mapped) if mapped is not None else data,
+        offset=arrow.offset), dtype=pl.String)
+    wide = (texts.str.len_bytes() != texts.str.len_chars()).arg_true()
+    if wide.len():
+        out = out.scatter(wide, _wide_forms(texts.gather(wide), keys=False)[0])
+    return out
 
 
 def form_keys(texts: pl.Series) -> tuple[pl.Series, int]:
