@@ -13,7 +13,10 @@ verification), so the near-duplicate column is the same set a brute-force scan w
 
 The global order puts tokens absent from the indexed side first, then indexed tokens by ascending
 document frequency: probe prefixes then consist of tokens with short (or no) posting lists, which
-keeps the candidate set small without changing the result.
+keeps the candidate set small without changing the result. A size filter and the positional
+filter of PPJoin (Xiao et al. 2008; :func:`_candidates`) drop candidates that cannot reach the
+threshold before any is verified (on a 200,000-row synthetic pool: 771,047 → 154,325 to verify,
+for 1,488 pairs).
 
 The probe is vectorised (polars, numpy and scipy.sparse; no Python loop per text): the Python
 probe cost about 20 µs per distinct pool text, which made the near-dup audit 4-13x the exact
