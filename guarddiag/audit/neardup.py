@@ -249,8 +249,9 @@ def _probe_tokens(index: PrefixIndex, tokens: pl.DataFrame, n: int
     known = tokens.join(index.vocab, on="word", how="inner")
     rows, ranks = _sorted_runs(known.get_column("row").to_numpy(),
                                known.get_column("rank").to_numpy(), index.vocab.height or 1)
-    # Tokens the index never saw sort first; where they fill the prefix, no indexed set can
-    # reach the threshold with the probe (``room`` <= 0 keeps none of its ranks).
+    # Tokens the index never saw sort first (positions count them); where they fill the
+    # prefix, no indexed set can reach the threshold with the probe, and none of its ranks is
+    # in the prefix.
     unknown = sizes - np.bincount(rows, minlength=n)
     position = _within_runs(np.bincount(rows, minlength=n))[0] + unknown[rows]
     prefix = position < _prefix_lengths(sizes, index.threshold)[rows]

@@ -188,9 +188,9 @@ sequence, so a multi-byte character passes through whole)."""
 
 
 def word_forms(texts: pl.Series) -> pl.Series:
-    """Per row, a string whose words (runs between spaces, or Python's ``\\w+`` runs) are the
-    words of its normal form: an ASCII row's form before its spaces collapse and its ends are
-    stripped (one byte-table pass over the column, several times cheaper than the form), any
+    """Per row, a string whose words (Python's ``\\w+`` runs, which the near-dup probe takes)
+    are the words of its normal form: an ASCII row's form before its spaces collapse and its
+    ends are stripped (one byte-table pass over the column, 2.3x cheaper than the form), any
     other row its normal form (:func:`normal_forms`). For the near-dup scan, which needs each
     row's word set and not its form."""
     import pyarrow as pa
