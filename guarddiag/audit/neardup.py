@@ -106,13 +106,16 @@ class PrefixIndex:
 
 def build_index(indexed: Sequence[Collection[str]], *, threshold: float) -> PrefixIndex:
     """Index the smaller side (benchmark word sets) for :func:`probe_index`."""
-    sets = [s if isinstance(s, frozenset) else frozenset(s) for s in indexed]
+    return _index_tokens(_set_tokens(indexed), len(indexed), threshold=threshold)
+
+
+def _set_tokens(word_sets: Sequence[Collection[str]]) -> pl.DataFrame:
+    """Distinct ``(row, word)`` of each word set (rows from 0)."""
+    sets = [s if isinstance(s, frozenset) else frozenset(s) for s in word_sets]
     lengths = np.fromiter((len(s) for s in sets), dtype=np.int64, count=len(sets))
-    return _index_tokens(
-        pl.DataFrame({"row": np.repeat(np.arange(len(sets), dtype=np.int64), lengths),
-                      "word": [w for s in sets for w in s]},
-                     schema={"row": pl.Int64, "word": pl.String}),
-        len(sets), threshold=threshold)
+    return pl.DataFrame({"row": np.repeat(np.arange(len(sets), dtype=np.int64), lengths),
+                         "word": [w for s in sets for w in s]},
+                        schema={"row": pl.Int64, "word": pl.String})
 
 
 @lru_cache(maxsize=2)
@@ -179,14 +182,7 @@ of ~20 words) are what a probe holds, however many texts it is given."""
 
 def probe_index(index: PrefixIndex, probes: Sequence[Collection[str]]) -> Pairs:
     """Every ``(i, j, J)`` with ``J = jaccard(indexed[i], probes[j]) >= threshold``, sorted."""
-    def tokens(start: int, stop: int) -> pl.DataFrame:
-        sets = [p if isinstance(p, frozenset) else frozenset(p) for p in probes[start:stop]]
-        lengths = np.fromiter((len(s) for s in sets), dtype=np.int64, count=len(sets))
-        return pl.DataFrame({"row": np.repeat(np.arange(len(sets), dtype=np.int64), lengths),
-                             "word": [w for s in sets for w in s]},
-                            schema={"row": pl.Int64, "word": pl.String})
-
-    return _sliced(index, len(probes), tokens)
+    return _sliced(index, len(probes), lambda start, stop: _set_tokens(probes[start:stop]))
 
 
 def probe_forms(index: PrefixIndex, forms: pl.Series | Sequence[str]) -> Pairs:
@@ -225,11 +221,11 @@ def _form_tokens(forms: pl.Series) -> pl.DataFrame:
     frame = pl.DataFrame({"row": np.arange(forms.len(), dtype=np.int64),
                           "form": forms.cast(pl.String)})
     form = pl.col("form")
-    odd = form.str.contains("[^0-9A-Za-z_ ]")
+    odd = frame.select(form.str.contains("[^0-9A-Za-z_ ]")).to_series()
     held = (frame.filter(odd).get_column("form").str.extract_all("[^0-9A-Za-z_ ]")
             .explode().drop_nulls().unique().to_list())
     breaking = [c for c in held if not c.isalnum()]
-    slow = (frame.select(odd & form.str.contains_any(breaking)).to_series() if breaking
+    slow = (odd & frame.get_column("form").str.contains_any(breaking) if breaking
             else pl.Series(np.zeros(frame.height, dtype=bool)))
     split = frame.filter(~slow).select("row", form.str.split(" ").list.unique().alias("word"))
     rest = frame.filter(slow)
@@ -252,8 +248,8 @@ def _probe_tokens(index: PrefixIndex, tokens: pl.DataFrame, n: int
     # Tokens the index never saw sort first (positions count them); where they fill the
     # prefix, no indexed set can reach the threshold with the probe, and none of its ranks is
     # in the prefix.
-    unknown = sizes - np.bincount(rows, minlength=n)
-    position = _within_runs(np.bincount(rows, minlength=n))[0] + unknown[rows]
+    known_counts = np.bincount(rows, minlength=n)
+    position = _within_runs(known_counts)[0] + (sizes - known_counts)[rows]
     prefix = position < _prefix_lengths(sizes, index.threshold)[rows]
     sets, probes = _candidates(index, rows[prefix], ranks[prefix], position[prefix], sizes)
     inter = _intersections(index, sets, probes, rows, ranks, n)
