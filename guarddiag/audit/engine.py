@@ -55,9 +55,9 @@ from guarddiag.audit.neardup import PrefixIndex, form_index, probe_forms
 from guarddiag.audit.normal import (
     KeyIndex,
     exact_candidates,
+    exact_candidates_and_words,
     key_index,
     normal_forms,
-    word_forms,
 )
 from guarddiag.audit.ray_engine import ray_map
 from guarddiag.audit.scanstore import (
@@ -231,9 +231,11 @@ def _candidate_rows(texts: pl.Series, state: _Indexes, spec: ScanSpec) -> tuple[
     if state.contained is None:
         # Equal forms have equal keys, and a key is cheaper than a form; the near-dup probe
         # needs each row's words, not its form (word_forms: 2.3x cheaper).
-        keep, slow = exact_candidates(texts, state.keys)
-        if state.near is not None:
-            keep = keep | _near_rows(word_forms(texts), state.near)
+        if state.near is None:
+            keep, slow = exact_candidates(texts, state.keys)
+        else:
+            keep, slow, words = exact_candidates_and_words(texts, state.keys)
+            keep = keep | _near_rows(words, state.near)
     else:
         forms, slow = normal_forms(texts)
         keep = forms.is_in(state.forms.implode()) | contained_rows(state.contained, forms)
@@ -247,9 +249,10 @@ def _candidate_rows(texts: pl.Series, state: _Indexes, spec: ScanSpec) -> tuple[
 
 
 def _near_rows(words: pl.Series, index: PrefixIndex) -> pl.Series:
-    """Rows whose words (``words``: normal forms or :func:`word_forms`) have a Jaccard ≥ the
-    threshold with a benchmark form's. A row equal to a benchmark form is among them; it is a
-    candidate either way, and the audit of the candidates tells exact from near."""
+    """Rows whose words (``words``: normal forms or :func:`~guarddiag.audit.normal.word_forms`)
+    have a Jaccard ≥ the threshold with a benchmark form's. A row equal to a benchmark form is
+    among them; it is a candidate either way, and the audit of the candidates tells exact from
+    near."""
     unique = words.unique(maintain_order=True)
     pairs = probe_forms(index, unique)     # a slice at a time: memory does not follow the batch
     if not pairs:

@@ -50,8 +50,8 @@ import polars as pl
 
 from guarddiag.text import normalise
 
-__all__ = ["END_CHARS", "KeyIndex", "exact_candidates", "form_keys", "is_provable",
-           "key_index", "normal_forms", "word_forms"]
+__all__ = ["END_CHARS", "KeyIndex", "exact_candidates", "exact_candidates_and_words",
+           "form_keys", "is_provable", "key_index", "normal_forms", "word_forms"]
 
 _JAMO = ((0x1100, 0x11FF), (0xA960, 0xA97F), (0xD7B0, 0xD7FF))
 _ASCII_SEPARATORS = tuple(chr(c) for c in range(128)
@@ -147,28 +147,50 @@ def _characters(texts: pl.Series) -> tuple[list[str], list[str]]:
     return separators, [c for c, kind in status.items() if kind == 0]
 
 
-def _forms(texts: pl.Series, *, keys: bool) -> tuple[pl.Series, int]:
-    ascii_rows = texts.str.len_bytes() == texts.str.len_chars()
-    out = _vectorised(texts, list(_ASCII_SEPARATORS), keys=keys).rename("form")
-    other = (~ascii_rows).arg_true()
-    if other.len() == 0:
-        return out, 0
-    wide_out, slow = _wide_forms(texts.gather(other), keys=keys)
-    return out.scatter(other, wide_out), slow
+@dataclass(frozen=True)
+class _Wide:
+    """A batch's rows that hold a non-ASCII character, worked out once per batch for every
+    pass that needs them (the exact pass's key ends and the near-dup scan's words)."""
+
+    rows: pl.Series
+    """Their positions in the batch."""
+    separators: list[str]
+    """The ASCII separators and the separator-like characters these rows hold."""
+    slow: pl.Series
+    """Positions, among :attr:`rows`, of the rows holding an unprovable character."""
+    python: pl.Series
+    """Those rows' normal forms, by :func:`guarddiag.text.normalise`."""
+
+    @property
+    def slow_rows(self) -> pl.Series:
+        """Positions in the batch of the rows holding an unprovable character."""
+        return self.rows.gather(self.slow)
+
+    def forms(self, texts: pl.Series, *, keys: bool) -> pl.Series:
+        """The normal forms (``keys``: without spaces) of these rows, in :attr:`rows` order."""
+        out = _vectorised(texts.gather(self.rows), self.separators, keys=keys)
+        if self.slow.len():
+            out = out.scatter(self.slow, self.python.str.replace_all(" ", "", literal=True)
+                              if keys else self.python)
+        return out
 
 
-def _wide_forms(wide: pl.Series, *, keys: bool) -> tuple[pl.Series, int]:
-    """:func:`_forms` of rows that all hold a non-ASCII character."""
+def _wide(texts: pl.Series) -> _Wide:
+    rows = (texts.str.len_bytes() != texts.str.len_chars()).arg_true()
+    wide = texts.gather(rows)
     separators, unprovable = _characters(wide)
-    wide_out = _vectorised(wide, separators, keys=keys)
     slow = (wide.str.contains_any(unprovable).arg_true() if unprovable
             else pl.Series([], dtype=pl.UInt32))
-    if slow.len():
-        python = [normalise(t) for t in wide.gather(slow).to_list()]
-        if keys:
-            python = [f.replace(" ", "") for f in python]
-        wide_out = wide_out.scatter(slow, pl.Series(python, dtype=pl.String))
-    return wide_out, slow.len()
+    python = pl.Series([normalise(t) for t in wide.gather(slow).to_list()], dtype=pl.String)
+    return _Wide(rows=rows, separators=separators, slow=slow, python=python)
+
+
+def _forms(texts: pl.Series, *, keys: bool) -> tuple[pl.Series, int]:
+    out = _vectorised(texts, list(_ASCII_SEPARATORS), keys=keys).rename("form")
+    wide = _wide(texts)
+    if wide.rows.len() == 0:
+        return out, 0
+    return out.scatter(wide.rows, wide.forms(texts, keys=keys)), wide.slow.len()
 
 
 def normal_forms(texts: pl.Series) -> tuple[pl.Series, int]:
@@ -193,6 +215,10 @@ def word_forms(texts: pl.Series) -> pl.Series:
     ends are stripped (one byte-table pass over the column, 2.3x cheaper than the form), any
     other row its normal form (:func:`normal_forms`). For the near-dup scan, which needs each
     row's word set and not its form."""
+    return _word_forms(texts, _wide(texts))
+
+
+def _word_forms(texts: pl.Series, wide: _Wide) -> pl.Series:
     import pyarrow as pa
 
     arrow = texts.cast(pl.String).to_arrow()
@@ -205,9 +231,8 @@ def word_forms(texts: pl.Series) -> pl.Series:
     out = pl.Series(texts.name, pa.LargeStringArray.from_buffers(
         len(arrow), offsets, pa.py_buffer(mapped) if mapped is not None else data,
         offset=arrow.offset), dtype=pl.String)
-    wide = (texts.str.len_bytes() != texts.str.len_chars()).arg_true()
-    if wide.len():
-        out = out.scatter(wide, _wide_forms(texts.gather(wide), keys=False)[0])
+    if wide.rows.len():
+        out = out.scatter(wide.rows, wide.forms(texts, keys=False))
     return out
 
 
@@ -256,8 +281,21 @@ def exact_candidates(texts: pl.Series, index: KeyIndex) -> tuple[pl.Series, int]
     ends are a benchmark key's (about 1.5% of a synthetic pool), whose window held too few key
     characters, or that hold an unprovable character get their whole key computed.
     """
-    wide = texts.str.len_bytes() != texts.str.len_chars()
-    separators, unprovable = _characters(texts.filter(wide))
+    return _exact_candidates(texts, index, _wide(texts))
+
+
+def exact_candidates_and_words(texts: pl.Series, index: KeyIndex
+                               ) -> tuple[pl.Series, int, pl.Series]:
+    """:func:`exact_candidates` and :func:`word_forms` of one batch (the near-dup scan), its
+    non-ASCII rows' characters looked up and its unprovable rows normalised once for both."""
+    wide = _wide(texts)
+    keep, slow = _exact_candidates(texts, index, wide)
+    return keep, slow, _word_forms(texts, wide)
+
+
+def _exact_candidates(texts: pl.Series, index: KeyIndex, wide: _Wide
+                      ) -> tuple[pl.Series, int]:
+    separators = wide.separators
     none = [""] * len(separators)
     # Both windows in one string, "<head>\0<tail>", cleaned and lower-cased in one pass each (a
     # third of the time of two): NUL is no separator and lower-cases to itself, so the result
@@ -269,19 +307,14 @@ def exact_candidates(texts: pl.Series, index: KeyIndex) -> tuple[pl.Series, int]
     head, tail = window.str.head(END_CHARS), window.str.tail(END_CHARS)
     unsure = (head.str.contains("\0", literal=True) | tail.str.contains("\0", literal=True))
     maybe = (head + "\0" + tail).is_in(index.ends.implode()) | unsure
-    slow = pl.Series(values=np.zeros(texts.len(), dtype=bool))
-    if unprovable:
-        wide_rows = wide.arg_true()
-        slow = slow.scatter(wide_rows.filter(texts.gather(wide_rows).str.contains_any(unprovable)),
-                            True)
+    slow_rows = wide.slow_rows
+    slow = pl.Series(values=np.zeros(texts.len(), dtype=bool)).scatter(slow_rows, True)
     keep = pl.Series(values=np.zeros(texts.len(), dtype=bool))
     fast_rows = (maybe & ~slow).arg_true()
     if fast_rows.len():
         keys = _vectorised(texts.gather(fast_rows), separators, keys=True)
         keep = keep.scatter(fast_rows.filter(keys.is_in(index.keys.implode())), True)
-    slow_rows = slow.arg_true()
     if slow_rows.len():
-        keys = pl.Series([normalise(t).replace(" ", "")
-                          for t in texts.gather(slow_rows).to_list()], dtype=pl.String)
+        keys = wide.python.str.replace_all(" ", "", literal=True)
         keep = keep.scatter(slow_rows.filter(keys.is_in(index.keys.implode())), True)
     return keep, slow_rows.len()
