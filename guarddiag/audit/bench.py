@@ -338,7 +338,7 @@ def _time_phase(pool: SyntheticPool, name: str, n: int, *, near: bool, containme
                 tmp: Path, benchmarks: str | Sequence[str], data_dir: str | Path | None,
                 threshold: float) -> BenchPhase:
     """One timed ``audit_pool`` run on the first ``n`` synthetic rows, with what it recovered."""
-    path = files.write_parquet(pool.frame.head(n), tmp / f"pool-{name}-{n}.parquet")
+    path = _pool_file(pool, n, tmp)
     logger.info(f"bench audit: {name} audit of {n:,} rows")
     options = {"benchmarks": benchmarks, "data_dir": data_dir, "near_dup": near,
                "threshold": threshold, "out_dir": tmp / f"audit-{name}-{n}", "force": True,
@@ -364,11 +364,18 @@ def _time_phase(pool: SyntheticPool, name: str, n: int, *, near: bool, containme
             sorted(any_ids)))))
 
 
+def _pool_file(pool: SyntheticPool, n: int, tmp: Path) -> Path:
+    """The first ``n`` synthetic rows as parquet, written once per size: the passes timed on
+    the same rows read the same file."""
+    path = tmp / f"pool-{n}.parquet"
+    return path if path.is_file() else files.write_parquet(pool.frame.head(n), path)
+
+
 def _time_bare_join(pool: SyntheticPool, bench_texts: list[str], tmp: Path) -> PeerRow:
     """The floor an exact audit is held to: in a fresh process, read the pool's ids and texts
     and the benchmark texts from parquet, lower-case both, keep the pool rows whose text is a
     benchmark text (a hash semi-join) and write them out; nothing else."""
-    pool_path = files.write_parquet(pool.frame, tmp / "pool-bare.parquet")
+    pool_path = _pool_file(pool, pool.frame.height, tmp)
     bench_path = files.write_parquet(pl.DataFrame({"text": bench_texts}, schema={
         "text": pl.String}), tmp / "benchmarks-bare.parquet")
     logger.info(f"bench audit: bare polars join of {pool.frame.height:,} rows")
