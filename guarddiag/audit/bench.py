@@ -19,11 +19,11 @@ import struct
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 import numpy as np
 import polars as pl
@@ -42,6 +42,8 @@ from guarddiag.figures import paper_style
 from guarddiag.text import jaccard, normalise, word_set, words_of_normal_form
 
 logger = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
 
 EXACT_TARGET_S = 60.0
 NEAR_TARGET_S = 600.0
@@ -343,11 +345,7 @@ def _time_phase(pool: SyntheticPool, name: str, n: int, *, near: bool, containme
     options = {"benchmarks": benchmarks, "data_dir": data_dir, "near_dup": near,
                "threshold": threshold, "out_dir": tmp / f"audit-{name}-{n}", "force": True,
                "containment": containment}
-    # A fresh process per run: its peak memory and CPU time are this audit's alone, not what
-    # the bench (and earlier runs) left behind.
-    with ProcessPoolExecutor(max_workers=1,
-                             mp_context=multiprocessing.get_context("spawn")) as child:
-        overlap, wall, cpu, peak = child.submit(_audit_measured, path, options).result()
+    overlap, wall, cpu, peak = _in_fresh_process(_audit_measured, path, options)
     exact_ids = set(overlap.filter(pl.col("kind") == "exact").get_column("pool_id").to_list())
     any_ids = set(overlap.get_column("pool_id").to_list())
     ids = pool.frame.get_column("prompt_id")
@@ -362,6 +360,14 @@ def _time_phase(pool: SyntheticPool, name: str, n: int, *, near: bool, containme
         pairs=overlap.height, cpu_s=cpu, peak_mib=peak, matched_rows=len(any_ids),
         matched_row_bytes=_row_bytes(pool.frame.head(n).filter(pl.col("prompt_id").is_in(
             sorted(any_ids)))))
+
+
+def _in_fresh_process(measure: Callable[..., _T], *args: Any) -> _T:
+    """``measure(*args)`` in a fresh (spawned) process: the peak memory and CPU time it
+    measures are that run's alone, not what the bench and earlier runs left behind."""
+    with ProcessPoolExecutor(max_workers=1,
+                             mp_context=multiprocessing.get_context("spawn")) as child:
+        return child.submit(measure, *args).result()
 
 
 def _pool_file(pool: SyntheticPool, n: int, tmp: Path) -> Path:
@@ -379,10 +385,8 @@ def _time_bare_join(pool: SyntheticPool, bench_texts: list[str], tmp: Path) -> P
     bench_path = files.write_parquet(pl.DataFrame({"text": bench_texts}, schema={
         "text": pl.String}), tmp / "benchmarks-bare.parquet")
     logger.info(f"bench audit: bare polars join of {pool.frame.height:,} rows")
-    with ProcessPoolExecutor(max_workers=1,
-                             mp_context=multiprocessing.get_context("spawn")) as child:
-        wall, peak = child.submit(_bare_join_measured, pool_path, bench_path,
-                                  tmp / "bare-out.parquet").result()
+    wall, peak = _in_fresh_process(_bare_join_measured, pool_path, bench_path,
+                                   tmp / "bare-out.parquet")
     return PeerRow(method="bare polars join", scope="read, lower, join", wall_s=wall,
                    peak_mib=peak)
 
