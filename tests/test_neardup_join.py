@@ -10,6 +10,7 @@ from collections import Counter, defaultdict
 import numpy as np
 import pytest
 
+from guarddiag.audit import neardup
 from guarddiag.audit.neardup import build_index, probe_forms, probe_index, similar_pairs
 from guarddiag.text import jaccard, words_of_normal_form
 
@@ -76,7 +77,13 @@ def _near_copies(rng: np.random.Generator, sets: list[frozenset[str]], n: int
 
 @pytest.mark.parametrize("threshold", [0.1, 0.5, 0.6, 2 / 3, 0.75, 0.8, 0.9, 0.95, 1.0])
 @pytest.mark.parametrize("seed", [0, 1])
-def test_vectorised_join_equals_python_probe_and_oracle(threshold, seed):
+@pytest.mark.parametrize("run_table", [True, False], ids=["run-table", "binary-search"])
+def test_vectorised_join_equals_python_probe_and_oracle(threshold, seed, run_table,
+                                                        monkeypatch):
+    """Both ways of finding a rank's size-compatible postings (the look-up table, and the
+    binary search an index too large for the table falls back to) give the oracle's pairs."""
+    if not run_table:
+        monkeypatch.setattr(neardup, "_RUN_TABLE_LIMIT", 0)
     rng = np.random.default_rng(seed)
     indexed = _random_sets(rng, 300, 400)
     indexed += indexed[:20]                       # duplicate indexed sets
@@ -86,6 +93,7 @@ def test_vectorised_join_equals_python_probe_and_oracle(threshold, seed):
     oracle = sorted((i, j, jaccard(a, b)) for i, a in enumerate(indexed)
                     for j, b in enumerate(probes) if a and b and jaccard(a, b) >= threshold)
     assert expected == oracle
+    assert (build_index(indexed, threshold=threshold).runs is None) is not run_table
     assert similar_pairs(indexed, probes, threshold=threshold) == expected
     assert len(expected) > 50 or threshold == 1.0
 
@@ -110,3 +118,22 @@ def test_empty_sides_give_no_pairs():
     assert similar_pairs([frozenset({"a"})], [], threshold=0.8) == []
     assert similar_pairs([frozenset()], [frozenset()], threshold=0.8) == []
     assert probe_forms(build_index([], threshold=0.8), ["a b", ""]) == []
+
+
+def test_run_table_finds_what_a_binary_search_finds():
+    """Each rank's first posting of size >= s, for sizes below, inside and above its run, and
+    for ranks without postings: the table's answer is the sorted keys' searchsorted."""
+    rng = np.random.default_rng(3)
+    n_vocab, band = 40, 30
+    ranks = rng.integers(0, n_vocab, 500)
+    ranks[np.isin(ranks, [0, 7, 39])] = 1            # ranks 0, 7 and 39 have no postings
+    sizes = rng.integers(1, band - 1, 500)
+    keys = np.sort(ranks * band + sizes)
+    runs = neardup._run_table(keys // band, keys % band, n_vocab)
+    assert runs is not None
+    probe_ranks = np.repeat(np.arange(n_vocab), band + 4)
+    probe_sizes = np.tile(np.arange(-2, band + 2), n_vocab)
+    expected = np.searchsorted(keys, probe_ranks * band + np.clip(probe_sizes, 0, band - 1))
+    expected = np.where(probe_sizes >= band, np.searchsorted(keys, (probe_ranks + 1) * band),
+                        expected)
+    assert np.array_equal(runs.first(probe_ranks, probe_sizes), expected)
