@@ -112,11 +112,11 @@ def build_index(indexed: Sequence[Collection[str]], *, threshold: float) -> Pref
     return _index_tokens(_set_tokens(indexed), len(indexed), threshold=threshold)
 
 
-def _set_tokens(word_sets: Sequence[Collection[str]]) -> pl.DataFrame:
+def _set_tokens(word_sets: Sequence[Collection[str]]) -> pl.LazyFrame:
     """Distinct ``(row, word)`` of each word set (rows from 0)."""
     sets = [s if isinstance(s, frozenset) else frozenset(s) for s in word_sets]
     lengths = np.fromiter((len(s) for s in sets), dtype=np.int64, count=len(sets))
-    return pl.DataFrame({"row": np.repeat(np.arange(len(sets), dtype=np.int64), lengths),
+    return pl.LazyFrame({"row": np.repeat(np.arange(len(sets), dtype=np.int64), lengths),
                          "word": [w for s in sets for w in s]},
                         schema={"row": pl.Int64, "word": pl.String})
 
@@ -130,9 +130,10 @@ def form_index(forms: tuple[str, ...], *, threshold: float) -> PrefixIndex:
                          threshold=threshold)
 
 
-def _index_tokens(tokens: pl.DataFrame, n: int, *, threshold: float) -> PrefixIndex:
+def _index_tokens(lazy_tokens: pl.LazyFrame, n: int, *, threshold: float) -> PrefixIndex:
     """The index of sets ``0..n-1`` given as distinct ``(row, word)`` tokens."""
     threshold = check_threshold(threshold)
+    tokens = lazy_tokens.collect()
     vocab = (tokens.group_by("word").len().sort("len", "word")
              .select("word", pl.int_range(pl.len(), dtype=pl.Int64).alias("rank")))
     ranked = tokens.join(vocab, on="word", how="inner")
@@ -239,7 +240,7 @@ def probe_forms(index: PrefixIndex, forms: pl.Series | Sequence[str]) -> Pairs:
                    lambda start, stop: _form_tokens(series.slice(start, stop - start)))
 
 
-def _sliced(index: PrefixIndex, n: int, tokens: Callable[[int, int], pl.DataFrame]) -> Pairs:
+def _sliced(index: PrefixIndex, n: int, tokens: Callable[[int, int], pl.LazyFrame]) -> Pairs:
     """The pairs of probes ``0..n-1``, joined :data:`_PROBE_SLICE` at a time (``tokens(start,
     stop)``: distinct ``(row, word)`` of those probes, rows from 0), sorted by ``(i, j)``."""
     found = []
@@ -255,8 +256,9 @@ def _sliced(index: PrefixIndex, n: int, tokens: Callable[[int, int], pl.DataFram
                     strict=True))
 
 
-def _form_tokens(forms: pl.Series) -> pl.DataFrame:
-    """Distinct ``(row, word)`` of each form, as Python's ``\\w+`` finds them.
+def _form_tokens(forms: pl.Series) -> pl.LazyFrame:
+    """Distinct ``(row, word)`` of each form, as Python's ``\\w+`` finds them, as a query (the
+    probe runs it with its join, which polars then splits, joins and ranks in one pass).
 
     Python's ``\\w`` is ``str.isalnum()`` or ``_``, and a normal form's separators are single
     spaces, so a form whose other characters are all word characters splits at its spaces.
@@ -273,9 +275,10 @@ def _form_tokens(forms: pl.Series) -> pl.DataFrame:
     breaking = [c for c in held if not c.isalnum()]
     slow = (odd & frame.get_column("form").str.contains_any(breaking) if breaking
             else pl.Series(np.zeros(frame.height, dtype=bool)))
-    split = frame.filter(~slow).select("row", form.str.split(" ").list.unique().alias("word"))
+    split = (frame.lazy().filter(~slow)
+             .select("row", form.str.split(" ").list.unique().alias("word")))
     rest = frame.filter(slow)
-    python = pl.DataFrame({"row": rest.get_column("row"),
+    python = pl.LazyFrame({"row": rest.get_column("row"),
                            "word": [list(set(words_of_normal_form(f))) for f in
                                     rest.get_column("form").to_list()]},
                           schema={"row": pl.Int64, "word": pl.List(pl.String)})
@@ -283,14 +286,19 @@ def _form_tokens(forms: pl.Series) -> pl.DataFrame:
             .filter(pl.col("word").is_not_null() & (pl.col("word") != "")))
 
 
-def _probe_tokens(index: PrefixIndex, tokens: pl.DataFrame, n: int
+def _probe_tokens(index: PrefixIndex, tokens: pl.LazyFrame, n: int
                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(indexed set, probe row, Jaccard) of the pairs of probe rows ``0..n-1`` given as
     distinct ``(row, word)`` tokens."""
-    sizes = np.bincount(tokens.get_column("row").to_numpy(), minlength=n).astype(np.int64)
-    known = tokens.join(index.vocab, on="word", how="inner")
-    rows, ranks = _sorted_runs(known.get_column("row").to_numpy(),
-                               known.get_column("rank").to_numpy(), index.vocab.height or 1)
+    n_vocab = index.vocab.height or 1
+    # One query from the forms to each token's (row, rank) key, null for a word the index
+    # lacks: polars runs it as one pipeline, 2x the split, join and key as separate steps.
+    keyed = (tokens.join(index.vocab.lazy(), on="word", how="left")
+             .select("row", (pl.col("row") * n_vocab + pl.col("rank")).alias("key")).collect())
+    sizes = np.bincount(keyed.get_column("row").to_numpy(), minlength=n).astype(np.int64)
+    # Each row's known tokens in the global order (see _sorted_runs).
+    keys = keyed.get_column("key").drop_nulls().sort().to_numpy()
+    rows, ranks = keys // n_vocab, keys % n_vocab
     # Tokens the index never saw sort first (positions count them); where they fill the
     # prefix, no indexed set can reach the threshold with the probe, and none of its ranks is
     # in the prefix.
