@@ -47,22 +47,24 @@ def test_oracle_is_the_hand_count():
 def test_table_recall_precision_and_speedup_from_the_rows():
     rows = (PeerRow("bare polars join", "read, lower, join", 0.8, peak_mib=100.0),
             PeerRow("guarddiag exact audit", "whole command", 2.0, peak_mib=300.0),
+            PeerRow("guarddiag exact, no chart", "whole command", 1.2, peak_mib=250.0),
             PeerRow("guarddiag near-dup audit", "whole command", 3.0, peak_mib=500.0),
+            PeerRow("guarddiag near-dup, no chart", "whole command", 2.4, peak_mib=480.0),
             PeerRow("guarddiag prefix join", "word sets -> pairs", 0.5, pairs=4, true_pairs=4),
             PeerRow("datasketch MinHashLSH", "word sets -> pairs", 10.0, pairs=5,
                     true_pairs=3))
     result = PeerResult(rows=rows, pool_rows=7, prompts=2, threshold=0.8, num_perm=128,
                         oracle_pairs=4, oracle_s=0.1, seed=0)
-    assert result.recall(rows[3]) == 1.0
-    assert result.recall(rows[4]) == 3 / 4
-    assert result.precision(rows[4]) == 3 / 5
+    assert result.recall(rows[5]) == 1.0
+    assert result.recall(rows[6]) == 3 / 4
+    assert result.precision(rows[6]) == 3 / 5
     assert result.recall(rows[1]) is None
     text = result.render()
     header = text.splitlines()[1].split()
     assert header[:2] == ["method", "time"]
     for column in ("wall", "pairs", "true", "recall", "precision", "peak", "datasketch"):
         assert column in header
-    by_method = {line[:24].strip(): line[24:].split() for line in text.splitlines()[3:8]}
+    by_method = {line[:28].strip(): line[28:].split() for line in text.splitlines()[3:10]}
     # wall s, pairs, true, recall, precision, peak MiB, x datasketch (= 10.0 / the row's wall).
     assert by_method["datasketch MinHashLSH"] == ["word", "sets", "->", "pairs", "10.00", "5",
                                                   "3", "0.7500", "0.6000", "—", "1.0"]
@@ -71,10 +73,12 @@ def test_table_recall_precision_and_speedup_from_the_rows():
     assert by_method["guarddiag near-dup audit"][2:] == ["3.00", "—", "—", "—", "—", "500",
                                                          "3.3"]
     assert by_method["bare polars join"][3:] == ["0.80", "—", "—", "—", "—", "100", "12.5"]
-    # 2.0 / 0.8, 3.0 / 2.0 and 10.0 / 0.5.
-    assert ("exact audit / bare join: 2.50x; near-dup audit / exact audit: 1.50x; "
-            "datasketch / prefix join: 20.00x") in text
-    assert result.to_dict()["rows"][4]["recall"] == 0.75
+    assert by_method["guarddiag exact, no chart"][2:] == ["1.20", "—", "—", "—", "—", "250",
+                                                          "8.3"]
+    # 2.0 / 0.8 (1.2 / 0.8 without the chart), 3.0 / 2.0 (2.4 / 1.2) and 10.0 / 0.5.
+    assert ("exact audit / bare join: 2.50x (1.50x without the chart); near-dup audit / exact "
+            "audit: 1.50x (2.00x without the chart); datasketch / prefix join: 20.00x") in text
+    assert result.to_dict()["rows"][6]["recall"] == 0.75
 
 
 @pytest.mark.skipif(importlib.util.find_spec("datasketch") is None,

@@ -7,8 +7,9 @@ the pool rows' normal forms (:func:`guarddiag.text.words_of_normal_form`). The o
 counts of all pairs (:func:`guarddiag.audit.bench.brute_force_pairs`, a sparse product, which
 shares no code with the prefix filter). Recall is the share of the oracle's pairs a method
 reports; precision the share of its pairs that are in the oracle (MinHash LSH reports candidates,
-unverified). The two whole-command rows time ``audit_pool`` end to end (reading, matching,
-writing the folder) in a fresh process, with its peak memory, and the bare-join row the floor
+unverified). The whole-command rows time ``audit_pool`` end to end (reading, matching,
+writing the folder) in a fresh process, with its peak memory, once as the command runs by
+default and once without the chart (:data:`NO_CHART`), and the bare-join row the floor
 an exact audit is held to: the same pool file read, lower-cased and hash-joined to the
 benchmark texts, in a fresh process too. The pair rows time the matching alone, word sets in
 and pairs out, which is all the datasketch row does.
@@ -27,13 +28,17 @@ from dataclasses import dataclass
 from guarddiag.audit.neardup import similar_pairs
 from guarddiag.errors import GuarddiagError
 
-__all__ = ["PEER_INSTALL", "PeerResult", "PeerRow", "minhash_pairs", "pair_rows",
+__all__ = ["NO_CHART", "PEER_INSTALL", "PeerResult", "PeerRow", "minhash_pairs", "pair_rows",
            "require_datasketch"]
 
 PEER_INSTALL = ('bench audit --peer compares with datasketch, which is not installed: '
                 'pip install "guarddiag[peer]" (or pip install datasketch)')
 
 WordSets = Sequence[frozenset[str]]
+
+NO_CHART = ", no chart"
+"""Suffix of a whole-command row timed without overlap.png/.pdf (``figure=False``): the chart
+is matplotlib's import and two renders, most of a small audit's time."""
 
 
 def require_datasketch() -> None:
@@ -90,7 +95,7 @@ class PeerResult:
             return "—" if value is None else format(value, fmt)
 
         peer = self._row("datasketch MinHashLSH")
-        head = (f"{'method':<24} {'time covers':<22} {'wall s':>8} {'pairs':>9} {'true':>9} "
+        head = (f"{'method':<28} {'time covers':<22} {'wall s':>8} {'pairs':>9} {'true':>9} "
                 f"{'recall':>7} {'precision':>9} {'peak MiB':>9} {'x datasketch':>12}")
         lines = [f"peer comparison: {self.pool_rows:,} synthetic pool rows (seed {self.seed}) × "
                  f"{self.prompts:,} distinct benchmark prompts, word-set Jaccard ≥ "
@@ -99,18 +104,27 @@ class PeerResult:
                  "-" * len(head)]
         for r in self.rows:
             speed = (peer.wall_s / r.wall_s if peer is not None and r.wall_s > 0 else None)
-            lines.append(f"{r.method:<24} {r.scope:<22} {r.wall_s:>8.2f} "
+            lines.append(f"{r.method:<28} {r.scope:<22} {r.wall_s:>8.2f} "
                          f"{num(r.pairs, ',d'):>9} {num(r.true_pairs, ',d'):>9} "
                          f"{num(self.recall(r), '.4f'):>7} {num(self.precision(r), '.4f'):>9} "
                          f"{num(r.peak_mib, ',.0f'):>9} {num(speed, '.1f'):>12}")
-        ratios = [f"{name}: {top.wall_s / bottom.wall_s:.2f}x"
-                  for name, top, bottom in (
-                      ("exact audit / bare join", self._row("guarddiag exact audit"),
-                       self._row("bare polars join")),
-                      ("near-dup audit / exact audit", self._row("guarddiag near-dup audit"),
-                       self._row("guarddiag exact audit")),
-                      ("datasketch / prefix join", peer, self._row("guarddiag prefix join")))
-                  if top is not None and bottom is not None and bottom.wall_s > 0]
+        def ratio(top: str, bottom: str) -> str | None:
+            a, b = self._row(top), self._row(bottom)
+            return (f"{a.wall_s / b.wall_s:.2f}x" if a is not None and b is not None
+                    and b.wall_s > 0 else None)
+
+        ratios = []
+        for name, top, bottom in (
+                ("exact audit / bare join", "guarddiag exact audit", "bare polars join"),
+                ("near-dup audit / exact audit", "guarddiag near-dup audit",
+                 "guarddiag exact audit"),
+                ("datasketch / prefix join", "datasketch MinHashLSH", "guarddiag prefix join")):
+            both = ratio(top, bottom)
+            if both is None:
+                continue
+            bare = (ratio(top.replace(" audit", NO_CHART), bottom.replace(" audit", NO_CHART))
+                    if " audit" in top else None)
+            ratios.append(f"{name}: {both}" + (f" ({bare} without the chart)" if bare else ""))
         if ratios:
             lines.append("; ".join(ratios))
         lines.append(f"x datasketch = datasketch's wall time / the row's (MinHashLSH "
