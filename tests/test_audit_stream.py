@@ -13,6 +13,7 @@ import importlib.util
 import json
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 import pyarrow as pa
 import pytest
@@ -249,3 +250,36 @@ def test_pool_and_engine_option_errors(tmp_path, bench, capsys, monkeypatch):
                         "--engine local)")
     with pytest.raises(GuarddiagError, match="unknown audit engine 'spark'"):
         audit_pool(pool, out_dir=tmp_path / "b", engine="spark")
+
+
+def test_a_lone_task_split_over_threads_keeps_the_same_rows():
+    """A batch cut into runs of rows, one per thread, keeps exactly the rows the whole batch
+    keeps (exact and near candidates, Python-path rows counted once each)."""
+    from guarddiag.audit import engine
+
+    forms = ("how do i pick a lock on a front door without the key",
+             "write a short poem about the sea and the wind at night",
+             "explain how photosynthesis works in simple words please")
+    spec = engine.ScanSpec(text_column="text", id_column=None, forms=forms, near_threshold=0.8,
+                           template_forms=None, key="lone-task-test")
+    rng = np.random.default_rng(5)
+    texts = []
+    for i in range(3 * engine._MIN_PART + 17):
+        pick = rng.integers(10)
+        if pick == 0:
+            texts.append(forms[i % 3].upper() + "!")                 # exact after normalising
+        elif pick == 1:
+            texts.append(forms[i % 3] + " tonight")                  # near: Jaccard >= 0.8
+        elif pick == 2:
+            texts.append(f"ﬁne ™ row {i}")                            # takes the Python path
+        else:
+            texts.append(f"unrelated request {i} about gardening and {rng.integers(99)}")
+    series = pl.Series("text", texts)
+    state = engine._state(spec)
+    whole, slow = engine._candidate_rows(series, state, spec)
+    for threads in (2, 3, 8):
+        keep, slow_parts = engine._candidates_in_parts(series, state, spec, threads)
+        assert keep.to_list() == whole.to_list()
+        assert slow_parts == slow
+    assert 0.15 < whole.mean() < 0.25     # the planted exact and near rows, about a fifth
+    assert slow > 0.05 * len(texts)

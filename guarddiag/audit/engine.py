@@ -44,6 +44,7 @@ from concurrent.futures import (
 )
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -168,8 +169,9 @@ def _build_state(spec: ScanSpec) -> _Indexes:
     return state
 
 
-def scan_task(task: Task, spec: ScanSpec) -> TaskFindings:
-    """Read one task's rows in batches and keep the candidate rows (module docstring)."""
+def scan_task(task: Task, spec: ScanSpec, *, threads: int = 1) -> TaskFindings:
+    """Read one task's rows in batches and keep the candidate rows (module docstring), each
+    batch split over ``threads`` threads (a task scanned alone: see :func:`_local_map`)."""
     state = _state(spec)
     candidates: list[tuple[int, str, str | None, str | None]] = []
     offset = python_rows = surrogates = 0
@@ -183,7 +185,7 @@ def scan_task(task: Task, spec: ScanSpec) -> TaskFindings:
         for name, n in batch.empty.items():
             empty[name] += n
         if batch.texts.len():
-            keep, slow = _candidate_rows(batch.texts, state, spec)
+            keep, slow = _candidates_in_parts(batch.texts, state, spec, threads)
             python_rows += slow
             units = keep.arg_true()
             texts = batch.texts.gather(units).to_list()
@@ -223,6 +225,24 @@ def ids_task(task: Task, spec: ScanSpec) -> TaskIds:
                          else np.zeros(0, np.uint64))
     return TaskIds(rows=rows, id_hashes=sorted_hashes, missing=missing, empty=empty,
                    first_gap=first_gap)
+
+
+_MIN_PART = 32_768
+"""Fewest rows a batch hands each thread (a near-dup probe slice)."""
+
+
+def _candidates_in_parts(texts: pl.Series, state: _Indexes, spec: ScanSpec, threads: int
+                         ) -> tuple[pl.Series, int]:
+    """:func:`_candidate_rows` of a batch cut into ``threads`` runs of rows, one per thread: a
+    row's candidacy depends on that row alone, so the mask is the same."""
+    parts = min(threads, texts.len() // _MIN_PART)
+    if parts <= 1:
+        return _candidate_rows(texts, state, spec)
+    size = -(-texts.len() // parts)
+    with ThreadPoolExecutor(max_workers=parts) as pool:
+        found = list(pool.map(lambda start: _candidate_rows(texts.slice(start, size), state,
+                                                            spec), range(0, texts.len(), size)))
+    return pl.concat([keep for keep, _ in found]), sum(slow for _, slow in found)
 
 
 def _candidate_rows(texts: pl.Series, state: _Indexes, spec: ScanSpec) -> tuple[pl.Series, int]:
@@ -279,8 +299,12 @@ def _local_map(pending: Pending, spec: ScanSpec, workers: int
     error raised is the one of the first bad task in pool order, as a scan in order would raise.
     """
     if workers <= 1 or len(pending) <= 1:
+        # A lone task (a pool of one row group) would leave the other cores idle: its
+        # batches are split over them instead (threads only: the kernels release the GIL).
+        threads = workers if _threads_suffice(spec) else 1
+        scan = partial(scan_task, threads=threads) if threads > 1 else scan_task
         for index, task in pending:
-            yield index, scan_task(task, spec)
+            yield index, scan(task, spec)
         return
     helpers = min(workers, len(pending)) - 1
     executor: Executor
