@@ -292,7 +292,8 @@ def _probe_tokens(index: PrefixIndex, tokens: pl.LazyFrame, n: int
     distinct ``(row, word)`` tokens."""
     n_vocab = index.vocab.height or 1
     # One query from the forms to each token's (row, rank) key, null for a word the index
-    # lacks: polars runs it as one pipeline, 2x the split, join and key as separate steps.
+    # lacks: polars runs it as one pipeline, 1.5x faster than the split, the join and the key
+    # as separate steps.
     keyed = (tokens.join(index.vocab.lazy(), on="word", how="left")
              .select("row", (pl.col("row") * n_vocab + pl.col("rank")).alias("key")).collect())
     sizes = np.bincount(keyed.get_column("row").to_numpy(), minlength=n).astype(np.int64)

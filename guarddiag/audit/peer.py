@@ -122,9 +122,10 @@ class PeerResult:
             both = ratio(top, bottom)
             if both is None:
                 continue
-            bare = (ratio(top.replace(" audit", NO_CHART), bottom.replace(" audit", NO_CHART))
-                    if " audit" in top else None)
-            ratios.append(f"{name}: {both}" + (f" ({bare} without the chart)" if bare else ""))
+            no_chart = (ratio(top.replace(" audit", NO_CHART), bottom.replace(" audit", NO_CHART))
+                        if " audit" in top else None)
+            ratios.append(f"{name}: {both}"
+                          + (f" ({no_chart} without the chart)" if no_chart else ""))
         if ratios:
             lines.append("; ".join(ratios))
         lines.append(f"x datasketch = datasketch's wall time / the row's (MinHashLSH "
