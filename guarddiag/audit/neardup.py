@@ -266,15 +266,16 @@ def _form_tokens(forms: pl.Series) -> pl.LazyFrame:
     holds (polars' Rust regex follows another Unicode version); only forms holding another
     character (a combining mark, a control character) take Python's regex.
     """
-    frame = pl.DataFrame({"row": np.arange(forms.len(), dtype=np.int64),
-                          "form": forms.cast(pl.String)})
+    texts = forms.cast(pl.String)
+    frame = pl.DataFrame({"row": np.arange(forms.len(), dtype=np.int64), "form": texts})
     form = pl.col("form")
-    odd = frame.select(form.str.contains("[^0-9A-Za-z_ ]")).to_series()
-    held = (frame.filter(odd).get_column("form").str.extract_all("[^0-9A-Za-z_ ]")
-            .explode().drop_nulls().unique().to_list())
+    odd_rows = texts.str.contains("[^0-9A-Za-z_ ]").arg_true()
+    odd = texts.gather(odd_rows)
+    held = odd.str.extract_all("[^0-9A-Za-z_ ]").explode().drop_nulls().unique().to_list()
     breaking = [c for c in held if not c.isalnum()]
-    slow = (odd & frame.get_column("form").str.contains_any(breaking) if breaking
-            else pl.Series(np.zeros(frame.height, dtype=bool)))
+    slow = np.zeros(frame.height, dtype=bool)
+    if breaking:    # looked for in the odd forms only, a few of them
+        slow[odd_rows.filter(odd.str.contains_any(breaking)).to_numpy()] = True
     split = (frame.lazy().filter(~slow)
              .select("row", form.str.split(" ").list.unique().alias("word")))
     rest = frame.filter(slow)

@@ -166,6 +166,19 @@ class _Wide:
         """Positions in the batch of the rows holding an unprovable character."""
         return self.rows.gather(self.slow)
 
+    def words(self, mapped: pl.Series) -> pl.Series:
+        """The word forms of these rows, in :attr:`rows` order, from the batch after the byte
+        table (:data:`_WORD_BYTES`: its ASCII separators are spaces already): the non-ASCII
+        separators to spaces, lower-cased, or the normal form for an unprovable row. Lower-casing
+        never moves a character in or out of the separators (module docstring), so these are
+        the words of the normal form, at 0.35x its cost (no collapse or strip either)."""
+        wide = [c for c in self.separators if c > "\x7f"]
+        out = mapped.gather(self.rows)
+        if wide:
+            out = out.str.replace_many(wide, [" "] * len(wide))
+        out = out.str.to_lowercase()
+        return out.scatter(self.slow, self.python) if self.slow.len() else out
+
     def forms(self, texts: pl.Series, *, keys: bool) -> pl.Series:
         """The normal forms (``keys``: without spaces) of these rows, in :attr:`rows` order."""
         out = _vectorised(texts.gather(self.rows), self.separators, keys=keys)
@@ -211,10 +224,11 @@ sequence, so a multi-byte character passes through whole)."""
 
 def word_forms(texts: pl.Series) -> pl.Series:
     """Per row, a string whose words (Python's ``\\w+`` runs, which the near-dup probe takes)
-    are the words of its normal form: an ASCII row's form before its spaces collapse and its
-    ends are stripped (one byte-table pass over the column, 2.3x cheaper than the form), any
-    other row its normal form (:func:`normal_forms`). For the near-dup scan, which needs each
-    row's word set and not its form."""
+    are the words of its normal form: a row's form before its spaces collapse and its ends are
+    stripped (one byte-table pass over the column, 2.3x cheaper than the form, then
+    :meth:`_Wide.words` for the rows holding a non-ASCII character), or its normal form
+    (:func:`normal_forms`) for a row holding an unprovable character. For the near-dup scan,
+    which needs each row's word set and not its form."""
     return _word_forms(texts, _wide(texts))
 
 
@@ -232,7 +246,7 @@ def _word_forms(texts: pl.Series, wide: _Wide) -> pl.Series:
         len(arrow), offsets, pa.py_buffer(mapped) if mapped is not None else data,
         offset=arrow.offset), dtype=pl.String)
     if wide.rows.len():
-        out = out.scatter(wide.rows, wide.forms(texts, keys=False))
+        out = out.scatter(wide.rows, wide.words(out))
     return out
 
 
