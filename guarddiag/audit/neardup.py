@@ -141,7 +141,7 @@ def _index_tokens(lazy_tokens: pl.LazyFrame, n: int, *, threshold: float) -> Pre
     sets, ranks = _sorted_runs(ranked.get_column("row").to_numpy(),
                                ranked.get_column("rank").to_numpy(), n_vocab)
     sizes = np.bincount(sets, minlength=n).astype(np.int64)
-    position = _within_runs(sizes)[0]
+    position = _run_positions(sets, sizes)
     prefix = position < _prefix_lengths(sizes, threshold)[sets]
     band = int(sizes.max(initial=0)) + 2
     posting_keys = ranks[prefix] * band + sizes[sets[prefix]]
@@ -210,16 +210,27 @@ def _sorted_runs(rows: np.ndarray, ranks: np.ndarray, n_vocab: int
                  ) -> tuple[np.ndarray, np.ndarray]:
     """Distinct (row, rank) pairs sorted by row, then rank: each row's tokens in the global
     order (one sort of combined keys, several times faster than a two-key lexsort)."""
+    return _sorted_keys(pl.Series(rows * n_vocab + ranks), n_vocab)
+
+
+def _sorted_keys(keys: pl.Series, n_vocab: int) -> tuple[np.ndarray, np.ndarray]:
+    """(rows, ranks) of combined ``row * n_vocab + rank`` keys, sorted by row, then rank."""
     # polars' sort: 3x numpy's on these nearly sorted keys.
-    keys = pl.Series(rows * n_vocab + ranks).sort().to_numpy()
-    return keys // n_vocab, keys % n_vocab
+    ordered = keys.sort().to_numpy()
+    return ordered // n_vocab, ordered % n_vocab
+
+
+def _run_positions(owner: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Each item's position in its run, for runs of ``counts[r]`` items laid end to end and
+    ``owner`` (sorted) the run of each item: its index less its run's start."""
+    return np.arange(len(owner)) - (np.cumsum(counts) - counts)[owner]
 
 
 def _within_runs(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """For runs of ``counts[r]`` items laid end to end: each item's position in its run, and
     its run (the expansion of a posting list without a Python loop)."""
     owner = np.repeat(np.arange(len(counts)), counts)
-    return np.arange(len(owner)) - (np.cumsum(counts) - counts)[owner], owner
+    return _run_positions(owner, counts), owner
 
 
 _PROBE_SLICE = 32_768
@@ -298,16 +309,13 @@ def _probe_tokens(index: PrefixIndex, tokens: pl.LazyFrame, n: int
     keyed = (tokens.join(index.vocab.lazy(), on="word", how="left")
              .select("row", (pl.col("row") * n_vocab + pl.col("rank")).alias("key")).collect())
     sizes = np.bincount(keyed.get_column("row").to_numpy(), minlength=n).astype(np.int64)
-    # Each row's known tokens in the global order (see _sorted_runs).
-    keys = keyed.get_column("key").drop_nulls().sort().to_numpy()
-    rows, ranks = keys // n_vocab, keys % n_vocab
+    # Each row's known tokens in the global order.
+    rows, ranks = _sorted_keys(keyed.get_column("key").drop_nulls(), n_vocab)
     # Tokens the index never saw sort first (positions count them); where they fill the
     # prefix, no indexed set can reach the threshold with the probe, and none of its ranks is
     # in the prefix.
     known_counts = np.bincount(rows, minlength=n)
-    # rows is sorted, so a token's place in its row's run is its index less the run's start.
-    position = (np.arange(len(rows)) - (np.cumsum(known_counts) - known_counts)[rows]
-                + (sizes - known_counts)[rows])
+    position = _run_positions(rows, known_counts) + (sizes - known_counts)[rows]
     prefix = position < _prefix_lengths(sizes, index.threshold)[rows]
     sets, probes = _candidates(index, rows[prefix], ranks[prefix], position[prefix], sizes)
     inter = _intersections(index, sets, probes, rows, ranks, n)

@@ -86,11 +86,12 @@ response.
 
 --peer instead puts the audit beside its floor and its peer on one --near-rows synthetic pool
 and prints one table: a bare polars join (read, lower-case, hash join, write), the exact and
-the near-dup audit (whole command, fresh process, peak memory), then the prefix-filter join
-and datasketch's MinHashLSH (--num-perm permutations) on the same word sets (matching only, no
-I/O), each with its pairs, recall and precision against an exact oracle (every pair's
-intersection count, a sparse product); then the ratios exact / bare join, near-dup / exact and
-datasketch / prefix join. datasketch is the optional peer extra: pip install "guarddiag[peer]".
+the near-dup audit (whole command, fresh process, peak memory; each once as the command runs
+and once without the chart), then the prefix-filter join and datasketch's MinHashLSH
+(--num-perm permutations) on the same word sets (matching only, no I/O), each with its pairs,
+recall and precision against an exact oracle (every pair's intersection count, a sparse
+product); then the ratios exact / bare join, near-dup / exact (with and without the chart)
+and datasketch / prefix join. datasketch is the optional peer extra: pip install "guarddiag[peer]".
 
 Example (the acceptance sizes, ~2 min on 2 cores):
   guarddiag bench audit
