@@ -4,7 +4,8 @@ Stages (each a library verb; a re-run skips or reuses what is finished):
 
 1. data check  - every benchmark subset's status; with no data at all, ``data pull`` first;
 2. pool build  - the dual-policy pool (deterministic, seconds) → ``<work>/pool/``;
-3. audit       - exact, near-duplicate, template and contained overlap with every benchmark
+3. audit       - exact, near-duplicate, template and contained overlap with every benchmark,
+                 and its chart
                  → ``<work>/audit/`` (a finished audit with the same inputs is reused);
 4. mutate      - SORRY-Bench's deterministic linguistic mutations (ASCII, Caesar, Morse,
                  Atbash, seeded misspellings) of the sorrybench subset → ``<work>/derived/``,
@@ -262,7 +263,7 @@ def run_demo(options: DemoOptions = DemoOptions()) -> DemoResult:
 
     t = stage("contamination audit", 3)
     audit_pool(work.pool, data_dir=data_dir, near_dup=True, templates=True, containment=True,
-               out_dir=work.audit)
+               figure=True, out_dir=work.audit)
     times["audit"] = time.perf_counter() - t
 
     t = stage(f"{MUTATED_BENCHMARK} mutations ({', '.join(options.mutations) or 'none'})", 4)

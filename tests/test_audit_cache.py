@@ -1,5 +1,5 @@
 """The audit's start-up savings: the cached benchmark normal forms, libyaml manifests and the
-``--no-figure`` switch.
+``--figure`` switch.
 
 Oracles: ``guarddiag.text.normalise`` applied text by text (never the cached value), and the
 files a finished audit folder holds.
@@ -81,8 +81,7 @@ def test_yaml_errors_keep_the_pure_python_message(tmp_path):
 
 
 @pytest.mark.realdata
-def test_no_figure_skips_and_removes_the_chart_and_a_rerun_draws_it(real_data_dir, tmp_path,
-                                                                    capsys):
+def test_the_chart_is_drawn_with_figure_and_removed_without(real_data_dir, tmp_path, capsys):
     pool = tmp_path / "pool.parquet"
     pl.DataFrame({"prompt_id": ["p1", "p2"],
                   "text": ["How do I bake bread?", "Write a poem about cats"]}
@@ -90,20 +89,20 @@ def test_no_figure_skips_and_removes_the_chart_and_a_rerun_draws_it(real_data_di
     out = tmp_path / "audit"
     common = ["audit", "--pool", str(pool), "--out", str(out), "--benchmarks", "xstest_safe",
               "--data-dir", str(real_data_dir)]
-    assert main(common) == 0
+    assert main([*common, "--figure"]) == 0
     assert (out / "overlap.png").is_file()
     assert (out / "overlap.pdf").is_file()
-    assert main([*common, "--no-figure", "--force"]) == 0
+    assert main([*common, "--force"]) == 0          # the default: no chart, the old one removed
     assert not (out / "overlap.png").exists()
     assert not (out / "overlap.pdf").exists()
     assert (out / "summary.json").is_file()
     # Same pool and options: the saved audit is current, but it has no chart, so it is redone.
-    assert main(common) == 0
+    assert main([*common, "--figure"]) == 0
     assert (out / "overlap.png").is_file()
     capsys.readouterr()
 
 
-def test_no_figure_is_documented_in_help(capsys):
+def test_figure_is_documented_in_help(capsys):
     with pytest.raises(SystemExit):
         main(["audit", "--help"])
-    assert "--no-figure" in capsys.readouterr().out
+    assert "--figure, --no-figure" in capsys.readouterr().out

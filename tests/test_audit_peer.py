@@ -46,10 +46,10 @@ def test_oracle_is_the_hand_count():
 
 def test_table_recall_precision_and_speedup_from_the_rows():
     rows = (PeerRow("bare polars join", "read, lower, join", 0.8, peak_mib=100.0),
-            PeerRow("guarddiag exact audit", "whole command", 2.0, peak_mib=300.0),
-            PeerRow("guarddiag exact, no chart", "whole command", 1.2, peak_mib=250.0),
-            PeerRow("guarddiag near-dup audit", "whole command", 3.0, peak_mib=500.0),
-            PeerRow("guarddiag near-dup, no chart", "whole command", 2.4, peak_mib=480.0),
+            PeerRow("guarddiag exact audit", "whole command", 1.2, peak_mib=250.0),
+            PeerRow("guarddiag exact + chart", "whole command", 2.0, peak_mib=300.0),
+            PeerRow("guarddiag near-dup audit", "whole command", 2.4, peak_mib=480.0),
+            PeerRow("guarddiag near-dup + chart", "whole command", 3.0, peak_mib=500.0),
             PeerRow("guarddiag prefix join", "word sets -> pairs", 0.5, pairs=4, true_pairs=4),
             PeerRow("datasketch MinHashLSH", "word sets -> pairs", 10.0, pairs=5,
                     true_pairs=3))
@@ -70,14 +70,13 @@ def test_table_recall_precision_and_speedup_from_the_rows():
                                                   "3", "0.7500", "0.6000", "—", "1.0"]
     assert by_method["guarddiag prefix join"][4:] == ["0.50", "4", "4", "1.0000", "1.0000",
                                                       "—", "20.0"]
-    assert by_method["guarddiag near-dup audit"][2:] == ["3.00", "—", "—", "—", "—", "500",
-                                                         "3.3"]
+    assert by_method["guarddiag near-dup + chart"][2:] == ["3.00", "—", "—", "—", "—", "500",
+                                                               "3.3"]
     assert by_method["bare polars join"][3:] == ["0.80", "—", "—", "—", "—", "100", "12.5"]
-    assert by_method["guarddiag exact, no chart"][2:] == ["1.20", "—", "—", "—", "—", "250",
-                                                          "8.3"]
-    # 2.0 / 0.8 (1.2 / 0.8 without the chart), 3.0 / 2.0 (2.4 / 1.2) and 10.0 / 0.5.
-    assert ("exact audit / bare join: 2.50x (1.50x without the chart); near-dup audit / exact "
-            "audit: 1.50x (2.00x without the chart); datasketch / prefix join: 20.00x") in text
+    assert by_method["guarddiag exact audit"][2:] == ["1.20", "—", "—", "—", "—", "250", "8.3"]
+    # 1.2 / 0.8 (2.0 / 0.8 with the chart), 2.4 / 1.2 (3.0 / 2.0) and 10.0 / 0.5.
+    assert ("exact audit / bare join: 1.50x (2.50x with the chart); near-dup audit / exact "
+            "audit: 2.00x (1.50x with the chart); datasketch / prefix join: 20.00x") in text
     assert result.to_dict()["rows"][6]["recall"] == 0.75
 
 

@@ -40,6 +40,7 @@ It then writes, to ``out_dir`` (default ``work/audit/``)::
                                containment_threshold with containment); unavailable
                                subsets with the reason
     overlap.png, overlap.pdf   bar chart: exact, near, template and contained % per benchmark
+                               (only with ``figure=True``, the command's ``--figure``)
     meta.json                  input digests, options, versions
     provenance.json            per benchmark, the audit run that wrote its list: audit id,
                                pool digest and rows, options, benchmark digest

@@ -34,7 +34,7 @@ from guarddiag.audit.exact import index_forms
 from guarddiag.audit.neardup import similar_pairs
 from guarddiag.audit.normal import normal_forms
 from guarddiag.audit.outputs import save_audit_figure
-from guarddiag.audit.peer import NO_CHART, PeerResult, PeerRow, pair_rows, require_datasketch
+from guarddiag.audit.peer import WITH_CHART, PeerResult, PeerRow, pair_rows, require_datasketch
 from guarddiag.audit.plan import PassCost, PeakMemory, ScalePlan, cpu_seconds
 from guarddiag.audit.run import audit_pool
 from guarddiag.errors import GuarddiagError
@@ -287,12 +287,12 @@ def bench_peer(*, rows: int = 200_000, threshold: float = 0.8, seed: int = 0,
     with tempfile.TemporaryDirectory(prefix="guarddiag-peer-") as tmp:
         timed.append(_time_bare_join(pool, bench_texts, Path(tmp)))
         for name, near in (("exact", False), ("near-dup", True)):
-            for figure in (True, False):
+            for figure in (False, True):
                 phase = _time_phase(pool, name, rows, near=near, containment=False,
                                     tmp=Path(tmp), benchmarks=benchmarks, data_dir=data_dir,
                                     threshold=threshold, figure=figure)
                 timed.append(PeerRow(
-                    method=f"guarddiag {name}{' audit' if figure else NO_CHART}",
+                    method=f"guarddiag {name}{WITH_CHART if figure else ' audit'}",
                     scope="whole command", wall_s=phase.wall_s, peak_mib=phase.peak_mib))
     forms = index_forms([f.get_column("text").to_list() for f in bench_set.frames.values()])
     bench_sets = [frozenset(words_of_normal_form(f)) for f in forms.forms]
@@ -341,12 +341,12 @@ def _run_phases(pool: SyntheticPool, sizes: dict[str, int], *, plan: bool,
 
 def _time_phase(pool: SyntheticPool, name: str, n: int, *, near: bool, containment: bool,
                 tmp: Path, benchmarks: str | Sequence[str], data_dir: str | Path | None,
-                threshold: float, figure: bool = True) -> BenchPhase:
+                threshold: float, figure: bool = False) -> BenchPhase:
     """One timed ``audit_pool`` run on the first ``n`` synthetic rows, with what it recovered
-    (``figure``: with the chart, as the command draws it by default)."""
+    (``figure``: with the chart, as ``--figure`` draws it)."""
     path = _pool_file(pool, n, tmp)
-    logger.info(f"bench audit: {name} audit of {n:,} rows" + ("" if figure else
-                                                              " without the chart"))
+    logger.info(f"bench audit: {name} audit of {n:,} rows" + (" with the chart" if figure
+                                                              else ""))
     options = {"benchmarks": benchmarks, "data_dir": data_dir, "near_dup": near,
                "threshold": threshold, "out_dir": tmp / f"audit-{name}-{n}", "force": True,
                "containment": containment, "figure": figure}

@@ -74,7 +74,10 @@ class AuditOptions(Model):
     """``local`` (``workers`` cores of this machine) or ``ray`` (a Ray cluster)."""
     workers: int | None = None
     ray_address: str | None = None
-    figure: bool = True
+    figure: bool = False
+    """Draw overlap.png/.pdf, the per-benchmark bar chart. Off by default: matplotlib's import
+    and two renders take about 0.8 s, most of a small audit's time, and the report draws its
+    own overlap figure from the audit's tables."""
 
     @classmethod
     def of(cls, options: AuditOptions | None = None, /, **fields: Any) -> AuditOptions:

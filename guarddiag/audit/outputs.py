@@ -48,9 +48,10 @@ def save_audit_figure(fig: Any, stem: Path) -> None:
     release_figure(fig)
 
 
-def write_audit(result: AuditResult, out_dir: str | Path, *, figure: bool = True,
+def write_audit(result: AuditResult, out_dir: str | Path, *, figure: bool = False,
                 meta: Mapping[str, Any] | None = None) -> Path:
-    """Write overlap.parquet, decontaminated/, the figure, then summary.json and meta.json."""
+    """Write overlap.parquet, decontaminated/, the chart (``figure``), then summary.json and
+    meta.json."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     # A previous summary must not vouch for half-rewritten files if this run is killed.

@@ -9,7 +9,7 @@ shares no code with the prefix filter). Recall is the share of the oracle's pair
 reports; precision the share of its pairs that are in the oracle (MinHash LSH reports candidates,
 unverified). The whole-command rows time ``audit_pool`` end to end (reading, matching,
 writing the folder) in a fresh process, with its peak memory, once as the command runs by
-default and once without the chart (:data:`NO_CHART`), and the bare-join row the floor
+default and once with the chart (:data:`WITH_CHART`), and the bare-join row the floor
 an exact audit is held to: the same pool file read, lower-cased and hash-joined to the
 benchmark texts, in a fresh process too. The pair rows time the matching alone, word sets in
 and pairs out, which is all the datasketch row does.
@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from guarddiag.audit.neardup import similar_pairs
 from guarddiag.errors import GuarddiagError
 
-__all__ = ["NO_CHART", "PEER_INSTALL", "PeerResult", "PeerRow", "minhash_pairs", "pair_rows",
+__all__ = ["PEER_INSTALL", "WITH_CHART", "PeerResult", "PeerRow", "minhash_pairs", "pair_rows",
            "require_datasketch"]
 
 PEER_INSTALL = ('bench audit --peer compares with datasketch, which is not installed: '
@@ -36,9 +36,10 @@ PEER_INSTALL = ('bench audit --peer compares with datasketch, which is not insta
 
 WordSets = Sequence[frozenset[str]]
 
-NO_CHART = ", no chart"
-"""Suffix of a whole-command row timed without overlap.png/.pdf (``figure=False``): the chart
-is matplotlib's import and two renders, most of a small audit's time."""
+WITH_CHART = " + chart"
+"""Suffix of a whole-command row timed with overlap.png/.pdf (``figure=True``, the command's
+``--figure``): the chart is matplotlib's import and two renders, most of a small audit's
+time."""
 
 
 def require_datasketch() -> None:
@@ -122,10 +123,10 @@ class PeerResult:
             both = ratio(top, bottom)
             if both is None:
                 continue
-            no_chart = (ratio(top.replace(" audit", NO_CHART), bottom.replace(" audit", NO_CHART))
-                        if " audit" in top else None)
+            charted = (ratio(top.replace(" audit", WITH_CHART),
+                             bottom.replace(" audit", WITH_CHART)) if " audit" in top else None)
             ratios.append(f"{name}: {both}"
-                          + (f" ({no_chart} without the chart)" if no_chart else ""))
+                          + (f" ({charted} with the chart)" if charted else ""))
         if ratios:
             lines.append("; ".join(ratios))
         lines.append(f"x datasketch = datasketch's wall time / the row's (MinHashLSH "

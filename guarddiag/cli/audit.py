@@ -27,8 +27,8 @@ punctuation and symbols to spaces, whitespace collapsed) and, with --near-dup, n
 as a separate column (word-set Jaccard >= --threshold, found with a prefix-filter index that
 loses no pair), with --templates, template overlaps (the same sentence with other quoted
 titles or names) and, with --containment, benchmark prompts held inside longer rows. It
-writes overlap.parquet, decontaminated/<benchmark>.txt, summary.json, overlap.png/.pdf and
-meta.json to --out, and prints the per-benchmark table.
+writes overlap.parquet, decontaminated/<benchmark>.txt, summary.json and meta.json (with
+--figure also the bar chart overlap.png/.pdf) to --out, and prints the per-benchmark table.
 
 The pool may be one file, a quoted glob over shards, a folder of shards or a datasets
 save_to_disk folder, in parquet, Arrow, CSV/TSV or JSON lines (.gz/.zst too); it is read in
@@ -87,10 +87,10 @@ response.
 --peer instead puts the audit beside its floor and its peer on one --near-rows synthetic pool
 and prints one table: a bare polars join (read, lower-case, hash join, write), the exact and
 the near-dup audit (whole command, fresh process, peak memory; each once as the command runs
-and once without the chart), then the prefix-filter join and datasketch's MinHashLSH
+and once with the chart), then the prefix-filter join and datasketch's MinHashLSH
 (--num-perm permutations) on the same word sets (matching only, no I/O), each with its pairs,
 recall and precision against an exact oracle (every pair's intersection count, a sparse
-product); then the ratios exact / bare join, near-dup / exact (with and without the chart)
+product); then the ratios exact / bare join, near-dup / exact (without and with the chart)
 and datasketch / prefix join. datasketch is the optional peer extra: pip install "guarddiag[peer]".
 
 Example (the acceptance sizes, ~2 min on 2 cores):
@@ -156,9 +156,10 @@ def register(sub: argparse._SubParsersAction, bench: argparse._SubParsersAction)
     _add_gates(parser)
     parser.add_argument("--out", type=Path, default=None, metavar="DIR",
                         help="output folder (default <work-dir>/audit)")
-    parser.add_argument("--no-figure", action="store_true",
-                        help="skip overlap.png/.pdf: drawing them with matplotlib is most of a "
-                             "small audit's time (about 1 s of imports and rendering)")
+    parser.add_argument("--figure", action=argparse.BooleanOptionalAction, default=False,
+                        help="also draw overlap.png/.pdf, the per-benchmark bar chart (off by "
+                             "default: matplotlib's import and two renders take about 0.8 s, "
+                             "most of a small audit's time)")
     add_work_paths(parser, "pool", "derived",
                    help={"pool": "pool: a table file (parquet, Arrow, CSV/TSV or JSON "
                                      "lines; .gz/.zst), a quoted glob over shards "
@@ -291,7 +292,7 @@ def audit_options_from(args: argparse.Namespace) -> AuditOptions:
         gate_exclude=tuple(args.gate_exclude or ()), near_dup=args.near_dup,
         drop_near=args.drop_near, templates=args.templates, drop_template=args.drop_template,
         containment=args.containment, drop_contained=args.drop_contained, engine=args.engine,
-        figure=not args.no_figure)
+        figure=args.figure)
 
 
 def _run_audit(args: argparse.Namespace) -> int:
