@@ -340,6 +340,24 @@ def test_audit_pool_reuses_a_finished_audit_and_redoes_a_changed_one(tmp_path,
     assert [b.n_exact for b in changed.benchmarks] == [0, 1]
 
 
+def test_a_current_audit_gets_its_chart_from_the_saved_tables_not_a_new_scan(
+        tmp_path, fake_benchmarks, monkeypatch):
+    pool = _write_pool(tmp_path / "pool.parquet")
+    out = tmp_path / "audit"
+    audit_pool(pool, out_dir=out, near_dup=True)
+    assert not (out / "overlap.png").exists()
+    scans = []
+    real = audit_run.scan_pool
+    monkeypatch.setattr(audit_run, "scan_pool", lambda *a, **k: scans.append(1) or real(*a, **k))
+    audit_pool(pool, out_dir=out, near_dup=True, figure=True)
+    assert scans == []
+    audit_pool(pool, out_dir=tmp_path / "full", near_dup=True, figure=True)
+    assert scans == [1]
+    for suffix in (".png", ".pdf"):
+        drawn = (out / f"overlap{suffix}").read_bytes()
+        assert drawn == (tmp_path / "full" / f"overlap{suffix}").read_bytes(), suffix
+
+
 def test_cli_prints_table_and_gates_on_fail_above(tmp_path, fake_benchmarks, capsys):
     pool = _write_pool(tmp_path / "pool.parquet")
     out = tmp_path / "audit"

@@ -96,7 +96,7 @@ def test_the_chart_is_drawn_with_figure_and_removed_without(real_data_dir, tmp_p
     assert not (out / "overlap.png").exists()
     assert not (out / "overlap.pdf").exists()
     assert (out / "summary.json").is_file()
-    # Same pool and options: the saved audit is current, but it has no chart, so it is redone.
+    # Same pool and options: the saved audit is current; its chart is drawn from it.
     assert main([*common, "--figure"]) == 0
     assert (out / "overlap.png").is_file()
     capsys.readouterr()

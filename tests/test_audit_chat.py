@@ -249,7 +249,7 @@ def test_every_default_that_changes_a_number_is_pinned():
         "drop_template": False, "template_min_words": 4, "containment": False,
         "containment_threshold": 0.8, "drop_contained": False, "fail_above": None,
         "max_corpus_rows": None, "gate_exclude": (), "engine": "local", "workers": None,
-        "ray_address": None, "figure": True}
+        "ray_address": None, "figure": False}
 
 
 def test_the_cli_and_the_api_take_the_models_defaults():

@@ -28,8 +28,9 @@ from guarddiag.audit.template import TEMPLATE_DEFINITION
 from guarddiag.errors import GuarddiagError
 from guarddiag.figures import paper_style, release_figure, save_figure
 
-__all__ = ["AUDIT_FIGURE_SAVE", "inherit_decontamination", "load_audit", "load_decontaminated",
-           "load_if_current", "plot_overlap", "save_audit_figure", "write_audit"]
+__all__ = ["AUDIT_FIGURE_SAVE", "CHART_SUFFIXES", "inherit_decontamination", "load_audit",
+           "load_decontaminated", "load_if_current", "plot_overlap", "save_audit_figure",
+           "write_audit"]
 
 AUDIT_FIGURE_SAVE: Mapping[str, Any] = {
     "dpi": 200, "style": None, "settle": False, "bbox_inches": None,
@@ -39,6 +40,10 @@ AUDIT_FIGURE_SAVE: Mapping[str, Any] = {
 """How the audit's figures are saved (the settings they were first written with, so their
 bytes stay the same): PNG at 200 dpi, matplotlib's default rc settings, no extra draw, no
 bounding-box crop, no dates or versions in the metadata."""
+
+
+CHART_SUFFIXES = (".png", ".pdf")
+"""The files of the audit's chart: ``overlap.png`` and ``overlap.pdf``."""
 
 
 def save_audit_figure(fig: Any, stem: Path) -> None:
@@ -72,7 +77,7 @@ def write_audit(result: AuditResult, out_dir: str | Path, *, figure: bool = Fals
     if figure:
         save_audit_figure(plot_overlap(result), out_dir / "overlap")
     else:   # a chart left by an earlier audit would not show this one
-        for suffix in (".png", ".pdf"):
+        for suffix in CHART_SUFFIXES:
             (out_dir / f"overlap{suffix}").unlink(missing_ok=True)
     files.write_json(_summary_doc(result), out_dir / "summary.json")
     meta = dict(meta or {})

@@ -28,7 +28,13 @@ from guarddiag.audit.engine import check_engine, make_spec, scan_pool
 from guarddiag.audit.exact import index_forms
 from guarddiag.audit.frames import audit_frames, check_options
 from guarddiag.audit.options import AuditOptions
-from guarddiag.audit.outputs import load_if_current, write_audit
+from guarddiag.audit.outputs import (
+    CHART_SUFFIXES,
+    load_if_current,
+    plot_overlap,
+    save_audit_figure,
+    write_audit,
+)
 from guarddiag.audit.provenance import write_audit_records
 from guarddiag.audit.result import (
     FORMAT_VERSION,
@@ -88,10 +94,14 @@ def audit_pool(pool: str | Path, options: AuditOptions | None = None, *,
         *bench_set.frames, *(u.benchmark for u in unavailable)])  # audits add up, or refused
     if not force:
         cached = load_if_current(out_dir, key)
-        # An audit saved without its chart (figure=False) is redone when the chart is wanted.
-        if cached is not None and (not opts.figure or (out_dir / "overlap.png").is_file()):
+        if cached is not None:
             logger.info(f"audit: {out_dir} is up to date with this pool and these benchmarks "
                         "(use --force to recompute)")
+            if opts.figure and not all((out_dir / f"overlap{s}").is_file()
+                                       for s in CHART_SUFFIXES):
+                # Saved without its chart: the chart is a picture of the saved summary, so it
+                # is drawn from that (the same bytes as a full run's), not by a new scan.
+                save_audit_figure(plot_overlap(cached), out_dir / "overlap")
             return cached
 
     if keep is not None:

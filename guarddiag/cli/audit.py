@@ -159,7 +159,9 @@ def register(sub: argparse._SubParsersAction, bench: argparse._SubParsersAction)
     parser.add_argument("--figure", action=argparse.BooleanOptionalAction, default=False,
                         help="also draw overlap.png/.pdf, the per-benchmark bar chart (off by "
                              "default: matplotlib's import and two renders take about 0.8 s, "
-                             "most of a small audit's time)")
+                             "most of a small audit's time); on an audit in --out that is "
+                             "still current, the chart is drawn from its saved summary "
+                             "without a new scan")
     add_work_paths(parser, "pool", "derived",
                    help={"pool": "pool: a table file (parquet, Arrow, CSV/TSV or JSON "
                                      "lines; .gz/.zst), a quoted glob over shards "
