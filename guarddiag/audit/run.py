@@ -65,8 +65,9 @@ def audit_pool(pool: str | Path, options: AuditOptions | None = None, *,
     (:mod:`guarddiag.audit.stream`). The ``local`` engine uses ``workers`` cores (default
     every core), ``ray`` a Ray cluster; the outputs are the same bytes with either. Subsets
     whose files are absent are listed in ``AuditResult.unavailable``. A rerun with the same
-    pool, benchmark files and options returns the saved result, and a rerun after a killed
-    scan scans only the tasks it had not finished (``force=True`` recomputes everything).
+    pool, benchmark files and options returns the saved result (``figure=True`` draws its chart
+    from it if the folder has none), and a rerun after a killed scan scans only the tasks it
+    had not finished (``force=True`` recomputes everything).
 
     Example (CPU, seconds)::
 

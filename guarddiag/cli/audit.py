@@ -19,6 +19,11 @@ logger = logging.getLogger(__name__)
 # Handlers import their stage package (polars) and guarddiag.progress (tqdm) when they run:
 # every sub-command module is imported to build the parser, and `guarddiag --help` stays fast.
 
+_FIGURE_HELP = ("also draw overlap.png/.pdf, the per-benchmark bar chart (off by default: "
+                "matplotlib's import and two renders take about 0.8 s, most of a small audit's "
+                "time); on an audit in --out that is still current, the chart is drawn from its "
+                "saved summary without a new scan")
+
 _AUDIT_DESCRIPTION = """\
 Contamination audit of a training pool against public benchmark subsets.
 
@@ -157,11 +162,7 @@ def register(sub: argparse._SubParsersAction, bench: argparse._SubParsersAction)
     parser.add_argument("--out", type=Path, default=None, metavar="DIR",
                         help="output folder (default <work-dir>/audit)")
     parser.add_argument("--figure", action=argparse.BooleanOptionalAction, default=False,
-                        help="also draw overlap.png/.pdf, the per-benchmark bar chart (off by "
-                             "default: matplotlib's import and two renders take about 0.8 s, "
-                             "most of a small audit's time); on an audit in --out that is "
-                             "still current, the chart is drawn from its saved summary "
-                             "without a new scan")
+                        help=_FIGURE_HELP)
     add_work_paths(parser, "pool", "derived",
                    help={"pool": "pool: a table file (parquet, Arrow, CSV/TSV or JSON "
                                      "lines; .gz/.zst), a quoted glob over shards "
