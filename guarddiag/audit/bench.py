@@ -34,7 +34,7 @@ from guarddiag.audit.exact import index_forms
 from guarddiag.audit.neardup import similar_pairs
 from guarddiag.audit.normal import normal_forms
 from guarddiag.audit.outputs import save_audit_figure
-from guarddiag.audit.peer import WITH_CHART, PeerResult, PeerRow, pair_rows, require_datasketch
+from guarddiag.audit.peer import PeerResult, PeerRow, audit_method, pair_rows, require_datasketch
 from guarddiag.audit.plan import PassCost, PeakMemory, ScalePlan, cpu_seconds
 from guarddiag.audit.run import audit_pool
 from guarddiag.errors import GuarddiagError
@@ -291,9 +291,9 @@ def bench_peer(*, rows: int = 200_000, threshold: float = 0.8, seed: int = 0,
                 phase = _time_phase(pool, name, rows, near=near, containment=False,
                                     tmp=Path(tmp), benchmarks=benchmarks, data_dir=data_dir,
                                     threshold=threshold, figure=figure)
-                timed.append(PeerRow(
-                    method=f"guarddiag {name}{WITH_CHART if figure else ' audit'}",
-                    scope="whole command", wall_s=phase.wall_s, peak_mib=phase.peak_mib))
+                timed.append(PeerRow(method=audit_method(name, chart=figure),
+                                     scope="whole command", wall_s=phase.wall_s,
+                                     peak_mib=phase.peak_mib))
     forms = index_forms([f.get_column("text").to_list() for f in bench_set.frames.values()])
     bench_sets = [frozenset(words_of_normal_form(f)) for f in forms.forms]
     pool_forms = normal_forms(pool.frame.get_column("text"))[0].to_list()

@@ -162,6 +162,11 @@ class _Wide:
     """Those rows' normal forms, by :func:`guarddiag.text.normalise`."""
 
     @property
+    def python_keys(self) -> pl.Series:
+        """The keys (normal forms without their spaces) of :attr:`python`."""
+        return self.python.str.replace_all(" ", "", literal=True)
+
+    @property
     def slow_rows(self) -> pl.Series:
         """Positions in the batch of the rows holding an unprovable character."""
         return self.rows.gather(self.slow)
@@ -183,8 +188,7 @@ class _Wide:
         """The normal forms (``keys``: without spaces) of these rows, in :attr:`rows` order."""
         out = _vectorised(texts.gather(self.rows), self.separators, keys=keys)
         if self.slow.len():
-            out = out.scatter(self.slow, self.python.str.replace_all(" ", "", literal=True)
-                              if keys else self.python)
+            out = out.scatter(self.slow, self.python_keys if keys else self.python)
         return out
 
 
@@ -329,6 +333,5 @@ def _exact_candidates(texts: pl.Series, index: KeyIndex, wide: _Wide
         keys = _vectorised(texts.gather(fast_rows), separators, keys=True)
         keep = keep.scatter(fast_rows.filter(keys.is_in(index.keys.implode())), True)
     if slow_rows.len():
-        keys = wide.python.str.replace_all(" ", "", literal=True)
-        keep = keep.scatter(slow_rows.filter(keys.is_in(index.keys.implode())), True)
+        keep = keep.scatter(slow_rows.filter(wide.python_keys.is_in(index.keys.implode())), True)
     return keep, slow_rows.len()

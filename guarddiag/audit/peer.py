@@ -9,8 +9,8 @@ shares no code with the prefix filter). Recall is the share of the oracle's pair
 reports; precision the share of its pairs that are in the oracle (MinHash LSH reports candidates,
 unverified). The whole-command rows time ``audit_pool`` end to end (reading, matching,
 writing the folder) in a fresh process, with its peak memory, once as the command runs by
-default and once with the chart (:data:`WITH_CHART`), and the bare-join row the floor
-an exact audit is held to: the same pool file read, lower-cased and hash-joined to the
+default and once with the chart (:func:`audit_method` names both), and the bare-join row
+the floor an exact audit is held to: the same pool file read, lower-cased and hash-joined to the
 benchmark texts, in a fresh process too. The pair rows time the matching alone, word sets in
 and pairs out, which is all the datasketch row does.
 
@@ -28,18 +28,21 @@ from dataclasses import dataclass
 from guarddiag.audit.neardup import similar_pairs
 from guarddiag.errors import GuarddiagError
 
-__all__ = ["PEER_INSTALL", "WITH_CHART", "PeerResult", "PeerRow", "minhash_pairs", "pair_rows",
-           "require_datasketch"]
+__all__ = ["PEER_INSTALL", "PeerResult", "PeerRow", "audit_method", "minhash_pairs",
+           "pair_rows", "require_datasketch"]
 
 PEER_INSTALL = ('bench audit --peer compares with datasketch, which is not installed: '
                 'pip install "guarddiag[peer]" (or pip install datasketch)')
 
 WordSets = Sequence[frozenset[str]]
 
-WITH_CHART = " + chart"
-"""Suffix of a whole-command row timed with overlap.png/.pdf (``figure=True``, the command's
-``--figure``): the chart is matplotlib's import and two renders, most of a small audit's
-time."""
+
+def audit_method(name: str, *, chart: bool = False) -> str:
+    """The method of a whole-command row of audit ``name`` (``exact``, ``near-dup``): ``guarddiag
+    exact audit`` as the command runs by default, ``guarddiag exact + chart`` timed with
+    overlap.png/.pdf (``figure=True``, the command's ``--figure``; the chart is matplotlib's
+    import and two renders, most of a small audit's time)."""
+    return f"guarddiag {name}{' + chart' if chart else ' audit'}"
 
 
 def require_datasketch() -> None:
@@ -109,24 +112,27 @@ class PeerResult:
                          f"{num(r.pairs, ',d'):>9} {num(r.true_pairs, ',d'):>9} "
                          f"{num(self.recall(r), '.4f'):>7} {num(self.precision(r), '.4f'):>9} "
                          f"{num(r.peak_mib, ',.0f'):>9} {num(speed, '.1f'):>12}")
+
         def ratio(top: str, bottom: str) -> str | None:
             a, b = self._row(top), self._row(bottom)
             return (f"{a.wall_s / b.wall_s:.2f}x" if a is not None and b is not None
                     and b.wall_s > 0 else None)
 
+        bare, exact, near = "bare polars join", "exact", "near-dup"
         ratios = []
-        for name, top, bottom in (
-                ("exact audit / bare join", "guarddiag exact audit", "bare polars join"),
-                ("near-dup audit / exact audit", "guarddiag near-dup audit",
-                 "guarddiag exact audit"),
-                ("datasketch / prefix join", "datasketch MinHashLSH", "guarddiag prefix join")):
-            both = ratio(top, bottom)
-            if both is None:
+        # (name, the rows as the commands run by default, the same rows with the chart)
+        for name, plain, charted in (
+                ("exact audit / bare join", (audit_method(exact), bare),
+                 (audit_method(exact, chart=True), bare)),
+                ("near-dup audit / exact audit", (audit_method(near), audit_method(exact)),
+                 (audit_method(near, chart=True), audit_method(exact, chart=True))),
+                ("datasketch / prefix join", ("datasketch MinHashLSH", "guarddiag prefix join"),
+                 None)):
+            first = ratio(*plain)
+            if first is None:
                 continue
-            charted = (ratio(top.replace(" audit", WITH_CHART),
-                             bottom.replace(" audit", WITH_CHART)) if " audit" in top else None)
-            ratios.append(f"{name}: {both}"
-                          + (f" ({charted} with the chart)" if charted else ""))
+            second = ratio(*charted) if charted is not None else None
+            ratios.append(f"{name}: {first}" + (f" ({second} with the chart)" if second else ""))
         if ratios:
             lines.append("; ".join(ratios))
         lines.append(f"x datasketch = datasketch's wall time / the row's (MinHashLSH "
