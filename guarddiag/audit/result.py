@@ -11,7 +11,7 @@ import polars as pl
 
 __all__ = ["DEFAULT_CONTAINMENT", "DEFAULT_SHORT_THRESHOLD", "DEFAULT_SHORT_WORDS",
            "DEFAULT_THRESHOLD", "FORMAT_VERSION", "N_EXAMPLES", "OVERLAP_SCHEMA",
-           "REMOVE_SCHEMA", "SAME_WORDS_NOTE", "AuditResult", "BenchmarkOverlap",
+           "REMOVE_MATCH", "REMOVE_SCHEMA", "SAME_WORDS_NOTE", "AuditResult", "BenchmarkOverlap",
            "UnavailableBenchmark"]
 
 DEFAULT_THRESHOLD = 0.8
@@ -42,12 +42,12 @@ N_EXAMPLES = 3
 OVERLAP_SCHEMA = {"benchmark": pl.String, "prompt_id": pl.String, "pool_id": pl.String,
                   "kind": pl.String, "similarity": pl.Float64}
 """Columns of ``overlap.parquet``: one row per matched (benchmark prompt, pool row) pair."""
+REMOVE_MATCH = pl.Struct({"benchmark": pl.String, "prompt_id": pl.String, "kind": pl.String,
+                          "similarity": pl.Float64, "field": pl.String})
+"""One match of a pool row in ``rows_to_remove.parquet``."""
 REMOVE_SCHEMA: dict[str, pl.DataType | type[pl.DataType]] = {
     "pool_id": pl.String, "fields": pl.List(pl.String), "texts": pl.List(pl.String),
-    "kinds": pl.List(pl.String),
-    "matches": pl.List(pl.Struct({"benchmark": pl.String, "prompt_id": pl.String,
-                                  "kind": pl.String, "similarity": pl.Float64,
-                                  "field": pl.String}))}
+    "kinds": pl.List(pl.String), "matches": pl.List(REMOVE_MATCH)}
 """Columns of ``rows_to_remove.parquet``: one row per pool row with a match, in pool order —
 its id, the field paths and texts that matched (``fields`` is null for the one
 ``text_column``), the kinds, and every match."""
