@@ -283,3 +283,41 @@ def test_a_lone_task_split_over_threads_keeps_the_same_rows():
         assert slow_parts == slow
     assert 0.15 < whole.mean() < 0.25     # the planted exact and near rows, about a fifth
     assert slow > 0.05 * len(texts)
+
+
+def test_the_readers_allocate_from_jemalloc_and_the_default_pool_comes_back(
+        tmp_path, bench, small_tasks, monkeypatch):
+    try:
+        pa.jemalloc_memory_pool()
+    except NotImplementedError:
+        pytest.skip("this pyarrow has no jemalloc")
+    ids, texts = _pool_rows()
+    pool = tmp_path / "pool.parquet"
+    _frame(ids, texts).write_parquet(pool, row_group_size=5)
+    before = pa.default_memory_pool().backend_name
+    assert before != "jemalloc"      # pyarrow's own default (mimalloc on Linux)
+    reading: set[str] = set()
+    parquet = shardread._parquet
+
+    def recording(*args, **kwargs):
+        reading.add(pa.default_memory_pool().backend_name)
+        yield from parquet(*args, **kwargs)
+
+    monkeypatch.setattr(shardread, "_parquet", recording)
+    monkeypatch.delenv("ARROW_DEFAULT_MEMORY_POOL", raising=False)
+    _audit(pool, tmp_path / "a", workers=2)
+    assert reading == {"jemalloc"}
+    assert pa.default_memory_pool().backend_name == before
+    # The same bytes as with pyarrow's default pool.
+    monkeypatch.setenv("ARROW_DEFAULT_MEMORY_POOL", before)
+    reading.clear()
+    _audit(pool, tmp_path / "b", workers=2)
+    assert reading == {before}
+    assert _bytes(tmp_path / "a") == _bytes(tmp_path / "b")
+    # A failed read gives the default back too.
+    monkeypatch.delenv("ARROW_DEFAULT_MEMORY_POOL")
+    bad = tmp_path / "bad.parquet"
+    _frame(ids[:3], ["ok", "", "ok"]).write_parquet(bad)
+    with pytest.raises(GuarddiagError):
+        _audit(bad, tmp_path / "c", workers=1)
+    assert pa.default_memory_pool().backend_name == before

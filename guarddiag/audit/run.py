@@ -42,6 +42,7 @@ from guarddiag.audit.result import (
     UnavailableBenchmark,
 )
 from guarddiag.audit.scanstore import PoolScan, ScanStore
+from guarddiag.audit.shardread import arrow_allocator
 from guarddiag.audit.stream import TASK_BYTES, Shard, Task, find_shards, plan_tasks, pool_digest
 from guarddiag.audit.template import template_form
 from guarddiag.errors import GuarddiagError
@@ -119,7 +120,7 @@ def audit_pool(pool: str | Path, options: AuditOptions | None = None, *,
         "drop_contained": opts.drop_contained,
         "containment_threshold": opts.containment_threshold,
         "sha256": bench_set.sha256, "unavailable": unavailable}
-    with _resumable(out_dir, key=key, tasks=tasks, fresh=force) as store:
+    with _resumable(out_dir, key=key, tasks=tasks, fresh=force) as store, arrow_allocator():
         result = _audit_with_titles(
             shards, tasks, store, bench_set.frames, opts, frame_options=frame_options,
             derived_dir=derived_dir, data_dir=data_dir)

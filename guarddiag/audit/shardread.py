@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import os
 from collections.abc import Generator, Iterable, Iterator
 from dataclasses import dataclass
 from dataclasses import field as dc_field
@@ -29,7 +30,7 @@ from guarddiag.audit.fields import extract, parse_field, replace_surrogates
 from guarddiag.audit.stream import BATCH_ROWS, Task
 from guarddiag.errors import GuarddiagError, at
 
-__all__ = ["PoolBatch", "check_batch", "read_task"]
+__all__ = ["PoolBatch", "arrow_allocator", "check_batch", "read_task"]
 
 _BLOCK_BYTES = 1 << 24
 """Decompressed bytes a text-format reader takes at a time (cut at the last line end)."""
@@ -170,6 +171,36 @@ def _require(path: str, found: list[str], needed: list[str]) -> None:
 def _cannot(path: str, fmt: str, exc: BaseException) -> GuarddiagError:
     first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     return GuarddiagError(f"{path}: cannot read as {fmt} ({first})")
+
+
+@contextlib.contextmanager
+def arrow_allocator() -> Iterator[None]:
+    """While the block runs, Arrow buffers (the parquet, IPC and CSV readers') come from
+    jemalloc, unless ``ARROW_DEFAULT_MEMORY_POOL`` names a pool.
+
+    pyarrow's default pool on Linux is mimalloc, which asks for transparent huge pages; where
+    the kernel's THP mode is ``madvise`` a fresh 2 MiB page is zeroed on first touch, and now
+    and then that costs an audit 0.3-0.5 s of system time (perf: ``clear_page_erms`` under
+    ``do_huge_pmd_anonymous_page``, from the parquet reader's copies). The pool is the
+    process's default, so the one it had is put back afterwards; buffers keep the pool they
+    came from.
+    """
+    import pyarrow as pa
+
+    if os.environ.get("ARROW_DEFAULT_MEMORY_POOL"):
+        yield
+        return
+    try:
+        pool = pa.jemalloc_memory_pool()
+    except NotImplementedError:    # a pyarrow built without jemalloc (Windows)
+        yield
+        return
+    previous = pa.default_memory_pool()
+    pa.set_memory_pool(pool)
+    try:
+        yield
+    finally:
+        pa.set_memory_pool(previous)
 
 
 # ─── formats ───────────────────────────────────────────────────────────────────────────────────
