@@ -286,9 +286,7 @@ def _rows_to_remove(expanded: list[Expanded], names: list[str], bench_ids: list[
         entry = by_row.get(pool_ids[p])
         if entry is None:
             entry = by_row[pool_ids[p]] = _RemoveRow()
-        if p not in entry.seen:
-            entry.seen.add(p)
-            entry.positions.append(p)
+        entry.positions[p] = None
         entry.kinds.add(kind)
         entry.matches.append((b, row, kind, similarity, p))
     return _remove_frame(list(by_row), list(by_row.values()), names, bench_ids, pool_texts,
@@ -299,9 +297,8 @@ def _rows_to_remove(expanded: list[Expanded], names: list[str], bench_ids: list[
 class _RemoveRow:
     """A pool row's matches while :func:`_rows_to_remove` gathers them."""
 
-    seen: set[int] = field(default_factory=set)
-    positions: list[int] = field(default_factory=list)
-    """Its matched texts' pool positions, first seen first."""
+    positions: dict[int, None] = field(default_factory=dict)
+    """Its matched texts' pool positions, first seen first (a dict: ordered and distinct)."""
     kinds: set[int] = field(default_factory=set)
     matches: list[tuple[int, int, int, float, int]] = field(default_factory=list)
     """(benchmark index, row, kind, similarity, pool position) of each match."""

@@ -188,15 +188,11 @@ def arrow_allocator() -> Iterator[None]:
     """
     import pyarrow as pa
 
-    if os.environ.get("ARROW_DEFAULT_MEMORY_POOL"):
-        yield
-        return
-    try:
-        pool = pa.jemalloc_memory_pool()
-    except NotImplementedError:    # a pyarrow built without jemalloc (Windows)
-        yield
-        return
-    previous = pa.default_memory_pool()
+    previous = pool = pa.default_memory_pool()
+    if not os.environ.get("ARROW_DEFAULT_MEMORY_POOL"):
+        # NotImplementedError: a pyarrow built without jemalloc (Windows) keeps its default.
+        with contextlib.suppress(NotImplementedError):
+            pool = pa.jemalloc_memory_pool()
     pa.set_memory_pool(pool)
     try:
         yield
