@@ -285,6 +285,47 @@ def test_a_lone_task_split_over_threads_keeps_the_same_rows():
     assert slow > 0.05 * len(texts)
 
 
+def test_the_near_probe_alone_keeps_the_exact_rows_unless_a_form_has_no_word():
+    """With near-dups on, the scan skips the exact pass when every benchmark form has a word
+    (equal forms have equal word sets, Jaccard 1): the rows kept are then exactly those a
+    brute-force Jaccard finds. A form without a word (a control character) brings the exact
+    pass back, or its copies would be lost."""
+    from guarddiag.audit import engine
+    from guarddiag.text import jaccard, normalise, words_of_normal_form
+
+    forms = ("how do i pick a lock on a front door without the key",
+             "write a short poem about the sea and the wind at night")
+    rng = np.random.default_rng(11)
+    texts = ["\x01", "\x01\x02", "How do I pick a lock on a FRONT door without the key?",
+             "write a short poem about the sea and the wind at dawn", "ﬁne ™ row",
+             "how do i pick a\x7flock on a front door without the key"]
+    for i in range(400):      # a form's words, some dropped, some added, shuffled
+        words = list(rng.permutation(forms[i % 2].split()))[int(rng.integers(0, 4)):]
+        texts.append(" ".join(words + [f"extra{k}" for k in range(int(rng.integers(0, 3)))]))
+    series = pl.Series("text", texts)
+
+    def kept(spec_forms: tuple[str, ...], key: str) -> tuple[list[bool], bool]:
+        spec = engine.ScanSpec(text_column="text", id_column=None, forms=spec_forms,
+                               near_threshold=0.8, template_forms=None, key=key)
+        state = engine._state(spec)
+        return engine._candidate_rows(series, state, spec)[0].to_list(), state.near_finds_exact
+
+    sets = [frozenset(words_of_normal_form(f)) for f in forms]
+    expected = [any(s and w and jaccard(s, w) >= 0.8 for s in sets) for w in
+                (frozenset(words_of_normal_form(normalise(t))) for t in texts)]
+    got, near_only = kept(forms, "near-only")
+    assert near_only
+    assert got == expected
+    assert 10 < sum(expected) < 390
+    assert expected[2:4] == [True, True]
+    assert expected[5]                  # a control character ends a word
+    got, near_only = kept((*forms, "\x01"), "with-a-wordless-form")
+    assert not near_only
+    assert got[0]                       # the exact copy of the word-less form is kept
+    assert not got[1]
+    assert all(g for g, e in zip(got, expected, strict=True) if e)
+
+
 def test_the_readers_allocate_from_jemalloc_and_the_default_pool_comes_back(
         tmp_path, bench, small_tasks, monkeypatch):
     try:

@@ -59,6 +59,7 @@ from guarddiag.audit.normal import (
     exact_candidates_and_words,
     key_index,
     normal_forms,
+    word_forms,
 )
 from guarddiag.audit.ray_engine import ray_map
 from guarddiag.audit.scanstore import (
@@ -140,6 +141,9 @@ class _Indexes:
     """The benchmark forms without spaces, for the exact pass."""
     near: PrefixIndex | None
     contained: ContainmentIndex | None
+    near_finds_exact: bool = False
+    """Every benchmark form has a word, so the near probe alone finds every exact candidate: a
+    row whose form is a benchmark form's has that form's words (Jaccard 1)."""
 
 
 _WORKER_STATE: dict[str, _Indexes] = {}
@@ -162,8 +166,8 @@ def _build_state(spec: ScanSpec) -> _Indexes:
             contained = index_containment(spec.forms, threshold=spec.containment[0],
                                           short_words=spec.containment[1])
         state = _Indexes(forms=pl.Series("form", spec.forms, dtype=pl.String),
-                         keys=key_index(spec.forms),
-                         near=near, contained=contained)
+                         keys=key_index(spec.forms), near=near, contained=contained,
+                         near_finds_exact=near is not None and bool(near.sizes.all()))
         _WORKER_STATE.clear()
         _WORKER_STATE[spec.key] = state
     return state
@@ -250,12 +254,16 @@ def _candidate_rows(texts: pl.Series, state: _Indexes, spec: ScanSpec) -> tuple[
     the Python normaliser did."""
     if state.contained is None:
         # Equal forms have equal keys, and a key is cheaper than a form; the near-dup probe
-        # needs each row's words, not its form (word_forms: 2.3x cheaper).
+        # needs each row's words, not its form (word_forms: 2.3x cheaper), and finds the exact
+        # candidates too unless some benchmark form has no word.
         if state.near is None:
             keep, slow = exact_candidates(texts, state.keys)
+        elif state.near_finds_exact:
+            words, slow = word_forms(texts)
+            keep = _near_rows(words, state.near, plain_ascii=True)
         else:
             keep, slow, words = exact_candidates_and_words(texts, state.keys)
-            keep = keep | _near_rows(words, state.near)
+            keep = keep | _near_rows(words, state.near, plain_ascii=True)
     else:
         forms, slow = normal_forms(texts)
         keep = forms.is_in(state.forms.implode()) | contained_rows(state.contained, forms)
@@ -268,13 +276,15 @@ def _candidate_rows(texts: pl.Series, state: _Indexes, spec: ScanSpec) -> tuple[
     return keep, slow
 
 
-def _near_rows(words: pl.Series, index: PrefixIndex) -> pl.Series:
-    """Rows whose words (``words``: normal forms or :func:`~guarddiag.audit.normal.word_forms`)
-    have a Jaccard ≥ the threshold with a benchmark form's. A row equal to a benchmark form is
-    among them; it is a candidate either way, and the audit of the candidates tells exact from
-    near."""
+def _near_rows(words: pl.Series, index: PrefixIndex, *, plain_ascii: bool = False
+               ) -> pl.Series:
+    """Rows whose words (``words``: normal forms or, with ``plain_ascii``,
+    :func:`~guarddiag.audit.normal.word_forms`) have a Jaccard ≥ the threshold with a benchmark
+    form's. A row equal to a benchmark form is among them; it is a candidate either way, and
+    the audit of the candidates tells exact from near."""
     unique = words.unique(maintain_order=True)
-    pairs = probe_forms(index, unique)     # a slice at a time: memory does not follow the batch
+    # A slice at a time: memory does not follow the batch.
+    pairs = probe_forms(index, unique, plain_ascii=plain_ascii)
     if not pairs:
         return pl.Series(np.zeros(words.len(), dtype=bool))
     near = unique.gather(sorted({j for _, j, _ in pairs}))

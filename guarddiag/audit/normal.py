@@ -138,13 +138,21 @@ def _vectorised(texts: pl.Series, separators: list[str], *, keys: bool) -> pl.Se
     return spaced.str.replace_all(" {2,}", " ").str.strip_chars(" ").str.to_lowercase()
 
 
-def _characters(texts: pl.Series) -> tuple[list[str], list[str]]:
-    """(the separators, the unprovable characters) among the characters ``texts`` hold."""
-    held = texts.str.extract_all(r"[^\x00-\x7F]").explode().drop_nulls().unique()
-    status = is_provable(held.to_list())
+def _characters(texts: pl.Series) -> tuple[list[str], pl.Series]:
+    """(the separators among the characters ``texts`` hold, the positions of the texts holding
+    an unprovable character): one extraction of the non-ASCII characters answers both."""
+    held = texts.str.extract_all(r"[^\x00-\x7F]")
+    flat = held.explode()          # an empty or null list becomes one null
+    status = is_provable(flat.drop_nulls().unique().to_list())
     separators = [*_ASCII_SEPARATORS, *(c for c, kind in status.items()
                                         if kind == 2 or (kind == 1 and _is_separator(c)))]
-    return separators, [c for c, kind in status.items() if kind == 0]
+    unprovable = [c for c, kind in status.items() if kind == 0]
+    if not unprovable:
+        return separators, pl.Series([], dtype=pl.UInt32)
+    owner = np.repeat(np.arange(texts.len(), dtype=np.uint32),
+                      held.list.len().fill_null(1).clip(lower_bound=1).to_numpy())
+    bad = flat.is_in(pl.Series(unprovable, dtype=pl.String).implode()).to_numpy()
+    return separators, pl.Series(np.unique(owner[bad]), dtype=pl.UInt32)
 
 
 @dataclass(frozen=True)
@@ -173,7 +181,7 @@ class _Wide:
 
     def words(self, mapped: pl.Series) -> pl.Series:
         """The word forms of these rows, in :attr:`rows` order, from the batch after the byte
-        table (:data:`_WORD_BYTES`: its ASCII separators are spaces already): the non-ASCII
+        table (:data:`_WORD_BYTES`: its ASCII separators are spaces already), the non-ASCII
         separators to spaces, lower-cased, or the normal form for an unprovable row. Lower-casing
         never moves a character in or out of the separators (module docstring), so these are
         the words of the normal form, at 0.35x its cost (no collapse or strip either)."""
@@ -195,9 +203,7 @@ class _Wide:
 def _wide(texts: pl.Series) -> _Wide:
     rows = (texts.str.len_bytes() != texts.str.len_chars()).arg_true()
     wide = texts.gather(rows)
-    separators, unprovable = _characters(wide)
-    slow = (wide.str.contains_any(unprovable).arg_true() if unprovable
-            else pl.Series([], dtype=pl.UInt32))
+    separators, slow = _characters(wide)
     python = pl.Series([normalise(t) for t in wide.gather(slow).to_list()], dtype=pl.String)
     return _Wide(rows=rows, separators=separators, slow=slow, python=python)
 
@@ -218,22 +224,31 @@ def normal_forms(texts: pl.Series) -> tuple[pl.Series, int]:
     return _forms(texts, keys=False)
 
 
-_WORD_BYTES = np.array([0x20 if chr(b) in _ASCII_SEPARATORS else
-                        b + 32 if 0x41 <= b <= 0x5A else b for b in range(128)]
-                       + list(range(128, 256)), dtype=np.uint8)
-"""Byte table of an ASCII row's normal form before the spaces collapse: separators to a space,
-A-Z to a-z, the rest kept (bytes of 0x80 and up too: ASCII bytes never sit inside a UTF-8
-sequence, so a multi-byte character passes through whole)."""
+_WORD_BYTES = np.array([b + 32 if 0x41 <= b <= 0x5A else b if chr(b).isalnum() else 0x20
+                        for b in range(128)] + list(range(128, 256)), dtype=np.uint8)
+"""Byte table of an ASCII row's words: A-Z to a-z, digits and a-z kept, every other ASCII byte
+to a space (the separators, which the normal form makes spaces, and the control characters,
+which it keeps but which end a word as a space does); bytes of 0x80 and up are kept (ASCII bytes
+never sit inside a UTF-8 sequence, so a multi-byte character passes through whole). A row
+without a non-ASCII character thus holds only ``[0-9a-z ]``."""
 
 
-def word_forms(texts: pl.Series) -> pl.Series:
+_WORD_CONTROLS = [chr(b) for b in range(128) if _WORD_BYTES[b] == 0x20 and chr(b) != " "
+                  and chr(b) not in _ASCII_SEPARATORS]
+"""The ASCII control characters a normal form keeps and a word form makes spaces."""
+
+
+def word_forms(texts: pl.Series) -> tuple[pl.Series, int]:
     """Per row, a string whose words (Python's ``\\w+`` runs, which the near-dup probe takes)
-    are the words of its normal form: a row's form before its spaces collapse and its ends are
-    stripped (one byte-table pass over the column, 2.3x cheaper than the form, then
-    :meth:`_Wide.words` for the rows holding a non-ASCII character), or its normal form
-    (:func:`normal_forms`) for a row holding an unprovable character. For the near-dup scan,
-    which needs each row's word set and not its form."""
-    return _word_forms(texts, _wide(texts))
+    are the words of its normal form, and how many rows needed the Python path: a row's form
+    before its spaces collapse and its ends are stripped, its ASCII control characters spaces
+    too (one byte-table pass over the column, :data:`_WORD_BYTES`, 2.3x cheaper than the form,
+    then :meth:`_Wide.words` for the rows holding a non-ASCII character), or its normal form
+    (:func:`normal_forms`) for a row holding an unprovable character. A row without a
+    non-ASCII character holds only ``[0-9a-z ]``. For the near-dup scan, which needs each row's
+    word set and not its form."""
+    wide = _wide(texts)
+    return _word_forms(texts, wide), wide.slow.len()
 
 
 def _word_forms(texts: pl.Series, wide: _Wide) -> pl.Series:
@@ -243,7 +258,8 @@ def _word_forms(texts: pl.Series, wide: _Wide) -> pl.Series:
     if isinstance(arrow, pa.ChunkedArray):
         arrow = arrow.combine_chunks()
     if arrow.null_count or not isinstance(arrow, pa.LargeStringArray):
-        return normal_forms(texts)[0]
+        return normal_forms(texts)[0].str.replace_many(_WORD_CONTROLS,
+                                                       [" "] * len(_WORD_CONTROLS))
     _, offsets, data = arrow.buffers()
     mapped = _WORD_BYTES[np.frombuffer(data, dtype=np.uint8)] if data is not None else None
     out = pl.Series(texts.name, pa.LargeStringArray.from_buffers(
