@@ -326,6 +326,59 @@ def test_the_near_probe_alone_keeps_the_exact_rows_unless_a_form_has_no_word():
     assert all(g for g, e in zip(got, expected, strict=True) if e)
 
 
+def test_the_pool_is_hashed_while_the_benchmarks_load_and_never_waited_for_in_vain(
+        tmp_path, bench, monkeypatch):
+    """The pool's sha256 runs beside the benchmark loading; its result is the audit's, its
+    error the audit's error, and a run that fails meanwhile returns without waiting for it."""
+    import threading
+
+    ids, texts = _pool_rows(20)
+    pool = tmp_path / "pool.parquet"
+    _frame(ids, texts).write_parquet(pool)
+    real_digest, real_load = audit_run.pool_digest, audit_run.data.load_benchmarks
+    both = threading.Barrier(2, timeout=20)   # passes only if the two run at the same time
+
+    def digest(shards):
+        both.wait()
+        return real_digest(shards)
+
+    def load(*args, **kwargs):
+        both.wait()
+        return real_load(*args, **kwargs)
+
+    monkeypatch.setattr(audit_run, "pool_digest", digest)
+    monkeypatch.setattr(audit_run.data, "load_benchmarks", load)
+    res = _audit(pool, tmp_path / "a", workers=1)
+    meta = json.loads((tmp_path / "a" / "meta.json").read_text())
+    assert meta["inputs"]["pool"] == real_digest(find_shards(pool))
+    assert res.pool_rows == 20
+
+    def unreadable(shards):
+        raise GuarddiagError(f"{shards[0].path}: cannot read")
+
+    monkeypatch.setattr(audit_run, "pool_digest", unreadable)
+    monkeypatch.setattr(audit_run.data, "load_benchmarks", real_load)
+    with pytest.raises(GuarddiagError, match="cannot read"):
+        _audit(pool, tmp_path / "b", workers=1)
+
+    release, finished = threading.Event(), threading.Event()
+
+    def slow(shards):
+        release.wait(20)
+        finished.set()
+        return "0" * 64
+
+    def broken(*args, **kwargs):
+        raise GuarddiagError("benchmarks: broken")
+
+    monkeypatch.setattr(audit_run, "pool_digest", slow)
+    monkeypatch.setattr(audit_run.data, "load_benchmarks", broken)
+    with pytest.raises(GuarddiagError, match="broken"):
+        _audit(pool, tmp_path / "c", workers=1)
+    assert not finished.is_set()      # the error came without waiting for the hash
+    release.set()
+
+
 def test_the_readers_allocate_from_jemalloc_and_the_default_pool_comes_back(
         tmp_path, bench, small_tasks, monkeypatch):
     try:

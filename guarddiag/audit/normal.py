@@ -181,10 +181,11 @@ class _Wide:
 
     def words(self, mapped: pl.Series) -> pl.Series:
         """The word forms of these rows, in :attr:`rows` order, from the batch after the byte
-        table (:data:`_WORD_BYTES`: its ASCII separators are spaces already), the non-ASCII
-        separators to spaces, lower-cased, or the normal form for an unprovable row. Lower-casing
-        never moves a character in or out of the separators (module docstring), so these are
-        the words of the normal form, at 0.35x its cost (no collapse or strip either)."""
+        table (:data:`_WORD_BYTES`: every ASCII byte but a letter or digit is a space already):
+        the non-ASCII separators to spaces, lower-cased, or the normal form for an unprovable
+        row. Lower-casing never moves a character in or out of the separators (module
+        docstring), so these are the words of the normal form, at 0.35x its cost (no collapse
+        or strip either)."""
         wide = [c for c in self.separators if c > "\x7f"]
         out = mapped.gather(self.rows)
         if wide:
