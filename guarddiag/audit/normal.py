@@ -321,8 +321,9 @@ def exact_candidates(texts: pl.Series, index: KeyIndex) -> tuple[pl.Series, int]
 
 def exact_candidates_and_words(texts: pl.Series, index: KeyIndex
                                ) -> tuple[pl.Series, int, pl.Series]:
-    """:func:`exact_candidates` and :func:`word_forms` of one batch (the near-dup scan), its
-    non-ASCII rows' characters looked up and its unprovable rows normalised once for both."""
+    """:func:`exact_candidates` and :func:`word_forms` of one batch, its non-ASCII rows'
+    characters looked up and its unprovable rows normalised once for both (the near-dup scan
+    when some benchmark form has no word, so that the probe alone would miss its copies)."""
     wide = _wide(texts)
     keep, slow = _exact_candidates(texts, index, wide)
     return keep, slow, _word_forms(texts, wide)
