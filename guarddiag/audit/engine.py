@@ -141,9 +141,12 @@ class _Indexes:
     """The benchmark forms without spaces, for the exact pass."""
     near: PrefixIndex | None
     contained: ContainmentIndex | None
-    near_finds_exact: bool = False
-    """Every benchmark form has a word, so the near probe alone finds every exact candidate: a
-    row whose form is a benchmark form's has that form's words (Jaccard 1)."""
+
+    @property
+    def near_finds_exact(self) -> bool:
+        """Every benchmark form has a word, so the near probe alone finds every exact
+        candidate: a row whose form is a benchmark form's has that form's words (Jaccard 1)."""
+        return self.near is not None and bool(self.near.sizes.all())
 
 
 _WORKER_STATE: dict[str, _Indexes] = {}
@@ -166,8 +169,7 @@ def _build_state(spec: ScanSpec) -> _Indexes:
             contained = index_containment(spec.forms, threshold=spec.containment[0],
                                           short_words=spec.containment[1])
         state = _Indexes(forms=pl.Series("form", spec.forms, dtype=pl.String),
-                         keys=key_index(spec.forms), near=near, contained=contained,
-                         near_finds_exact=near is not None and bool(near.sizes.all()))
+                         keys=key_index(spec.forms), near=near, contained=contained)
         _WORKER_STATE.clear()
         _WORKER_STATE[spec.key] = state
     return state
