@@ -15,12 +15,13 @@ of a row depend on that row alone, and the candidates keep their pool order. Onl
 comes from the scan.
 
 Engines: ``local`` runs ``workers`` at once (default every core): an exact or near-dup scan in
-threads (polars, pyarrow, numpy and scipy release the GIL, and threads start at no cost and
-share one benchmark index), a scan with template or containment candidates (Python code) in
-this process plus ``workers - 1`` spawned processes; ``ray``
-(:mod:`guarddiag.audit.ray_engine`) runs one Ray task per work unit. Every engine maps the same
-pure function :func:`scan_task` over the same tasks of :func:`~guarddiag.audit.stream.plan_tasks`,
-in whatever order they finish; the store merges the findings in task order.
+threads (polars, pyarrow, numpy, scipy and the near-dup scan's compiled probe release the GIL,
+and threads start at no cost and share one benchmark index), a scan with template or
+containment candidates (Python code) in this process plus ``workers - 1`` spawned processes;
+``ray`` (:mod:`guarddiag.audit.ray_engine`) runs one Ray task per work unit. Every engine maps
+the same pure function :func:`scan_task` over the same tasks of
+:func:`~guarddiag.audit.stream.plan_tasks`, in whatever order they finish; the store merges the
+findings in task order.
 """
 
 from __future__ import annotations
@@ -43,16 +44,16 @@ from concurrent.futures import (
     wait,
 )
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 import polars as pl
 
 from guarddiag import files
 from guarddiag.audit.containment import ContainmentIndex, contained_rows, index_containment
-from guarddiag.audit.neardup import PrefixIndex, form_index, probe_forms
+from guarddiag.audit.neardup import PrefixIndex, form_index, probe_forms, unsplit_forms
 from guarddiag.audit.normal import (
     KeyIndex,
     exact_candidates,
@@ -76,6 +77,7 @@ from guarddiag.audit.template import template_form
 from guarddiag.errors import GuarddiagError
 
 if TYPE_CHECKING:
+    from guarddiag.audit.nearkernel import CompiledIndex
     from guarddiag.audit.options import AuditOptions
 
 logger = logging.getLogger(__name__)
@@ -84,6 +86,7 @@ __all__ = ["ENGINES", "ScanSpec", "check_engine", "default_workers", "make_spec"
            "scan_task"]
 
 ENGINES = ("local", "ray")
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -141,6 +144,9 @@ class _Indexes:
     """The benchmark forms without spaces, for the exact pass."""
     near: PrefixIndex | None
     contained: ContainmentIndex | None
+    near_compiled: CompiledIndex | None = None
+    """The near index as the compiled probe reads it (:mod:`~guarddiag.audit.nearkernel`),
+    when the near probe alone finds the exact candidates too."""
 
     @property
     def near_finds_exact(self) -> bool:
@@ -152,6 +158,34 @@ class _Indexes:
 _WORKER_STATE: dict[str, _Indexes] = {}
 """Per process: spec key → the benchmark side's indexes, built on first use."""
 _STATE_LOCK = threading.Lock()
+
+
+def meanwhile(work: Callable[..., T], *args: Any) -> Future[T]:
+    """``work(*args)`` started in a daemon thread, for work that releases the GIL while the
+    caller does other work: the pool's sha256 while the benchmarks load (0.45 s for a 650 MB
+    pool, against 0.12-0.15 s of Python for the benchmarks), the near-dup index while the id
+    pass runs. Not an executor: a run that fails or is interrupted meanwhile returns at once,
+    where an executor would wait for the work to end, even at exit."""
+    future: Future[T] = Future()
+
+    def run() -> None:
+        if future.set_running_or_notify_cancel():
+            try:
+                future.set_result(work(*args))
+            except BaseException as exc:    # handed to whoever waits on the result
+                future.set_exception(exc)
+
+    threading.Thread(target=run, daemon=True, name=getattr(work, "__name__", "meanwhile")
+                     ).start()
+    return future
+
+
+def warm_near_kernel() -> None:
+    """Import and load the near-dup scan's compiled probe (about 0.3 s, most of it Python's
+    import of numba), for :func:`meanwhile` while the benchmarks load."""
+    from guarddiag.audit.nearkernel import warm
+
+    warm()
 
 
 def _state(spec: ScanSpec) -> _Indexes:
@@ -170,6 +204,11 @@ def _build_state(spec: ScanSpec) -> _Indexes:
                                           short_words=spec.containment[1])
         state = _Indexes(forms=pl.Series("form", spec.forms, dtype=pl.String),
                          keys=key_index(spec.forms), near=near, contained=contained)
+        if near is not None and state.near_finds_exact and contained is None:
+            # Imported here: numba costs about 0.3 s a process, and only this scan needs it.
+            from guarddiag.audit.nearkernel import compile_index
+
+            state = replace(state, near_compiled=compile_index(near))
         _WORKER_STATE.clear()
         _WORKER_STATE[spec.key] = state
     return state
@@ -260,9 +299,8 @@ def _candidate_rows(texts: pl.Series, state: _Indexes, spec: ScanSpec) -> tuple[
         # candidates too unless some benchmark form has no word.
         if state.near is None:
             keep, slow = exact_candidates(texts, state.keys)
-        elif state.near_finds_exact:
-            words, slow = word_forms(texts)
-            keep = _near_rows(words, state.near, plain_ascii=True)
+        elif state.near_compiled is not None:
+            keep, slow = _near_candidates(texts, state.near, state.near_compiled)
         else:
             keep, slow, words = exact_candidates_and_words(texts, state.keys)
             keep = keep | _near_rows(words, state.near, plain_ascii=True)
@@ -276,6 +314,34 @@ def _candidate_rows(texts: pl.Series, state: _Indexes, spec: ScanSpec) -> tuple[
         keep = keep | pl.Series([template_form(t, min_words=spec.template_min_words) in wanted
                                  for t in texts.to_list()], dtype=pl.Boolean)
     return keep, slow
+
+
+def _near_candidates(texts: pl.Series, index: PrefixIndex, compiled: CompiledIndex
+                     ) -> tuple[pl.Series, int]:
+    """The near-dup scan's candidates when every benchmark form has a word (so the exact ones
+    are among them), and how many rows the Python normaliser did: the compiled probe reads the
+    rows holding only ASCII bytes as they are, and the others' word forms (:func:`word_forms`),
+    but for the few forms whose words a character other than a space ends (the vectorised
+    probe, :func:`_near_rows`, takes those)."""
+    from guarddiag.audit.nearkernel import ascii_near_rows, form_near_rows
+
+    found = ascii_near_rows(texts, compiled)
+    if found is None:     # a null text: the vectorised probe takes the batch
+        forms, slow = word_forms(texts)
+        return _near_rows(forms, index, plain_ascii=True), slow
+    keep, wide = found
+    slow = 0
+    if wide.any():
+        rows = np.flatnonzero(wide)
+        forms, slow = word_forms(texts.gather(rows))
+        unsplit = unsplit_forms(forms, plain_ascii=True)
+        split_keep = form_near_rows(forms, compiled)
+        assert split_keep is not None, "a word form of a text is a text"
+        keep[rows] = split_keep & ~unsplit
+        if unsplit.any():
+            odd = np.flatnonzero(unsplit)
+            keep[rows[odd]] = _near_rows(forms.gather(odd), index, plain_ascii=True).to_numpy()
+    return pl.Series(values=keep), slow
 
 
 def _near_rows(words: pl.Series, index: PrefixIndex, *, plain_ascii: bool = False
@@ -427,6 +493,11 @@ def scan_pool(tasks: list[Task], spec: ScanSpec, *, store: ScanStore,
     Then scan every task ``store`` does not hold yet with ``engine``, storing each task's
     findings as it finishes, and merge them in task order."""
     count = default_workers() if workers is None else workers
+    if engine == "local" and spec.near_threshold is not None:
+        # The near-dup index (and the compiled probe's import, ~0.3 s) is built while the id
+        # pass reads the pool; the scan's workers wait for it on the state lock. A failure
+        # here is met again, and raised, when a worker builds the state itself.
+        meanwhile(_state, spec)
     if spec.id_column is not None or spec.require:
         _first_pass(tasks, spec, store=store, workers=count)
     done = store.finished()

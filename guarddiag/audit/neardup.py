@@ -20,7 +20,9 @@ for 1,488 pairs).
 
 The probe is vectorised (polars, numpy and scipy.sparse; no Python loop per text): the Python
 probe cost about 20 µs per distinct pool text, which made the near-dup audit 4-13x the exact
-one. A batch of probe texts becomes one array of (text, token rank) rows; prefix tokens are the
+one. The near-dup scan of a pool runs the same probe compiled, row by row
+(:mod:`guarddiag.audit.nearkernel`, 3x faster again), and this one for the rows the kernel leaves
+(words a character other than a space ends) and for the audit of the scan's candidates. A batch of probe texts becomes one array of (text, token rank) rows; prefix tokens are the
 first ranks of each text's sorted run, candidate pairs the size-compatible part of those ranks'
 posting lists (kept sorted by set size, expanded by index arithmetic), and the exact intersection
 of a candidate pair is the product of the two sets' 0/1 rows. The pairs and their Jaccard floats
@@ -50,7 +52,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 __all__ = ["PrefixIndex", "build_index", "check_threshold", "form_index", "near_matches",
-           "probe_forms", "probe_index", "similar_pairs"]
+           "probe_forms", "probe_index", "similar_pairs", "unsplit_forms"]
 
 _EPS = 1e-9
 """Slack on ⌈t·n⌉ so float rounding can only lengthen a prefix (more candidates, never a miss)."""
@@ -272,6 +274,25 @@ def _sliced(index: PrefixIndex, n: int, tokens: Callable[[int, int], pl.LazyFram
                     strict=True))
 
 
+def unsplit_forms(forms: pl.Series, *, plain_ascii: bool = False) -> np.ndarray:
+    """Per form, whether it holds a character that ends a word and is no space (a combining
+    mark, a control character): its words are then Python's ``\\w+`` runs, not its pieces
+    between spaces (:func:`_form_tokens`). With ``plain_ascii``, forms without a non-ASCII
+    character hold only ``[0-9a-z ]`` and are not searched."""
+    if plain_ascii:
+        wide = (forms.str.len_bytes() != forms.str.len_chars()).arg_true()
+        odd_rows = wide.filter(forms.gather(wide).str.contains("[^0-9A-Za-z_ ]"))
+    else:
+        odd_rows = forms.str.contains("[^0-9A-Za-z_ ]").arg_true()
+    odd = forms.gather(odd_rows)
+    held = odd.str.extract_all("[^0-9A-Za-z_ ]").explode().drop_nulls().unique().to_list()
+    breaking = [c for c in held if not c.isalnum()]
+    out = np.zeros(forms.len(), dtype=bool)
+    if breaking:    # looked for in the odd forms only, a few of them
+        out[odd_rows.filter(odd.str.contains_any(breaking)).to_numpy()] = True
+    return out
+
+
 def _form_tokens(forms: pl.Series, *, plain_ascii: bool = False) -> pl.LazyFrame:
     """Distinct ``(row, word)`` of each form, as Python's ``\\w+`` finds them, as a query (the
     probe runs it with its join, which polars then splits, joins and ranks in one pass).
@@ -287,17 +308,7 @@ def _form_tokens(forms: pl.Series, *, plain_ascii: bool = False) -> pl.LazyFrame
     texts = forms.cast(pl.String)
     frame = pl.DataFrame({"row": np.arange(forms.len(), dtype=np.int64), "form": texts})
     form = pl.col("form")
-    if plain_ascii:
-        wide = (texts.str.len_bytes() != texts.str.len_chars()).arg_true()
-        odd_rows = wide.filter(texts.gather(wide).str.contains("[^0-9A-Za-z_ ]"))
-    else:
-        odd_rows = texts.str.contains("[^0-9A-Za-z_ ]").arg_true()
-    odd = texts.gather(odd_rows)
-    held = odd.str.extract_all("[^0-9A-Za-z_ ]").explode().drop_nulls().unique().to_list()
-    breaking = [c for c in held if not c.isalnum()]
-    slow = np.zeros(frame.height, dtype=bool)
-    if breaking:    # looked for in the odd forms only, a few of them
-        slow[odd_rows.filter(odd.str.contains_any(breaking)).to_numpy()] = True
+    slow = unsplit_forms(texts, plain_ascii=plain_ascii)
     split = (frame.lazy().filter(~slow)
              .select("row", form.str.split(" ").list.unique().alias("word")))
     rest = frame.filter(slow)

@@ -50,7 +50,7 @@ import polars as pl
 
 from guarddiag.text import normalise
 
-__all__ = ["END_CHARS", "KeyIndex", "exact_candidates", "exact_candidates_and_words",
+__all__ = ["END_CHARS", "WORD_BYTES", "KeyIndex", "exact_candidates", "exact_candidates_and_words",
            "form_keys", "is_provable", "key_index", "normal_forms", "word_forms"]
 
 _JAMO = ((0x1100, 0x11FF), (0xA960, 0xA97F), (0xD7B0, 0xD7FF))
@@ -181,7 +181,7 @@ class _Wide:
 
     def words(self, mapped: pl.Series) -> pl.Series:
         """The word forms of these rows, in :attr:`rows` order, from the batch after the byte
-        table (:data:`_WORD_BYTES`: every ASCII byte but a letter or digit is a space already):
+        table (:data:`WORD_BYTES`: every ASCII byte but a letter or digit is a space already):
         the non-ASCII separators to spaces, lower-cased, or the normal form for an unprovable
         row. Lower-casing never moves a character in or out of the separators (module
         docstring), so these are the words of the normal form, at 0.35x its cost (no collapse
@@ -225,7 +225,7 @@ def normal_forms(texts: pl.Series) -> tuple[pl.Series, int]:
     return _forms(texts, keys=False)
 
 
-_WORD_BYTES = np.array([b + 32 if 0x41 <= b <= 0x5A else b if chr(b).isalnum() else 0x20
+WORD_BYTES = np.array([b + 32 if 0x41 <= b <= 0x5A else b if chr(b).isalnum() else 0x20
                         for b in range(128)] + list(range(128, 256)), dtype=np.uint8)
 """Byte table of an ASCII row's words: A-Z to a-z, digits and a-z kept, every other ASCII byte
 to a space (the separators, which the normal form makes spaces, and the control characters,
@@ -234,7 +234,7 @@ never sit inside a UTF-8 sequence, so a multi-byte character passes through whol
 without a non-ASCII character thus holds only ``[0-9a-z ]``."""
 
 
-_WORD_CONTROLS = [chr(b) for b in range(128) if _WORD_BYTES[b] == 0x20 and chr(b) != " "
+_WORD_CONTROLS = [chr(b) for b in range(128) if WORD_BYTES[b] == 0x20 and chr(b) != " "
                   and chr(b) not in _ASCII_SEPARATORS]
 """The ASCII control characters a normal form keeps and a word form makes spaces."""
 
@@ -243,7 +243,7 @@ def word_forms(texts: pl.Series) -> tuple[pl.Series, int]:
     """Per row, a string whose words (Python's ``\\w+`` runs, which the near-dup probe takes)
     are the words of its normal form, and how many rows needed the Python path: a row's form
     before its spaces collapse and its ends are stripped, its ASCII control characters spaces
-    too (one byte-table pass over the column, :data:`_WORD_BYTES`, 2.3x cheaper than the form,
+    too (one byte-table pass over the column, :data:`WORD_BYTES`, 2.3x cheaper than the form,
     then :meth:`_Wide.words` for the rows holding a non-ASCII character), or its normal form
     (:func:`normal_forms`) for a row holding an unprovable character. A row without a
     non-ASCII character holds only ``[0-9a-z ]``. For the near-dup scan, which needs each row's
@@ -262,7 +262,7 @@ def _word_forms(texts: pl.Series, wide: _Wide) -> pl.Series:
         return normal_forms(texts)[0].str.replace_many(_WORD_CONTROLS,
                                                        [" "] * len(_WORD_CONTROLS))
     _, offsets, data = arrow.buffers()
-    mapped = _WORD_BYTES[np.frombuffer(data, dtype=np.uint8)] if data is not None else None
+    mapped = WORD_BYTES[np.frombuffer(data, dtype=np.uint8)] if data is not None else None
     out = pl.Series(texts.name, pa.LargeStringArray.from_buffers(
         len(arrow), offsets, pa.py_buffer(mapped) if mapped is not None else data,
         offset=arrow.offset), dtype=pl.String)

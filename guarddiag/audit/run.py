@@ -13,19 +13,24 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import polars as pl
 
 from guarddiag import data, files
 from guarddiag.audit import merge
-from guarddiag.audit.engine import check_engine, make_spec, scan_pool
+from guarddiag.audit.engine import (
+    check_engine,
+    make_spec,
+    meanwhile,
+    scan_pool,
+    warm_near_kernel,
+)
 from guarddiag.audit.exact import index_forms
 from guarddiag.audit.frames import audit_frames, check_options
 from guarddiag.audit.options import AuditOptions
@@ -52,7 +57,6 @@ logger = logging.getLogger(__name__)
 
 __all__ = ["SCAN_FOLDER", "audit_pool"]
 
-T = TypeVar("T")
 
 SCAN_FOLDER = ".scan"
 """The audit folder's subfolder holding the finished scan tasks of a run not yet complete."""
@@ -88,7 +92,9 @@ def audit_pool(pool: str | Path, options: AuditOptions | None = None, *,
         drop_contained=opts.drop_contained)
     check_engine(opts.engine, workers=opts.workers)
     shards = find_shards(str(pool))
-    digest = _meanwhile(pool_digest, shards)
+    digest = meanwhile(pool_digest, shards)
+    if opts.near_dup and opts.engine == "local":
+        meanwhile(warm_near_kernel)
     bench_set = data.load_benchmarks(opts.benchmarks, data_dir=data_dir,
                                      derived_dir=derived_dir)
     pool_sha = digest.result()
@@ -133,25 +139,6 @@ def audit_pool(pool: str | Path, options: AuditOptions | None = None, *,
             "inputs": inputs, "pool_path": str(pool), "options": recorded, "cache_key": key})
     merge.finish_merge(out_dir)
     return replace(result, out_dir=out_dir)
-
-
-def _meanwhile(work: Callable[..., T], *args: Any) -> Future[T]:
-    """``work(*args)`` started in a daemon thread: the pool's sha256 (hashlib releases the GIL)
-    runs while the benchmarks load (0.45 s for a 650 MB pool, against 0.12-0.15 s of Python for
-    the benchmarks). Not an executor: a run that fails or is interrupted meanwhile returns at
-    once, where an executor would wait for the hash of a big pool, even at exit."""
-    future: Future[T] = Future()
-
-    def run() -> None:
-        if future.set_running_or_notify_cancel():
-            try:
-                future.set_result(work(*args))
-            except BaseException as exc:    # handed to whoever waits on the result
-                future.set_exception(exc)
-
-    threading.Thread(target=run, daemon=True, name=getattr(work, "__name__", "meanwhile")
-                     ).start()
-    return future
 
 
 def _key_options(opts: AuditOptions, *, threshold: float, short_threshold: float

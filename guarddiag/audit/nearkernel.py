@@ -1,0 +1,371 @@
+"""The near-dup scan's per-row probe, compiled: one pass over a batch's bytes.
+
+The vectorised probe of :mod:`guarddiag.audit.neardup` builds, for every pool row, a table of
+its words (split, distinct, joined to the vocabulary, sorted), then expands posting lists and
+verifies candidates with sparse products: about 3.5 CPU-seconds per million rows, most of it
+polars and numpy materialising per-word rows. This kernel does the same steps row by row in
+machine code, for the rows that hold only ASCII bytes (the others go the vectorised way): the
+word form's byte table (:data:`~guarddiag.audit.normal.WORD_BYTES`) applied on the fly, words
+hashed (FNV-1a) and looked up in an open-addressing table of the vocabulary (hits confirmed
+byte by byte, so a hash collision never merges two words), the distinct words sorted by rank,
+the prefix probed through the same posting lists, size and positional filters, and each
+candidate verified by an exact merge of the two sorted rank lists. A row is kept when some
+benchmark set reaches the threshold: the set of rows :func:`guarddiag.audit.engine._near_rows`
+keeps (``tests/test_nearkernel.py`` compares the two).
+
+numba compiles it on the first near-dup scan of an installation and caches the machine code
+beside this file (``cache=True``); the exact audit and the CLI's start-up never import it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+import polars as pl
+from numba import njit
+
+from guarddiag.audit.normal import WORD_BYTES
+
+if TYPE_CHECKING:
+    from guarddiag.audit.neardup import PrefixIndex
+
+__all__ = ["CompiledIndex", "ascii_near_rows", "compile_index", "form_near_rows", "warm"]
+
+_EPS = 1e-9
+"""The slack of :data:`guarddiag.audit.neardup._EPS` (the filters must be at least as loose)."""
+
+
+_FNV_OFFSET = np.uint64(0xCBF29CE484222325)
+_FNV_PRIME = np.uint64(0x100000001B3)
+_LONG = np.uint64(1 << 63)
+_MIX = np.uint64(0x9E3779B97F4A7C15)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _slot(key, shift):
+    """A key's home slot in a table of ``2 ** (64 - shift)`` slots (the high bits of a
+    multiply-xorshift mix: a packed word's entropy sits in its low bytes)."""
+    key = (key ^ (key >> np.uint64(29))) * _MIX
+    return np.int64((key ^ (key >> np.uint64(32))) >> shift)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _key(data, start, stop):
+    """A word's key: its bytes packed little-endian into 64 bits when there are at most 8 (the
+    word itself: no byte is 0), else the FNV-1a hash of its bytes past the 8th, seeded with
+    the first 8, with the top bit set (no packed ASCII word has it)."""
+    key = np.uint64(0)
+    for j in range(start, min(stop, start + 8)):
+        key |= np.uint64(data[j]) << np.uint64(8 * (j - start))
+    if stop - start <= 8:
+        return key
+    h = (_FNV_OFFSET ^ key) * _FNV_PRIME
+    for j in range(start + 8, stop):
+        h = (h ^ np.uint64(data[j])) * _FNV_PRIME
+    return h | _LONG
+
+
+@njit(cache=True, nogil=True)
+def _build_table(offsets, data):
+    """Open-addressing table of the words ``data[offsets[i]:offsets[i + 1]]``: slot ``s`` holds
+    a word's key at ``2s``, and its rank ``i`` and byte length (high 32 bits) at ``2s + 1``
+    (key 0: empty)."""
+    n = len(offsets) - 1
+    bits = 4
+    while (1 << bits) < 4 * n:     # a quarter full: short probe runs
+        bits += 1
+    size = 1 << bits
+    shift = np.uint64(64 - bits)
+    table = np.zeros(2 * size, dtype=np.uint64)
+    for i in range(n):
+        key = _key(data, offsets[i], offsets[i + 1])
+        slot = _slot(key, shift)
+        while table[2 * slot] != 0:
+            slot = (slot + 1) & (size - 1)
+        table[2 * slot] = key
+        table[2 * slot + 1] = np.uint64(i) | (np.uint64(offsets[i + 1] - offsets[i]) << 32)
+    return table, shift
+
+
+@njit(cache=True, nogil=True)
+def _probe(offsets, data, lut, table, shift, vocab_offsets, vocab_data,
+           set_sizes, set_ptr, set_ranks, run_table, run_meta,
+           posting_keys, band, postings, posting_positions, threshold, keep, wide, any_byte):
+    n = len(offsets) - 1
+    longest = 0
+    for i in range(n):
+        longest = max(longest, offsets[i + 1] - offsets[i])
+    bits = 4
+    while (1 << bits) < longest + 2:
+        bits += 1
+    seen_mask = (1 << bits) - 1     # at most half full: a word and its space take 2 bytes
+    seen_shift = np.uint64(64 - bits)
+    seen_stamp = np.zeros(seen_mask + 1, dtype=np.int32)
+    seen_key = np.zeros(seen_mask + 1, dtype=np.uint64)
+    seen_start = np.zeros(seen_mask + 1, dtype=np.int64)
+    seen_len = np.zeros(seen_mask + 1, dtype=np.int64)
+    ranks = np.zeros(longest // 2 + 2, dtype=np.int64)
+    word_key = np.zeros(longest // 2 + 2, dtype=np.uint64)
+    word_start = np.zeros(longest // 2 + 2, dtype=np.int64)
+    word_len = np.zeros(longest // 2 + 2, dtype=np.int64)
+    set_stamp = np.zeros(len(set_sizes), dtype=np.int32)
+    rank_stamp = np.zeros(len(vocab_offsets) - 1, dtype=np.int32)
+    table_mask = len(table) // 2 - 1
+    use_runs = len(run_table) > 0
+    for row in range(n):
+        start, stop = offsets[row], offsets[row + 1]
+        stamp = np.int32(row + 1)
+        if not any_byte:
+            ascii_only = True
+            for c in range(start, stop):
+                if data[c] >= 128:
+                    ascii_only = False
+                    break
+            if not ascii_only:
+                wide[row] = True
+                continue
+        distinct = 0
+        j = start
+        while j < stop:
+            while j < stop and lut[data[j]] == 32:
+                j += 1
+            if j >= stop:
+                break
+            w0 = j
+            key = np.uint64(0)
+            shift_in = np.uint64(0)
+            while j < stop and shift_in < 64:
+                c = lut[data[j]]
+                if c == 32:
+                    break
+                key |= np.uint64(c) << shift_in
+                shift_in += np.uint64(8)
+                j += 1
+            long_word = False
+            if j < stop and lut[data[j]] != 32:
+                long_word = True
+                h = (_FNV_OFFSET ^ key) * _FNV_PRIME
+                while j < stop:
+                    c = lut[data[j]]
+                    if c == 32:
+                        break
+                    h = (h ^ np.uint64(c)) * _FNV_PRIME
+                    j += 1
+                key = h | _LONG
+            length = j - w0
+            # Distinct within the row: a key of up to 8 bytes is the word itself; a longer
+            # word's hash is confirmed byte by byte.
+            slot = _slot(key, seen_shift)
+            repeat = False
+            while seen_stamp[slot] == stamp:
+                if seen_key[slot] == key and seen_len[slot] == length:
+                    if not long_word:
+                        repeat = True
+                        break
+                    other = seen_start[slot]
+                    same = True
+                    for q in range(length):
+                        if lut[data[other + q]] != lut[data[w0 + q]]:
+                            same = False
+                            break
+                    if same:
+                        repeat = True
+                        break
+                slot = (slot + 1) & seen_mask
+            if repeat:
+                continue
+            seen_stamp[slot] = stamp
+            seen_key[slot] = key
+            seen_start[slot] = w0
+            seen_len[slot] = length
+            word_key[distinct] = key
+            word_start[distinct] = w0
+            word_len[distinct] = length
+            distinct += 1
+        # Each distinct word's rank, if the index knows it: every known rank is stamped (for
+        # the intersections), and the `prefix` smallest kept in order (the probe's prefix is
+        # among them: unknown words come first). No full sort of the row's ranks is needed.
+        k = distinct
+        low = np.int64(np.ceil(threshold * np.float64(k) - _EPS))
+        prefix = k - low + 1
+        known = 0
+        chosen = 0
+        for i in range(distinct):
+            key = word_key[i]
+            length = word_len[i]
+            vslot = _slot(key, shift)
+            while table[2 * vslot] != 0:
+                entry = table[2 * vslot + 1]
+                if table[2 * vslot] == key and np.int64(entry >> 32) == length:
+                    w = np.int64(entry & 0xFFFFFFFF)
+                    same = True
+                    if length > 8:
+                        base = vocab_offsets[w]
+                        w0 = word_start[i]
+                        for q in range(length):
+                            if vocab_data[base + q] != lut[data[w0 + q]]:
+                                same = False
+                                break
+                    if same:
+                        known += 1
+                        rank_stamp[w] = stamp
+                        if chosen < prefix or w < ranks[chosen - 1]:
+                            at = min(chosen, prefix - 1)
+                            while at > 0 and ranks[at - 1] > w:
+                                ranks[at] = ranks[at - 1]
+                                at -= 1
+                            ranks[at] = w
+                            chosen = min(chosen + 1, prefix)
+                        break
+                vslot = (vslot + 1) & table_mask
+        if known == 0:
+            continue
+        unknown = k - known
+        high = np.int64(np.floor(np.float64(k) / threshold + _EPS))
+        found = False
+        for i in range(min(chosen, prefix - unknown)):
+            position = i + unknown
+            r = ranks[i]
+            if use_runs:
+                span = run_meta[4 * r + 2]
+                if span == 1:
+                    continue
+                run_low = run_meta[4 * r + 1]
+                a = min(max(low - run_low, 0), span - 1)
+                b = min(max(high + 1 - run_low, 0), span - 1)
+                first = run_table[run_meta[4 * r] + a]
+                last = run_table[run_meta[4 * r] + b]
+            else:
+                key_base = r * band
+                first = np.searchsorted(posting_keys, key_base + min(max(low, 0), band - 1))
+                last = np.searchsorted(posting_keys, key_base + min(max(high, 0), band - 1),
+                                       side="right")
+            for e in range(first, last):
+                s = postings[e]
+                if set_stamp[s] == stamp:
+                    continue
+                m = set_sizes[s]
+                bound = min(k - position, m - posting_positions[e])
+                need = np.ceil(threshold * np.float64(k + m) / (1 + threshold) - _EPS)
+                if bound < need:
+                    continue
+                set_stamp[s] = stamp
+                inter = 0
+                for q in range(set_ptr[s], set_ptr[s + 1]):
+                    if rank_stamp[set_ranks[q]] == stamp:
+                        inter += 1
+                if np.float64(inter) / np.float64(k + m - inter) >= threshold:
+                    found = True
+                    break
+            if found:
+                break
+        keep[row] = found
+
+
+@dataclass(frozen=True)
+class CompiledIndex:
+    """A :class:`~guarddiag.audit.neardup.PrefixIndex` as the kernel reads it: the vocabulary
+    as bytes and an open-addressing table of their keys, and the index's arrays in the widths
+    the kernel wants (built once per process, with the index)."""
+
+    table: np.ndarray
+    """Slot ``s``: a word's key at ``2s``; its rank and byte length at ``2s + 1``."""
+    shift: np.uint64
+    vocab_offsets: np.ndarray
+    vocab_data: np.ndarray
+    set_sizes: np.ndarray
+    set_ptr: np.ndarray
+    set_ranks: np.ndarray
+    """Each indexed set's ranks (CSR rows of the index's incidence matrix)."""
+    run_table: np.ndarray
+    run_meta: np.ndarray
+    """Per rank: its run table offset, lowest size, span and a pad (one cache line read);
+    both empty when the index has no run table."""
+    posting_keys: np.ndarray
+    band: int
+    postings: np.ndarray
+    posting_positions: np.ndarray
+    threshold: float
+
+
+def _buffers(texts: pl.Series) -> tuple[np.ndarray, np.ndarray] | None:
+    """(offsets, bytes) of a string column without nulls, or ``None`` if it has nulls."""
+    import pyarrow as pa
+
+    arrow = texts.cast(pl.String).to_arrow()
+    if isinstance(arrow, pa.ChunkedArray):
+        arrow = arrow.combine_chunks()
+    if arrow.null_count:
+        return None
+    if not isinstance(arrow, pa.LargeStringArray):
+        arrow = arrow.cast(pa.large_string())
+    _, offsets, data = arrow.buffers()
+    offsets_np = np.frombuffer(offsets, dtype=np.int64)[arrow.offset:arrow.offset + len(arrow) + 1]
+    data_np = (np.frombuffer(data, dtype=np.uint8) if data is not None
+               else np.zeros(0, dtype=np.uint8))
+    return offsets_np, data_np
+
+
+def compile_index(index: PrefixIndex) -> CompiledIndex:
+    """The kernel's view of ``index`` (the vocabulary's ``rank`` is its row number)."""
+    buffers = _buffers(index.vocab.get_column("word"))
+    assert buffers is not None, "a vocabulary holds no null word"
+    offsets, data = buffers
+    table, shift = _build_table(offsets, data)
+    runs = index.runs
+    run_table: np.ndarray = np.zeros(0, dtype=np.int32)
+    run_meta: np.ndarray = np.zeros(0, dtype=np.int64)
+    if runs is not None:
+        run_table = runs.table.astype(np.int32)
+        run_meta = np.stack([runs.offsets, runs.low, runs.span, np.zeros_like(runs.span)],
+                            axis=1).astype(np.int64).ravel()
+    return CompiledIndex(
+        table=table, shift=shift, vocab_offsets=offsets, vocab_data=data,
+        set_sizes=index.sizes, set_ptr=index.matrix.indptr.astype(np.int64),
+        set_ranks=index.matrix.indices.astype(np.int32), run_table=run_table, run_meta=run_meta,
+        posting_keys=index.posting_keys, band=index.band, postings=index.postings,
+        posting_positions=index.posting_positions, threshold=index.threshold)
+
+
+def warm() -> None:
+    """Load (or compile) the kernels now, on a two-word index: the first real call then starts
+    at once (:func:`guarddiag.audit.engine.warm_near_kernel` runs this in a thread while the
+    benchmarks load)."""
+    from guarddiag.audit.neardup import build_index
+
+    index = compile_index(build_index([frozenset({"a", "b"})], threshold=0.5))
+    ascii_near_rows(pl.Series(["a b"], dtype=pl.String), index)
+    form_near_rows(pl.Series(["a b"], dtype=pl.String), index)
+
+
+def ascii_near_rows(texts: pl.Series, index: CompiledIndex
+                    ) -> tuple[np.ndarray, np.ndarray] | None:
+    """(keep, wide) per row of ``texts``: ``keep`` the rows holding only ASCII bytes whose
+    word set reaches the index's threshold with some indexed set; ``wide`` the rows holding a
+    non-ASCII byte, left to the caller. ``None`` when the column has nulls."""
+    return _near(texts, index, any_byte=False)
+
+
+def form_near_rows(forms: pl.Series, index: CompiledIndex) -> np.ndarray | None:
+    """``keep`` per word form (:func:`~guarddiag.audit.normal.word_forms`) whose words are its
+    pieces between spaces (:func:`~guarddiag.audit.neardup.unsplit_forms` is false), any
+    characters; ``None`` when the column has nulls."""
+    found = _near(forms, index, any_byte=True)
+    return None if found is None else found[0]
+
+
+def _near(texts: pl.Series, index: CompiledIndex, *, any_byte: bool
+          ) -> tuple[np.ndarray, np.ndarray] | None:
+    buffers = _buffers(texts)
+    if buffers is None:
+        return None
+    offsets, data = buffers
+    keep = np.zeros(texts.len(), dtype=np.bool_)
+    wide = np.zeros(texts.len(), dtype=np.bool_)
+    _probe(offsets, data, WORD_BYTES, index.table, index.shift, index.vocab_offsets,
+           index.vocab_data, index.set_sizes, index.set_ptr, index.set_ranks, index.run_table,
+           index.run_meta, index.posting_keys, np.int64(index.band), index.postings,
+           index.posting_positions, np.float64(index.threshold), keep, wide, any_byte)
+    return keep, wide

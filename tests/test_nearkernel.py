@@ -1,0 +1,161 @@
+"""The compiled near-dup probe (:mod:`guarddiag.audit.nearkernel`) against a brute-force
+Jaccard over :func:`guarddiag.text.word_set` and against the vectorised probe it stands in for:
+the same rows kept, on random texts with mixed case, punctuation, control characters, repeated
+words, words of 8 and 9 bytes and long words sharing their first 8 bytes, at edge thresholds,
+with and without the index's run table, and with every long word's hash made to collide."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import polars as pl
+import pytest
+
+from guarddiag.audit import engine, neardup, nearkernel
+from guarddiag.audit.neardup import form_index, unsplit_forms
+from guarddiag.audit.nearkernel import ascii_near_rows, compile_index, form_near_rows
+from guarddiag.audit.normal import word_forms
+from guarddiag.text import jaccard, normalise, word_set, words_of_normal_form
+
+_WORDS = ["a", "I", "to", "the", "lock", "Door", "key", "night", "abcdefgh", "abcdefghi",
+          "abcdefghij", "abcdefghik", "abcdefghijklmnop", "abcdefghijklmnoq", "x1", "42",
+          "sea", "wind", "poem", "write", "quietly", "z"]
+_GLUE = [" ", "  ", ", ", "! ", "\t", "\x01", " - ", "'", "...", "\n"]
+
+
+def _texts(rng: np.random.Generator, n: int, *, base: list[list[str]]) -> list[str]:
+    """Random texts: a base text's words with some dropped, some added or repeated, case
+    flipped, glued by separators and control characters."""
+    out = []
+    for _ in range(n):
+        words = list(base[int(rng.integers(len(base)))])
+        rng.shuffle(words)
+        words = words[int(rng.integers(0, 3)):]
+        words += [str(w) for w in rng.choice(_WORDS, size=int(rng.integers(0, 4)))]
+        if words and rng.random() < 0.3:
+            words.append(words[0])
+        words = [w.upper() if rng.random() < 0.2 else w for w in words]
+        out.append("".join(w + str(rng.choice(_GLUE)) for w in words))
+    return out
+
+
+def _brute_force(texts: list[str], forms: list[str], threshold: float) -> list[bool]:
+    sets = [frozenset(words_of_normal_form(f)) for f in forms]
+    return [bool(w) and any(s and jaccard(s, w) >= threshold for s in sets)
+            for w in (word_set(t) for t in texts)]
+
+
+def _case(seed: int, n: int = 400) -> tuple[list[str], list[str]]:
+    rng = np.random.default_rng(seed)
+    base = [[str(w) for w in rng.choice(_WORDS, size=int(rng.integers(1, 9)))] for _ in range(25)]
+    forms = sorted({normalise(" ".join(b)) for b in base} - {""})
+    return _texts(rng, n, base=base), forms
+
+
+@pytest.mark.parametrize("threshold", [0.5, 0.8, 1.0])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_the_compiled_probe_keeps_the_rows_a_brute_force_jaccard_keeps(threshold: float,
+                                                                      seed: int) -> None:
+    texts, forms = _case(seed)
+    expected = _brute_force(texts, forms, threshold)
+    assert 20 < sum(expected) < len(texts) - 20
+    found = ascii_near_rows(pl.Series(texts, dtype=pl.String),
+                            compile_index(form_index(tuple(forms), threshold=threshold)))
+    assert found is not None
+    keep, wide = found
+    assert not wide.any()
+    assert keep.tolist() == expected
+
+
+def test_rows_with_a_non_ascii_byte_are_left_to_the_caller() -> None:
+    index = compile_index(form_index(("the lock", "sea wind"), threshold=0.8))
+    found = ascii_near_rows(pl.Series(["the lock", "the lock é", "Sea, wind!", "ﬁ sea wind",
+                                       ""]), index)
+    assert found is not None
+    keep, wide = found
+    assert keep.tolist() == [True, False, True, False, False]
+    assert wide.tolist() == [False, True, False, True, False]
+    assert ascii_near_rows(pl.Series(["the lock", None], dtype=pl.String), index) is None
+
+
+def test_the_compiled_probe_reads_word_forms_of_any_script() -> None:
+    """Word forms of texts in several scripts: the compiled probe keeps, among the forms whose
+    words are their pieces between spaces, the rows the brute force keeps."""
+    rng = np.random.default_rng(5)
+    vocab = ["café", "Straße", "naïve", "东京", "日本語のテキスト", "ΑΘΗΝΑ", "слово", "mañana",
+             "the", "lock", "x", "résumé", "a\u0301", "ﬁne", "Ⅻ"]
+    base = [[str(w) for w in rng.choice(vocab, size=int(rng.integers(1, 7)))] for _ in range(20)]
+    forms = sorted({normalise(" ".join(b)) for b in base} - {""})
+    texts = _texts(rng, 300, base=base)
+    words, _ = word_forms(pl.Series(texts, dtype=pl.String))
+    split = ~unsplit_forms(words)
+    assert (~split).sum() > 0
+    assert split.sum() > 200
+    keep = form_near_rows(words, compile_index(form_index(tuple(forms), threshold=0.8)))
+    assert keep is not None
+    expected = _brute_force(texts, forms, 0.8)
+    assert [k for k, s in zip(keep, split, strict=True) if s] == \
+        [e for e, s in zip(expected, split, strict=True) if s]
+    assert sum(expected) > 20
+
+
+def test_without_a_run_table_the_postings_are_searched(monkeypatch: pytest.MonkeyPatch) -> None:
+    texts, forms = _case(3)
+    with_runs = compile_index(neardup._index_tokens(
+        neardup._form_tokens(pl.Series(forms)), len(forms), threshold=0.8))
+    monkeypatch.setattr(neardup, "_RUN_TABLE_LIMIT", 0)
+    index = neardup._index_tokens(neardup._form_tokens(pl.Series(forms)), len(forms),
+                                  threshold=0.8)
+    assert index.runs is None
+    assert len(with_runs.run_table)
+    series = pl.Series(texts, dtype=pl.String)
+    found, searched = ascii_near_rows(series, with_runs), ascii_near_rows(series,
+                                                                          compile_index(index))
+    assert found is not None
+    assert searched is not None
+    assert searched[0].tolist() == found[0].tolist() == _brute_force(texts, forms, 0.8)
+
+
+def test_colliding_long_words_are_told_apart_by_their_bytes(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the FNV prime set to 0, every word past 8 bytes gets the same key: the kernels
+    (run as Python, which reads the patched constant) must then compare the words' bytes, in
+    the vocabulary table and among a row's distinct words."""
+    texts, forms = _case(4, n=150)
+    expected = _brute_force(texts, forms, 0.8)
+    monkeypatch.setattr(nearkernel, "_FNV_PRIME", np.uint64(0))
+    for name in ("_key", "_slot", "_build_table", "_probe"):
+        monkeypatch.setattr(nearkernel, name, getattr(nearkernel, name).py_func)
+    with np.errstate(over="ignore"):
+        index = compile_index(form_index(tuple(forms), threshold=0.8))
+        found = ascii_near_rows(pl.Series(texts, dtype=pl.String), index)
+    assert found is not None
+    assert found[0].tolist() == expected
+    long_words = {w for t in texts for w in word_set(t) if len(w) > 8}
+    assert len(long_words) >= 4
+
+
+def test_the_scan_keeps_the_same_rows_with_and_without_the_compiled_probe() -> None:
+    """The near-dup scan's candidates (:func:`engine._candidate_rows`) with the compiled probe
+    and with the vectorised one alone, on texts mixing ASCII rows, accented and CJK rows,
+    combining marks (words a mark ends), ligatures and unprovable characters (the Python
+    normaliser), and a batch holding a null."""
+    rng = np.random.default_rng(9)
+    texts, forms = _case(6, n=300)
+    extra = ["Café de la Paix, the lock", "the lock a\u0301 sea", "ﬁne ™ the lock",
+             "東京 the lock door", "STRASSE straße the lock door key", "the\u200block door key"]
+    texts = [t if rng.random() < 0.7 else t + " " + str(rng.choice(extra)) for t in texts]
+    texts += extra
+    spec = engine.ScanSpec(text_column="text", id_column=None, forms=tuple(forms),
+                           near_threshold=0.8, template_forms=None, key="compiled-vs-vectorised")
+    state = engine._state(spec)
+    assert state.near_compiled is not None
+    vectorised = replace(state, near_compiled=None)
+    for batch in (pl.Series("text", texts), pl.Series("text", [*texts[:50], None])):
+        keep, slow = engine._candidate_rows(batch, state, spec)
+        want, want_slow = engine._candidate_rows(batch, vectorised, spec)
+        assert keep.to_list() == want.to_list()
+        assert slow == want_slow
+        assert slow > 0
+    assert sum(_brute_force(texts, forms, 0.8)) > 20
