@@ -13,7 +13,7 @@ import polars as pl
 import pytest
 
 from guarddiag.audit import engine, neardup, nearkernel
-from guarddiag.audit.neardup import form_index, unsplit_forms
+from guarddiag.audit.neardup import form_index, spaced_forms
 from guarddiag.audit.nearkernel import ascii_near_rows, compile_index, form_near_rows
 from guarddiag.audit.normal import word_forms
 from guarddiag.text import jaccard, normalise, word_set, words_of_normal_form
@@ -80,24 +80,27 @@ def test_rows_with_a_non_ascii_byte_are_left_to_the_caller() -> None:
 
 
 def test_the_compiled_probe_reads_word_forms_of_any_script() -> None:
-    """Word forms of texts in several scripts: the compiled probe keeps, among the forms whose
-    words are their pieces between spaces, the rows the brute force keeps."""
+    """Word forms of texts in several scripts, with the characters that end a word spaced
+    (:func:`spaced_forms`): the compiled probe keeps the rows the brute force keeps."""
     rng = np.random.default_rng(5)
     vocab = ["café", "Straße", "naïve", "东京", "日本語のテキスト", "ΑΘΗΝΑ", "слово", "mañana",
-             "the", "lock", "x", "résumé", "a\u0301", "ﬁne", "Ⅻ"]
+             "the", "lock", "x", "résumé", "a\u0301", "ﬁne", "Ⅻ", "x\u0301", "ab\u200bcd",
+             "q\u0300z", "\x01"]
     base = [[str(w) for w in rng.choice(vocab, size=int(rng.integers(1, 7)))] for _ in range(20)]
     forms = sorted({normalise(" ".join(b)) for b in base} - {""})
     texts = _texts(rng, 300, base=base)
     words, _ = word_forms(pl.Series(texts, dtype=pl.String))
-    split = ~unsplit_forms(words)
-    assert (~split).sum() > 0
-    assert split.sum() > 200
-    keep = form_near_rows(words, compile_index(form_index(tuple(forms), threshold=0.8)))
+    spaced = spaced_forms(words)
+    assert (spaced != words).sum() > 20      # combining marks, a zero-width space
+    keep = form_near_rows(spaced, compile_index(form_index(tuple(forms), threshold=0.8)))
     assert keep is not None
     expected = _brute_force(texts, forms, 0.8)
-    assert [k for k, s in zip(keep, split, strict=True) if s] == \
-        [e for e, s in zip(expected, split, strict=True) if s]
+    assert keep.tolist() == expected
     assert sum(expected) > 20
+    # Without the spacing, a combining mark would join the words on either side of it.
+    unspaced = form_near_rows(words, compile_index(form_index(tuple(forms), threshold=0.8)))
+    assert unspaced is not None
+    assert unspaced.tolist() != expected
 
 
 def test_without_a_run_table_the_postings_are_searched(monkeypatch: pytest.MonkeyPatch) -> None:

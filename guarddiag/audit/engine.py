@@ -53,7 +53,7 @@ import polars as pl
 
 from guarddiag import files
 from guarddiag.audit.containment import ContainmentIndex, contained_rows, index_containment
-from guarddiag.audit.neardup import PrefixIndex, form_index, probe_forms, unsplit_forms
+from guarddiag.audit.neardup import PrefixIndex, form_index, probe_forms, spaced_forms
 from guarddiag.audit.normal import (
     KeyIndex,
     exact_candidates,
@@ -320,9 +320,8 @@ def _near_candidates(texts: pl.Series, index: PrefixIndex, compiled: CompiledInd
                      ) -> tuple[pl.Series, int]:
     """The near-dup scan's candidates when every benchmark form has a word (so the exact ones
     are among them), and how many rows the Python normaliser did: the compiled probe reads the
-    rows holding only ASCII bytes as they are, and the others' word forms (:func:`word_forms`),
-    but for the few forms whose words a character other than a space ends (the vectorised
-    probe, :func:`_near_rows`, takes those)."""
+    rows holding only ASCII bytes as they are, and the others' word forms (:func:`word_forms`)
+    with every character that ends a word made a space (:func:`spaced_forms`)."""
     from guarddiag.audit.nearkernel import ascii_near_rows, form_near_rows
 
     found = ascii_near_rows(texts, compiled)
@@ -334,13 +333,9 @@ def _near_candidates(texts: pl.Series, index: PrefixIndex, compiled: CompiledInd
     if wide.any():
         rows = np.flatnonzero(wide)
         forms, slow = word_forms(texts.gather(rows))
-        unsplit = unsplit_forms(forms, plain_ascii=True)
-        split_keep = form_near_rows(forms, compiled)
-        assert split_keep is not None, "a word form of a text is a text"
-        keep[rows] = split_keep & ~unsplit
-        if unsplit.any():
-            odd = np.flatnonzero(unsplit)
-            keep[rows[odd]] = _near_rows(forms.gather(odd), index, plain_ascii=True).to_numpy()
+        wide_keep = form_near_rows(spaced_forms(forms, plain_ascii=True), compiled)
+        assert wide_keep is not None, "a word form of a text is a text"
+        keep[rows] = wide_keep
     return pl.Series(values=keep), slow
 
 

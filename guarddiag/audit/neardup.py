@@ -20,14 +20,14 @@ for 1,488 pairs).
 
 The probe is vectorised (polars, numpy and scipy.sparse; no Python loop per text): the Python
 probe cost about 20 µs per distinct pool text, which made the near-dup audit 4-13x the exact
-one. The near-dup scan of a pool runs the same probe compiled, row by row
-(:mod:`guarddiag.audit.nearkernel`, 3x faster again), and this one for the rows the kernel leaves
-(words a character other than a space ends) and for the audit of the scan's candidates. A batch of probe texts becomes one array of (text, token rank) rows; prefix tokens are the
+one. A batch of probe texts becomes one array of (text, token rank) rows; prefix tokens are the
 first ranks of each text's sorted run, candidate pairs the size-compatible part of those ranks'
 posting lists (kept sorted by set size, expanded by index arithmetic), and the exact intersection
 of a candidate pair is the product of the two sets' 0/1 rows. The pairs and their Jaccard floats
 are the ones the per-text Python loop gave (``tests/test_neardup_join.py`` keeps that loop as
-the reference).
+the reference). The near-dup scan of a pool, which only needs to know which rows have a pair,
+runs the same probe compiled, row by row (:mod:`guarddiag.audit.nearkernel`, 3x faster again);
+this one pairs the scan's candidates with their benchmark prompts.
 
 :func:`near_matches` is the audit's use of the join: benchmark normal forms against pool rows.
 """
@@ -44,7 +44,6 @@ import numpy as np
 import polars as pl
 
 from guarddiag.errors import GuarddiagError
-from guarddiag.text import words_of_normal_form
 
 if TYPE_CHECKING:
     from scipy.sparse import csr_matrix
@@ -52,7 +51,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 __all__ = ["PrefixIndex", "build_index", "check_threshold", "form_index", "near_matches",
-           "probe_forms", "probe_index", "similar_pairs", "unsplit_forms"]
+           "probe_forms", "probe_index", "similar_pairs", "spaced_forms"]
 
 _EPS = 1e-9
 """Slack on ⌈t·n⌉ so float rounding can only lengthen a prefix (more candidates, never a miss)."""
@@ -247,11 +246,11 @@ def probe_index(index: PrefixIndex, probes: Sequence[Collection[str]]) -> Pairs:
 
 def probe_forms(index: PrefixIndex, forms: pl.Series | Sequence[str], *,
                 plain_ascii: bool = False) -> Pairs:
-    """:func:`probe_index` of the word sets of normal forms (:func:`words_of_normal_form`),
-    split into words by polars (the Python regex only for a few non-ASCII forms).
-    ``plain_ascii``: a form without a non-ASCII character holds only ``[0-9a-z ]`` (the scan's
-    word forms, :func:`guarddiag.audit.normal.word_forms`), so only the others are searched
-    for characters that end a word."""
+    """:func:`probe_index` of the word sets of normal forms
+    (:func:`guarddiag.text.words_of_normal_form`), split into words by polars
+    (:func:`spaced_forms`). ``plain_ascii``: a form without a non-ASCII character holds only
+    ``[0-9a-z ]`` (the scan's word forms, :func:`guarddiag.audit.normal.word_forms`), so only
+    the others are searched for characters that end a word."""
     series = forms if isinstance(forms, pl.Series) else pl.Series(forms, dtype=pl.String)
     return _sliced(index, series.len(),
                    lambda start, stop: _form_tokens(series.slice(start, stop - start),
@@ -274,11 +273,17 @@ def _sliced(index: PrefixIndex, n: int, tokens: Callable[[int, int], pl.LazyFram
                     strict=True))
 
 
-def unsplit_forms(forms: pl.Series, *, plain_ascii: bool = False) -> np.ndarray:
-    """Per form, whether it holds a character that ends a word and is no space (a combining
-    mark, a control character): its words are then Python's ``\\w+`` runs, not its pieces
-    between spaces (:func:`_form_tokens`). With ``plain_ascii``, forms without a non-ASCII
-    character hold only ``[0-9a-z ]`` and are not searched."""
+def spaced_forms(forms: pl.Series, *, plain_ascii: bool = False) -> pl.Series:
+    """The forms with every character that ends a word and is no space (a combining mark, a
+    control character) made a space: their words, Python's ``\\w+`` runs, are then their
+    pieces between spaces.
+
+    Python's ``\\w`` is ``str.isalnum()`` or ``_``, decided here by Python itself, once per
+    distinct character the forms hold outside ``[0-9A-Za-z_ ]`` (polars' Rust regex follows
+    another Unicode version); only the forms holding such a character are rewritten. With
+    ``plain_ascii``, forms without a non-ASCII character hold only ``[0-9a-z ]`` (the scan's
+    word forms, :func:`guarddiag.audit.normal.word_forms`) and are not searched (a tenth of the
+    search's time)."""
     if plain_ascii:
         wide = (forms.str.len_bytes() != forms.str.len_chars()).arg_true()
         odd_rows = wide.filter(forms.gather(wide).str.contains("[^0-9A-Za-z_ ]"))
@@ -287,37 +292,24 @@ def unsplit_forms(forms: pl.Series, *, plain_ascii: bool = False) -> np.ndarray:
     odd = forms.gather(odd_rows)
     held = odd.str.extract_all("[^0-9A-Za-z_ ]").explode().drop_nulls().unique().to_list()
     breaking = [c for c in held if not c.isalnum()]
-    out = np.zeros(forms.len(), dtype=bool)
-    if breaking:    # looked for in the odd forms only, a few of them
-        out[odd_rows.filter(odd.str.contains_any(breaking)).to_numpy()] = True
-    return out
+    if not breaking:
+        return forms
+    # Single characters, so the Aho-Corasick replacement is exact; only the few forms holding
+    # one are rewritten.
+    rows = odd_rows.filter(odd.str.contains_any(breaking))
+    # scatter writes in place: on a copy (an O(1) clone), not on the caller's series.
+    return forms.clone().scatter(rows, forms.gather(rows).str.replace_many(
+        breaking, [" "] * len(breaking)))
 
 
 def _form_tokens(forms: pl.Series, *, plain_ascii: bool = False) -> pl.LazyFrame:
-    """Distinct ``(row, word)`` of each form, as Python's ``\\w+`` finds them, as a query (the
-    probe runs it with its join, which polars then splits, joins and ranks in one pass).
-
-    Python's ``\\w`` is ``str.isalnum()`` or ``_``, and a normal form's separators are single
-    spaces, so a form whose other characters are all word characters splits at its spaces.
-    Which characters those are is decided by Python itself, once per distinct character a batch
-    holds (polars' Rust regex follows another Unicode version); only forms holding another
-    character (a combining mark, a control character) take Python's regex. With
-    ``plain_ascii`` (:func:`probe_forms`) only the forms holding a non-ASCII character are
-    searched for them (a tenth of the search's time).
-    """
-    texts = forms.cast(pl.String)
-    frame = pl.DataFrame({"row": np.arange(forms.len(), dtype=np.int64), "form": texts})
-    form = pl.col("form")
-    slow = unsplit_forms(texts, plain_ascii=plain_ascii)
-    split = (frame.lazy().filter(~slow)
-             .select("row", form.str.split(" ").list.unique().alias("word")))
-    rest = frame.filter(slow)
-    python = pl.LazyFrame({"row": rest.get_column("row"),
-                           "word": [list(set(words_of_normal_form(f))) for f in
-                                    rest.get_column("form").to_list()]},
-                          schema={"row": pl.Int64, "word": pl.List(pl.String)})
-    return (pl.concat([split, python]).explode("word")
-            .filter(pl.col("word").is_not_null() & (pl.col("word") != "")))
+    """Distinct ``(row, word)`` of each form, as Python's ``\\w+`` finds them
+    (:func:`spaced_forms`, then the pieces between spaces), as a query (the probe runs it with
+    its join, which polars then splits, joins and ranks in one pass)."""
+    spaced = spaced_forms(forms.cast(pl.String), plain_ascii=plain_ascii)
+    return (pl.LazyFrame({"row": np.arange(forms.len(), dtype=np.int64), "form": spaced})
+            .select("row", pl.col("form").str.split(" ").list.unique().alias("word"))
+            .explode("word").filter(pl.col("word").is_not_null() & (pl.col("word") != "")))
 
 
 def _probe_tokens(index: PrefixIndex, tokens: pl.LazyFrame, n: int

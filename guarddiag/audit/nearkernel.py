@@ -1,20 +1,27 @@
 """The near-dup scan's per-row probe, compiled: one pass over a batch's bytes.
 
-The vectorised probe of :mod:`guarddiag.audit.neardup` builds, for every pool row, a table of
-its words (split, distinct, joined to the vocabulary, sorted), then expands posting lists and
+The vectorised probe of :mod:`guarddiag.audit.neardup` builds a table row per word of every
+pool row (split, distinct, joined to the vocabulary, sorted), then expands posting lists and
 verifies candidates with sparse products: about 3.5 CPU-seconds per million rows, most of it
-polars and numpy materialising per-word rows. This kernel does the same steps row by row in
-machine code, for the rows that hold only ASCII bytes (the others go the vectorised way): the
-word form's byte table (:data:`~guarddiag.audit.normal.WORD_BYTES`) applied on the fly, words
-hashed (FNV-1a) and looked up in an open-addressing table of the vocabulary (hits confirmed
-byte by byte, so a hash collision never merges two words), the distinct words sorted by rank,
-the prefix probed through the same posting lists, size and positional filters, and each
-candidate verified by an exact merge of the two sorted rank lists. A row is kept when some
-benchmark set reaches the threshold: the set of rows :func:`guarddiag.audit.engine._near_rows`
-keeps (``tests/test_nearkernel.py`` compares the two).
+materialising those per-word rows. This kernel does the same steps row by row in machine code
+(numba), with the same global token order, prefix, size and positional filters and exact
+verification:
 
-numba compiles it on the first near-dup scan of an installation and caches the machine code
-beside this file (``cache=True``); the exact audit and the CLI's start-up never import it.
+* words are the runs between spaces and the ASCII bytes that are no letter or digit, read
+  through the word form's byte table (:data:`~guarddiag.audit.normal.WORD_BYTES`, so an ASCII
+  text is read as it is); a row holding another byte is left to the caller, which hands the
+  kernel its word form instead (:func:`form_near_rows`);
+* a word of up to 8 bytes is its own 64-bit key; a longer one is hashed (FNV-1a) and confirmed
+  byte by byte, so no hash collision can merge two words, neither among a row's distinct words
+  nor in the vocabulary's open-addressing table;
+* each row keeps only its ``prefix`` rarest known ranks (unknown words count first, as in the
+  vectorised probe) and stamps every known rank, so a candidate's intersection is a count of
+  stamped ranks, with no sort of the row's words.
+
+A row is kept when some benchmark set reaches the threshold: the rows the vectorised probe finds
+(``tests/test_nearkernel.py`` compares both with a brute-force Jaccard). numba compiles the
+kernels on the first near-dup scan of an installation and caches the machine code beside this
+file (``cache=True``); the exact audit and the CLI's start-up never import it.
 """
 
 from __future__ import annotations
@@ -74,7 +81,7 @@ def _build_table(offsets, data):
     (key 0: empty)."""
     n = len(offsets) - 1
     bits = 4
-    while (1 << bits) < 4 * n:     # a quarter full: short probe runs
+    while (1 << bits) < 8 * n:     # an eighth full: a look-up rarely probes a second slot
         bits += 1
     size = 1 << bits
     shift = np.uint64(64 - bits)
@@ -349,9 +356,10 @@ def ascii_near_rows(texts: pl.Series, index: CompiledIndex
 
 
 def form_near_rows(forms: pl.Series, index: CompiledIndex) -> np.ndarray | None:
-    """``keep`` per word form (:func:`~guarddiag.audit.normal.word_forms`) whose words are its
-    pieces between spaces (:func:`~guarddiag.audit.neardup.unsplit_forms` is false), any
-    characters; ``None`` when the column has nulls."""
+    """``keep`` per form whose words are its pieces between spaces and between the ASCII
+    bytes that are no letter or digit (a word form, :func:`~guarddiag.audit.normal.word_forms`,
+    after :func:`~guarddiag.audit.neardup.spaced_forms`), any characters; ``None`` when the
+    column has nulls."""
     found = _near(forms, index, any_byte=True)
     return None if found is None else found[0]
 
