@@ -162,3 +162,23 @@ def test_the_scan_keeps_the_same_rows_with_and_without_the_compiled_probe() -> N
         assert slow == want_slow
         assert slow > 0
     assert sum(_brute_force(texts, forms, 0.8)) > 20
+
+
+@pytest.mark.parametrize("threshold", [0.5, 0.8, 1.0])
+def test_the_compiled_pairs_are_the_vectorised_probes_pairs(threshold: float) -> None:
+    """form_pairs finds every (prompt, form, Jaccard) probe_forms finds, in the same order and
+    with the same floats, on normal forms in several scripts with word-ending characters."""
+    rng = np.random.default_rng(int(threshold * 10))
+    vocab = [*_WORDS, "café", "东京", "слово", "x\u0301", "ab\u200bcd", "\x01"]
+    base = [[str(w) for w in rng.choice(vocab, size=int(rng.integers(1, 9)))] for _ in range(30)]
+    forms = tuple(sorted({normalise(" ".join(b)) for b in base} - {""}))
+    pool = sorted({normalise(t) for t in _texts(rng, 400, base=base)})
+    index = form_index(forms, threshold=threshold)
+    want = neardup.probe_forms(index, pool)
+    found = nearkernel.form_pairs(spaced_forms(pl.Series(pool, dtype=pl.String)),
+                                  index.compiled)
+    assert found is not None
+    got = list(zip(*(a.tolist() for a in found), strict=True))
+    assert got == want
+    assert len(want) > 30
+    assert threshold == 1.0 or any(0 < j < 1 for _, _, j in want)

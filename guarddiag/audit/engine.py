@@ -205,10 +205,7 @@ def _build_state(spec: ScanSpec) -> _Indexes:
         state = _Indexes(forms=pl.Series("form", spec.forms, dtype=pl.String),
                          keys=key_index(spec.forms), near=near, contained=contained)
         if near is not None and state.near_finds_exact and contained is None:
-            # Imported here: numba costs about 0.3 s a process, and only this scan needs it.
-            from guarddiag.audit.nearkernel import compile_index
-
-            state = replace(state, near_compiled=compile_index(near))
+            state = replace(state, near_compiled=near.compiled)
         _WORKER_STATE.clear()
         _WORKER_STATE[spec.key] = state
     return state

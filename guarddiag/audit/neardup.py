@@ -37,7 +37,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -47,6 +47,8 @@ from guarddiag.errors import GuarddiagError
 
 if TYPE_CHECKING:
     from scipy.sparse import csr_matrix
+
+    from guarddiag.audit.nearkernel import CompiledIndex
 
 logger = logging.getLogger(__name__)
 
@@ -104,8 +106,24 @@ class PrefixIndex:
     runs: _RunTable | None
     """Where each rank's size-compatible run starts, looked up instead of searched (``None``
     when the table would be too large, see :func:`_run_table`)."""
-    matrix: csr_matrix
-    """Indexed set × rank, 1 where the set holds the token (exact intersections)."""
+    set_ptr: np.ndarray
+    """Where each indexed set's ranks start in :attr:`set_ranks` (``n + 1`` offsets)."""
+    set_ranks: np.ndarray
+    """Every indexed set's ranks, ascending within a set."""
+
+    @cached_property
+    def matrix(self) -> csr_matrix:
+        """Indexed set × rank, 1 where the set holds the token (the vectorised probe's exact
+        intersections; built on first use, as scipy costs ~0.15 s to import)."""
+        return _incidence_of_runs(self.set_ptr, self.set_ranks, self.vocab.height or 1)
+
+    @cached_property
+    def compiled(self) -> CompiledIndex:
+        """This index as the compiled probe reads it (:mod:`guarddiag.audit.nearkernel`),
+        built on first use: numba costs ~0.3 s to import."""
+        from guarddiag.audit.nearkernel import compile_index
+
+        return compile_index(self)
 
 
 def build_index(indexed: Sequence[Collection[str]], *, threshold: float) -> PrefixIndex:
@@ -153,7 +171,7 @@ def _index_tokens(lazy_tokens: pl.LazyFrame, n: int, *, threshold: float) -> Pre
         posting_keys=posting_keys, postings=sets[prefix][by_key],
         posting_positions=position[prefix][by_key], band=band,
         runs=_run_table(posting_keys // band, posting_keys % band, n_vocab),
-        matrix=_incidence(sets, ranks, n, n_vocab))
+        set_ptr=np.concatenate(([0], np.cumsum(sizes))).astype(np.int64), set_ranks=ranks)
 
 
 _RUN_TABLE_LIMIT = 1 << 23
@@ -199,12 +217,17 @@ def _run_table(ranks: np.ndarray, sizes: np.ndarray, n_vocab: int) -> _RunTable 
 
 def _incidence(rows: np.ndarray, ranks: np.ndarray, n: int, n_vocab: int) -> csr_matrix:
     """Row × rank 0/1 matrix of sorted, distinct (row, rank) runs."""
-    # Imported here: scipy costs ~0.15 s a process, and only the near-dup scan needs it.
+    indptr = np.concatenate(([0], np.cumsum(np.bincount(rows, minlength=n))))
+    return _incidence_of_runs(indptr, ranks, n_vocab)
+
+
+def _incidence_of_runs(indptr: np.ndarray, ranks: np.ndarray, n_vocab: int) -> csr_matrix:
+    """Row × rank 0/1 matrix of rows ``ranks[indptr[r]:indptr[r + 1]]`` (distinct, sorted)."""
+    # Imported here: scipy costs ~0.15 s a process, and only the vectorised probe needs it.
     from scipy.sparse import csr_matrix
 
-    indptr = np.concatenate(([0], np.cumsum(np.bincount(rows, minlength=n))))
     return csr_matrix((np.ones(len(ranks), dtype=np.float32), ranks, indptr),
-                      shape=(n, n_vocab))
+                      shape=(len(indptr) - 1, n_vocab))
 
 
 def _sorted_runs(rows: np.ndarray, ranks: np.ndarray, n_vocab: int
@@ -401,7 +424,13 @@ def near_matches(forms: Sequence[str], pool_forms: Sequence[str], *, threshold: 
     logger.info(f"audit: near-duplicate join of {len(unique_forms):,} distinct pool texts × "
                 f"{len(forms):,} benchmark texts (word-set Jaccard ≥ {threshold:g})")
     index = form_index(tuple(forms), threshold=threshold)
-    pairs = probe_forms(index, unique_forms)
+    # The compiled probe (the pairs probe_forms finds, with the same floats), on the forms
+    # with their word-ending characters spaced.
+    from guarddiag.audit.nearkernel import form_pairs
+
+    found = form_pairs(spaced_forms(pl.Series(unique_forms, dtype=pl.String)), index.compiled)
+    assert found is not None, "normal forms are texts"
+    pairs = zip(*(a.tolist() for a in found), strict=True)
     near_of: dict[str, list[tuple[int, float]]] = {}
     for key, u, similarity in pairs:
         if unique_forms[u] != forms[key]:   # equal forms are exact overlaps

@@ -38,7 +38,8 @@ from guarddiag.audit.normal import WORD_BYTES
 if TYPE_CHECKING:
     from guarddiag.audit.neardup import PrefixIndex
 
-__all__ = ["CompiledIndex", "ascii_near_rows", "compile_index", "form_near_rows", "warm"]
+__all__ = ["CompiledIndex", "ascii_near_rows", "compile_index", "form_near_rows", "form_pairs",
+           "warm"]
 
 _EPS = 1e-9
 """The slack of :data:`guarddiag.audit.neardup._EPS` (the filters must be at least as loose)."""
@@ -99,8 +100,14 @@ def _build_table(offsets, data):
 @njit(cache=True, nogil=True)
 def _probe(offsets, data, lut, table, shift, vocab_offsets, vocab_data,
            set_sizes, set_ptr, set_ranks, run_table, run_meta,
-           posting_keys, band, postings, posting_positions, threshold, keep, wide, any_byte):
+           posting_keys, band, postings, posting_positions, threshold, keep, wide, any_byte,
+           pair_sets, pair_rows, pair_similarity, pair_count):
+    """``keep[row]``: the row's word set reaches ``threshold`` with some indexed set; ``wide``
+    the rows left to the caller (a byte >= 0x80, unless ``any_byte``). With room in the
+    ``pair_*`` arrays (not empty), every such (set, row, Jaccard) is written there too, and
+    ``pair_count[0]`` counts them (past the room: the caller runs again with more)."""
     n = len(offsets) - 1
+    all_pairs = len(pair_sets) > 0
     longest = 0
     for i in range(n):
         longest = max(longest, offsets[i + 1] - offsets[i])
@@ -263,10 +270,18 @@ def _probe(offsets, data, lut, table, shift, vocab_offsets, vocab_data,
                 for q in range(set_ptr[s], set_ptr[s + 1]):
                     if rank_stamp[set_ranks[q]] == stamp:
                         inter += 1
-                if np.float64(inter) / np.float64(k + m - inter) >= threshold:
+                similarity = np.float64(inter) / np.float64(k + m - inter)
+                if similarity >= threshold:
                     found = True
-                    break
-            if found:
+                    if not all_pairs:
+                        break
+                    at = pair_count[0]
+                    if at < len(pair_sets):
+                        pair_sets[at] = s
+                        pair_rows[at] = row
+                        pair_similarity[at] = similarity
+                    pair_count[0] = at + 1
+            if found and not all_pairs:
                 break
         keep[row] = found
 
@@ -330,8 +345,8 @@ def compile_index(index: PrefixIndex) -> CompiledIndex:
                             axis=1).astype(np.int64).ravel()
     return CompiledIndex(
         table=table, shift=shift, vocab_offsets=offsets, vocab_data=data,
-        set_sizes=index.sizes, set_ptr=index.matrix.indptr.astype(np.int64),
-        set_ranks=index.matrix.indices.astype(np.int32), run_table=run_table, run_meta=run_meta,
+        set_sizes=index.sizes, set_ptr=index.set_ptr,
+        set_ranks=index.set_ranks.astype(np.int32), run_table=run_table, run_meta=run_meta,
         posting_keys=index.posting_keys, band=index.band, postings=index.postings,
         posting_positions=index.posting_positions, threshold=index.threshold)
 
@@ -344,7 +359,7 @@ def warm() -> None:
 
     index = compile_index(build_index([frozenset({"a", "b"})], threshold=0.5))
     ascii_near_rows(pl.Series(["a b"], dtype=pl.String), index)
-    form_near_rows(pl.Series(["a b"], dtype=pl.String), index)
+    form_pairs(pl.Series(["a b"], dtype=pl.String), index)
 
 
 def ascii_near_rows(texts: pl.Series, index: CompiledIndex
@@ -364,7 +379,33 @@ def form_near_rows(forms: pl.Series, index: CompiledIndex) -> np.ndarray | None:
     return None if found is None else found[0]
 
 
-def _near(texts: pl.Series, index: CompiledIndex, *, any_byte: bool
+def form_pairs(forms: pl.Series, index: CompiledIndex
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """(indexed set, form, Jaccard) of every pair reaching the threshold, sorted by set, then
+    form, for forms as :func:`form_near_rows` reads them: the pairs
+    :func:`~guarddiag.audit.neardup.probe_forms` finds, with the same Jaccard floats
+    (``inter / (k + m - inter)`` in float64). ``None`` when the column has nulls."""
+    room = max(64, forms.len())
+    while True:
+        pairs = (np.zeros(room, dtype=np.int64), np.zeros(room, dtype=np.int64),
+                 np.zeros(room, dtype=np.float64))
+        count = np.zeros(1, dtype=np.int64)
+        if _near(forms, index, any_byte=True, pairs=(*pairs, count)) is None:
+            return None
+        if count[0] <= room:
+            break
+        room = int(count[0])
+    sets, rows, similarity = (a[:count[0]] for a in pairs)
+    order = np.lexsort((rows, sets))
+    return sets[order], rows[order], similarity[order]
+
+
+_NO_PAIRS = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64),
+             np.zeros(0, dtype=np.float64), np.zeros(1, dtype=np.int64))
+
+
+def _near(texts: pl.Series, index: CompiledIndex, *, any_byte: bool,
+          pairs: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] = _NO_PAIRS
           ) -> tuple[np.ndarray, np.ndarray] | None:
     buffers = _buffers(texts)
     if buffers is None:
@@ -375,5 +416,5 @@ def _near(texts: pl.Series, index: CompiledIndex, *, any_byte: bool
     _probe(offsets, data, WORD_BYTES, index.table, index.shift, index.vocab_offsets,
            index.vocab_data, index.set_sizes, index.set_ptr, index.set_ranks, index.run_table,
            index.run_meta, index.posting_keys, np.int64(index.band), index.postings,
-           index.posting_positions, np.float64(index.threshold), keep, wide, any_byte)
+           index.posting_positions, np.float64(index.threshold), keep, wide, any_byte, *pairs)
     return keep, wide
