@@ -103,8 +103,45 @@ def test_the_compiled_probe_reads_word_forms_of_any_script() -> None:
     assert unspaced.tolist() != expected
 
 
-def test_without_a_run_table_the_postings_are_searched(monkeypatch: pytest.MonkeyPatch) -> None:
-    texts, forms = _case(3)
+def _long_lists() -> tuple[list[str], list[str]]:
+    """Forms over a small vocabulary whose rarest word ("mid", in a few dozen of them) and
+    every other word each sit in more prefixes than the kernel scans a list for (it looks
+    their size-compatible runs up instead), with set sizes 3 to 7."""
+    rng = np.random.default_rng(2)
+    letters = list("abcdefgh")
+    mid = {" ".join(["mid", *sorted(rng.choice(letters, size=int(rng.integers(2, 6)),
+                                                replace=False))]) for _ in range(200)}
+    other = {" ".join(sorted(rng.choice(letters, size=int(rng.integers(3, 8)), replace=False)))
+             for _ in range(400)}
+    forms = sorted(mid | other)
+    texts = []
+    for form in rng.choice(sorted(mid), size=300):
+        words = str(form).split()
+        if rng.random() < 0.5:      # one or two more words, or one fewer
+            words += [str(w) for w in rng.choice([*letters, "z"], size=int(rng.integers(1, 3)))]
+        elif rng.random() < 0.5:
+            words = words[1:]
+        rng.shuffle(words)
+        texts.append(" ".join(words))
+    return texts, forms
+
+
+def test_long_posting_lists_are_looked_up_in_the_run_table() -> None:
+    texts, forms = _long_lists()
+    index = form_index(tuple(forms), threshold=0.8)
+    compiled = index.compiled
+    assert np.sort(np.diff(compiled.rank_start))[-3] > 2 * nearkernel._SHORT_LIST
+    found = ascii_near_rows(pl.Series(texts, dtype=pl.String), compiled)
+    assert found is not None
+    expected = _brute_force(texts, forms, 0.8)
+    assert found[0].tolist() == expected
+    assert 30 < sum(expected) < len(texts) - 20
+
+
+@pytest.mark.parametrize("case", [3, "long lists"])
+def test_without_a_run_table_the_postings_are_searched(monkeypatch: pytest.MonkeyPatch,
+                                                       case: int | str) -> None:
+    texts, forms = _case(3) if case == 3 else _long_lists()
     with_runs = compile_index(neardup._index_tokens(
         neardup._form_tokens(pl.Series(forms)), len(forms), threshold=0.8))
     monkeypatch.setattr(neardup, "_RUN_TABLE_LIMIT", 0)

@@ -42,6 +42,8 @@ __all__ = ["CompiledIndex", "ascii_near_rows", "compile_index", "form_near_rows"
            "warm"]
 
 _EPS = 1e-9
+_SHORT_LIST = 32
+"""Posting lists up to this long are scanned; longer ones use the run table."""
 """The slack of :data:`guarddiag.audit.neardup._EPS` (the filters must be at least as loose)."""
 
 
@@ -99,7 +101,7 @@ def _build_table(offsets, data):
 
 @njit(cache=True, nogil=True)
 def _probe(offsets, data, lut, table, shift, vocab_offsets, vocab_data,
-           set_sizes, set_ptr, set_ranks, run_table, run_meta,
+           set_sizes, set_ptr, set_ranks, run_table, run_meta, rank_start, posting_sizes,
            posting_keys, band, postings, posting_positions, threshold, keep, wide, any_byte,
            pair_sets, pair_rows, pair_similarity, pair_count):
     """``keep[row]``: the row's word set reaches ``threshold`` with some indexed set; ``wide``
@@ -242,7 +244,17 @@ def _probe(offsets, data, lut, table, shift, vocab_offsets, vocab_data,
         for i in range(min(chosen, prefix - unknown)):
             position = i + unknown
             r = ranks[i]
-            if use_runs:
+            first, last = rank_start[r], rank_start[r + 1]
+            if last - first <= _SHORT_LIST:
+                # A short posting list (most: prefix tokens are a row's rarest) is scanned
+                # for its size-compatible run, next to the rank's start in the cache.
+                while first < last and posting_sizes[first] < low:
+                    first += 1
+                end = first
+                while end < last and posting_sizes[end] <= high:
+                    end += 1
+                last = end
+            elif use_runs:
                 span = run_meta[4 * r + 2]
                 if span == 1:
                     continue
@@ -305,6 +317,10 @@ class CompiledIndex:
     run_meta: np.ndarray
     """Per rank: its run table offset, lowest size, span and a pad (one cache line read);
     both empty when the index has no run table."""
+    rank_start: np.ndarray
+    """Where each rank's postings start (``n_vocab + 1`` offsets)."""
+    posting_sizes: np.ndarray
+    """Each posting's set size (ascending within a rank)."""
     posting_keys: np.ndarray
     band: int
     postings: np.ndarray
@@ -347,6 +363,9 @@ def compile_index(index: PrefixIndex) -> CompiledIndex:
         table=table, shift=shift, vocab_offsets=offsets, vocab_data=data,
         set_sizes=index.sizes, set_ptr=index.set_ptr,
         set_ranks=index.set_ranks.astype(np.int32), run_table=run_table, run_meta=run_meta,
+        rank_start=np.searchsorted(index.posting_keys // index.band,
+                                   np.arange(index.vocab.height + 1)).astype(np.int64),
+        posting_sizes=(index.posting_keys % index.band).astype(np.int32),
         posting_keys=index.posting_keys, band=index.band, postings=index.postings,
         posting_positions=index.posting_positions, threshold=index.threshold)
 
@@ -415,6 +434,7 @@ def _near(texts: pl.Series, index: CompiledIndex, *, any_byte: bool,
     wide = np.zeros(texts.len(), dtype=np.bool_)
     _probe(offsets, data, WORD_BYTES, index.table, index.shift, index.vocab_offsets,
            index.vocab_data, index.set_sizes, index.set_ptr, index.set_ranks, index.run_table,
-           index.run_meta, index.posting_keys, np.int64(index.band), index.postings,
-           index.posting_positions, np.float64(index.threshold), keep, wide, any_byte, *pairs)
+           index.run_meta, index.rank_start, index.posting_sizes, index.posting_keys,
+           np.int64(index.band), index.postings, index.posting_positions,
+           np.float64(index.threshold), keep, wide, any_byte, *pairs)
     return keep, wide
