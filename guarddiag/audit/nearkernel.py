@@ -42,9 +42,9 @@ __all__ = ["CompiledIndex", "ascii_near_rows", "compile_index", "form_near_rows"
            "warm"]
 
 _EPS = 1e-9
+"""The slack of :data:`guarddiag.audit.neardup._EPS` (the filters must be at least as loose)."""
 _SHORT_LIST = 32
 """Posting lists up to this long are scanned; longer ones use the run table."""
-"""The slack of :data:`guarddiag.audit.neardup._EPS` (the filters must be at least as loose)."""
 
 
 _FNV_OFFSET = np.uint64(0xCBF29CE484222325)
