@@ -7,6 +7,7 @@ with and without the index's run table, and with every long word's hash made to 
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import polars as pl
@@ -16,6 +17,7 @@ from guarddiag.audit import engine, neardup, nearkernel
 from guarddiag.audit.neardup import form_index, spaced_forms
 from guarddiag.audit.nearkernel import ascii_near_rows, compile_index, form_near_rows
 from guarddiag.audit.normal import word_forms
+from guarddiag.audit.stream import Shard
 from guarddiag.text import jaccard, normalise, word_set, words_of_normal_form
 
 _WORDS = ["a", "I", "to", "the", "lock", "Door", "key", "night", "abcdefgh", "abcdefghi",
@@ -219,3 +221,50 @@ def test_the_compiled_pairs_are_the_vectorised_probes_pairs(threshold: float) ->
     assert got == want
     assert len(want) > 30
     assert threshold == 1.0 or any(0 < j < 1 for _, _, j in want)
+
+
+def test_the_compiled_probe_pays_from_a_pool_size(tmp_path: Path) -> None:
+    small, large = tmp_path / "a.parquet", tmp_path / "b.parquet"
+    small.write_bytes(b"x" * (engine.COMPILED_PROBE_BYTES - 1))
+    large.write_bytes(b"x")
+    assert not engine.compiled_probe_pays([Shard(path=str(small), fmt="parquet")])
+    assert engine.compiled_probe_pays([Shard(path=str(small), fmt="parquet"),
+                                       Shard(path=str(large), fmt="parquet")])
+    assert engine.compiled_probe_pays([Shard(path=str(tmp_path / "gone"), fmt="parquet")])
+
+
+def _audited_bytes(out: Path) -> dict[str, bytes]:
+    return {name: (out / name).read_bytes() for name in
+            ("overlap.parquet", "rows_to_remove.parquet", "rows_to_remove.jsonl",
+             "summary.json")}
+
+
+def test_an_audit_writes_the_same_bytes_with_either_probe(tmp_path: Path, serve_benchmarks,
+                                                          monkeypatch: pytest.MonkeyPatch
+                                                          ) -> None:
+    """A small pool's near-dup audit never loads the compiled probe (numba's import would cost
+    more than it saves); made to, it writes the same outputs, candidates and pairs alike."""
+    from guarddiag.audit import audit_pool
+
+    texts, forms = _case(8, n=300)
+    texts = [t for t in texts if t.strip()] + [
+        "Café, the lock!", "the lock x\u0301 door", "ﬁne ™ the lock", "東京 the lock door"]
+    forms = [*forms, "the lock x door"]     # the combining mark's row: Jaccard 1, not exact
+    serve_benchmarks({"Q": pl.DataFrame({"prompt_id": [f"q{i}" for i in range(len(forms))],
+                                         "text": forms})})
+    pool = tmp_path / "pool.parquet"
+    pl.DataFrame({"prompt_id": [f"r{i}" for i in range(len(texts))], "text": texts}
+                 ).write_parquet(pool)
+
+    def refuse(*_: object) -> None:
+        raise AssertionError("the compiled probe was loaded for a small pool")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(nearkernel, "compile_index", refuse)
+        patch.setattr(engine, "warm_near_kernel", refuse)
+        vectorised = audit_pool(pool, out_dir=tmp_path / "v", near_dup=True, figure=False)
+    monkeypatch.setattr(engine, "COMPILED_PROBE_BYTES", 0)
+    monkeypatch.setattr(neardup, "_COMPILED_PAIRS_FROM", 0)
+    compiled = audit_pool(pool, out_dir=tmp_path / "c", near_dup=True, figure=False)
+    assert _audited_bytes(tmp_path / "v") == _audited_bytes(tmp_path / "c")
+    assert compiled.overlap.height == vectorised.overlap.height > 20

@@ -34,7 +34,7 @@ import multiprocessing
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import (
     FIRST_COMPLETED,
     Executor,
@@ -72,7 +72,7 @@ from guarddiag.audit.scanstore import (
     sort_hashes,
 )
 from guarddiag.audit.shardread import read_task
-from guarddiag.audit.stream import Task
+from guarddiag.audit.stream import Shard, Task
 from guarddiag.audit.template import template_form
 from guarddiag.errors import GuarddiagError
 
@@ -113,11 +113,34 @@ class ScanSpec:
     """Fields every row must hold as non-empty text (checked in the first pass)."""
     template_min_words: int = 0
     """Unmasked words a template form needs (:func:`~guarddiag.audit.template.template_form`)."""
+    compiled_probe: bool = True
+    """The near-dup scan runs its compiled probe (:func:`compiled_probe_pays`); either probe
+    keeps the same rows."""
+
+
+COMPILED_PROBE_BYTES = 8 << 20
+"""Pools of this many bytes of files or more take the near-dup scan's compiled probe. Below,
+numba's import (about 0.4 s a process) costs more than the probe saves: whole near-dup audits
+of the synthetic pool broke even near 100,000 rows (6.5 MB of parquet; 1.32-1.34 s against
+1.62-1.65 s at 50,000 rows, 1.77-1.81 s against 1.67-1.70 s at 150,000)."""
+
+
+def compiled_probe_pays(shards: Sequence[Shard]) -> bool:
+    """Whether a near-dup scan of ``shards`` should run the compiled probe (by their size on
+    disk, :data:`COMPILED_PROBE_BYTES`: a file that cannot be sized counts as large)."""
+    total = 0
+    for shard in shards:
+        try:
+            total += os.path.getsize(shard.path)
+        except OSError:
+            return True
+    return total >= COMPILED_PROBE_BYTES
 
 
 def make_spec(options: AuditOptions, *, forms: Iterable[str],
-              template_forms: Iterable[str] | None) -> ScanSpec:
-    """What the scan's workers need, from the audit's options and the benchmark side."""
+              template_forms: Iterable[str] | None, compiled_probe: bool = True) -> ScanSpec:
+    """What the scan's workers need, from the audit's options, the benchmark side and whether
+    the pool is large enough for the compiled near-dup probe (:func:`compiled_probe_pays`)."""
     forms = tuple(forms)
     templates = None if template_forms is None else frozenset(template_forms)
     near = options.threshold if options.near_dup else None
@@ -134,7 +157,8 @@ def make_spec(options: AuditOptions, *, forms: Iterable[str],
     return ScanSpec(text_column=options.text_column, id_column=options.id_column, forms=forms,
                     near_threshold=near, template_forms=templates, containment=containment,
                     key=key, fields=fields, require=options.require_fields,
-                    template_min_words=options.template_min_words)
+                    template_min_words=options.template_min_words,
+                    compiled_probe=compiled_probe)
 
 
 @dataclass(frozen=True)
@@ -204,7 +228,8 @@ def _build_state(spec: ScanSpec) -> _Indexes:
                                           short_words=spec.containment[1])
         state = _Indexes(forms=pl.Series("form", spec.forms, dtype=pl.String),
                          keys=key_index(spec.forms), near=near, contained=contained)
-        if near is not None and state.near_finds_exact and contained is None:
+        if (spec.compiled_probe and near is not None and state.near_finds_exact
+                and contained is None):
             state = replace(state, near_compiled=near.compiled)
         _WORKER_STATE.clear()
         _WORKER_STATE[spec.key] = state
@@ -486,7 +511,7 @@ def scan_pool(tasks: list[Task], spec: ScanSpec, *, store: ScanStore,
     findings as it finishes, and merge them in task order."""
     count = default_workers() if workers is None else workers
     if engine == "local" and spec.near_threshold is not None:
-        # The near-dup index (and the compiled probe's import, ~0.3 s) is built while the id
+        # The near-dup index (and, for a large pool, the compiled probe) is built while the id
         # pass reads the pool; the scan's workers wait for it on the state lock. A failure
         # here is met again, and raised, when a worker builds the state itself.
         meanwhile(_state, spec)

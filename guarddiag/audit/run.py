@@ -26,6 +26,7 @@ from guarddiag import data, files
 from guarddiag.audit import merge
 from guarddiag.audit.engine import (
     check_engine,
+    compiled_probe_pays,
     make_spec,
     meanwhile,
     scan_pool,
@@ -93,7 +94,7 @@ def audit_pool(pool: str | Path, options: AuditOptions | None = None, *,
     check_engine(opts.engine, workers=opts.workers)
     shards = find_shards(str(pool))
     digest = meanwhile(pool_digest, shards)
-    if opts.near_dup and opts.engine == "local":
+    if opts.near_dup and opts.engine == "local" and compiled_probe_pays(shards):
         meanwhile(warm_near_kernel)
     bench_set = data.load_benchmarks(opts.benchmarks, data_dir=data_dir,
                                      derived_dir=derived_dir)
@@ -250,7 +251,8 @@ def _scan_and_audit(shards: list[Shard], tasks: list[Task], store: ScanStore,
     if opts.templates:
         templates = {f for texts in bench_texts for t in texts
                      if (f := template_form(t, min_words=opts.template_min_words)) is not None}
-    spec = make_spec(opts, forms=index_forms(bench_texts).forms, template_forms=templates)
+    spec = make_spec(opts, forms=index_forms(bench_texts).forms, template_forms=templates,
+                     compiled_probe=compiled_probe_pays(shards))
     # No progress line before the scan: a bad pool row must be the only line on stderr.
     scan = scan_pool(tasks, spec, store=store, engine=opts.engine, workers=opts.workers,
                      ray_address=opts.ray_address)
