@@ -18,6 +18,7 @@ from guarddiag.audit.neardup import form_index, spaced_forms
 from guarddiag.audit.nearkernel import ascii_near_rows, compile_index, form_near_rows
 from guarddiag.audit.normal import word_forms
 from guarddiag.audit.stream import Shard
+from guarddiag.errors import GuarddiagError
 from guarddiag.text import jaccard, normalise, word_set, words_of_normal_form
 
 _WORDS = ["a", "I", "to", "the", "lock", "Door", "key", "night", "abcdefgh", "abcdefghi",
@@ -223,7 +224,9 @@ def test_the_compiled_pairs_are_the_vectorised_probes_pairs(threshold: float) ->
     assert threshold == 1.0 or any(0 < j < 1 for _, _, j in want)
 
 
-def test_the_compiled_probe_pays_from_a_pool_size(tmp_path: Path) -> None:
+def test_the_compiled_probe_pays_from_a_pool_size(tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(engine.NEAR_PROBE_ENV, raising=False)
     small, large = tmp_path / "a.parquet", tmp_path / "b.parquet"
     small.write_bytes(b"x" * (engine.COMPILED_PROBE_BYTES - 1))
     large.write_bytes(b"x")
@@ -246,6 +249,7 @@ def test_an_audit_writes_the_same_bytes_with_either_probe(tmp_path: Path, serve_
     more than it saves); made to, it writes the same outputs, candidates and pairs alike."""
     from guarddiag.audit import audit_pool
 
+    monkeypatch.delenv(engine.NEAR_PROBE_ENV, raising=False)
     texts, forms = _case(8, n=300)
     texts = [t for t in texts if t.strip()] + [
         "Café, the lock!", "the lock x\u0301 door", "ﬁne ™ the lock", "東京 the lock door"]
@@ -268,3 +272,16 @@ def test_an_audit_writes_the_same_bytes_with_either_probe(tmp_path: Path, serve_
     compiled = audit_pool(pool, out_dir=tmp_path / "c", near_dup=True, figure=False)
     assert _audited_bytes(tmp_path / "v") == _audited_bytes(tmp_path / "c")
     assert compiled.overlap.height == vectorised.overlap.height > 20
+
+
+def test_the_near_probe_can_be_forced_either_way(tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    small = [Shard(path=str(tmp_path / "small.parquet"), fmt="parquet")]
+    (tmp_path / "small.parquet").write_bytes(b"x")
+    monkeypatch.setenv(engine.NEAR_PROBE_ENV, "compiled")
+    assert engine.compiled_probe_pays(small)
+    monkeypatch.setenv(engine.NEAR_PROBE_ENV, "vectorised")
+    assert not engine.compiled_probe_pays([Shard(path=str(tmp_path / "gone"), fmt="parquet")])
+    monkeypatch.setenv(engine.NEAR_PROBE_ENV, "fast")
+    with pytest.raises(GuarddiagError, match="GUARDDIAG_NEAR_PROBE='fast': expected auto"):
+        engine.compiled_probe_pays(small)

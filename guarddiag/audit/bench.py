@@ -29,7 +29,7 @@ import numpy as np
 import polars as pl
 
 from guarddiag import data, files
-from guarddiag.audit.engine import default_workers
+from guarddiag.audit.engine import NEAR_PROBE_ENV, default_workers
 from guarddiag.audit.exact import index_forms
 from guarddiag.audit.neardup import similar_pairs
 from guarddiag.audit.normal import normal_forms
@@ -420,7 +420,10 @@ def _row_bytes(rows: pl.DataFrame) -> float:
 def _audit_measured(path: Path, options: dict[str, Any]
                     ) -> tuple[pl.DataFrame, float, float, float]:
     """In a child process: the audit's overlap table, wall seconds, CPU seconds (with its
-    workers) and peak summed RSS in MiB."""
+    workers) and peak summed RSS in MiB. A near-dup audit runs the compiled probe at every
+    size, as at scale (a pool under 8 MiB would otherwise take the vectorised one, and the
+    per-core rate between two sizes would mix the two)."""
+    os.environ[NEAR_PROBE_ENV] = "compiled"
     cpu0, t0 = cpu_seconds(), time.perf_counter()
     with PeakMemory() as memory:
         result = audit_pool(path, **options)
