@@ -226,7 +226,7 @@ def test_the_compiled_pairs_are_the_vectorised_probes_pairs(threshold: float) ->
 
 def test_the_compiled_probe_pays_from_a_pool_size(tmp_path: Path,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(engine.NEAR_PROBE_ENV, raising=False)
+    monkeypatch.delenv(neardup.NEAR_PROBE_ENV, raising=False)
     small, large = tmp_path / "a.parquet", tmp_path / "b.parquet"
     small.write_bytes(b"x" * (engine.COMPILED_PROBE_BYTES - 1))
     large.write_bytes(b"x")
@@ -249,7 +249,7 @@ def test_an_audit_writes_the_same_bytes_with_either_probe(tmp_path: Path, serve_
     more than it saves); made to, it writes the same outputs, candidates and pairs alike."""
     from guarddiag.audit import audit_pool
 
-    monkeypatch.delenv(engine.NEAR_PROBE_ENV, raising=False)
+    monkeypatch.delenv(neardup.NEAR_PROBE_ENV, raising=False)
     texts, forms = _case(8, n=300)
     texts = [t for t in texts if t.strip()] + [
         "Café, the lock!", "the lock x\u0301 door", "ﬁne ™ the lock", "東京 the lock door"]
@@ -278,10 +278,33 @@ def test_the_near_probe_can_be_forced_either_way(tmp_path: Path,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     small = [Shard(path=str(tmp_path / "small.parquet"), fmt="parquet")]
     (tmp_path / "small.parquet").write_bytes(b"x")
-    monkeypatch.setenv(engine.NEAR_PROBE_ENV, "compiled")
+    monkeypatch.setenv(neardup.NEAR_PROBE_ENV, "compiled")
     assert engine.compiled_probe_pays(small)
-    monkeypatch.setenv(engine.NEAR_PROBE_ENV, "vectorised")
+    monkeypatch.setenv(neardup.NEAR_PROBE_ENV, "vectorised")
     assert not engine.compiled_probe_pays([Shard(path=str(tmp_path / "gone"), fmt="parquet")])
-    monkeypatch.setenv(engine.NEAR_PROBE_ENV, "fast")
+    monkeypatch.setenv(neardup.NEAR_PROBE_ENV, "fast")
     with pytest.raises(GuarddiagError, match="GUARDDIAG_NEAR_PROBE='fast': expected auto"):
         engine.compiled_probe_pays(small)
+
+
+def test_near_matches_follows_the_forced_probe(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Forced vectorised, the audit's pairing never loads the kernel however many forms it
+    pairs; forced compiled, it does for a few, with the same matches."""
+    texts, forms = _case(10, n=200)
+    pool_forms = [normalise(t) for t in texts]
+    calls = []
+    real = nearkernel.form_pairs
+
+    def counted(*args: object) -> object:
+        calls.append(1)
+        return real(*args)
+
+    monkeypatch.setattr(nearkernel, "form_pairs", counted)
+    monkeypatch.setenv(neardup.NEAR_PROBE_ENV, "compiled")
+    compiled = neardup.near_matches(forms, pool_forms, threshold=0.8)
+    assert calls == [1]
+    monkeypatch.setenv(neardup.NEAR_PROBE_ENV, "vectorised")
+    monkeypatch.setattr(neardup, "_COMPILED_PAIRS_FROM", 0)
+    monkeypatch.setattr(nearkernel, "form_pairs", None)    # a call would raise TypeError
+    assert neardup.near_matches(forms, pool_forms, threshold=0.8) == compiled
+    assert len(compiled) > 20

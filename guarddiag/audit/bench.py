@@ -29,9 +29,9 @@ import numpy as np
 import polars as pl
 
 from guarddiag import data, files
-from guarddiag.audit.engine import NEAR_PROBE_ENV, default_workers
+from guarddiag.audit.engine import default_workers
 from guarddiag.audit.exact import index_forms
-from guarddiag.audit.neardup import similar_pairs
+from guarddiag.audit.neardup import NEAR_PROBE_ENV, similar_pairs
 from guarddiag.audit.normal import normal_forms
 from guarddiag.audit.outputs import save_audit_figure
 from guarddiag.audit.peer import PeerResult, PeerRow, audit_method, pair_rows, require_datasketch

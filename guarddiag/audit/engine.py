@@ -53,7 +53,13 @@ import polars as pl
 
 from guarddiag import files
 from guarddiag.audit.containment import ContainmentIndex, contained_rows, index_containment
-from guarddiag.audit.neardup import PrefixIndex, form_index, probe_forms, spaced_forms
+from guarddiag.audit.neardup import (
+    PrefixIndex,
+    forced_probe,
+    form_index,
+    probe_forms,
+    spaced_forms,
+)
 from guarddiag.audit.normal import (
     KeyIndex,
     exact_candidates,
@@ -125,21 +131,12 @@ of the synthetic pool broke even near 100,000 rows (6.5 MB of parquet; 1.32-1.34
 1.62-1.65 s at 50,000 rows, 1.77-1.81 s against 1.67-1.70 s at 150,000)."""
 
 
-NEAR_PROBE_ENV = "GUARDDIAG_NEAR_PROBE"
-"""``compiled`` or ``vectorised`` forces the near-dup scan's probe (the bench measures the
-compiled one at every size; ``vectorised`` never imports numba); unset or ``auto`` decides by
-the pool's size."""
-
-
 def compiled_probe_pays(shards: Sequence[Shard]) -> bool:
     """Whether a near-dup scan of ``shards`` should run the compiled probe: as
-    :data:`NEAR_PROBE_ENV` says, else by their size on disk (:data:`COMPILED_PROBE_BYTES`; a
-    file that cannot be sized counts as large)."""
-    forced = os.environ.get(NEAR_PROBE_ENV, "auto")
-    if forced not in ("auto", "compiled", "vectorised"):
-        raise GuarddiagError(f"{NEAR_PROBE_ENV}={forced!r}: expected auto, compiled or "
-                             "vectorised")
-    if forced != "auto":
+    :data:`~guarddiag.audit.neardup.NEAR_PROBE_ENV` says, else by their size on disk
+    (:data:`COMPILED_PROBE_BYTES`; a file that cannot be sized counts as large)."""
+    forced = forced_probe()
+    if forced is not None:
         return forced == "compiled"
     total = 0
     for shard in shards:

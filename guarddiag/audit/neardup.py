@@ -35,6 +35,7 @@ this one pairs the scan's candidates with their benchmark prompts.
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
@@ -52,8 +53,9 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["PrefixIndex", "build_index", "check_threshold", "form_index", "near_matches",
-           "probe_forms", "probe_index", "similar_pairs", "spaced_forms"]
+__all__ = ["NEAR_PROBE_ENV", "PrefixIndex", "build_index", "check_threshold", "forced_probe",
+           "form_index", "near_matches", "probe_forms", "probe_index", "similar_pairs",
+           "spaced_forms"]
 
 _EPS = 1e-9
 """Slack on ⌈t·n⌉ so float rounding can only lengthen a prefix (more candidates, never a miss)."""
@@ -415,6 +417,21 @@ def similar_pairs(indexed: Sequence[Collection[str]], probes: Sequence[Collectio
     return probe_index(build_index(indexed, threshold=threshold), probes)
 
 
+NEAR_PROBE_ENV = "GUARDDIAG_NEAR_PROBE"
+"""``compiled`` or ``vectorised`` forces the near-dup probe, in the scan and in
+:func:`near_matches` (the bench measures the compiled one at every size; ``vectorised`` never
+imports numba); unset or ``auto`` decides by the size of the work."""
+
+
+def forced_probe() -> str | None:
+    """``compiled`` or ``vectorised`` if :data:`NEAR_PROBE_ENV` forces a probe, else ``None``."""
+    forced = os.environ.get(NEAR_PROBE_ENV, "auto")
+    if forced not in ("auto", "compiled", "vectorised"):
+        raise GuarddiagError(f"{NEAR_PROBE_ENV}={forced!r}: expected auto, compiled or "
+                             "vectorised")
+    return None if forced == "auto" else forced
+
+
 _COMPILED_PAIRS_FROM = 20_000
 """Distinct pool forms from which :func:`near_matches` pairs them with the compiled probe: the
 vectorised one pairs 7,000 in about 0.05 s, less than numba's import where the scan did not
@@ -431,7 +448,8 @@ def near_matches(forms: Sequence[str], pool_forms: Sequence[str], *, threshold: 
                 f"{len(forms):,} benchmark texts (word-set Jaccard ≥ {threshold:g})")
     index = form_index(tuple(forms), threshold=threshold)
     pairs: Iterable[tuple[int, int, float]]
-    if len(unique_forms) < _COMPILED_PAIRS_FROM:
+    forced = forced_probe()
+    if forced == "vectorised" or (forced is None and len(unique_forms) < _COMPILED_PAIRS_FROM):
         pairs = probe_forms(index, unique_forms)
     else:
         # The compiled probe (the pairs probe_forms finds, with the same floats), on the forms
