@@ -308,3 +308,18 @@ def test_near_matches_follows_the_forced_probe(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setattr(nearkernel, "form_pairs", None)    # a call would raise TypeError
     assert neardup.near_matches(forms, pool_forms, threshold=0.8) == compiled
     assert len(compiled) > 20
+
+
+def test_a_bad_probe_setting_stops_only_a_near_dup_audit(tmp_path: Path, serve_benchmarks,
+                                                         monkeypatch: pytest.MonkeyPatch
+                                                         ) -> None:
+    from guarddiag.audit import audit_pool
+
+    serve_benchmarks({"Q": pl.DataFrame({"prompt_id": ["q1"], "text": ["the lock and key"]})})
+    pool = tmp_path / "pool.parquet"
+    pl.DataFrame({"prompt_id": ["r1", "r2"], "text": ["The lock and key!", "other"]}
+                 ).write_parquet(pool)
+    monkeypatch.setenv(neardup.NEAR_PROBE_ENV, "fast")
+    assert audit_pool(pool, out_dir=tmp_path / "e", figure=False).overlap.height == 1
+    with pytest.raises(GuarddiagError, match="GUARDDIAG_NEAR_PROBE='fast'"):
+        audit_pool(pool, out_dir=tmp_path / "n", near_dup=True, figure=False)

@@ -252,7 +252,7 @@ def _scan_and_audit(shards: list[Shard], tasks: list[Task], store: ScanStore,
         templates = {f for texts in bench_texts for t in texts
                      if (f := template_form(t, min_words=opts.template_min_words)) is not None}
     spec = make_spec(opts, forms=index_forms(bench_texts).forms, template_forms=templates,
-                     compiled_probe=compiled_probe_pays(shards))
+                     compiled_probe=opts.near_dup and compiled_probe_pays(shards))
     # No progress line before the scan: a bad pool row must be the only line on stderr.
     scan = scan_pool(tasks, spec, store=store, engine=opts.engine, workers=opts.workers,
                      ray_address=opts.ray_address)
