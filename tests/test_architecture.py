@@ -5,9 +5,9 @@
 - no module over 600 lines and no function over 80 (exceptions listed with their reason);
 - no private name (``_x``) imported from another module;
 - a function-level import of a guarddiag module is allowed only when it keeps a heavy library
-  (torch, transformers, matplotlib, scikit-learn) out of a light module's import time; one that
-  merely dodges a cycle, or repeats a top-level import, is an error. The CLI is the exception:
-  its handlers import their stage lazily so that ``guarddiag --help`` stays fast.
+  (torch, transformers, matplotlib, scikit-learn, numba) out of a light module's import time;
+  one that merely dodges a cycle, or repeats a top-level import, is an error. The CLI is the
+  exception: its handlers import their stage lazily so that ``guarddiag --help`` stays fast.
 
 Run it as a script (``python tests/test_architecture.py``) for the full list of findings.
 """
@@ -23,7 +23,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "guarddiag"
 
 MAX_MODULE_LINES = 600
 MAX_FUNCTION_LINES = 80
-HEAVY = ("torch", "transformers", "matplotlib", "sklearn")
+HEAVY = ("torch", "transformers", "matplotlib", "sklearn", "numba")
 
 # Lowest first. A module belongs to the first layer whose prefix matches its dotted name.
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -46,8 +46,12 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("cli", ("cli", "__main__")),
 )
 
-# Modules or functions allowed past the size limits, with the reason (none at present).
-SIZE_EXCEPTIONS: dict[str, str] = {}
+# Modules or functions allowed past the size limits, with the reason.
+SIZE_EXCEPTIONS: dict[str, str] = {
+    "guarddiag/audit/nearkernel.py:_probe": (
+        "one numba loop nest per row: split into inlined helpers (words, ranks, posting runs) "
+        "it ran 8-12% slower (1.29-1.30 s against 1.16 s for the 1M-row pool's ASCII rows)"),
+}
 # Path prefixes whose function-level imports are not checked, with the reason (none at present).
 LOCAL_IMPORT_EXCEPTIONS: tuple[str, ...] = ()
 

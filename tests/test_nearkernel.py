@@ -14,6 +14,7 @@ import polars as pl
 import pytest
 
 from guarddiag.audit import engine, neardup, nearkernel
+from guarddiag.audit import run as audit_run
 from guarddiag.audit.neardup import form_index, spaced_forms
 from guarddiag.audit.nearkernel import ascii_near_rows, compile_index, form_near_rows
 from guarddiag.audit.normal import word_forms
@@ -168,8 +169,11 @@ def test_colliding_long_words_are_told_apart_by_their_bytes(
     texts, forms = _case(4, n=150)
     expected = _brute_force(texts, forms, 0.8)
     monkeypatch.setattr(nearkernel, "_FNV_PRIME", np.uint64(0))
-    for name in ("_key", "_slot", "_build_table", "_probe"):
-        monkeypatch.setattr(nearkernel, name, getattr(nearkernel, name).py_func)
+    kernels = {name: obj.py_func for name, obj in vars(nearkernel).items()
+               if hasattr(obj, "py_func")}
+    assert {"_key", "_slot", "_build_table", "_probe"} <= set(kernels)
+    for name, python in kernels.items():
+        monkeypatch.setattr(nearkernel, name, python)
     with np.errstate(over="ignore"):
         index = compile_index(form_index(tuple(forms), threshold=0.8))
         found = ascii_near_rows(pl.Series(texts, dtype=pl.String), index)
@@ -228,12 +232,12 @@ def test_the_compiled_probe_pays_from_a_pool_size(tmp_path: Path,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(neardup.NEAR_PROBE_ENV, raising=False)
     small, large = tmp_path / "a.parquet", tmp_path / "b.parquet"
-    small.write_bytes(b"x" * (engine.COMPILED_PROBE_BYTES - 1))
+    small.write_bytes(b"x" * (neardup.COMPILED_PROBE_BYTES - 1))
     large.write_bytes(b"x")
-    assert not engine.compiled_probe_pays([Shard(path=str(small), fmt="parquet")])
-    assert engine.compiled_probe_pays([Shard(path=str(small), fmt="parquet"),
+    assert not neardup.compiled_probe_pays([Shard(path=str(small), fmt="parquet")])
+    assert neardup.compiled_probe_pays([Shard(path=str(small), fmt="parquet"),
                                        Shard(path=str(large), fmt="parquet")])
-    assert engine.compiled_probe_pays([Shard(path=str(tmp_path / "gone"), fmt="parquet")])
+    assert neardup.compiled_probe_pays([Shard(path=str(tmp_path / "gone"), fmt="parquet")])
 
 
 def _audited_bytes(out: Path) -> dict[str, bytes]:
@@ -265,9 +269,9 @@ def test_an_audit_writes_the_same_bytes_with_either_probe(tmp_path: Path, serve_
 
     with monkeypatch.context() as patch:
         patch.setattr(nearkernel, "compile_index", refuse)
-        patch.setattr(engine, "warm_near_kernel", refuse)
+        patch.setattr(audit_run, "warm_compiled_probe", refuse)
         vectorised = audit_pool(pool, out_dir=tmp_path / "v", near_dup=True, figure=False)
-    monkeypatch.setattr(engine, "COMPILED_PROBE_BYTES", 0)
+    monkeypatch.setattr(neardup, "COMPILED_PROBE_BYTES", 0)
     monkeypatch.setattr(neardup, "_COMPILED_PAIRS_FROM", 0)
     compiled = audit_pool(pool, out_dir=tmp_path / "c", near_dup=True, figure=False)
     assert _audited_bytes(tmp_path / "v") == _audited_bytes(tmp_path / "c")
@@ -279,12 +283,12 @@ def test_the_near_probe_can_be_forced_either_way(tmp_path: Path,
     small = [Shard(path=str(tmp_path / "small.parquet"), fmt="parquet")]
     (tmp_path / "small.parquet").write_bytes(b"x")
     monkeypatch.setenv(neardup.NEAR_PROBE_ENV, "compiled")
-    assert engine.compiled_probe_pays(small)
+    assert neardup.compiled_probe_pays(small)
     monkeypatch.setenv(neardup.NEAR_PROBE_ENV, "vectorised")
-    assert not engine.compiled_probe_pays([Shard(path=str(tmp_path / "gone"), fmt="parquet")])
+    assert not neardup.compiled_probe_pays([Shard(path=str(tmp_path / "gone"), fmt="parquet")])
     monkeypatch.setenv(neardup.NEAR_PROBE_ENV, "fast")
     with pytest.raises(GuarddiagError, match="GUARDDIAG_NEAR_PROBE='fast': expected auto"):
-        engine.compiled_probe_pays(small)
+        neardup.compiled_probe_pays(small)
 
 
 def test_near_matches_follows_the_forced_probe(monkeypatch: pytest.MonkeyPatch) -> None:

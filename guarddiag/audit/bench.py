@@ -420,9 +420,8 @@ def _row_bytes(rows: pl.DataFrame) -> float:
 def _audit_measured(path: Path, options: dict[str, Any]
                     ) -> tuple[pl.DataFrame, float, float, float]:
     """In a child process: the audit's overlap table, wall seconds, CPU seconds (with its
-    workers) and peak summed RSS in MiB. A near-dup audit runs the compiled probe at every
-    size, as at scale (a pool under 8 MiB would otherwise take the vectorised one, and the
-    per-core rate between two sizes would mix the two)."""
+    workers) and peak summed RSS in MiB. A near-dup audit runs the compiled probe at every size,
+    as at scale (else a pool under 8 MiB takes the vectorised one, and a rate mixes the two)."""
     os.environ[NEAR_PROBE_ENV] = "compiled"
     cpu0, t0 = cpu_seconds(), time.perf_counter()
     with PeakMemory() as memory:

@@ -34,7 +34,7 @@ import multiprocessing
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import (
     FIRST_COMPLETED,
     Executor,
@@ -46,20 +46,14 @@ from concurrent.futures import (
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, replace
 from functools import partial
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import polars as pl
 
 from guarddiag import files
 from guarddiag.audit.containment import ContainmentIndex, contained_rows, index_containment
-from guarddiag.audit.neardup import (
-    PrefixIndex,
-    forced_probe,
-    form_index,
-    probe_forms,
-    spaced_forms,
-)
+from guarddiag.audit.neardup import PrefixIndex, form_index, probe_forms, spaced_forms
 from guarddiag.audit.normal import (
     KeyIndex,
     exact_candidates,
@@ -78,8 +72,9 @@ from guarddiag.audit.scanstore import (
     sort_hashes,
 )
 from guarddiag.audit.shardread import read_task
-from guarddiag.audit.stream import Shard, Task
+from guarddiag.audit.stream import Task
 from guarddiag.audit.template import template_form
+from guarddiag.cores import meanwhile
 from guarddiag.errors import GuarddiagError
 
 if TYPE_CHECKING:
@@ -92,7 +87,6 @@ __all__ = ["ENGINES", "ScanSpec", "check_engine", "default_workers", "make_spec"
            "scan_task"]
 
 ENGINES = ("local", "ray")
-T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -120,37 +114,15 @@ class ScanSpec:
     template_min_words: int = 0
     """Unmasked words a template form needs (:func:`~guarddiag.audit.template.template_form`)."""
     compiled_probe: bool = True
-    """The near-dup scan runs its compiled probe (:func:`compiled_probe_pays`); either probe
-    keeps the same rows."""
-
-
-COMPILED_PROBE_BYTES = 8 << 20
-"""Pools of this many bytes of files or more take the near-dup scan's compiled probe. Below,
-numba's import (about 0.4 s a process) costs more than the probe saves: whole near-dup audits
-of the synthetic pool broke even near 100,000 rows (6.5 MB of parquet; 1.32-1.34 s against
-1.62-1.65 s at 50,000 rows, 1.77-1.81 s against 1.67-1.70 s at 150,000)."""
-
-
-def compiled_probe_pays(shards: Sequence[Shard]) -> bool:
-    """Whether a near-dup scan of ``shards`` should run the compiled probe: as
-    :data:`~guarddiag.audit.neardup.NEAR_PROBE_ENV` says, else by their size on disk
-    (:data:`COMPILED_PROBE_BYTES`; a file that cannot be sized counts as large)."""
-    forced = forced_probe()
-    if forced is not None:
-        return forced == "compiled"
-    total = 0
-    for shard in shards:
-        try:
-            total += os.path.getsize(shard.path)
-        except OSError:
-            return True
-    return total >= COMPILED_PROBE_BYTES
+    """The near-dup scan runs its compiled probe
+    (:func:`~guarddiag.audit.neardup.compiled_probe_pays`); either probe keeps the same rows."""
 
 
 def make_spec(options: AuditOptions, *, forms: Iterable[str],
               template_forms: Iterable[str] | None, compiled_probe: bool = True) -> ScanSpec:
     """What the scan's workers need, from the audit's options, the benchmark side and whether
-    the pool is large enough for the compiled near-dup probe (:func:`compiled_probe_pays`)."""
+    the pool is large enough for the compiled near-dup probe
+    (:func:`~guarddiag.audit.neardup.compiled_probe_pays`)."""
     forms = tuple(forms)
     templates = None if template_forms is None else frozenset(template_forms)
     near = options.threshold if options.near_dup else None
@@ -192,34 +164,6 @@ class _Indexes:
 _WORKER_STATE: dict[str, _Indexes] = {}
 """Per process: spec key → the benchmark side's indexes, built on first use."""
 _STATE_LOCK = threading.Lock()
-
-
-def meanwhile(work: Callable[..., T], *args: Any) -> Future[T]:
-    """``work(*args)`` started in a daemon thread, for work that releases the GIL while the
-    caller does other work: the pool's sha256 while the benchmarks load (0.45 s for a 650 MB
-    pool, against 0.12-0.15 s of Python for the benchmarks), the near-dup index while the id
-    pass runs. Not an executor: a run that fails or is interrupted meanwhile returns at once,
-    where an executor would wait for the work to end, even at exit."""
-    future: Future[T] = Future()
-
-    def run() -> None:
-        if future.set_running_or_notify_cancel():
-            try:
-                future.set_result(work(*args))
-            except BaseException as exc:    # handed to whoever waits on the result
-                future.set_exception(exc)
-
-    threading.Thread(target=run, daemon=True, name=getattr(work, "__name__", "meanwhile")
-                     ).start()
-    return future
-
-
-def warm_near_kernel() -> None:
-    """Import and load the near-dup scan's compiled probe (about 0.3 s, most of it Python's
-    import of numba), for :func:`meanwhile` while the benchmarks load."""
-    from guarddiag.audit.nearkernel import warm
-
-    warm()
 
 
 def _state(spec: ScanSpec) -> _Indexes:

@@ -370,13 +370,10 @@ def compile_index(index: PrefixIndex) -> CompiledIndex:
         posting_positions=index.posting_positions, threshold=index.threshold)
 
 
-def warm() -> None:
-    """Load (or compile) the kernels now, on a two-word index: the first real call then starts
-    at once (:func:`guarddiag.audit.engine.warm_near_kernel` runs this in a thread while the
-    benchmarks load)."""
-    from guarddiag.audit.neardup import build_index
-
-    index = compile_index(build_index([frozenset({"a", "b"})], threshold=0.5))
+def warm(tiny: PrefixIndex) -> None:
+    """Load (or compile) the kernels now, on a tiny index: the first real call then starts at
+    once (:func:`guarddiag.audit.neardup.warm_compiled_probe`)."""
+    index = compile_index(tiny)
     ascii_near_rows(pl.Series(["a b"], dtype=pl.String), index)
     form_pairs(pl.Series(["a b"], dtype=pl.String), index)
 

@@ -24,16 +24,10 @@ import polars as pl
 
 from guarddiag import data, files
 from guarddiag.audit import merge
-from guarddiag.audit.engine import (
-    check_engine,
-    compiled_probe_pays,
-    make_spec,
-    meanwhile,
-    scan_pool,
-    warm_near_kernel,
-)
+from guarddiag.audit.engine import check_engine, make_spec, scan_pool
 from guarddiag.audit.exact import index_forms
 from guarddiag.audit.frames import audit_frames, check_options
+from guarddiag.audit.neardup import compiled_probe_pays, warm_compiled_probe
 from guarddiag.audit.options import AuditOptions
 from guarddiag.audit.outputs import (
     CHART_SUFFIXES,
@@ -52,6 +46,7 @@ from guarddiag.audit.scanstore import PoolScan, ScanStore
 from guarddiag.audit.shardread import arrow_allocator
 from guarddiag.audit.stream import TASK_BYTES, Shard, Task, find_shards, plan_tasks, pool_digest
 from guarddiag.audit.template import template_form
+from guarddiag.cores import meanwhile
 from guarddiag.errors import GuarddiagError
 
 logger = logging.getLogger(__name__)
@@ -95,7 +90,7 @@ def audit_pool(pool: str | Path, options: AuditOptions | None = None, *,
     shards = find_shards(str(pool))
     digest = meanwhile(pool_digest, shards)
     if opts.near_dup and opts.engine == "local" and compiled_probe_pays(shards):
-        meanwhile(warm_near_kernel)
+        meanwhile(warm_compiled_probe)
     bench_set = data.load_benchmarks(opts.benchmarks, data_dir=data_dir,
                                      derived_dir=derived_dir)
     pool_sha = digest.result()
