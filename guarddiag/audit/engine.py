@@ -74,7 +74,7 @@ from guarddiag.audit.scanstore import (
 from guarddiag.audit.shardread import read_task
 from guarddiag.audit.stream import Task
 from guarddiag.audit.template import template_form
-from guarddiag.cores import meanwhile
+from guarddiag.cores import meanwhile, usable_cores
 from guarddiag.errors import GuarddiagError
 
 if TYPE_CHECKING:
@@ -450,10 +450,7 @@ def _threads_suffice(spec: ScanSpec) -> bool:
 
 def default_workers() -> int:
     """Every core this process may use."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:   # pragma: no cover - not on Linux
-        return os.cpu_count() or 1
+    return usable_cores()
 
 
 def scan_pool(tasks: list[Task], spec: ScanSpec, *, store: ScanStore,

@@ -34,7 +34,7 @@ import numpy as np
 import polars as pl
 from numba import njit
 
-from guarddiag.audit.normal import WORD_BYTES
+from guarddiag.audit.normal import WORD_BYTES, large_strings
 
 if TYPE_CHECKING:
     from guarddiag.audit.neardup import PrefixIndex
@@ -331,15 +331,9 @@ class CompiledIndex:
 
 def _buffers(texts: pl.Series) -> tuple[np.ndarray, np.ndarray] | None:
     """(offsets, bytes) of a string column without nulls, or ``None`` if it has nulls."""
-    import pyarrow as pa
-
-    arrow = texts.cast(pl.String).to_arrow()
-    if isinstance(arrow, pa.ChunkedArray):
-        arrow = arrow.combine_chunks()
-    if arrow.null_count:
+    arrow = large_strings(texts)
+    if arrow is None:
         return None
-    if not isinstance(arrow, pa.LargeStringArray):
-        arrow = arrow.cast(pa.large_string())
     _, offsets, data = arrow.buffers()
     offsets_np = np.frombuffer(offsets, dtype=np.int64)[arrow.offset:arrow.offset + len(arrow) + 1]
     data_np = (np.frombuffer(data, dtype=np.uint8) if data is not None

@@ -44,6 +44,7 @@ import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -51,7 +52,7 @@ import polars as pl
 from guarddiag.text import normalise
 
 __all__ = ["END_CHARS", "WORD_BYTES", "KeyIndex", "exact_candidates", "exact_candidates_and_words",
-           "form_keys", "is_provable", "key_index", "normal_forms", "word_forms"]
+           "form_keys", "is_provable", "key_index", "large_strings", "normal_forms", "word_forms"]
 
 _JAMO = ((0x1100, 0x11FF), (0xA960, 0xA97F), (0xD7B0, 0xD7FF))
 _ASCII_SEPARATORS = tuple(chr(c) for c in range(128)
@@ -252,13 +253,25 @@ def word_forms(texts: pl.Series) -> tuple[pl.Series, int]:
     return _word_forms(texts, wide), wide.slow.len()
 
 
-def _word_forms(texts: pl.Series, wide: _Wide) -> pl.Series:
+def large_strings(texts: pl.Series) -> Any:
+    """``texts`` as one Arrow large-string array, for passes over its offset and byte buffers
+    (the word forms' byte table, the compiled near-dup probe), or ``None`` if it holds a
+    null."""
     import pyarrow as pa
 
     arrow = texts.cast(pl.String).to_arrow()
     if isinstance(arrow, pa.ChunkedArray):
         arrow = arrow.combine_chunks()
-    if arrow.null_count or not isinstance(arrow, pa.LargeStringArray):
+    if arrow.null_count:
+        return None
+    return arrow if isinstance(arrow, pa.LargeStringArray) else arrow.cast(pa.large_string())
+
+
+def _word_forms(texts: pl.Series, wide: _Wide) -> pl.Series:
+    import pyarrow as pa
+
+    arrow = large_strings(texts)
+    if arrow is None:
         return normal_forms(texts)[0].str.replace_many(_WORD_CONTROLS,
                                                        [" "] * len(_WORD_CONTROLS))
     _, offsets, data = arrow.buffers()

@@ -53,7 +53,6 @@ logger = logging.getLogger(__name__)
 
 __all__ = ["SCAN_FOLDER", "audit_pool"]
 
-
 SCAN_FOLDER = ".scan"
 """The audit folder's subfolder holding the finished scan tasks of a run not yet complete."""
 
