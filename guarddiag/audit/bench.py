@@ -31,7 +31,8 @@ import polars as pl
 from guarddiag import data, files
 from guarddiag.audit.engine import default_workers
 from guarddiag.audit.exact import index_forms
-from guarddiag.audit.neardup import NEAR_PROBE_ENV, similar_pairs
+from guarddiag.audit.kernelchoice import SCAN_KERNEL_ENV
+from guarddiag.audit.neardup import similar_pairs
 from guarddiag.audit.normal import normal_forms
 from guarddiag.audit.outputs import save_audit_figure
 from guarddiag.audit.peer import PeerResult, PeerRow, audit_method, pair_rows, require_datasketch
@@ -345,8 +346,7 @@ def _time_phase(pool: SyntheticPool, name: str, n: int, *, near: bool, containme
     """One timed ``audit_pool`` run on the first ``n`` synthetic rows, with what it recovered
     (``figure``: with the chart, as ``--figure`` draws it)."""
     path = _pool_file(pool, n, tmp)
-    logger.info(f"bench audit: {name} audit of {n:,} rows" + (" with the chart" if figure
-                                                              else ""))
+    logger.info(f"bench audit: {name} audit of {n:,} rows{' with the chart' if figure else ''}")
     options = {"benchmarks": benchmarks, "data_dir": data_dir, "near_dup": near,
                "threshold": threshold, "out_dir": tmp / f"audit-{name}-{n}", "force": True,
                "containment": containment, "figure": figure}
@@ -419,10 +419,10 @@ def _row_bytes(rows: pl.DataFrame) -> float:
 
 def _audit_measured(path: Path, options: dict[str, Any]
                     ) -> tuple[pl.DataFrame, float, float, float]:
-    """In a child process: the audit's overlap table, wall seconds, CPU seconds (with its
-    workers) and peak summed RSS in MiB. A near-dup audit runs the compiled probe at every size,
-    as at scale (else a pool under 8 MiB takes the vectorised one, and a rate mixes the two)."""
-    os.environ[NEAR_PROBE_ENV] = "compiled"
+    """In a child process: overlap table, wall and CPU seconds (with its workers) and peak summed
+    RSS in MiB of the audit; a near-dup one runs compiled at every size, as at scale."""
+    if options["near_dup"]:
+        os.environ[SCAN_KERNEL_ENV] = "compiled"
     cpu0, t0 = cpu_seconds(), time.perf_counter()
     with PeakMemory() as memory:
         result = audit_pool(path, **options)

@@ -78,7 +78,8 @@ from guarddiag.cores import meanwhile, usable_cores
 from guarddiag.errors import GuarddiagError
 
 if TYPE_CHECKING:
-    from guarddiag.audit.nearkernel import CompiledIndex
+    from guarddiag.audit.kernels.exact import CompiledKeys
+    from guarddiag.audit.kernels.near import CompiledIndex
     from guarddiag.audit.options import AuditOptions
 
 logger = logging.getLogger(__name__)
@@ -113,16 +114,16 @@ class ScanSpec:
     """Fields every row must hold as non-empty text (checked in the first pass)."""
     template_min_words: int = 0
     """Unmasked words a template form needs (:func:`~guarddiag.audit.template.template_form`)."""
-    compiled_probe: bool = True
-    """The near-dup scan runs its compiled probe
-    (:func:`~guarddiag.audit.neardup.compiled_probe_pays`); either probe keeps the same rows."""
+    compiled: bool = True
+    """The scan runs its compiled kernel (:mod:`~guarddiag.audit.kernelchoice`); either way it
+    keeps the same rows."""
 
 
 def make_spec(options: AuditOptions, *, forms: Iterable[str],
-              template_forms: Iterable[str] | None, compiled_probe: bool = True) -> ScanSpec:
+              template_forms: Iterable[str] | None, compiled: bool = True) -> ScanSpec:
     """What the scan's workers need, from the audit's options, the benchmark side and whether
-    the pool is large enough for the compiled near-dup probe
-    (:func:`~guarddiag.audit.neardup.compiled_probe_pays`)."""
+    the pool is large enough for the compiled kernels
+    (:func:`~guarddiag.audit.kernelchoice.compiled_scan_pays`)."""
     forms = tuple(forms)
     templates = None if template_forms is None else frozenset(template_forms)
     near = options.threshold if options.near_dup else None
@@ -140,7 +141,7 @@ def make_spec(options: AuditOptions, *, forms: Iterable[str],
                     near_threshold=near, template_forms=templates, containment=containment,
                     key=key, fields=fields, require=options.require_fields,
                     template_min_words=options.template_min_words,
-                    compiled_probe=compiled_probe)
+                    compiled=compiled)
 
 
 @dataclass(frozen=True)
@@ -151,8 +152,10 @@ class _Indexes:
     near: PrefixIndex | None
     contained: ContainmentIndex | None
     near_compiled: CompiledIndex | None = None
-    """The near index as the compiled probe reads it (:mod:`~guarddiag.audit.nearkernel`),
+    """The near index as the compiled probe reads it (:mod:`~guarddiag.audit.kernels.near`),
     when the near probe alone finds the exact candidates too."""
+    keys_compiled: CompiledKeys | None = None
+    """The exact keys as the compiled exact pass reads them, when it runs alone."""
 
     @property
     def near_finds_exact(self) -> bool:
@@ -182,9 +185,13 @@ def _build_state(spec: ScanSpec) -> _Indexes:
                                           short_words=spec.containment[1])
         state = _Indexes(forms=pl.Series("form", spec.forms, dtype=pl.String),
                          keys=key_index(spec.forms), near=near, contained=contained)
-        if (spec.compiled_probe and near is not None and state.near_finds_exact
-                and contained is None):
-            state = replace(state, near_compiled=near.compiled)
+        if spec.compiled and contained is None:
+            if near is None:
+                from guarddiag.audit.kernels.exact import compile_keys
+
+                state = replace(state, keys_compiled=compile_keys(state.keys))
+            elif state.near_finds_exact:
+                state = replace(state, near_compiled=near.compiled)
         _WORKER_STATE.clear()
         _WORKER_STATE[spec.key] = state
     return state
@@ -273,7 +280,11 @@ def _candidate_rows(texts: pl.Series, state: _Indexes, spec: ScanSpec) -> tuple[
         # Equal forms have equal keys, and a key is cheaper than a form; the near-dup probe
         # needs each row's words, not its form (word_forms: 2.3x cheaper), and finds the exact
         # candidates too unless some benchmark form has no word.
-        if state.near is None:
+        if state.keys_compiled is not None:
+            from guarddiag.audit.kernels.exact import exact_rows
+
+            keep, slow = exact_rows(texts, state.keys_compiled)
+        elif state.near is None:
             keep, slow = exact_candidates(texts, state.keys)
         elif state.near_compiled is not None:
             keep, slow = _near_candidates(texts, state.near, state.near_compiled)
@@ -298,7 +309,7 @@ def _near_candidates(texts: pl.Series, index: PrefixIndex, compiled: CompiledInd
     are among them), and how many rows the Python normaliser did: the compiled probe reads the
     rows holding only ASCII bytes as they are, and the others' word forms (:func:`word_forms`)
     with every character that ends a word made a space (:func:`spaced_forms`)."""
-    from guarddiag.audit.nearkernel import ascii_near_rows, form_near_rows
+    from guarddiag.audit.kernels.near import ascii_near_rows, form_near_rows
 
     found = ascii_near_rows(texts, compiled)
     if found is None:     # a null text: the vectorised probe takes the batch

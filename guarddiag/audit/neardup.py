@@ -26,7 +26,7 @@ posting lists (kept sorted by set size, expanded by index arithmetic), and the e
 of a candidate pair is the product of the two sets' 0/1 rows. The pairs and their Jaccard floats
 are the ones the per-text Python loop gave (``tests/test_neardup_join.py`` keeps that loop as
 the reference). The near-dup scan of a pool, which only needs to know which rows have a pair,
-runs the same probe compiled, row by row (:mod:`guarddiag.audit.nearkernel`, 3x faster again);
+runs the same probe compiled, row by row (:mod:`guarddiag.audit.kernels.near`, 3x faster again);
 this one pairs the scan's candidates with their benchmark prompts.
 
 :func:`near_matches` is the audit's use of the join: benchmark normal forms against pool rows.
@@ -35,7 +35,6 @@ this one pairs the scan's candidates with their benchmark prompts.
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
@@ -44,18 +43,17 @@ from typing import TYPE_CHECKING
 import numpy as np
 import polars as pl
 
-from guarddiag.audit.stream import Shard
+from guarddiag.audit.kernelchoice import forced_kernel
 from guarddiag.errors import GuarddiagError
 
 if TYPE_CHECKING:
     from scipy.sparse import csr_matrix
 
-    from guarddiag.audit.nearkernel import CompiledIndex
+    from guarddiag.audit.kernels.near import CompiledIndex
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["COMPILED_PROBE_BYTES", "NEAR_PROBE_ENV", "PrefixIndex", "build_index",
-           "check_threshold", "compiled_probe_pays", "forced_probe", "form_index", "near_matches",
+__all__ = ["PrefixIndex", "build_index", "check_threshold", "form_index", "near_matches",
            "probe_forms", "probe_index", "similar_pairs", "spaced_forms", "warm_compiled_probe"]
 
 _EPS = 1e-9
@@ -122,9 +120,9 @@ class PrefixIndex:
 
     @cached_property
     def compiled(self) -> CompiledIndex:
-        """This index as the compiled probe reads it (:mod:`guarddiag.audit.nearkernel`),
+        """This index as the compiled probe reads it (:mod:`guarddiag.audit.kernels.near`),
         built on first use: numba costs ~0.3 s to import."""
-        from guarddiag.audit.nearkernel import compile_index
+        from guarddiag.audit.kernels.near import compile_index
 
         return compile_index(self)
 
@@ -418,49 +416,11 @@ def similar_pairs(indexed: Sequence[Collection[str]], probes: Sequence[Collectio
     return probe_index(build_index(indexed, threshold=threshold), probes)
 
 
-NEAR_PROBE_ENV = "GUARDDIAG_NEAR_PROBE"
-"""``compiled`` or ``vectorised`` forces the near-dup probe, in the scan and in
-:func:`near_matches` (the bench measures the compiled one at every size; ``vectorised`` never
-imports numba); unset or ``auto`` decides by the size of the work."""
-
-
-def forced_probe() -> str | None:
-    """``compiled`` or ``vectorised`` if :data:`NEAR_PROBE_ENV` forces a probe, else ``None``."""
-    forced = os.environ.get(NEAR_PROBE_ENV, "auto")
-    if forced not in ("auto", "compiled", "vectorised"):
-        raise GuarddiagError(f"{NEAR_PROBE_ENV}={forced!r}: expected auto, compiled or "
-                             "vectorised")
-    return None if forced == "auto" else forced
-
-
-COMPILED_PROBE_BYTES = 8 << 20
-"""Pools of this many bytes of files or more take the near-dup scan's compiled probe. Below,
-numba's import (about 0.4 s a process) costs more than the probe saves: whole near-dup audits
-of the synthetic pool broke even near 100,000 rows (6.5 MB of parquet; 1.32-1.34 s against
-1.62-1.65 s at 50,000 rows, 1.77-1.81 s against 1.67-1.70 s at 150,000)."""
-
-
-def compiled_probe_pays(shards: Sequence[Shard]) -> bool:
-    """Whether a near-dup scan of ``shards`` should run the compiled probe: as
-    :data:`NEAR_PROBE_ENV` says, else by their size on disk (:data:`COMPILED_PROBE_BYTES`; a
-    file that cannot be sized counts as large)."""
-    forced = forced_probe()
-    if forced is not None:
-        return forced == "compiled"
-    total = 0
-    for shard in shards:
-        try:
-            total += os.path.getsize(shard.path)
-        except OSError:
-            return True
-    return total >= COMPILED_PROBE_BYTES
-
-
 def warm_compiled_probe() -> None:
     """Import and load the compiled probe (about 0.3 s, most of it Python's import of numba) on
     a two-word index, so that its first real call starts at once; run beside the benchmark
     loading (:func:`guarddiag.cores.meanwhile`)."""
-    from guarddiag.audit.nearkernel import warm
+    from guarddiag.audit.kernels.near import warm
 
     warm(build_index([frozenset({"a", "b"})], threshold=0.5))
 
@@ -481,13 +441,13 @@ def near_matches(forms: Sequence[str], pool_forms: Sequence[str], *, threshold: 
                 f"{len(forms):,} benchmark texts (word-set Jaccard ≥ {threshold:g})")
     index = form_index(tuple(forms), threshold=threshold)
     pairs: Iterable[tuple[int, int, float]]
-    forced = forced_probe()
+    forced = forced_kernel()
     if forced == "vectorised" or (forced is None and len(unique_forms) < _COMPILED_PAIRS_FROM):
         pairs = probe_forms(index, unique_forms)
     else:
         # The compiled probe (the pairs probe_forms finds, with the same floats), on the forms
         # with their word-ending characters spaced.
-        from guarddiag.audit.nearkernel import form_pairs
+        from guarddiag.audit.kernels.near import form_pairs
 
         found = form_pairs(spaced_forms(pl.Series(unique_forms, dtype=pl.String)),
                            index.compiled)

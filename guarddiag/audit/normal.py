@@ -51,8 +51,9 @@ import polars as pl
 
 from guarddiag.text import normalise
 
-__all__ = ["END_CHARS", "WORD_BYTES", "KeyIndex", "exact_candidates", "exact_candidates_and_words",
-           "form_keys", "is_provable", "key_index", "large_strings", "normal_forms", "word_forms"]
+__all__ = ["END_CHARS", "WORD_BYTES", "KeyIndex", "exact_candidates",
+           "exact_candidates_and_words", "form_keys", "is_provable", "key_code_points", "key_index",
+           "large_strings", "normal_forms", "word_forms"]
 
 _JAMO = ((0x1100, 0x11FF), (0xA960, 0xA97F), (0xD7B0, 0xD7FF))
 _ASCII_SEPARATORS = tuple(chr(c) for c in range(128)
@@ -128,6 +129,15 @@ def is_provable(chars: Iterable[str]) -> dict[str, int]:
         _PROVABLE.update((c, 1 if c in agree else 2 if _separator_like(c) else 0)
                          for c in new)
     return {c: _PROVABLE[c] for c in chars}
+
+
+def key_code_points(chars: Iterable[str]) -> dict[str, int]:
+    """What each (non-ASCII) character becomes in a key (a normal form without its spaces) on
+    the vectorised path: the code point of its lower case, -1 for a separator (dropped), or -2
+    if it is not provable (its row's key needs :func:`guarddiag.text.normalise`). For the
+    compiled exact pass (:mod:`guarddiag.audit.kernels.exact`), which reads code points."""
+    return {c: (-1 if kind == 2 or _is_separator(c) else ord(c.lower())) if kind else -2
+            for c, kind in is_provable(chars).items()}
 
 
 def _vectorised(texts: pl.Series, separators: list[str], *, keys: bool) -> pl.Series:

@@ -27,7 +27,8 @@ from guarddiag.audit import merge
 from guarddiag.audit.engine import check_engine, make_spec, scan_pool
 from guarddiag.audit.exact import index_forms
 from guarddiag.audit.frames import audit_frames, check_options
-from guarddiag.audit.neardup import compiled_probe_pays, warm_compiled_probe
+from guarddiag.audit.kernelchoice import compiled_scan_pays, warm_exact_kernel
+from guarddiag.audit.neardup import warm_compiled_probe
 from guarddiag.audit.options import AuditOptions
 from guarddiag.audit.outputs import (
     CHART_SUFFIXES,
@@ -88,8 +89,9 @@ def audit_pool(pool: str | Path, options: AuditOptions | None = None, *,
     check_engine(opts.engine, workers=opts.workers)
     shards = find_shards(str(pool))
     digest = meanwhile(pool_digest, shards)
-    if opts.near_dup and opts.engine == "local" and compiled_probe_pays(shards):
-        meanwhile(warm_compiled_probe)
+    if (opts.engine == "local" and not opts.containment
+            and compiled_scan_pays(shards, near=opts.near_dup)):
+        meanwhile(warm_compiled_probe if opts.near_dup else warm_exact_kernel)
     bench_set = data.load_benchmarks(opts.benchmarks, data_dir=data_dir,
                                      derived_dir=derived_dir)
     pool_sha = digest.result()
@@ -246,7 +248,7 @@ def _scan_and_audit(shards: list[Shard], tasks: list[Task], store: ScanStore,
         templates = {f for texts in bench_texts for t in texts
                      if (f := template_form(t, min_words=opts.template_min_words)) is not None}
     spec = make_spec(opts, forms=index_forms(bench_texts).forms, template_forms=templates,
-                     compiled_probe=opts.near_dup and compiled_probe_pays(shards))
+                     compiled=compiled_scan_pays(shards, near=opts.near_dup))
     # No progress line before the scan: a bad pool row must be the only line on stderr.
     scan = scan_pool(tasks, spec, store=store, engine=opts.engine, workers=opts.workers,
                      ray_address=opts.ray_address)

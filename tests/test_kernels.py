@@ -1,4 +1,4 @@
-"""The compiled near-dup probe (:mod:`guarddiag.audit.nearkernel`) against a brute-force
+"""The compiled near-dup probe (:mod:`guarddiag.audit.kernels.near`) against a brute-force
 Jaccard over :func:`guarddiag.text.word_set` and against the vectorised probe it stands in for:
 the same rows kept, on random texts with mixed case, punctuation, control characters, repeated
 words, words of 8 and 9 bytes and long words sharing their first 8 bytes, at edge thresholds,
@@ -13,10 +13,11 @@ import numpy as np
 import polars as pl
 import pytest
 
-from guarddiag.audit import engine, neardup, nearkernel
+from guarddiag.audit import engine, kernelchoice, neardup
 from guarddiag.audit import run as audit_run
+from guarddiag.audit.kernels import near as kernels
+from guarddiag.audit.kernels.near import ascii_near_rows, compile_index, form_near_rows
 from guarddiag.audit.neardup import form_index, spaced_forms
-from guarddiag.audit.nearkernel import ascii_near_rows, compile_index, form_near_rows
 from guarddiag.audit.normal import word_forms
 from guarddiag.audit.stream import Shard
 from guarddiag.errors import GuarddiagError
@@ -134,7 +135,7 @@ def test_long_posting_lists_are_looked_up_in_the_run_table() -> None:
     texts, forms = _long_lists()
     index = form_index(tuple(forms), threshold=0.8)
     compiled = index.compiled
-    assert np.sort(np.diff(compiled.rank_start))[-3] > 2 * nearkernel._SHORT_LIST
+    assert np.sort(np.diff(compiled.rank_start))[-3] > 2 * kernels._SHORT_LIST
     found = ascii_near_rows(pl.Series(texts, dtype=pl.String), compiled)
     assert found is not None
     expected = _brute_force(texts, forms, 0.8)
@@ -168,12 +169,12 @@ def test_colliding_long_words_are_told_apart_by_their_bytes(
     the vocabulary table and among a row's distinct words."""
     texts, forms = _case(4, n=150)
     expected = _brute_force(texts, forms, 0.8)
-    monkeypatch.setattr(nearkernel, "_FNV_PRIME", np.uint64(0))
-    kernels = {name: obj.py_func for name, obj in vars(nearkernel).items()
-               if hasattr(obj, "py_func")}
-    assert {"_key", "_slot", "_build_table", "_probe"} <= set(kernels)
-    for name, python in kernels.items():
-        monkeypatch.setattr(nearkernel, name, python)
+    monkeypatch.setattr(kernels, "FNV_PRIME", np.uint64(0))
+    compiled = {name: obj.py_func for name, obj in vars(kernels).items()
+                if hasattr(obj, "py_func")}
+    assert {"_key", "home_slot", "_build_table", "_probe"} <= set(compiled)
+    for name, python in compiled.items():
+        monkeypatch.setattr(kernels, name, python)
     with np.errstate(over="ignore"):
         index = compile_index(form_index(tuple(forms), threshold=0.8))
         found = ascii_near_rows(pl.Series(texts, dtype=pl.String), index)
@@ -219,7 +220,7 @@ def test_the_compiled_pairs_are_the_vectorised_probes_pairs(threshold: float) ->
     pool = sorted({normalise(t) for t in _texts(rng, 400, base=base)})
     index = form_index(forms, threshold=threshold)
     want = neardup.probe_forms(index, pool)
-    found = nearkernel.form_pairs(spaced_forms(pl.Series(pool, dtype=pl.String)),
+    found = kernels.form_pairs(spaced_forms(pl.Series(pool, dtype=pl.String)),
                                   index.compiled)
     assert found is not None
     got = list(zip(*(a.tolist() for a in found), strict=True))
@@ -228,16 +229,19 @@ def test_the_compiled_pairs_are_the_vectorised_probes_pairs(threshold: float) ->
     assert threshold == 1.0 or any(0 < j < 1 for _, _, j in want)
 
 
-def test_the_compiled_probe_pays_from_a_pool_size(tmp_path: Path,
-                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(neardup.NEAR_PROBE_ENV, raising=False)
+@pytest.mark.parametrize("near", [True, False])
+def test_the_compiled_kernels_pay_from_a_pool_size(tmp_path: Path, near: bool,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(kernelchoice.SCAN_KERNEL_ENV, raising=False)
+    limit = kernelchoice.COMPILED_NEAR_BYTES if near else kernelchoice.COMPILED_EXACT_BYTES
     small, large = tmp_path / "a.parquet", tmp_path / "b.parquet"
-    small.write_bytes(b"x" * (neardup.COMPILED_PROBE_BYTES - 1))
+    small.write_bytes(b"x" * (limit - 1))
     large.write_bytes(b"x")
-    assert not neardup.compiled_probe_pays([Shard(path=str(small), fmt="parquet")])
-    assert neardup.compiled_probe_pays([Shard(path=str(small), fmt="parquet"),
-                                       Shard(path=str(large), fmt="parquet")])
-    assert neardup.compiled_probe_pays([Shard(path=str(tmp_path / "gone"), fmt="parquet")])
+    pays = kernelchoice.compiled_scan_pays
+    assert not pays([Shard(path=str(small), fmt="parquet")], near=near)
+    assert pays([Shard(path=str(small), fmt="parquet"), Shard(path=str(large), fmt="parquet")],
+                near=near)
+    assert pays([Shard(path=str(tmp_path / "gone"), fmt="parquet")], near=near)
 
 
 def _audited_bytes(out: Path) -> dict[str, bytes]:
@@ -253,7 +257,7 @@ def test_an_audit_writes_the_same_bytes_with_either_probe(tmp_path: Path, serve_
     more than it saves); made to, it writes the same outputs, candidates and pairs alike."""
     from guarddiag.audit import audit_pool
 
-    monkeypatch.delenv(neardup.NEAR_PROBE_ENV, raising=False)
+    monkeypatch.delenv(kernelchoice.SCAN_KERNEL_ENV, raising=False)
     texts, forms = _case(8, n=300)
     texts = [t for t in texts if t.strip()] + [
         "Café, the lock!", "the lock x\u0301 door", "ﬁne ™ the lock", "東京 the lock door"]
@@ -268,27 +272,29 @@ def test_an_audit_writes_the_same_bytes_with_either_probe(tmp_path: Path, serve_
         raise AssertionError("the compiled probe was loaded for a small pool")
 
     with monkeypatch.context() as patch:
-        patch.setattr(nearkernel, "compile_index", refuse)
+        patch.setattr(kernels, "compile_index", refuse)
         patch.setattr(audit_run, "warm_compiled_probe", refuse)
         vectorised = audit_pool(pool, out_dir=tmp_path / "v", near_dup=True, figure=False)
-    monkeypatch.setattr(neardup, "COMPILED_PROBE_BYTES", 0)
+    monkeypatch.setattr(kernelchoice, "COMPILED_NEAR_BYTES", 0)
     monkeypatch.setattr(neardup, "_COMPILED_PAIRS_FROM", 0)
     compiled = audit_pool(pool, out_dir=tmp_path / "c", near_dup=True, figure=False)
     assert _audited_bytes(tmp_path / "v") == _audited_bytes(tmp_path / "c")
     assert compiled.overlap.height == vectorised.overlap.height > 20
 
 
-def test_the_near_probe_can_be_forced_either_way(tmp_path: Path,
-                                                monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("near", [True, False])
+def test_the_kernels_can_be_forced_either_way(tmp_path: Path, near: bool,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
     small = [Shard(path=str(tmp_path / "small.parquet"), fmt="parquet")]
     (tmp_path / "small.parquet").write_bytes(b"x")
-    monkeypatch.setenv(neardup.NEAR_PROBE_ENV, "compiled")
-    assert neardup.compiled_probe_pays(small)
-    monkeypatch.setenv(neardup.NEAR_PROBE_ENV, "vectorised")
-    assert not neardup.compiled_probe_pays([Shard(path=str(tmp_path / "gone"), fmt="parquet")])
-    monkeypatch.setenv(neardup.NEAR_PROBE_ENV, "fast")
-    with pytest.raises(GuarddiagError, match="GUARDDIAG_NEAR_PROBE='fast': expected auto"):
-        neardup.compiled_probe_pays(small)
+    monkeypatch.setenv(kernelchoice.SCAN_KERNEL_ENV, "compiled")
+    assert kernelchoice.compiled_scan_pays(small, near=near)
+    monkeypatch.setenv(kernelchoice.SCAN_KERNEL_ENV, "vectorised")
+    assert not kernelchoice.compiled_scan_pays(
+        [Shard(path=str(tmp_path / "gone"), fmt="parquet")], near=near)
+    monkeypatch.setenv(kernelchoice.SCAN_KERNEL_ENV, "fast")
+    with pytest.raises(GuarddiagError, match="GUARDDIAG_SCAN_KERNEL='fast': expected auto"):
+        kernelchoice.compiled_scan_pays(small, near=near)
 
 
 def test_near_matches_follows_the_forced_probe(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -297,33 +303,35 @@ def test_near_matches_follows_the_forced_probe(monkeypatch: pytest.MonkeyPatch) 
     texts, forms = _case(10, n=200)
     pool_forms = [normalise(t) for t in texts]
     calls = []
-    real = nearkernel.form_pairs
+    real = kernels.form_pairs
 
     def counted(*args: object) -> object:
         calls.append(1)
         return real(*args)
 
-    monkeypatch.setattr(nearkernel, "form_pairs", counted)
-    monkeypatch.setenv(neardup.NEAR_PROBE_ENV, "compiled")
+    monkeypatch.setattr(kernels, "form_pairs", counted)
+    monkeypatch.setenv(kernelchoice.SCAN_KERNEL_ENV, "compiled")
     compiled = neardup.near_matches(forms, pool_forms, threshold=0.8)
     assert calls == [1]
-    monkeypatch.setenv(neardup.NEAR_PROBE_ENV, "vectorised")
+    monkeypatch.setenv(kernelchoice.SCAN_KERNEL_ENV, "vectorised")
     monkeypatch.setattr(neardup, "_COMPILED_PAIRS_FROM", 0)
-    monkeypatch.setattr(nearkernel, "form_pairs", None)    # a call would raise TypeError
+    monkeypatch.setattr(kernels, "form_pairs", None)    # a call would raise TypeError
     assert neardup.near_matches(forms, pool_forms, threshold=0.8) == compiled
     assert len(compiled) > 20
 
 
-def test_a_bad_probe_setting_stops_only_a_near_dup_audit(tmp_path: Path, serve_benchmarks,
-                                                         monkeypatch: pytest.MonkeyPatch
-                                                         ) -> None:
+@pytest.mark.parametrize("near", [True, False])
+def test_a_bad_kernel_setting_stops_an_audit(tmp_path: Path, serve_benchmarks, near: bool,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
     from guarddiag.audit import audit_pool
 
     serve_benchmarks({"Q": pl.DataFrame({"prompt_id": ["q1"], "text": ["the lock and key"]})})
     pool = tmp_path / "pool.parquet"
     pl.DataFrame({"prompt_id": ["r1", "r2"], "text": ["The lock and key!", "other"]}
                  ).write_parquet(pool)
-    monkeypatch.setenv(neardup.NEAR_PROBE_ENV, "fast")
-    assert audit_pool(pool, out_dir=tmp_path / "e", figure=False).overlap.height == 1
-    with pytest.raises(GuarddiagError, match="GUARDDIAG_NEAR_PROBE='fast'"):
-        audit_pool(pool, out_dir=tmp_path / "n", near_dup=True, figure=False)
+    monkeypatch.setenv(kernelchoice.SCAN_KERNEL_ENV, "fast")
+    with pytest.raises(GuarddiagError, match="GUARDDIAG_SCAN_KERNEL='fast'"):
+        audit_pool(pool, out_dir=tmp_path / "n", near_dup=near, figure=False)
+    monkeypatch.setenv(kernelchoice.SCAN_KERNEL_ENV, "auto")
+    assert audit_pool(pool, out_dir=tmp_path / "n", near_dup=near,
+                      figure=False).overlap.height == 1

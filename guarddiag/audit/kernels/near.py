@@ -19,10 +19,7 @@ positional filters and exact verification:
   stamped ranks, with no sort of the row's words.
 
 A row is kept when some benchmark set reaches the threshold: the rows the vectorised probe finds
-(``tests/test_nearkernel.py`` compares both with a brute-force Jaccard). numba compiles the
-kernels on the first near-dup scan of an installation and caches the machine code beside this
-file (``cache=True``); the exact audit, the CLI's start-up and a near-dup audit of a small pool
-(:func:`guarddiag.audit.neardup.compiled_probe_pays`) never import it.
+(``tests/test_kernels.py`` compares both with a brute-force Jaccard).
 """
 
 from __future__ import annotations
@@ -34,7 +31,8 @@ import numpy as np
 import polars as pl
 from numba import njit
 
-from guarddiag.audit.normal import WORD_BYTES, large_strings
+from guarddiag.audit.kernels import FNV_OFFSET, FNV_PRIME, column_buffers, home_slot
+from guarddiag.audit.normal import WORD_BYTES
 
 if TYPE_CHECKING:
     from guarddiag.audit.neardup import PrefixIndex
@@ -46,20 +44,7 @@ _EPS = 1e-9
 """The slack of :data:`guarddiag.audit.neardup._EPS` (the filters must be at least as loose)."""
 _SHORT_LIST = 32
 """Posting lists up to this long are scanned; longer ones use the run table."""
-
-
-_FNV_OFFSET = np.uint64(0xCBF29CE484222325)
-_FNV_PRIME = np.uint64(0x100000001B3)
 _LONG = np.uint64(1 << 63)
-_MIX = np.uint64(0x9E3779B97F4A7C15)
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _slot(key, shift):
-    """A key's home slot in a table of ``2 ** (64 - shift)`` slots (the high bits of a
-    multiply-xorshift mix: a packed word's entropy sits in its low bytes)."""
-    key = (key ^ (key >> np.uint64(29))) * _MIX
-    return np.int64((key ^ (key >> np.uint64(32))) >> shift)
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -72,9 +57,9 @@ def _key(data, start, stop):
         key |= np.uint64(data[j]) << np.uint64(8 * (j - start))
     if stop - start <= 8:
         return key
-    h = (_FNV_OFFSET ^ key) * _FNV_PRIME
+    h = (FNV_OFFSET ^ key) * FNV_PRIME
     for j in range(start + 8, stop):
-        h = (h ^ np.uint64(data[j])) * _FNV_PRIME
+        h = (h ^ np.uint64(data[j])) * FNV_PRIME
     return h | _LONG
 
 
@@ -92,7 +77,7 @@ def _build_table(offsets, data):
     table = np.zeros(2 * size, dtype=np.uint64)
     for i in range(n):
         key = _key(data, offsets[i], offsets[i + 1])
-        slot = _slot(key, shift)
+        slot = home_slot(key, shift)
         while table[2 * slot] != 0:
             slot = (slot + 1) & (size - 1)
         table[2 * slot] = key
@@ -163,18 +148,18 @@ def _probe(offsets, data, lut, table, shift, vocab_offsets, vocab_data,
             long_word = False
             if j < stop and lut[data[j]] != 32:
                 long_word = True
-                h = (_FNV_OFFSET ^ key) * _FNV_PRIME
+                h = (FNV_OFFSET ^ key) * FNV_PRIME
                 while j < stop:
                     c = lut[data[j]]
                     if c == 32:
                         break
-                    h = (h ^ np.uint64(c)) * _FNV_PRIME
+                    h = (h ^ np.uint64(c)) * FNV_PRIME
                     j += 1
                 key = h | _LONG
             length = j - w0
             # Distinct within the row: a key of up to 8 bytes is the word itself; a longer
             # word's hash is confirmed byte by byte.
-            slot = _slot(key, seen_shift)
+            slot = home_slot(key, seen_shift)
             repeat = False
             while seen_stamp[slot] == stamp:
                 if seen_key[slot] == key and seen_len[slot] == length:
@@ -212,7 +197,7 @@ def _probe(offsets, data, lut, table, shift, vocab_offsets, vocab_data,
         for i in range(distinct):
             key = word_key[i]
             length = word_len[i]
-            vslot = _slot(key, shift)
+            vslot = home_slot(key, shift)
             while table[2 * vslot] != 0:
                 entry = table[2 * vslot + 1]
                 if table[2 * vslot] == key and np.int64(entry >> 32) == length:
@@ -329,21 +314,9 @@ class CompiledIndex:
     threshold: float
 
 
-def _buffers(texts: pl.Series) -> tuple[np.ndarray, np.ndarray] | None:
-    """(offsets, bytes) of a string column without nulls, or ``None`` if it has nulls."""
-    arrow = large_strings(texts)
-    if arrow is None:
-        return None
-    _, offsets, data = arrow.buffers()
-    offsets_np = np.frombuffer(offsets, dtype=np.int64)[arrow.offset:arrow.offset + len(arrow) + 1]
-    data_np = (np.frombuffer(data, dtype=np.uint8) if data is not None
-               else np.zeros(0, dtype=np.uint8))
-    return offsets_np, data_np
-
-
 def compile_index(index: PrefixIndex) -> CompiledIndex:
     """The kernel's view of ``index`` (the vocabulary's ``rank`` is its row number)."""
-    buffers = _buffers(index.vocab.get_column("word"))
+    buffers = column_buffers(index.vocab.get_column("word"))
     assert buffers is not None, "a vocabulary holds no null word"
     offsets, data = buffers
     table, shift = _build_table(offsets, data)
@@ -418,7 +391,7 @@ _NO_PAIRS = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64),
 def _near(texts: pl.Series, index: CompiledIndex, *, any_byte: bool,
           pairs: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] = _NO_PAIRS
           ) -> tuple[np.ndarray, np.ndarray] | None:
-    buffers = _buffers(texts)
+    buffers = column_buffers(texts)
     if buffers is None:
         return None
     offsets, data = buffers

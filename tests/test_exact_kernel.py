@@ -1,0 +1,161 @@
+"""The compiled exact pass (:func:`guarddiag.audit.kernels.exact.exact_rows`) against the vectorised
+one it stands in for (:func:`guarddiag.audit.normal.exact_candidates`) and against
+:func:`guarddiag.text.normalise` itself: the same candidate rows and the same count of rows the
+Python normaliser did, on texts in several scripts with separators, control characters,
+combining marks, ligatures and keys shorter than their ends; with every hash made to collide; and
+with characters the process has not met before."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+
+from guarddiag.audit import kernelchoice
+from guarddiag.audit import run as audit_run
+from guarddiag.audit.kernels import exact as kernels
+from guarddiag.audit.kernels.exact import compile_keys, ends_code, exact_rows, key_code
+from guarddiag.audit.normal import END_CHARS, exact_candidates, key_index
+from guarddiag.text import normalise
+
+_PIECES = ["the", "Lock", "DOOR", "key", "a", "I", "42", "Café", "ÉTÉ", "东京", "слово",
+           "Straße", "ﬁne", "x\u0301", "™", "ｆｕｌｌ", "ab\u200bcd", "Σίσυφος", "\x00", "\x01",
+           "\x7f", "zz"]
+_GLUE = [" ", "", ", ", "!", "\t", "\n", "...", " - ", "\u2026", "？", "\u00a0", "'"]
+
+
+def _texts(rng: np.random.Generator, n: int) -> list[str]:
+    out = []
+    for _ in range(n):
+        pieces = [str(p) for p in rng.choice(_PIECES, size=int(rng.integers(1, 7)))]
+        text = "".join(p + str(rng.choice(_GLUE)) for p in pieces)
+        out.append(str(rng.choice(_GLUE)) + text if rng.random() < 0.3 else text)
+    return out
+
+
+def _case(seed: int) -> tuple[list[str], list[str]]:
+    """Pool texts and benchmark forms: a third of the forms come from pool texts (so those
+    texts and their case, spacing and punctuation variants are exact matches); the other texts
+    often share a form's ends but not its middle."""
+    rng = np.random.default_rng(seed)
+    texts = _texts(rng, 600)
+    forms = sorted({normalise(t) for t in texts[:200:3]} | {normalise(t) for t in
+                                                            _texts(rng, 40)} - {""})
+    variants = [t.upper() + "!!" if i % 2 else " " + t.replace(" ", "  ") + "."
+                for i, t in enumerate(texts[:200:3])]
+    same_ends = [f[:END_CHARS] + " zz " + f[-END_CHARS:] for f in forms]
+    return [t for t in texts + variants + same_ends if t.strip()], forms
+
+
+def _truth(texts: list[str], forms: list[str]) -> list[bool]:
+    keys = {f.replace(" ", "") for f in forms}
+    return [normalise(t).replace(" ", "") in keys for t in texts]
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_the_compiled_exact_pass_keeps_the_vectorised_rows(seed: int) -> None:
+    texts, forms = _case(seed)
+    index = key_index(forms)
+    batch = pl.Series("text", texts, dtype=pl.String)
+    keep, slow = exact_rows(batch, compile_keys(index))
+    want, want_slow = exact_candidates(batch, index)
+    assert keep.to_list() == want.to_list()
+    assert slow == want_slow > 0
+    # Candidates are exactly the rows whose key is a benchmark key: those the audit keeps.
+    assert keep.to_list() == _truth(texts, forms)
+    assert sum(keep.to_list()) > 60
+    found = [t for t, k in zip(texts, keep.to_list(), strict=True) if k]
+    assert any(not t.isascii() for t in found)
+    assert any(t.isascii() for t in found)
+
+
+def test_keys_shorter_than_their_ends_and_empty_keys() -> None:
+    forms = ["a", "ab", "abc", "abcd", "abcde", "é", "a b c d e f g h", "东", "lock\x00",
+             "\x00door"]
+    texts = ["A", "a!", "b a", "AB", "a-b", "abc", "ABCD.", "abcde", "abcdf", "É", "e\u0301",
+             "abcdefgh", "a b c d e f g h", "abcd efgh", "东", "東", "!!!", "...", "a\x00",
+             "LOCK\x00!", "lock", "\x00 Door", "door"]
+    index = key_index(forms)
+    keep, _ = exact_rows(pl.Series(texts, dtype=pl.String), compile_keys(index))
+    assert keep.to_list() == _truth(texts, forms)
+    assert keep.to_list() == exact_candidates(pl.Series(texts, dtype=pl.String), index
+                                              )[0].to_list()
+    assert ends_code("") == 1 << 63
+    assert ends_code("ab") != ends_code("ba")
+
+
+def test_every_hash_colliding_still_keeps_only_the_matching_rows(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the FNV prime set to 0 every non-ASCII end and every key hashes alike: the kernel
+    (run as Python, which reads the patched constant) then passes such rows on, and the whole
+    key decides."""
+    texts, forms = _case(5)
+    monkeypatch.setattr(kernels, "FNV_PRIME", np.uint64(0))
+    compiled = {name: obj.py_func for name, obj in vars(kernels).items()
+                if hasattr(obj, "py_func")}
+    assert {"home_slot", "_decode", "_in_table", "_build_code_table", "_key_ends"} <= set(compiled)
+    for name, python in compiled.items():
+        monkeypatch.setattr(kernels, name, python)
+    assert len({key_code(f.replace(" ", "")) for f in forms}) == 1
+    with np.errstate(over="ignore"):
+        keep, _ = exact_rows(pl.Series(texts, dtype=pl.String), compile_keys(key_index(forms)))
+    assert keep.to_list() == _truth(texts, forms)
+
+
+def test_characters_met_for_the_first_time_are_looked_up_and_the_rows_read_again(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    fresh = np.full(0x110000, kernels._UNKNOWN, dtype=np.int32)
+    monkeypatch.setattr(kernels, "_FOLD", fresh)
+    forms = ["ωμέγα key", "straße door", "the lock"]
+    texts = ["ΩΜΈΓΑ KEY!", "Straße door", "STRASSE door", "the lock", "the lock ω", "ωμέγα"]
+    keep, slow = exact_rows(pl.Series(texts, dtype=pl.String),
+                            compile_keys(key_index([normalise(f) for f in forms])))
+    assert keep.to_list() == [True, True, True, True, False, False]
+    assert slow == 1     # "Straße door": ß case-folds to two characters
+    assert fresh[ord("ω")] == fresh[ord("Ω")] == ord("ω")
+    assert fresh[ord("A")] == ord("a")
+    assert fresh[ord("!")] == -1
+    assert fresh[ord("ß")] == -2
+    assert (fresh < -3).sum() == 0     # nothing left marked as listed
+
+
+def test_a_batch_with_a_null_takes_the_vectorised_pass() -> None:
+    index = key_index(["the lock"])
+    batch = pl.Series(["The lock", None, "door"], dtype=pl.String)
+    keep, _ = exact_rows(batch, compile_keys(index))
+    assert keep.to_list() == exact_candidates(batch, index)[0].to_list() == [True, False, False]
+
+
+def _audited_bytes(out: Path) -> dict[str, bytes]:
+    return {name: (out / name).read_bytes() for name in
+            ("overlap.parquet", "rows_to_remove.parquet", "rows_to_remove.jsonl",
+             "summary.json")}
+
+
+def test_an_exact_audit_writes_the_same_bytes_with_either_kernel(
+        tmp_path: Path, serve_benchmarks, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A small pool's exact audit never loads the kernel; made to, it writes the same
+    outputs."""
+    from guarddiag.audit import audit_pool
+
+    monkeypatch.delenv(kernelchoice.SCAN_KERNEL_ENV, raising=False)
+    texts, forms = _case(7)
+    serve_benchmarks({"Q": pl.DataFrame({"prompt_id": [f"q{i}" for i in range(len(forms))],
+                                         "text": forms})})
+    pool = tmp_path / "pool.parquet"
+    pl.DataFrame({"prompt_id": [f"r{i}" for i in range(len(texts))], "text": texts}
+                 ).write_parquet(pool)
+
+    def refuse(*_: object) -> None:
+        raise AssertionError("the exact kernel was loaded for a small pool")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(kernels, "compile_keys", refuse)
+        patch.setattr(audit_run, "warm_exact_kernel", refuse)
+        vectorised = audit_pool(pool, out_dir=tmp_path / "v", figure=False)
+    monkeypatch.setattr(kernelchoice, "COMPILED_EXACT_BYTES", 0)
+    compiled = audit_pool(pool, out_dir=tmp_path / "c", figure=False)
+    assert _audited_bytes(tmp_path / "v") == _audited_bytes(tmp_path / "c")
+    assert compiled.overlap.height == vectorised.overlap.height > 20
