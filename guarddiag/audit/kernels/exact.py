@@ -73,7 +73,8 @@ def ends_code(key: str) -> int:
         return ((1 << 63) | sum((ord(c) + 1) << (8 * i) for i, c in enumerate(head))
                 | sum((ord(c) + 1) << (32 + 8 * i) for i, c in enumerate(tail)))
     h = int(FNV_OFFSET)
-    for c in (*head, "\uffff", *tail):     # U+FFFF is no key character: it splits the two
+    for c in (*head, "\uffff", *tail):     # U+FFFF splits the two (a noncharacter: a row
+        # holding one goes to the Python normaliser, so it is never in a kernel row's key)
         h = ((h ^ ord(c)) * int(FNV_PRIME)) & 0xFFFF_FFFF_FFFF_FFFF
     return max(h & ~(1 << 63), 1)     # 0 marks an empty slot of the kernel's table
 
