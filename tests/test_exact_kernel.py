@@ -1,4 +1,4 @@
-"""The compiled exact pass (:func:`guarddiag.audit.kernels.exact.exact_rows`) against the vectorised
+"""The compiled exact pass (:func:`guarddiag.audit.kernels.exact_rows`) against the vectorised
 one it stands in for (:func:`guarddiag.audit.normal.exact_candidates`) and against
 :func:`guarddiag.text.normalise` itself: the same candidate rows and the same count of rows the
 Python normaliser did, on texts in several scripts with separators, control characters,
@@ -13,10 +13,15 @@ import numpy as np
 import polars as pl
 import pytest
 
-from guarddiag.audit import kernelchoice
+from guarddiag.audit import kernelchoice, kernels
 from guarddiag.audit import run as audit_run
-from guarddiag.audit.kernels import exact as kernels
-from guarddiag.audit.kernels.exact import compile_keys, ends_code, exact_rows, key_code
+from guarddiag.audit.kernels import (
+    code_point_table,
+    compile_keys,
+    ends_code,
+    exact_rows,
+    key_code,
+)
 from guarddiag.audit.normal import END_CHARS, exact_candidates, key_index
 from guarddiag.text import normalise
 
@@ -95,7 +100,8 @@ def test_every_hash_colliding_still_keeps_only_the_matching_rows(
     monkeypatch.setattr(kernels, "FNV_PRIME", np.uint64(0))
     compiled = {name: obj.py_func for name, obj in vars(kernels).items()
                 if hasattr(obj, "py_func")}
-    assert {"home_slot", "_decode", "_in_table", "_build_code_table", "_key_ends"} <= set(compiled)
+    assert {"home_slot", "decode_utf8", "_in_table", "_build_code_table",
+            "_key_ends"} <= set(compiled)
     for name, python in compiled.items():
         monkeypatch.setattr(kernels, name, python)
     assert len({key_code(f.replace(" ", "")) for f in forms}) == 1
@@ -106,7 +112,7 @@ def test_every_hash_colliding_still_keeps_only_the_matching_rows(
 
 def test_characters_met_for_the_first_time_are_looked_up_and_the_rows_read_again(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    fresh = np.full(0x110000, kernels._UNKNOWN, dtype=np.int32)
+    fresh = code_point_table()
     monkeypatch.setattr(kernels, "_FOLD", fresh)
     forms = ["ωμέγα key", "straße door", "the lock"]
     texts = ["ΩΜΈΓΑ KEY!", "Straße door", "STRASSE door", "the lock", "the lock ω", "ωμέγα"]

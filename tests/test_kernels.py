@@ -1,8 +1,10 @@
-"""The compiled near-dup probe (:mod:`guarddiag.audit.kernels.near`) against a brute-force
+"""The compiled near-dup probe (:mod:`guarddiag.audit.kernels`) against a brute-force
 Jaccard over :func:`guarddiag.text.word_set` and against the vectorised probe it stands in for:
 the same rows kept, on random texts with mixed case, punctuation, control characters, repeated
 words, words of 8 and 9 bytes and long words sharing their first 8 bytes, at edge thresholds,
-with and without the index's run table, and with every long word's hash made to collide."""
+with and without the index's run table, and with every long word's hash made to collide; texts
+in several scripts rewritten by the kernel as the word forms the vectorised scan reads; and the
+choice between the compiled and vectorised kernels (:mod:`guarddiag.audit.kernelchoice`)."""
 
 from __future__ import annotations
 
@@ -13,12 +15,16 @@ import numpy as np
 import polars as pl
 import pytest
 
-from guarddiag.audit import engine, kernelchoice, neardup
+from guarddiag.audit import engine, kernelchoice, kernels, neardup
 from guarddiag.audit import run as audit_run
-from guarddiag.audit.kernels import near as kernels
-from guarddiag.audit.kernels.near import ascii_near_rows, compile_index, form_near_rows
+from guarddiag.audit.kernels import (
+    code_point_table,
+    compile_index,
+    form_near_rows,
+    text_near_rows,
+)
 from guarddiag.audit.neardup import form_index, spaced_forms
-from guarddiag.audit.normal import word_forms
+from guarddiag.audit.normal import is_provable, word_forms
 from guarddiag.audit.stream import Shard
 from guarddiag.errors import GuarddiagError
 from guarddiag.text import jaccard, normalise, word_set, words_of_normal_form
@@ -65,23 +71,63 @@ def test_the_compiled_probe_keeps_the_rows_a_brute_force_jaccard_keeps(threshold
     texts, forms = _case(seed)
     expected = _brute_force(texts, forms, threshold)
     assert 20 < sum(expected) < len(texts) - 20
-    found = ascii_near_rows(pl.Series(texts, dtype=pl.String),
-                            compile_index(form_index(tuple(forms), threshold=threshold)))
+    found = text_near_rows(pl.Series(texts, dtype=pl.String),
+                           compile_index(form_index(tuple(forms), threshold=threshold)))
     assert found is not None
     keep, wide = found
     assert not wide.any()
     assert keep.tolist() == expected
 
 
-def test_rows_with_a_non_ascii_byte_are_left_to_the_caller() -> None:
-    index = compile_index(form_index(("the lock", "sea wind"), threshold=0.8))
-    found = ascii_near_rows(pl.Series(["the lock", "the lock é", "Sea, wind!", "ﬁ sea wind",
-                                       ""]), index)
+def test_rows_the_kernel_cannot_prove_or_meets_first_are_left_to_the_caller(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A character met for the first time leaves its row to the caller once, and is then
+    known; an unprovable one (a ligature, whose NFKC is two letters) always does."""
+    fresh = code_point_table()
+    monkeypatch.setattr(kernels, "_WORD_FOLD", fresh)
+    index = compile_index(form_index(("the lock", "sea wind", "café noir"), threshold=0.8))
+    texts = pl.Series(["the lock", "CAFÉ, noir!", "Sea, wind!", "ﬁ sea wind", "", "café"])
+    first = text_near_rows(texts, index)
+    assert first is not None
+    assert first[1].tolist() == [False, True, False, True, False, True]
+    assert first[0].tolist() == [True, False, True, False, False, False]
+    again = text_near_rows(texts, index)
+    assert again is not None
+    keep, left = again
+    assert left.tolist() == [False, False, False, True, False, False]
+    assert keep.tolist() == [True, True, True, False, False, False]
+    assert fresh[ord("É")] == fresh[ord("é")] == ord("é")
+    assert fresh[ord("ﬁ")] == -2
+    assert fresh[ord(",")] == -1
+    assert (fresh < -3).sum() == 0     # nothing left marked as listed
+    assert text_near_rows(pl.Series(["the lock", None], dtype=pl.String), index) is None
+
+
+def test_the_compiled_probe_reads_texts_of_any_script() -> None:
+    """Texts in several scripts, read by the kernel itself (their word forms code point by
+    code point): once their characters are known, every row but the unprovable ones is decided
+    there, as the brute force decides it."""
+    rng = np.random.default_rng(6)
+    vocab = ["café", "Straße", "naïve", "东京", "日本語のテキスト", "ΑΘΗΝΑ", "слово", "mañana",
+             "the", "lock", "x", "résumé", "Ⅻ", "ab\u200bcd", "\x01", "ÉTÉ", "ｆｕｌｌ", "…",
+             "\u00a0", "ﬁne", "x\u0301", "𠮷野家", "😀"]
+    base = [[str(w) for w in rng.choice(vocab, size=int(rng.integers(1, 7)))] for _ in range(20)]
+    forms = sorted({normalise(" ".join(b)) for b in base} - {""})
+    texts = _texts(rng, 400, base=base)
+    index = compile_index(form_index(tuple(forms), threshold=0.8))
+    series = pl.Series(texts, dtype=pl.String)
+    text_near_rows(series, index)     # learns the characters
+    found = text_near_rows(series, index)
     assert found is not None
-    keep, wide = found
-    assert keep.tolist() == [True, False, True, False, False]
-    assert wide.tolist() == [False, True, False, True, False]
-    assert ascii_near_rows(pl.Series(["the lock", None], dtype=pl.String), index) is None
+    keep, left = found
+    status = is_provable({c for t in texts for c in t if not c.isascii()})
+    unprovable = [any(status.get(c) == 0 for c in t) for t in texts]
+    assert left.tolist() == unprovable
+    expected = _brute_force(texts, forms, 0.8)
+    decided = [k for k, u in zip(keep.tolist(), unprovable, strict=True) if not u]
+    assert decided == [e for e, u in zip(expected, unprovable, strict=True) if not u]
+    assert sum(decided) > 10
+    assert sum(not t.isascii() and not u for t, u in zip(texts, unprovable, strict=True)) > 100
 
 
 def test_the_compiled_probe_reads_word_forms_of_any_script() -> None:
@@ -136,7 +182,7 @@ def test_long_posting_lists_are_looked_up_in_the_run_table() -> None:
     index = form_index(tuple(forms), threshold=0.8)
     compiled = index.compiled
     assert np.sort(np.diff(compiled.rank_start))[-3] > 2 * kernels._SHORT_LIST
-    found = ascii_near_rows(pl.Series(texts, dtype=pl.String), compiled)
+    found = text_near_rows(pl.Series(texts, dtype=pl.String), compiled)
     assert found is not None
     expected = _brute_force(texts, forms, 0.8)
     assert found[0].tolist() == expected
@@ -155,7 +201,7 @@ def test_without_a_run_table_the_postings_are_searched(monkeypatch: pytest.Monke
     assert index.runs is None
     assert len(with_runs.run_table)
     series = pl.Series(texts, dtype=pl.String)
-    found, searched = ascii_near_rows(series, with_runs), ascii_near_rows(series,
+    found, searched = text_near_rows(series, with_runs), text_near_rows(series,
                                                                           compile_index(index))
     assert found is not None
     assert searched is not None
@@ -177,7 +223,7 @@ def test_colliding_long_words_are_told_apart_by_their_bytes(
         monkeypatch.setattr(kernels, name, python)
     with np.errstate(over="ignore"):
         index = compile_index(form_index(tuple(forms), threshold=0.8))
-        found = ascii_near_rows(pl.Series(texts, dtype=pl.String), index)
+        found = text_near_rows(pl.Series(texts, dtype=pl.String), index)
     assert found is not None
     assert found[0].tolist() == expected
     long_words = {w for t in texts for w in word_set(t) if len(w) > 8}
@@ -335,3 +381,37 @@ def test_a_bad_kernel_setting_stops_an_audit(tmp_path: Path, serve_benchmarks, n
     monkeypatch.setenv(kernelchoice.SCAN_KERNEL_ENV, "auto")
     assert audit_pool(pool, out_dir=tmp_path / "n", near_dup=near,
                       figure=False).overlap.height == 1
+
+
+def test_folded_rows_are_the_word_forms_the_vectorised_scan_reads() -> None:
+    """The kernel's rewrite of a non-ASCII row (:func:`kernels._fold_words`) has the words of
+    its word form with word-ending characters spaced, in every script, 4-byte characters
+    included; rows holding an unprovable character are left, with an empty string."""
+    texts = ["Café NOIR", "𠮷野家 の 牛丼", "ΑΘΗΝΑ, ÉTÉ…", "naïve\u200bword x\u0301", "ﬁne day",
+             "Straße", "mañana 😀 Ⅻ", "слово\u00a0СЛОВО", "a_b—c", "ｆｕｌｌ"]
+    series = pl.Series(texts, dtype=pl.String)
+    kernels._learn_words(sorted({c for t in texts for c in t}))
+    buffers = kernels.column_buffers(series)
+    assert buffers is not None
+    offsets, data = buffers
+    rows = np.arange(len(texts), dtype=np.int64)
+    folded_offsets = np.zeros(len(texts) + 1, dtype=np.int64)
+    folded = np.empty(2 * len(data) + 8, dtype=np.uint8)
+    left = np.zeros(len(texts), dtype=np.bool_)
+    unknown = np.zeros(64, dtype=np.int64)
+    kernels._fold_words(offsets, data, rows, kernels._word_fold(), folded_offsets, folded, left,
+                        unknown)
+    assert unknown[0] == 0
+    words, _ = word_forms(series)
+    want = spaced_forms(words).to_list()
+    status = is_provable({c for t in texts for c in t if not c.isascii()})
+    for i, text in enumerate(texts):
+        got = bytes(folded[folded_offsets[i]:folded_offsets[i + 1]]).decode()
+        if any(status.get(c) == 0 for c in text):
+            assert left[i]
+            assert got == ""
+        else:
+            assert not left[i]
+            assert got.split() == want[i].split(), text
+    assert left.sum() == 5     # a combining mark, ﬁ, ß, Ⅻ, full-width letters
+    assert not left[1]

@@ -78,8 +78,7 @@ from guarddiag.cores import meanwhile, usable_cores
 from guarddiag.errors import GuarddiagError
 
 if TYPE_CHECKING:
-    from guarddiag.audit.kernels.exact import CompiledKeys
-    from guarddiag.audit.kernels.near import CompiledIndex
+    from guarddiag.audit.kernels import CompiledIndex, CompiledKeys
     from guarddiag.audit.options import AuditOptions
 
 logger = logging.getLogger(__name__)
@@ -152,7 +151,7 @@ class _Indexes:
     near: PrefixIndex | None
     contained: ContainmentIndex | None
     near_compiled: CompiledIndex | None = None
-    """The near index as the compiled probe reads it (:mod:`~guarddiag.audit.kernels.near`),
+    """The near index as the compiled probe reads it (:mod:`~guarddiag.audit.kernels`),
     when the near probe alone finds the exact candidates too."""
     keys_compiled: CompiledKeys | None = None
     """The exact keys as the compiled exact pass reads them, when it runs alone."""
@@ -187,7 +186,7 @@ def _build_state(spec: ScanSpec) -> _Indexes:
                          keys=key_index(spec.forms), near=near, contained=contained)
         if spec.compiled and contained is None:
             if near is None:
-                from guarddiag.audit.kernels.exact import compile_keys
+                from guarddiag.audit.kernels import compile_keys
 
                 state = replace(state, keys_compiled=compile_keys(state.keys))
             elif state.near_finds_exact:
@@ -281,7 +280,7 @@ def _candidate_rows(texts: pl.Series, state: _Indexes, spec: ScanSpec) -> tuple[
         # needs each row's words, not its form (word_forms: 2.3x cheaper), and finds the exact
         # candidates too unless some benchmark form has no word.
         if state.keys_compiled is not None:
-            from guarddiag.audit.kernels.exact import exact_rows
+            from guarddiag.audit.kernels import exact_rows
 
             keep, slow = exact_rows(texts, state.keys_compiled)
         elif state.near is None:
@@ -306,23 +305,24 @@ def _candidate_rows(texts: pl.Series, state: _Indexes, spec: ScanSpec) -> tuple[
 def _near_candidates(texts: pl.Series, index: PrefixIndex, compiled: CompiledIndex
                      ) -> tuple[pl.Series, int]:
     """The near-dup scan's candidates when every benchmark form has a word (so the exact ones
-    are among them), and how many rows the Python normaliser did: the compiled probe reads the
-    rows holding only ASCII bytes as they are, and the others' word forms (:func:`word_forms`)
-    with every character that ends a word made a space (:func:`spaced_forms`)."""
-    from guarddiag.audit.kernels.near import ascii_near_rows, form_near_rows
+    are among them), and how many rows the Python normaliser did: the compiled probe reads every
+    row (:func:`~guarddiag.audit.kernels.text_near_rows`) but those holding a character it
+    cannot prove, or meets for the first time, whose word forms (:func:`word_forms`) it is then
+    handed with every character that ends a word made a space (:func:`spaced_forms`)."""
+    from guarddiag.audit.kernels import form_near_rows, text_near_rows
 
-    found = ascii_near_rows(texts, compiled)
+    found = text_near_rows(texts, compiled)
     if found is None:     # a null text: the vectorised probe takes the batch
         forms, slow = word_forms(texts)
         return _near_rows(forms, index, plain_ascii=True), slow
-    keep, wide = found
+    keep, left = found
     slow = 0
-    if wide.any():
-        rows = np.flatnonzero(wide)
+    if left.any():
+        rows = np.flatnonzero(left)
         forms, slow = word_forms(texts.gather(rows))
-        wide_keep = form_near_rows(spaced_forms(forms, plain_ascii=True), compiled)
-        assert wide_keep is not None, "a word form of a text is a text"
-        keep[rows] = wide_keep
+        left_keep = form_near_rows(spaced_forms(forms, plain_ascii=True), compiled)
+        assert left_keep is not None, "a word form of a text is a text"
+        keep[rows] = left_keep
     return pl.Series(values=keep), slow
 
 

@@ -67,6 +67,6 @@ def compiled_scan_pays(shards: Sequence[Shard], *, near: bool) -> bool:
 
 def warm_exact_kernel() -> None:
     """Import and load the exact scan's kernel, so that its first real call starts at once."""
-    from guarddiag.audit.kernels.exact import warm
+    from guarddiag.audit.kernels import warm_exact
 
-    warm()
+    warm_exact()

@@ -26,7 +26,7 @@ posting lists (kept sorted by set size, expanded by index arithmetic), and the e
 of a candidate pair is the product of the two sets' 0/1 rows. The pairs and their Jaccard floats
 are the ones the per-text Python loop gave (``tests/test_neardup_join.py`` keeps that loop as
 the reference). The near-dup scan of a pool, which only needs to know which rows have a pair,
-runs the same probe compiled, row by row (:mod:`guarddiag.audit.kernels.near`, 3x faster again);
+runs the same probe compiled, row by row (:mod:`guarddiag.audit.kernels`, 3x faster again);
 this one pairs the scan's candidates with their benchmark prompts.
 
 :func:`near_matches` is the audit's use of the join: benchmark normal forms against pool rows.
@@ -49,7 +49,7 @@ from guarddiag.errors import GuarddiagError
 if TYPE_CHECKING:
     from scipy.sparse import csr_matrix
 
-    from guarddiag.audit.kernels.near import CompiledIndex
+    from guarddiag.audit.kernels import CompiledIndex
 
 logger = logging.getLogger(__name__)
 
@@ -120,9 +120,9 @@ class PrefixIndex:
 
     @cached_property
     def compiled(self) -> CompiledIndex:
-        """This index as the compiled probe reads it (:mod:`guarddiag.audit.kernels.near`),
+        """This index as the compiled probe reads it (:mod:`guarddiag.audit.kernels`),
         built on first use: numba costs ~0.3 s to import."""
-        from guarddiag.audit.kernels.near import compile_index
+        from guarddiag.audit.kernels import compile_index
 
         return compile_index(self)
 
@@ -420,9 +420,9 @@ def warm_compiled_probe() -> None:
     """Import and load the compiled probe (about 0.3 s, most of it Python's import of numba) on
     a two-word index, so that its first real call starts at once; run beside the benchmark
     loading (:func:`guarddiag.cores.meanwhile`)."""
-    from guarddiag.audit.kernels.near import warm
+    from guarddiag.audit.kernels import warm_near
 
-    warm(build_index([frozenset({"a", "b"})], threshold=0.5))
+    warm_near(build_index([frozenset({"a", "b"})], threshold=0.5))
 
 
 _COMPILED_PAIRS_FROM = 20_000
@@ -447,7 +447,7 @@ def near_matches(forms: Sequence[str], pool_forms: Sequence[str], *, threshold: 
     else:
         # The compiled probe (the pairs probe_forms finds, with the same floats), on the forms
         # with their word-ending characters spaced.
-        from guarddiag.audit.kernels.near import form_pairs
+        from guarddiag.audit.kernels import form_pairs
 
         found = form_pairs(spaced_forms(pl.Series(unique_forms, dtype=pl.String)),
                            index.compiled)

@@ -53,7 +53,7 @@ from guarddiag.text import normalise
 
 __all__ = ["END_CHARS", "WORD_BYTES", "KeyIndex", "exact_candidates",
            "exact_candidates_and_words", "form_keys", "is_provable", "key_code_points", "key_index",
-           "large_strings", "normal_forms", "word_forms"]
+           "large_strings", "normal_forms", "word_code_points", "word_forms"]
 
 _JAMO = ((0x1100, 0x11FF), (0xA960, 0xA97F), (0xD7B0, 0xD7FF))
 _ASCII_SEPARATORS = tuple(chr(c) for c in range(128)
@@ -135,9 +135,24 @@ def key_code_points(chars: Iterable[str]) -> dict[str, int]:
     """What each (non-ASCII) character becomes in a key (a normal form without its spaces) on
     the vectorised path: the code point of its lower case, -1 for a separator (dropped), or -2
     if it is not provable (its row's key needs :func:`guarddiag.text.normalise`). For the
-    compiled exact pass (:mod:`guarddiag.audit.kernels.exact`), which reads code points."""
+    compiled exact pass (:mod:`guarddiag.audit.kernels`), which reads code points."""
     return {c: (-1 if kind == 2 or _is_separator(c) else ord(c.lower())) if kind else -2
             for c, kind in is_provable(chars).items()}
+
+
+def word_code_points(chars: Iterable[str]) -> dict[str, int]:
+    """What each character becomes in a row's word form, its word-ending characters made
+    spaces (:func:`word_forms`, then :func:`guarddiag.audit.neardup.spaced_forms`): the code
+    point of its lower case if that is a word character (Python's ``\\w``: ``isalnum()`` or
+    ``_``), -1 for a space, or -2 if it is not provable (its row's words need
+    :func:`guarddiag.text.normalise`). For the compiled near-dup probe
+    (:mod:`guarddiag.audit.kernels`), which reads code points."""
+    out = {}
+    for c, kind in is_provable(chars).items():
+        low = c.lower()
+        word = kind == 1 and not _is_separator(c) and (low.isalnum() or low == "_")
+        out[c] = ord(low) if word else -1 if kind else -2
+    return out
 
 
 def _vectorised(texts: pl.Series, separators: list[str], *, keys: bool) -> pl.Series:
