@@ -690,12 +690,14 @@ def _in_table(code, table, shift):
 
 
 @njit(cache=True, nogil=True)
-def _key_ends(offsets, data, fold, ends, ends_shift, keys, keys_shift, status, unknown):
+def _key_ends(offsets, data, fold, end_chars, ends, ends_shift, keys, keys_shift, status,
+              unknown):
     """``status[row]``: 1 if the row's key's ends (:func:`ends_code`) are in ``ends`` and its
     key's hash (:func:`key_code`) is in ``keys`` (a candidate), else 0; 2 if the row holds a
     character the Python normaliser must do, 3 if it holds one ``fold`` does not know yet
     (each such code point is written once to ``unknown``, after a count in ``unknown[0]``). A
-    row's key characters are its code points that ``fold`` maps to a code point (>= 0)."""
+    row's key characters are its code points that ``fold`` maps to a code point (>= 0); its
+    ends are its first and last ``end_chars`` of them."""
     n_unknown = 0
     for row in range(len(offsets) - 1):
         start, stop = offsets[row], offsets[row + 1]
@@ -726,7 +728,7 @@ def _key_ends(offsets, data, fold, ends, ends_shift, keys, keys_shift, status, u
         h = FNV_OFFSET
         got = 0
         j = start
-        while j < stop and got < END_CHARS:
+        while j < stop and got < end_chars:
             cp, j = decode_utf8(data, j)
             f = fold[cp]
             if f >= 0:
@@ -737,7 +739,7 @@ def _key_ends(offsets, data, fold, ends, ends_shift, keys, keys_shift, status, u
         h = (h ^ np.uint64(0xFFFF)) * FNV_PRIME
         got = 0
         j = stop
-        while j > start and got < END_CHARS:
+        while j > start and got < end_chars:
             j -= 1
             while data[j] & 0xC0 == 0x80:
                 j -= 1
@@ -798,8 +800,10 @@ def _statuses(texts: pl.Series, keys: CompiledKeys) -> np.ndarray | None:
     status = np.zeros(texts.len(), dtype=np.uint8)
     # Room for every distinct code point the batch can hold (zeroed pages cost nothing untouched).
     unknown = np.zeros(min(len(buffers[1]), 0x110000) + 1, dtype=np.int64)
-    _key_ends(*buffers, fold, keys.ends, keys.ends_shift, keys.keys, keys.keys_shift, status,
-              unknown)
+    # END_CHARS is passed, not read as a global: numba would freeze a global from another
+    # file into its cached machine code.
+    _key_ends(*buffers, fold, END_CHARS, keys.ends, keys.ends_shift, keys.keys, keys.keys_shift,
+              status, unknown)
     if unknown[0]:
         # New characters: looked up, then their rows read again (a subset has no null).
         _learn([chr(c) for c in unknown[1:unknown[0] + 1]])
