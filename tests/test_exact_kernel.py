@@ -162,6 +162,15 @@ def test_an_exact_audit_writes_the_same_bytes_with_either_kernel(
         patch.setattr(audit_run, "warm_exact_kernel", refuse)
         vectorised = audit_pool(pool, out_dir=tmp_path / "v", figure=False)
     monkeypatch.setattr(kernelchoice, "COMPILED_EXACT_BYTES", 0)
+    calls = []
+    real = kernels.exact_rows
+
+    def counted(texts: pl.Series, index: object) -> object:
+        calls.append(texts.len())
+        return real(texts, index)
+
+    monkeypatch.setattr(kernels, "exact_rows", counted)
     compiled = audit_pool(pool, out_dir=tmp_path / "c", figure=False)
+    assert max(calls) > 100     # the compiled kernel read the pool (not only a warm-up)
     assert _audited_bytes(tmp_path / "v") == _audited_bytes(tmp_path / "c")
     assert compiled.overlap.height == vectorised.overlap.height > 20

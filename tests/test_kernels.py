@@ -323,7 +323,16 @@ def test_an_audit_writes_the_same_bytes_with_either_probe(tmp_path: Path, serve_
         vectorised = audit_pool(pool, out_dir=tmp_path / "v", near_dup=True, figure=False)
     monkeypatch.setattr(kernelchoice, "COMPILED_NEAR_BYTES", 0)
     monkeypatch.setattr(neardup, "_COMPILED_PAIRS_FROM", 0)
+    calls = []
+    real = kernels.text_near_rows
+
+    def counted(texts: pl.Series, index: object) -> object:
+        calls.append(texts.len())
+        return real(texts, index)
+
+    monkeypatch.setattr(kernels, "text_near_rows", counted)
     compiled = audit_pool(pool, out_dir=tmp_path / "c", near_dup=True, figure=False)
+    assert max(calls) > 100     # the compiled kernel read the pool (not only a warm-up)
     assert _audited_bytes(tmp_path / "v") == _audited_bytes(tmp_path / "c")
     assert compiled.overlap.height == vectorised.overlap.height > 20
 

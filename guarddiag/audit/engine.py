@@ -163,8 +163,8 @@ class _Indexes:
         return self.near is not None and bool(self.near.sizes.all())
 
 
-_WORKER_STATE: dict[str, _Indexes] = {}
-"""Per process: spec key → the benchmark side's indexes, built on first use."""
+_WORKER_STATE: dict[tuple[str, bool], _Indexes] = {}
+"""Per process: (spec key, compiled) → the benchmark side's indexes, built on first use."""
 _STATE_LOCK = threading.Lock()
 
 
@@ -174,7 +174,8 @@ def _state(spec: ScanSpec) -> _Indexes:
 
 
 def _build_state(spec: ScanSpec) -> _Indexes:
-    state = _WORKER_STATE.get(spec.key)
+    # The same pool and options make the same key with either kernel; the indexes differ.
+    state = _WORKER_STATE.get((spec.key, spec.compiled))
     if state is None:
         near = contained = None
         if spec.near_threshold is not None:
@@ -192,7 +193,7 @@ def _build_state(spec: ScanSpec) -> _Indexes:
             elif state.near_finds_exact:
                 state = replace(state, near_compiled=near.compiled)
         _WORKER_STATE.clear()
-        _WORKER_STATE[spec.key] = state
+        _WORKER_STATE[(spec.key, spec.compiled)] = state
     return state
 
 
