@@ -132,8 +132,8 @@ def is_provable(chars: Iterable[str]) -> dict[str, int]:
 
 
 def key_code_points(chars: Iterable[str]) -> dict[str, int]:
-    """What each (non-ASCII) character becomes in a key (a normal form without its spaces) on
-    the vectorised path: the code point of its lower case, -1 for a separator (dropped), or -2
+    """What each character becomes in a key (a normal form without its spaces) on the
+    vectorised path: the code point of its lower case, -1 for a separator (dropped), or -2
     if it is not provable (its row's key needs :func:`guarddiag.text.normalise`). For the
     compiled exact pass (:mod:`guarddiag.audit.kernels`), which reads code points."""
     return {c: (-1 if kind == 2 or _is_separator(c) else ord(c.lower())) if kind else -2
