@@ -12,6 +12,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import polars as pl
 import pytest
 
 os.environ.setdefault("GUARDDIAG_PROGRESS", "0")
@@ -117,3 +118,55 @@ def repository_left_untouched():
     after = _snapshot(root)
     changed = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
     assert changed == [], f"tests wrote into the repository (use tmp_path): {changed[:20]}"
+
+
+_AUDITED = ("overlap.parquet", "rows_to_remove.parquet", "rows_to_remove.jsonl", "summary.json")
+
+
+@pytest.fixture
+def audit_both_ways(tmp_path, serve_benchmarks, monkeypatch) -> Callable[..., Any]:
+    """Call it with pool ``texts``, benchmark ``forms`` and ``near``: the pool is audited
+    twice, first as a small pool (loading the compiled kernel, or starting its warm-up, fails the
+    test), then with the size rule of :mod:`guarddiag.audit.kernelchoice` at 0. Returns both
+    results, each run's output bytes, and the row count of every batch the compiled kernel read
+    (a warm-up's too)."""
+    from guarddiag.audit import audit_pool, kernelchoice, kernels, neardup
+    from guarddiag.audit import run as audit_run
+
+    def run(texts: Sequence[str], forms: Sequence[str], *, near: bool) -> SimpleNamespace:
+        monkeypatch.delenv(kernelchoice.SCAN_KERNEL_ENV, raising=False)
+        serve_benchmarks({"Q": pl.DataFrame({"prompt_id": [f"q{i}" for i in range(len(forms))],
+                                             "text": list(forms)})})
+        pool = tmp_path / "pool.parquet"
+        pl.DataFrame({"prompt_id": [f"r{i}" for i in range(len(texts))], "text": list(texts)}
+                     ).write_parquet(pool)
+        index, warm, size, kernel = (
+            ("compile_index", "warm_compiled_probe", "COMPILED_NEAR_BYTES", "text_near_rows")
+            if near else ("compile_keys", "warm_exact_kernel", "COMPILED_EXACT_BYTES",
+                          "exact_rows"))
+
+        def refuse(*_: object) -> None:
+            raise AssertionError("the compiled kernel was loaded for a small pool")
+
+        with monkeypatch.context() as patch:
+            patch.setattr(kernels, index, refuse)
+            patch.setattr(audit_run, warm, refuse)
+            vectorised = audit_pool(pool, out_dir=tmp_path / "v", near_dup=near, figure=False)
+        monkeypatch.setattr(kernelchoice, size, 0)
+        if near:
+            monkeypatch.setattr(neardup, "_COMPILED_PAIRS_FROM", 0)
+        calls: list[int] = []
+        real = getattr(kernels, kernel)
+
+        def counted(batch: pl.Series, compiled_index: object) -> object:
+            calls.append(batch.len())
+            return real(batch, compiled_index)
+
+        monkeypatch.setattr(kernels, kernel, counted)
+        compiled = audit_pool(pool, out_dir=tmp_path / "c", near_dup=near, figure=False)
+        return SimpleNamespace(
+            vectorised=vectorised, compiled=compiled, calls=calls,
+            vectorised_bytes={n: (tmp_path / "v" / n).read_bytes() for n in _AUDITED},
+            compiled_bytes={n: (tmp_path / "c" / n).read_bytes() for n in _AUDITED})
+
+    return run

@@ -7,14 +7,11 @@ with characters the process has not met before."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import polars as pl
 import pytest
 
-from guarddiag.audit import kernelchoice, kernels
-from guarddiag.audit import run as audit_run
+from guarddiag.audit import kernels
 from guarddiag.audit.kernels import (
     code_point_table,
     compile_keys,
@@ -134,46 +131,14 @@ def test_a_batch_with_a_null_takes_the_vectorised_pass() -> None:
     assert keep.to_list() == exact_candidates(batch, index)[0].to_list() == [True, False, False]
 
 
-def _audited_bytes(out: Path) -> dict[str, bytes]:
-    return {name: (out / name).read_bytes() for name in
-            ("overlap.parquet", "rows_to_remove.parquet", "rows_to_remove.jsonl",
-             "summary.json")}
-
-
-def test_an_exact_audit_writes_the_same_bytes_with_either_kernel(
-        tmp_path: Path, serve_benchmarks, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_exact_audit_writes_the_same_bytes_with_either_kernel(audit_both_ways) -> None:
     """A small pool's exact audit never loads the kernel; made to, it writes the same
     outputs."""
-    from guarddiag.audit import audit_pool
-
-    monkeypatch.delenv(kernelchoice.SCAN_KERNEL_ENV, raising=False)
     texts, forms = _case(7)
-    serve_benchmarks({"Q": pl.DataFrame({"prompt_id": [f"q{i}" for i in range(len(forms))],
-                                         "text": forms})})
-    pool = tmp_path / "pool.parquet"
-    pl.DataFrame({"prompt_id": [f"r{i}" for i in range(len(texts))], "text": texts}
-                 ).write_parquet(pool)
-
-    def refuse(*_: object) -> None:
-        raise AssertionError("the exact kernel was loaded for a small pool")
-
-    with monkeypatch.context() as patch:
-        patch.setattr(kernels, "compile_keys", refuse)
-        patch.setattr(audit_run, "warm_exact_kernel", refuse)
-        vectorised = audit_pool(pool, out_dir=tmp_path / "v", figure=False)
-    monkeypatch.setattr(kernelchoice, "COMPILED_EXACT_BYTES", 0)
-    calls = []
-    real = kernels.exact_rows
-
-    def counted(texts: pl.Series, index: object) -> object:
-        calls.append(texts.len())
-        return real(texts, index)
-
-    monkeypatch.setattr(kernels, "exact_rows", counted)
-    compiled = audit_pool(pool, out_dir=tmp_path / "c", figure=False)
-    assert max(calls) > 100     # the compiled kernel read the pool (not only a warm-up)
-    assert _audited_bytes(tmp_path / "v") == _audited_bytes(tmp_path / "c")
-    assert compiled.overlap.height == vectorised.overlap.height > 20
+    both = audit_both_ways(texts, forms, near=False)
+    assert max(both.calls) > 100     # the compiled kernel read the pool (not only a warm-up)
+    assert both.vectorised_bytes == both.compiled_bytes
+    assert both.compiled.overlap.height == both.vectorised.overlap.height > 20
 
 
 def test_the_high_byte_check_reads_every_byte_of_a_row() -> None:

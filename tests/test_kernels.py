@@ -16,7 +16,6 @@ import polars as pl
 import pytest
 
 from guarddiag.audit import engine, kernelchoice, kernels, neardup
-from guarddiag.audit import run as audit_run
 from guarddiag.audit.kernels import (
     code_point_table,
     compile_index,
@@ -290,51 +289,17 @@ def test_the_compiled_kernels_pay_from_a_pool_size(tmp_path: Path, near: bool,
     assert pays([Shard(path=str(tmp_path / "gone"), fmt="parquet")], near=near)
 
 
-def _audited_bytes(out: Path) -> dict[str, bytes]:
-    return {name: (out / name).read_bytes() for name in
-            ("overlap.parquet", "rows_to_remove.parquet", "rows_to_remove.jsonl",
-             "summary.json")}
-
-
-def test_an_audit_writes_the_same_bytes_with_either_probe(tmp_path: Path, serve_benchmarks,
-                                                          monkeypatch: pytest.MonkeyPatch
-                                                          ) -> None:
+def test_an_audit_writes_the_same_bytes_with_either_probe(audit_both_ways) -> None:
     """A small pool's near-dup audit never loads the compiled probe (numba's import would cost
     more than it saves); made to, it writes the same outputs, candidates and pairs alike."""
-    from guarddiag.audit import audit_pool
-
-    monkeypatch.delenv(kernelchoice.SCAN_KERNEL_ENV, raising=False)
     texts, forms = _case(8, n=300)
     texts = [t for t in texts if t.strip()] + [
         "Café, the lock!", "the lock x\u0301 door", "ﬁne ™ the lock", "東京 the lock door"]
     forms = [*forms, "the lock x door"]     # the combining mark's row: Jaccard 1, not exact
-    serve_benchmarks({"Q": pl.DataFrame({"prompt_id": [f"q{i}" for i in range(len(forms))],
-                                         "text": forms})})
-    pool = tmp_path / "pool.parquet"
-    pl.DataFrame({"prompt_id": [f"r{i}" for i in range(len(texts))], "text": texts}
-                 ).write_parquet(pool)
-
-    def refuse(*_: object) -> None:
-        raise AssertionError("the compiled probe was loaded for a small pool")
-
-    with monkeypatch.context() as patch:
-        patch.setattr(kernels, "compile_index", refuse)
-        patch.setattr(audit_run, "warm_compiled_probe", refuse)
-        vectorised = audit_pool(pool, out_dir=tmp_path / "v", near_dup=True, figure=False)
-    monkeypatch.setattr(kernelchoice, "COMPILED_NEAR_BYTES", 0)
-    monkeypatch.setattr(neardup, "_COMPILED_PAIRS_FROM", 0)
-    calls = []
-    real = kernels.text_near_rows
-
-    def counted(texts: pl.Series, index: object) -> object:
-        calls.append(texts.len())
-        return real(texts, index)
-
-    monkeypatch.setattr(kernels, "text_near_rows", counted)
-    compiled = audit_pool(pool, out_dir=tmp_path / "c", near_dup=True, figure=False)
-    assert max(calls) > 100     # the compiled kernel read the pool (not only a warm-up)
-    assert _audited_bytes(tmp_path / "v") == _audited_bytes(tmp_path / "c")
-    assert compiled.overlap.height == vectorised.overlap.height > 20
+    both = audit_both_ways(texts, forms, near=True)
+    assert max(both.calls) > 100     # the compiled kernel read the pool (not only a warm-up)
+    assert both.vectorised_bytes == both.compiled_bytes
+    assert both.compiled.overlap.height == both.vectorised.overlap.height > 20
 
 
 @pytest.mark.parametrize("near", [True, False])
