@@ -110,7 +110,7 @@ def test_every_hash_colliding_still_keeps_only_the_matching_rows(
 def test_characters_met_for_the_first_time_are_looked_up_and_the_rows_read_again(
         monkeypatch: pytest.MonkeyPatch) -> None:
     fresh = code_point_table()
-    monkeypatch.setattr(kernels, "_FOLD", fresh)
+    monkeypatch.setattr(kernels._KEY_POINTS, "table", fresh)
     forms = ["ωμέγα key", "straße door", "the lock"]
     texts = ["ΩΜΈΓΑ KEY!", "Straße door", "STRASSE door", "the lock", "the lock ω", "ωμέγα"]
     keep, slow = exact_rows(pl.Series(texts, dtype=pl.String),

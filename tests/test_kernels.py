@@ -83,7 +83,7 @@ def test_rows_the_kernel_cannot_prove_or_meets_first_are_left_to_the_caller(
     """A character met for the first time leaves its row to the caller once, and is then
     known; an unprovable one (a ligature, whose NFKC is two letters) always does."""
     fresh = code_point_table()
-    monkeypatch.setattr(kernels, "_WORD_FOLD", fresh)
+    monkeypatch.setattr(kernels._WORD_POINTS, "table", fresh)
     index = compile_index(form_index(("the lock", "sea wind", "café noir"), threshold=0.8))
     texts = pl.Series(["the lock", "CAFÉ, noir!", "Sea, wind!", "ﬁ sea wind", "", "café"])
     first = text_near_rows(texts, index)
@@ -364,7 +364,7 @@ def test_folded_rows_are_the_word_forms_the_vectorised_scan_reads() -> None:
     texts = ["Café NOIR", "𠮷野家 の 牛丼", "ΑΘΗΝΑ, ÉTÉ…", "naïve\u200bword x\u0301", "ﬁne day",
              "Straße", "mañana 😀 Ⅻ", "слово\u00a0СЛОВО", "a_b—c", "ｆｕｌｌ"]
     series = pl.Series(texts, dtype=pl.String)
-    kernels._learn_words(sorted({c for t in texts for c in t}))
+    kernels._WORD_POINTS.learn(sorted({c for t in texts for c in t}))
     buffers = kernels.column_buffers(series)
     assert buffers is not None
     offsets, data = buffers
@@ -373,8 +373,8 @@ def test_folded_rows_are_the_word_forms_the_vectorised_scan_reads() -> None:
     folded = np.empty(2 * len(data) + 8, dtype=np.uint8)
     left = np.zeros(len(texts), dtype=np.bool_)
     unknown = np.zeros(64, dtype=np.int64)
-    kernels._fold_words(offsets, data, rows, kernels._word_fold(), folded_offsets, folded, left,
-                        unknown)
+    kernels._fold_words(offsets, data, rows, kernels._WORD_POINTS.ready(), folded_offsets,
+                        folded, left, unknown)
     assert unknown[0] == 0
     words, _ = word_forms(series)
     want = spaced_forms(words).to_list()

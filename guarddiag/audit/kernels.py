@@ -62,6 +62,7 @@ by :func:`~guarddiag.audit.normal.form_keys`, as in the vectorised pass.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -107,6 +108,37 @@ look-up by a kernel (until the caller learns it)."""
 def code_point_table() -> np.ndarray:
     """A per-process table, code point → what a kernel makes of it, all :data:`UNKNOWN`."""
     return np.full(0x110000, UNKNOWN, dtype=np.int32)
+
+
+class _CodePoints:
+    """A per-process :func:`code_point_table` filled by ``rule`` (characters → what each
+    becomes, :func:`~guarddiag.audit.normal.key_code_points` or
+    :func:`~guarddiag.audit.normal.word_code_points`) as batches bring new characters: the
+    ASCII ones on first use, then those a kernel lists as unknown."""
+
+    def __init__(self, rule: Callable[[list[str]], dict[str, int]]) -> None:
+        self.table = code_point_table()
+        self._rule = rule
+
+    def ready(self) -> np.ndarray:
+        """The table, with the ASCII characters looked up."""
+        if self.table[0] == UNKNOWN:
+            self.learn([chr(c) for c in range(128)])
+        return self.table
+
+    @staticmethod
+    def room(size: int) -> np.ndarray:
+        """Where a kernel reading ``size`` bytes lists the code points it does not know: a
+        count, then room for every distinct one (zeroed pages cost nothing untouched)."""
+        return np.zeros(min(size, 0x110000) + 1, dtype=np.int64)
+
+    def learn_listed(self, unknown: np.ndarray) -> None:
+        """Look up the code points a kernel listed (``unknown``: a count, then the points)."""
+        self.learn([chr(c) for c in unknown[1:unknown[0] + 1]])
+
+    def learn(self, chars: list[str]) -> None:
+        for char, code in self._rule(chars).items():
+            self.table[ord(char)] = code
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -511,10 +543,11 @@ def text_near_rows(texts: pl.Series, index: CompiledIndex
     folded_offsets = np.zeros(rows.size + 1, dtype=np.int64)
     folded = np.empty(2 * size + 8, dtype=np.uint8)
     left = np.zeros(rows.size, dtype=np.bool_)
-    unknown = np.zeros(min(size, 0x110000) + 1, dtype=np.int64)
-    _fold_words(offsets, data, rows, _word_fold(), folded_offsets, folded, left, unknown)
+    unknown = _WORD_POINTS.room(size)
+    _fold_words(offsets, data, rows, _WORD_POINTS.ready(), folded_offsets, folded, left,
+                unknown)
     if unknown[0]:
-        _learn_words([chr(c) for c in unknown[1:unknown[0] + 1]])
+        _WORD_POINTS.learn_listed(unknown)
     keep[rows] = _near_buffers(folded_offsets, folded[:folded_offsets[-1]], index,
                                any_byte=True)[0] & ~left
     wide[:] = False
@@ -580,21 +613,9 @@ def _near_buffers(offsets: np.ndarray, data: np.ndarray, index: CompiledIndex, *
 
 # ─── rows holding a non-ASCII byte: their word forms, code point by code point ────────────────
 
-_WORD_FOLD = code_point_table()
+_WORD_POINTS = _CodePoints(word_code_points)
 """Per process: code point → what it becomes in a word form (its lower case, a space or "the
-Python normaliser"), from :func:`~guarddiag.audit.normal.word_code_points`; filled as batches
-bring new characters."""
-
-
-def _word_fold() -> np.ndarray:
-    if _WORD_FOLD[0] == UNKNOWN:
-        _learn_words([chr(c) for c in range(128)])
-    return _WORD_FOLD
-
-
-def _learn_words(chars: list[str]) -> None:
-    for char, code in word_code_points(chars).items():
-        _WORD_FOLD[ord(char)] = code
+Python normaliser")."""
 
 
 @njit(cache=True, nogil=True)
@@ -632,22 +653,10 @@ def _fold_words(offsets, data, rows, fold, folded_offsets, folded, left, unknown
 
 # ─── the exact pass: a row's key ends, then its key ───────────────────────────────────────────
 
-_FOLD = code_point_table()
+_KEY_POINTS = _CodePoints(key_code_points)
 """Per process: code point → what it becomes in a key (its lower case, or
-:data:`~guarddiag.audit.kernels.DROP` or :data:`~guarddiag.audit.kernels.SLOW`), from
-:func:`~guarddiag.audit.normal.key_code_points`; filled as batches bring new characters."""
+:data:`~guarddiag.audit.kernels.DROP` or :data:`~guarddiag.audit.kernels.SLOW`)."""
 _ASCII_CODE = np.uint64(1 << 63)
-
-
-def _fold_table() -> np.ndarray:
-    if _FOLD[0] == UNKNOWN:
-        _learn([chr(c) for c in range(128)])
-    return _FOLD
-
-
-def _learn(chars: list[str]) -> None:
-    for char, code in key_code_points(chars).items():
-        _FOLD[ord(char)] = code
 
 
 def ends_code(key: str) -> int:
@@ -809,17 +818,16 @@ def _statuses(texts: pl.Series, keys: CompiledKeys) -> np.ndarray | None:
     buffers = column_buffers(texts)
     if buffers is None:
         return None
-    fold = _fold_table()
+    fold = _KEY_POINTS.ready()
     status = np.zeros(texts.len(), dtype=np.uint8)
-    # Room for every distinct code point the batch can hold (zeroed pages cost nothing untouched).
-    unknown = np.zeros(min(len(buffers[1]), 0x110000) + 1, dtype=np.int64)
+    unknown = _KEY_POINTS.room(len(buffers[1]))
     # END_CHARS is passed, not read as a global: numba would freeze a global from another
     # file into its cached machine code.
     _key_ends(*buffers, fold, END_CHARS, keys.ends, keys.ends_shift, keys.keys, keys.keys_shift,
               status, unknown)
     if unknown[0]:
         # New characters: looked up, then their rows read again (a subset has no null).
-        _learn([chr(c) for c in unknown[1:unknown[0] + 1]])
+        _KEY_POINTS.learn_listed(unknown)
         again = np.flatnonzero(status == 3)
         redone = _statuses(texts.gather(again), keys)
         assert redone is not None, "a subset of a column without nulls has none"
