@@ -18,7 +18,7 @@ import polars as pl
 import pyarrow as pa
 import pytest
 
-from guarddiag.audit import audit_frames, audit_pool, shardread
+from guarddiag.audit import audit_frames, audit_pool, engine, shardread
 from guarddiag.audit import run as audit_run
 from guarddiag.audit.stream import find_shards, plan_tasks
 from guarddiag.cli import main
@@ -201,6 +201,53 @@ def test_non_utf8_row_in_a_csv_shard(tmp_path, bench, capsys):
     err = _one_line(capsys, ["audit", "--pool", str(pool), "--out", str(tmp_path / "a")])
     assert "pool.csv.gz line 5: not UTF-8 text" in err
     assert not (tmp_path / "a").exists()
+
+
+def _parquet_with_bytes(path: Path, ids: list[str], raw: list[bytes], *, groups: int) -> Path:
+    """A parquet file whose ``text`` column is declared UTF-8 but holds ``raw`` as it is (pyarrow
+    writes what it is given; polars refuses such a file)."""
+    import pyarrow.parquet as pq
+
+    binary = pa.array(raw, type=pa.binary())
+    text = pa.Array.from_buffers(pa.string(), len(binary), binary.buffers())
+    pq.write_table(pa.table({"prompt_id": ids, "text": text}), path, row_group_size=groups)
+    return path
+
+
+def test_non_utf8_row_in_a_parquet_shard(tmp_path, bench, capsys, monkeypatch):
+    # Tasks of two 4-row groups read in 3-row batches: the bad row is in the third task's
+    # second batch, so its number comes from the task's and the batch's first rows.
+    monkeypatch.setattr(audit_run, "plan_tasks", functools.partial(plan_tasks, task_rows=8))
+    monkeypatch.setattr(engine, "read_task", functools.partial(shardread.read_task, batch_rows=3))
+    out = _finished_before(tmp_path, capsys)
+    raw = [f"row number {i}".encode() for i in range(1, 31)]
+    raw[20] = b"caf\xe9 au lait"
+    pool = _parquet_with_bytes(tmp_path / "pool.parquet", [f"p{i}" for i in range(1, 31)], raw,
+                               groups=4)
+    err = _one_line(capsys, ["audit", "--pool", str(pool), "--out", str(out)])
+    assert err.endswith('pool.parquet row 21 field "text": not UTF-8 text (byte 3)')
+    assert not (out / "summary.json").exists()
+
+
+def test_parquet_batches_tile_each_task_with_their_first_rows(tmp_path):
+    ids, texts = _pool_rows(23)
+    pool = tmp_path / "pool.parquet"
+    _frame(ids, texts).write_parquet(pool, row_group_size=4)
+    tasks = plan_tasks(find_shards(pool), task_rows=7)
+    assert [t.row_groups for t in tasks] == [(0, 1), (2, 3), (4, 5)]
+    for batch_rows in (1, 3, 8, 100):
+        got, counted = [], 0
+        for task in tasks:
+            for batch in shardread.read_task(task, text_column="text", id_column="prompt_id",
+                                             batch_rows=batch_rows):
+                assert batch.first_row == len(got) + 1
+                assert batch.texts.len() <= batch_rows
+                got.extend(zip(batch.ids.to_list(), batch.texts.to_list(), strict=True))
+            # A pass that reads no column still counts every row.
+            counted += sum(b.n_rows for b in shardread.read_task(
+                task, text_column="text", id_column=None, ids_only=True, batch_rows=batch_rows))
+        assert got == list(zip(ids, texts, strict=True)), batch_rows
+        assert counted == 23
 
 
 def test_missing_text_column_in_one_shard(tmp_path, bench, capsys):
@@ -386,18 +433,18 @@ def test_the_readers_allocate_from_jemalloc_and_the_default_pool_comes_back(
     except NotImplementedError:
         pytest.skip("this pyarrow has no jemalloc")
     ids, texts = _pool_rows()
-    pool = tmp_path / "pool.parquet"
-    _frame(ids, texts).write_parquet(pool, row_group_size=5)
+    pool = tmp_path / "pool.arrow"
+    _frame(ids, texts).write_ipc(pool)
     before = pa.default_memory_pool().backend_name
     assert before != "jemalloc"      # pyarrow's own default (mimalloc on Linux)
     reading: set[str] = set()
-    parquet = shardread._parquet
+    arrow = shardread._arrow
 
     def recording(*args, **kwargs):
         reading.add(pa.default_memory_pool().backend_name)
-        yield from parquet(*args, **kwargs)
+        yield from arrow(*args, **kwargs)
 
-    monkeypatch.setattr(shardread, "_parquet", recording)
+    monkeypatch.setattr(shardread, "_arrow", recording)
     monkeypatch.delenv("ARROW_DEFAULT_MEMORY_POOL", raising=False)
     _audit(pool, tmp_path / "a", workers=2)
     assert reading == {"jemalloc"}

@@ -1,16 +1,15 @@
 """Reading one :class:`~guarddiag.audit.stream.Task` in checked batches of (texts, ids).
 
-Every format is read as a stream (pyarrow's parquet, Arrow IPC and CSV readers; JSON lines in
-blocks cut at line ends), so a worker holds one batch at a time. Each batch is checked the way
-:func:`guarddiag.audit.read_pool` checks a whole file, and a bad row is reported with its shard
-and its row (or, for bytes that are not UTF-8 in a text format, its line) within the shard.
-Duplicate ids span shards, so the engine checks those over the whole pool.
+Every format is read as a stream (parquet by polars, a run of rows at a time; Arrow IPC and CSV
+by pyarrow; JSON lines in blocks cut at line ends), so a worker holds one batch at a time. Each
+batch is checked as :func:`guarddiag.audit.read_pool` checks a whole file; a bad row is reported
+with its shard and its row (or, for bytes that are not UTF-8 in a text format, its line) within
+the shard. Duplicate ids span shards, so the engine checks those over the whole pool.
 
 A byte-range task of a JSON lines shard starts at the first line that starts in its range and
-numbers its rows from 1. A bad row there is reported as the whole shard's read reports it: the
-read is redone from the whole read's block that holds the range's first line, after counting the
-rows of the blocks before it (the error path only), so the message names the shard's own line,
-row and byte, and the same batch of rows, as an unsplit read would.
+numbers its rows from 1. A bad row there is reported as the whole shard's read reports it (the
+read is redone, on the error path only, from the whole read's block holding the range's first
+line, after counting the rows before it): the shard's own line, row and byte.
 """
 
 from __future__ import annotations
@@ -175,17 +174,12 @@ def _cannot(path: str, fmt: str, exc: BaseException) -> GuarddiagError:
 
 @contextlib.contextmanager
 def arrow_allocator() -> Iterator[None]:
-    """While the block runs, the tables the parquet, IPC and CSV readers build are allocated
-    from jemalloc, unless ``ARROW_DEFAULT_MEMORY_POOL`` names a pool (some of the readers'
-    scratch buffers stay with Arrow's C++ default: 9 of 42 MB reading a 125,000-row group).
-
-    pyarrow's default pool on Linux is mimalloc, which asks for transparent huge pages; where
-    the kernel's THP mode is ``madvise`` a fresh 2 MiB page is zeroed on first touch, and now
-    and then that costs an audit 0.3-0.5 s of system time (perf: ``clear_page_erms`` under
-    ``do_huge_pmd_anonymous_page``, from the parquet reader's copies). The pool is the
-    process's default, so the one it had is put back afterwards; buffers keep the pool they
-    came from.
-    """
+    """While the block runs, the tables pyarrow's readers build (Arrow IPC, CSV, JSON lines) are
+    allocated from jemalloc, unless ``ARROW_DEFAULT_MEMORY_POOL`` names a pool. pyarrow's
+    default on Linux, mimalloc, asks for transparent huge pages, and where the kernel's THP mode
+    is ``madvise`` zeroing fresh ones cost some audits 0.3-0.5 s of system time (perf:
+    ``clear_page_erms`` under ``do_huge_pmd_anonymous_page``, when pyarrow read parquet). The
+    pool is the process's; the one it had is put back afterwards."""
     import pyarrow as pa
 
     previous = pool = pa.default_memory_pool()
@@ -207,24 +201,51 @@ def _parquet(task: Task, needed: list[str], batch_rows: int) -> Raw:
     import pyarrow.parquet as pq
 
     try:
-        pf = pq.ParquetFile(task.path)
-        _require(task.path, pf.schema_arrow.names, needed)
+        parquet = pq.ParquetFile(task.path)
+        _require(task.path, parquet.schema_arrow.names, needed)
         if not task.row_groups:
             return
-        row = task.first_row
-        for group in task.row_groups:
-            # A row group that fits a batch is read whole (a third faster than iter_batches);
-            # a bigger one in batches, so memory stays bounded.
-            if pf.metadata.row_group(group).num_rows <= batch_rows:
-                batches = [pf.read_row_group(group, columns=needed)]
-            else:
-                batches = pf.iter_batches(batch_size=batch_rows, row_groups=[group],
-                                          columns=needed)
-            for batch in batches:
-                yield row, cast(pl.DataFrame, pl.from_arrow(batch)), 0
-                row += batch.num_rows
-    except (OSError, pa.ArrowException) as exc:
+        # A task's row groups are one run of rows; polars decodes only the pages a slice needs
+        # (0.22 CPU-s per million synthetic rows, pyarrow's read_row_group + from_arrow 0.41).
+        start = task.first_row - 1
+        end = start + sum(parquet.metadata.row_group(g).num_rows for g in task.row_groups)
+        lazy = pl.scan_parquet(task.path, glob=False, hive_partitioning=False).select(needed)
+        for first in range(start, end, batch_rows):
+            rows, row = min(batch_rows, end - first), first + 1
+            try:
+                # No columns (a count of rows): polars would give a frame of height 0.
+                frame = lazy.slice(first, rows).collect() if needed else pl.DataFrame(height=rows)
+            except pl.exceptions.PolarsError as exc:
+                raise (_parquet_not_utf8(parquet, task, needed, first - start, rows)
+                       or _cannot(task.path, "parquet", exc)) from None
+            yield row, frame, 0
+    except (OSError, pa.ArrowException, pl.exceptions.PolarsError) as exc:
         raise _cannot(task.path, "parquet", exc) from None
+
+
+def _parquet_not_utf8(parquet: Any, task: Task, needed: list[str], offset: int, rows: int
+                      ) -> GuarddiagError | None:
+    """The first of a task's ``rows`` rows from ``offset`` on whose text in a string column is
+    not UTF-8: polars refuses such a column, pyarrow (``parquet``) reads it as it is."""
+    import pyarrow as pa
+
+    batch = parquet.read_row_groups(task.row_groups, columns=needed).slice(offset, rows)
+    texts = [n for n in needed if batch.schema.field(n).type in (pa.string(), pa.large_string())]
+    found = (_not_utf8(batch.column(n).cast(pa.large_binary()).to_pylist(), task.path,
+                       task.first_row + offset, n) for n in texts)
+    return next(filter(None, found), None)
+
+
+def _not_utf8(values: list[bytes | None], path: str, first_row: int, column: str
+              ) -> GuarddiagError | None:
+    """The error naming the first of ``values`` that is not UTF-8, or ``None``."""
+    for row, raw in enumerate(values, start=first_row):
+        try:
+            raw is None or raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            return GuarddiagError(f"{at(path, row=row, field=column)}: not UTF-8 text "
+                                  f"(byte {exc.start})")
+    return None
 
 
 def _arrow(path: str, needed: list[str], batch_rows: int) -> Raw:
@@ -538,14 +559,8 @@ def _texts(series: pl.Series, path: str, first_row: int, column: str) -> pl.Seri
     if series.dtype == pl.Binary:
         try:
             series = series.cast(pl.String, strict=True)
-        except pl.exceptions.PolarsError:
-            for row, raw in enumerate(series.to_list(), start=first_row):
-                try:
-                    raw is None or raw.decode("utf-8")
-                except UnicodeDecodeError as exc:
-                    raise GuarddiagError(f"{at(path, row=row, field=column)}: not UTF-8 text "
-                                         f"(byte {exc.start})") from None
-            raise
+        except pl.exceptions.PolarsError as exc:
+            raise _not_utf8(series.to_list(), path, first_row, column) or exc from None
     elif series.dtype in (pl.Categorical, pl.Null):
         series = series.cast(pl.String)
     elif series.dtype != pl.String:
