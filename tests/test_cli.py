@@ -98,3 +98,22 @@ def test_version(capsys):
         main(["--version"])
     assert info.value.code == 0
     assert "guarddiag" in capsys.readouterr().out
+
+
+def _allocator_setting(env: dict[str, str]) -> str:
+    """``_RJEM_MALLOC_CONF`` as polars leaves it, in a fresh process that ran the command."""
+    code = ("import contextlib, os\nfrom guarddiag.cli import main\n"
+            "with contextlib.suppress(SystemExit):\n    main(['--help'])\n"
+            "import polars\nprint(os.environ['_RJEM_MALLOC_CONF'])")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         check=True).stdout
+    return out.strip().splitlines()[-1]
+
+
+def test_the_command_has_polars_keep_freed_pages_and_a_users_setting_wins():
+    env = {k: v for k, v in os.environ.items() if k != "_RJEM_MALLOC_CONF"}
+    # polars puts its own setting first and the environment's after it: the later one holds.
+    assert _allocator_setting(env) == ("dirty_decay_ms:500,muzzy_decay_ms:1000,"
+                                       + cli.POLARS_ALLOCATOR)
+    assert _allocator_setting(env | {"_RJEM_MALLOC_CONF": "narenas:2"}) == (
+        "dirty_decay_ms:500,muzzy_decay_ms:1000,narenas:2")

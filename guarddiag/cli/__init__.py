@@ -115,7 +115,16 @@ def work_paths_from(args: argparse.Namespace) -> WorkPaths:
     return replace(base, **given)
 
 
+POLARS_ALLOCATOR = "dirty_decay_ms:10000,muzzy_decay_ms:10000"
+"""How long polars' jemalloc keeps freed pages before handing them back (polars' own default:
+0.5 and 1 s). A scan allocates and frees each batch's buffers, and a page handed back is zeroed
+again when next used: a 10M-row exact audit spent 1.6-2.1 s of system time and 6.5-7.4 s of wall
+time, 1.0-1.1 s and 6.2-6.7 s with this. Set by :func:`main` before polars is imported (polars
+appends ``_RJEM_MALLOC_CONF`` to its own, so this wins); a value the user set is kept."""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    os.environ.setdefault("_RJEM_MALLOC_CONF", POLARS_ALLOCATOR)
     parser = build_parser()
     args = parser.parse_args(argv)
     from guarddiag.progress import log_to_stderr
