@@ -34,9 +34,9 @@ s against 1.62-1.65 s at 50,000 rows, 1.77-1.81 s against 1.67-1.70 s at 150,000
 COMPILED_EXACT_BYTES = 256 << 20
 """Pools of this many bytes of files or more take the exact scan's compiled kernel. Whole exact
 audits of the synthetic pool, compiled against vectorised: 2.22-2.25 s against 1.12-1.15 s at
-200,000 rows (13 MB), 2.60-2.92 against 1.89-1.99 at 1M (65 MB), 3.81-4.16 against 3.87-4.19 at
-3M (196 MB), 5.64-5.72 against 5.49-5.71 at 5M (327 MB), 8.32-9.00 against 9.69-10.24 at 10M
-(653 MB)."""
+200,000 rows (13 MB); since parquet is read by polars, 2.04-2.12 against 1.48-1.49 at 1M
+(65 MB), 2.89-3.47 against 2.84-2.90 at 3M (196 MB), 3.72-4.65 against 4.40-4.92 at 5M
+(327 MB), 6.25-6.49 against 8.06-8.26 at 10M (653 MB)."""
 
 
 def forced_kernel() -> str | None:
