@@ -62,7 +62,7 @@ by :func:`~guarddiag.audit.normal.form_keys`, as in the vectorised pass.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -669,20 +669,23 @@ def ends_code(key: str) -> int:
     if (head + tail).isascii():
         return ((1 << 63) | sum((ord(c) + 1) << (8 * i) for i, c in enumerate(head))
                 | sum((ord(c) + 1) << (32 + 8 * i) for i, c in enumerate(tail)))
-    h = int(FNV_OFFSET)
-    for c in (*head, "\uffff", *tail):     # U+FFFF splits the two (a noncharacter: a row
-        # holding one goes to the Python normaliser, so it is never in a kernel row's key)
-        h = ((h ^ ord(c)) * int(FNV_PRIME)) & 0xFFFF_FFFF_FFFF_FFFF
-    return max(h & ~(1 << 63), 1)     # 0 marks an empty slot of the kernel's table
+    # U+FFFF splits the two (a noncharacter: a row holding one goes to the Python normaliser,
+    # so it is never in a kernel row's key); 0 marks an empty slot of the kernel's table.
+    return max(_fnv1a((*head, "\uffff", *tail)) & ~(1 << 63), 1)
 
 
 def key_code(key: str) -> int:
     """The FNV-1a hash of a key's code points, as the exact kernel computes it for a row whose
     ends are a benchmark key's (never 0)."""
+    return max(_fnv1a(key), 1)
+
+
+def _fnv1a(chars: Iterable[str]) -> int:
+    """64-bit FNV-1a over code points, as the exact kernel hashes a row's key characters."""
     h = int(FNV_OFFSET)
-    for c in key:
+    for c in chars:
         h = ((h ^ ord(c)) * int(FNV_PRIME)) & 0xFFFF_FFFF_FFFF_FFFF
-    return max(h, 1)
+    return h
 
 
 @njit(cache=True, nogil=True)
@@ -711,6 +714,15 @@ def _in_table(code, table, shift):
             return True
         slot = (slot + 1) & mask
     return False
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _end_char(f, got, packed, h, ascii_ends):
+    """A key's ``got``-th character ``f`` at one of its ends (:func:`ends_code`), taken into
+    that end's packed codes (plus one, at byte ``got``), the ends' FNV-1a hash and whether
+    every end character so far is ASCII: the head and the tail take theirs alike."""
+    return (packed | (np.uint64(f + 1) << np.uint64(8 * got)), (h ^ np.uint64(f)) * FNV_PRIME,
+            ascii_ends & (f < 0x80))
 
 
 @njit(cache=True, nogil=True)
@@ -754,9 +766,7 @@ def _key_ends(offsets, data, fold, end_chars, ends, ends_shift, keys, keys_shift
             cp, j = decode_utf8(data, j)
             f = fold[cp]
             if f >= 0:
-                ascii_ends &= f < 0x80
-                head |= np.uint64(f + 1) << np.uint64(8 * got)
-                h = (h ^ np.uint64(f)) * FNV_PRIME
+                head, h, ascii_ends = _end_char(f, got, head, h, ascii_ends)
                 got += 1
         h = (h ^ np.uint64(0xFFFF)) * FNV_PRIME
         got = 0
@@ -768,9 +778,7 @@ def _key_ends(offsets, data, fold, end_chars, ends, ends_shift, keys, keys_shift
             cp, _ = decode_utf8(data, j)
             f = fold[cp]
             if f >= 0:
-                ascii_ends &= f < 0x80
-                tail |= np.uint64(f + 1) << np.uint64(8 * got)
-                h = (h ^ np.uint64(f)) * FNV_PRIME
+                tail, h, ascii_ends = _end_char(f, got, tail, h, ascii_ends)
                 got += 1
         # A hash of 0 would read as an empty slot: it becomes 1, in ends_code too.
         code = (_ASCII_CODE | head | (tail << np.uint64(32)) if ascii_ends
