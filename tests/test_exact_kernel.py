@@ -18,6 +18,7 @@ from guarddiag.audit.kernels import (
     ends_code,
     exact_rows,
     key_code,
+    key_codes,
 )
 from guarddiag.audit.normal import END_CHARS, exact_candidates, key_index
 from guarddiag.text import normalise
@@ -86,6 +87,21 @@ def test_keys_shorter_than_their_ends_and_empty_keys() -> None:
                                               )[0].to_list()
     assert ends_code("") == 1 << 63
     assert ends_code("ab") != ends_code("ba")
+
+
+def test_key_codes_are_the_64_bit_fnv_1a_of_each_keys_code_points() -> None:
+    """Against FNV-1a from its published constants (offset basis 14695981039346656037, prime
+    1099511628211), with 0 read as 1 (an empty table slot)."""
+    def fnv(text: str) -> int:
+        h = 14695981039346656037
+        for c in text:
+            h = ((h ^ ord(c)) * 1099511628211) % 2**64
+        return max(h, 1)
+
+    keys = ["", "a", "thelockdoor", "café", "东京слово", "ｆｕｌｌ😀", "x" * 300]
+    assert key_codes(pl.Series(keys, dtype=pl.String)).tolist() == [fnv(k) for k in keys]
+    assert [key_code(k) for k in keys] == [fnv(k) for k in keys]
+    assert key_code("") == 14695981039346656037
 
 
 def test_every_hash_colliding_still_keeps_only_the_matching_rows(
