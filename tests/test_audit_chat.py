@@ -17,9 +17,10 @@ import polars as pl
 import pytest
 
 import guarddiag
-from guarddiag.audit import audit_frames, audit_pool, engine, run
+from guarddiag.audit import audit_frames, audit_pool, run, stream
 from guarddiag.audit.fields import extract, parse_field
 from guarddiag.audit.options import AuditOptions
+from guarddiag.audit.scanstore import ScanStore
 from guarddiag.cli import build_parser, main
 from guarddiag.cli.audit import audit_options_from
 from guarddiag.errors import GuarddiagError
@@ -195,12 +196,13 @@ def test_a_strict_text_column_says_missing_or_empty(tmp_path, bench, capsys):
         "skips and counts rows without one)")
 
 
-def test_repeated_ids_are_all_reported_at_once_before_the_scan(tmp_path, bench, monkeypatch):
+def test_repeated_ids_are_all_reported_at_once_before_a_scanned_task_is_kept(
+        tmp_path, bench, monkeypatch):
     rows = [{"id": i, "prompt": f"text {n}"} for n, i in
             enumerate(["a", "b", "a", "c", "b", "d", "c", "a"])]
     pool = _chat(tmp_path / "p.jsonl", rows)
-    scanned = []
-    monkeypatch.setattr(engine, "scan_task", lambda *a: scanned.append(1))
+    kept = []
+    monkeypatch.setattr(ScanStore, "save", lambda *a: kept.append(1))
     with pytest.raises(GuarddiagError) as info:
         audit_pool(pool, out_dir=tmp_path / "a", id_column="id", text_fields=("prompt",),
                    workers=1)
@@ -208,7 +210,21 @@ def test_repeated_ids_are_all_reported_at_once_before_the_scan(tmp_path, bench, 
         f'3 ids repeat in the pool (field "id"; ids must be unique): {pool} row 3 field "id": '
         f"duplicate id 'a' (also row 1); {pool} row 5 field \"id\": duplicate id 'b' (also "
         f"row 2); {pool} row 7 field \"id\": duplicate id 'c' (also row 4)")
-    assert scanned == []     # the scan proper never started
+    assert kept == []       # the scan may have started beside the check; it kept nothing
+    assert not (tmp_path / "a").exists()
+
+
+def test_repeated_ids_are_the_error_even_when_the_scan_meets_a_bad_row_first(tmp_path, bench):
+    """The check for repeated ids runs beside the scan; a bad row the scan finds meanwhile
+    does not hide it (an id pass before the scan reported it first, and still does)."""
+    pool = _chat(tmp_path / "p.jsonl", [{"id": "a", "text": "one"}, {"id": "a", "text": None}])
+    for workers in (1, 2):
+        with pytest.raises(GuarddiagError, match=r"row 2 field \"id\": duplicate id 'a'"):
+            audit_pool(pool, out_dir=tmp_path / f"a{workers}", id_column="id", workers=workers)
+    with pytest.raises(GuarddiagError, match='row 2 field "text": missing text'):
+        audit_pool(_chat(tmp_path / "q.jsonl", [{"id": "a", "text": "one"},
+                                                {"id": "b", "text": None}]),
+                   out_dir=tmp_path / "b", id_column="id")
 
 
 # ─── precision ─────────────────────────────────────────────────────────────────────────────────
@@ -383,8 +399,8 @@ def test_progress_lines_estimate_the_time_left_from_the_bytes_to_do(monkeypatch,
     tasks = [Task(shard=0, path="p.jsonl", fmt="jsonl", row_groups=None, first_row=1,
                   byte_range=(a, b)) for a, b in ((0, 100), (100, 400), (400, 500))]
     now = [0.0]
-    monkeypatch.setattr(engine.time, "monotonic", lambda: now[0])
-    clock = engine._Progress("scan", tasks, done=set())
+    monkeypatch.setattr(stream.time, "monotonic", lambda: now[0])
+    clock = stream.TaskProgress("scan", tasks, done=set())
     now[0] = 20.0
     clock.finished(1, 3000)       # 300 of 500 bytes in 20 s: 200 bytes left, about 13 s
     now[0] = 25.0

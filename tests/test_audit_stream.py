@@ -333,6 +333,31 @@ def test_a_lone_task_split_over_threads_keeps_the_same_rows():
     assert slow > 0.05 * len(texts)
 
 
+def test_a_thread_gets_its_next_task_while_another_is_still_busy(monkeypatch):
+    """Threads are handed tasks as each finishes: while one thread holds task 1, the other
+    scans tasks 0 and 2-5 (when this thread scanned task 1 itself, nobody handed the other
+    thread a task until it was done)."""
+    import threading
+
+    ends = threading.Event()
+    order: list[int] = []
+
+    def scan(task, spec):
+        if task == 1:
+            assert ends.wait(timeout=10), "task 1 waited for the others in vain"
+        order.append(task)
+        if len(order) == 5:
+            ends.set()
+        return task
+
+    monkeypatch.setattr(engine, "scan_task", scan)
+    spec = engine.ScanSpec(text_column="text", id_column=None, forms=("a",), near_threshold=None,
+                           template_forms=None)
+    found = list(engine._local_map([(i, i) for i in range(6)], spec, workers=2))
+    assert order == [0, 2, 3, 4, 5, 1]
+    assert sorted(found) == [(i, i) for i in range(6)]
+
+
 def test_the_near_probe_alone_keeps_the_exact_rows_unless_a_form_has_no_word():
     """With near-dups on, the scan skips the exact pass when every benchmark form has a word
     (equal forms have equal word sets, Jaccard 1): the rows kept are then exactly those a

@@ -9,7 +9,7 @@ optional (``pip install -e ".[ray]"``, the same extra as the sweep).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
 from typing import Any
 
 from guarddiag.audit.stream import Task
@@ -22,7 +22,7 @@ _IN_FLIGHT = 64
 
 
 def ray_map(fn: Callable[[Task, Any], Any], pending: list[tuple[int, Task]], spec: Any, *,
-            address: str | None = None) -> Iterator[tuple[int, Any]]:
+            address: str | None = None) -> Generator[tuple[int, Any]]:
     """``(index, fn(task, spec))`` for every pending ``(index, task)`` as Ray tasks, as each
     finishes. Joins the running cluster at ``address`` (``auto`` for the one ``ray start``
     made), or the one this process already joined, or starts a local one.

@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import glob
 import hashlib
+import logging
 import os
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,8 +30,10 @@ from pathlib import Path
 from guarddiag import files
 from guarddiag.errors import GuarddiagError
 
-__all__ = ["BATCH_ROWS", "TASK_BYTES", "TASK_ROWS", "Shard", "Task", "find_shards", "plan_tasks",
-           "pool_digest", "shard_format"]
+logger = logging.getLogger(__name__)
+
+__all__ = ["BATCH_ROWS", "TASK_BYTES", "TASK_ROWS", "Shard", "Task", "TaskProgress", "find_shards",
+           "plan_tasks", "pool_digest", "shard_format", "task_weight"]
 
 BATCH_ROWS = 262_144
 """Rows a reader hands on at a time; with ~100-byte texts a batch is ~30 MB of text, so a worker's
@@ -204,3 +208,52 @@ def pool_digest(shards: list[Shard]) -> str:
         digests = list(pool.map(files.sha256_file, [s.path for s in shards]))
     doc = [[Path(s.path).name, d] for s, d in zip(shards, digests, strict=True)]
     return hashlib.sha256(files.dumps_json(doc).encode()).hexdigest()
+
+
+class TaskProgress:
+    """One status line at most every :attr:`EVERY` seconds: tasks and rows done, the rate and
+    the time left, estimated from the bytes (or rows) of the tasks still to do."""
+
+    EVERY = 10.0
+
+    def __init__(self, what: str, tasks: list[Task], done: set[int]) -> None:
+        self.what, self.tasks = what, tasks
+        self.weights = [task_weight(t) for t in tasks]
+        self.total = sum(self.weights) or 1
+        self.left = self.total - sum(self.weights[i] for i in done)
+        self.start_left = self.left
+        self.count, self.rows = len(done), 0
+        self.start = self.last = time.monotonic()
+
+    def finished(self, index: int, rows: int) -> None:
+        self.count += 1
+        self.rows += rows
+        self.left -= self.weights[index]
+        now = time.monotonic()
+        if now - self.last < self.EVERY or self.count == len(self.tasks):
+            return
+        self.last = now
+        spent, share = now - self.start, 1 - self.left / max(self.start_left, 1)
+        eta = spent / share * (1 - share) if share > 0 else float("nan")
+        logger.info(f"audit: {self.what} {self.count:,}/{len(self.tasks):,} tasks, "
+                    f"{self.rows:,} rows in {_clock(spent)}, about {_clock(eta)} left")
+
+
+def task_weight(task: Task) -> int:
+    """A task's share of its pool's work: its bytes, row groups or file size."""
+    if task.byte_range is not None:
+        return task.byte_range[1] - task.byte_range[0]
+    if task.row_groups is not None:
+        return max(1, len(task.row_groups))
+    try:
+        return max(1, os.path.getsize(task.path))
+    except OSError:
+        return 1
+
+
+def _clock(seconds: float) -> str:
+    if seconds != seconds:      # NaN
+        return "?"
+    seconds = int(seconds)
+    return f"{seconds // 60}:{seconds % 60:02d}" if seconds < 3600 else \
+        f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
