@@ -7,9 +7,10 @@ import logging
 import os
 import sys
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tqdm.auto import tqdm
+if TYPE_CHECKING:
+    from tqdm.auto import tqdm
 
 
 def _enabled() -> bool:
@@ -33,7 +34,11 @@ def library_bars_follow_ours() -> None:
 
 def progress(iterable: Iterable[Any] | None = None, *, total: int | None = None, desc: str = "",
              unit: str = "it", **kwargs: Any) -> tqdm[Any]:
-    """A tqdm bar on stderr; disabled unless stderr is a terminal (or GUARDDIAG_PROGRESS=1)."""
+    """A tqdm bar on stderr; disabled unless stderr is a terminal (or GUARDDIAG_PROGRESS=1).
+    tqdm is imported here: every command imports this module for its status lines, and tqdm.auto
+    takes 31 ms (asyncio, its version lookup)."""
+    from tqdm.auto import tqdm
+
     return tqdm(iterable, total=total, desc=desc, unit=unit, disable=not _enabled(),
                 dynamic_ncols=True, leave=False, file=sys.stderr, **kwargs)
 
