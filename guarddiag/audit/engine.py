@@ -477,16 +477,16 @@ def default_workers() -> int:
 def scan_pool(tasks: list[Task], spec: ScanSpec, *, store: ScanStore,
               engine: str = "local", workers: int | None = None,
               ray_address: str | None = None) -> PoolScan:
-    """First a cheap pass over the ids (and the required fields): repeated ids anywhere in the
-    pool, and rows missing a required field, are one error each, before the expensive scan.
-    Then scan every task ``store`` does not hold yet with ``engine``, storing each task's
-    findings as it finishes, and merge them in task order."""
+    """First a cheap pass over the ids (and the required fields): rows missing a required
+    field are one error, before the expensive scan; repeated ids anywhere in the pool are one
+    error too, from a check that runs beside the scan's first tasks, before any is kept. Then
+    scan every task ``store`` does not hold yet with ``engine``, storing each task's findings
+    as it finishes, and merge them in task order."""
     count = default_workers() if workers is None else workers
     if engine == "local":
-        # The indexes (the exact kernel's key tables: 0.34 s of Python for the study's 6,819
-        # prompts; the near-dup index and probe) are built while the id pass reads the pool;
-        # the scan's workers wait for them on the state lock. A failure here is met again, and
-        # raised, when a worker builds the state itself.
+        # The indexes (the exact kernel's key tables, the near-dup index and probe) are built
+        # while the id pass reads the pool; the scan's workers wait for them on the state lock.
+        # A failure here is met again, and raised, when a worker builds the state itself.
         meanwhile(_state, spec)
     unique: Future[None] | None = None
     if spec.id_column is not None or spec.require:
@@ -508,14 +508,13 @@ def scan_pool(tasks: list[Task], spec: ScanSpec, *, store: ScanStore,
     with closing(mapped):
         try:
             for index, findings in mapped:
-                if unique is not None:
-                    # No task is kept before the pool's ids are known to be distinct.
-                    unique.result()
-                    unique = None
+                if unique is not None:  # no task is kept before the ids are known distinct
+                    check, unique = unique, None
+                    check.result()
                 store.save(index, findings)
                 clock.finished(index, findings.rows)
         except GuarddiagError:
-            if unique is not None:      # repeated ids are the error, as before any scan
+            if unique is not None:      # a bad row met first: repeated ids are still the error
                 unique.result()
             raise
     if unique is not None:

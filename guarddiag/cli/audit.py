@@ -51,9 +51,9 @@ wrote its list (pool digest, options, benchmark digest); predict copies it besid
 Texts may come from nested fields (--text-field, repeatable): a chat corpus is audited on both
 sides of the conversation with --text-field 'messages[].content' --text-field prompt
 --text-field response; rows missing a field are skipped and counted per field. Repeated ids
-are all reported at once by a first cheap pass, before the scan. rows_to_remove.parquet and
-.jsonl list every corpus row with a match (id, field paths, texts, the benchmark prompts and
-kinds); the printed summary leads with their count.
+are all reported at once by a first cheap pass, before any scanned task is kept.
+rows_to_remove.parquet and .jsonl list every corpus row with a match (id, field paths, texts,
+the benchmark prompts and kinds); the printed summary leads with their count.
 
 Exit status: 0 = done (gates passed), 1 = a gate failed (--fail-above, --max-corpus-rows),
 2 = bad input, 3 = internal error.
