@@ -62,7 +62,7 @@ by :func:`~guarddiag.audit.normal.form_keys`, as in the vectorised pass.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -86,8 +86,8 @@ if TYPE_CHECKING:
     from guarddiag.audit.neardup import PrefixIndex
 
 __all__ = ["CompiledIndex", "CompiledKeys", "compile_index", "compile_keys", "ends_code",
-           "exact_rows", "form_near_rows", "form_pairs", "key_code", "key_codes", "text_near_rows",
-           "warm_exact", "warm_near"]
+           "exact_rows", "form_near_rows", "form_pairs", "key_code", "key_codes",
+           "text_near_rows", "warm_exact", "warm_near"]
 
 assert END_CHARS <= 4, "a key's head and tail are packed into 32 bits each"
 
@@ -671,7 +671,7 @@ def ends_code(key: str) -> int:
                 | sum((ord(c) + 1) << (32 + 8 * i) for i, c in enumerate(tail)))
     # U+FFFF splits the two (a noncharacter: a row holding one goes to the Python normaliser,
     # so it is never in a kernel row's key); 0 marks an empty slot of the kernel's table.
-    return max(_fnv1a((*head, "\uffff", *tail)) & ~(1 << 63), 1)
+    return max(key_code(f"{head}\uffff{tail}") & ~(1 << 63), 1)
 
 
 def key_code(key: str) -> int:
@@ -692,6 +692,8 @@ def key_codes(keys: pl.Series) -> np.ndarray:
 
 @njit(cache=True, nogil=True)
 def _key_hashes(offsets, data, codes):
+    """``codes[i]``: the 64-bit FNV-1a hash of the ``i``-th string's code points (1 for 0, an
+    empty table slot), as :func:`_key_ends` hashes a row's key characters."""
     for row in range(len(offsets) - 1):
         h = FNV_OFFSET
         j = offsets[row]
@@ -699,14 +701,6 @@ def _key_hashes(offsets, data, codes):
             cp, j = decode_utf8(data, j)
             h = (h ^ np.uint64(cp)) * FNV_PRIME
         codes[row] = max(h, np.uint64(1))
-
-
-def _fnv1a(chars: Iterable[str]) -> int:
-    """64-bit FNV-1a over code points, as the exact kernel hashes a row's key characters."""
-    h = int(FNV_OFFSET)
-    for c in chars:
-        h = ((h ^ ord(c)) * int(FNV_PRIME)) & 0xFFFF_FFFF_FFFF_FFFF
-    return h
 
 
 @njit(cache=True, nogil=True)
