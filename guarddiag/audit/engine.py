@@ -533,9 +533,10 @@ def _first_pass(tasks: list[Task], spec: ScanSpec, *, store: ScanStore, workers:
     pending = [(i, t) for i, t in enumerate(tasks) if i not in done]
     clock = TaskProgress("id pass", tasks, done)
     if pending:
-        with ThreadPoolExecutor(max_workers=max(1, min(workers, len(pending)))) as pool:
-            for index, found in _drive(pool, list(pending), spec, max(1, min(workers,
-                                       len(pending))), work=ids_task, this_one=False):
+        threads = max(1, min(workers, len(pending)))
+        with ThreadPoolExecutor(max_workers=threads) as pool:
+            for index, found in _drive(pool, list(pending), spec, threads, work=ids_task,
+                                       this_one=False):
                 store.save_ids(index, found)
                 clock.finished(index, found.rows)
     unique = (meanwhile(partial(store.check_unique_ids, id_column=spec.id_column))

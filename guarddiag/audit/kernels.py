@@ -187,6 +187,13 @@ def home_slot(key, shift):
 
 
 @njit(cache=True, nogil=True, inline="always")
+def fnv1a(h, value):
+    """One step of 64-bit FNV-1a: ``h`` (from :data:`FNV_OFFSET`) taking ``value`` (a byte or a
+    code point). Every hash the kernels and their indexes must agree on is made of these."""
+    return (h ^ np.uint64(value)) * FNV_PRIME
+
+
+@njit(cache=True, nogil=True, inline="always")
 def high_byte(data, words, start, stop):
     """Whether ``data[start:stop]`` holds a byte >= 0x80, read 8 bytes at a time from
     ``words`` (``data``'s whole 8-byte words as uint64): twice as fast as byte by byte."""
@@ -237,9 +244,9 @@ def _key(data, start, stop):
         key |= np.uint64(data[j]) << np.uint64(8 * (j - start))
     if stop - start <= 8:
         return key
-    h = (FNV_OFFSET ^ key) * FNV_PRIME
+    h = fnv1a(FNV_OFFSET, key)
     for j in range(start + 8, stop):
-        h = (h ^ np.uint64(data[j])) * FNV_PRIME
+        h = fnv1a(h, data[j])
     return h | _LONG
 
 
@@ -323,12 +330,12 @@ def _probe(offsets, data, lut, table, shift, vocab_offsets, vocab_data,
             long_word = False
             if j < stop and lut[data[j]] != 32:
                 long_word = True
-                h = (FNV_OFFSET ^ key) * FNV_PRIME
+                h = fnv1a(FNV_OFFSET, key)
                 while j < stop:
                     c = lut[data[j]]
                     if c == 32:
                         break
-                    h = (h ^ np.uint64(c)) * FNV_PRIME
+                    h = fnv1a(h, c)
                     j += 1
                 key = h | _LONG
             length = j - w0
@@ -699,7 +706,7 @@ def _key_hashes(offsets, data, codes):
         j = offsets[row]
         while j < offsets[row + 1]:
             cp, j = decode_utf8(data, j)
-            h = (h ^ np.uint64(cp)) * FNV_PRIME
+            h = fnv1a(h, cp)
         codes[row] = max(h, np.uint64(1))
 
 
@@ -736,7 +743,7 @@ def _end_char(f, got, packed, h, ascii_ends):
     """A key's ``got``-th character ``f`` at one of its ends (:func:`ends_code`), taken into
     that end's packed codes (plus one, at byte ``got``), the ends' FNV-1a hash and whether
     every end character so far is ASCII: the head and the tail take theirs alike."""
-    return (packed | (np.uint64(f + 1) << np.uint64(8 * got)), (h ^ np.uint64(f)) * FNV_PRIME,
+    return (packed | (np.uint64(f + 1) << np.uint64(8 * got)), fnv1a(h, f),
             ascii_ends & (f < 0x80))
 
 
@@ -783,7 +790,7 @@ def _key_ends(offsets, data, fold, end_chars, ends, ends_shift, keys, keys_shift
             if f >= 0:
                 head, h, ascii_ends = _end_char(f, got, head, h, ascii_ends)
                 got += 1
-        h = (h ^ np.uint64(0xFFFF)) * FNV_PRIME
+        h = fnv1a(h, 0xFFFF)
         got = 0
         j = stop
         while j > start and got < end_chars:
@@ -806,7 +813,7 @@ def _key_ends(offsets, data, fold, end_chars, ends, ends_shift, keys, keys_shift
             cp, j = decode_utf8(data, j)
             f = fold[cp]
             if f >= 0:
-                h = (h ^ np.uint64(f)) * FNV_PRIME
+                h = fnv1a(h, f)
         status[row] = _in_table(max(h, np.uint64(1)), keys, keys_shift)
     unknown[0] = n_unknown
 
@@ -825,15 +832,16 @@ class CompiledKeys:
 
 
 def compile_keys(index: KeyIndex) -> CompiledKeys:
-    keys = index.keys.to_list()
-    ends, ends_shift = _code_table({ends_code(key) for key in keys})
-    codes, codes_shift = _code_table(set(key_codes(index.keys).tolist()))
+    ends, ends_shift = _code_table(np.array([ends_code(key) for key in index.keys.to_list()],
+                                            dtype=np.uint64))
+    codes, codes_shift = _code_table(key_codes(index.keys))
     return CompiledKeys(index=index, ends=ends, ends_shift=ends_shift, keys=codes,
                         keys_shift=codes_shift)
 
 
-def _code_table(codes: set[int]) -> tuple[np.ndarray, np.uint64]:
-    table, shift = _build_code_table(np.array(sorted(codes), dtype=np.uint64))
+def _code_table(codes: np.ndarray) -> tuple[np.ndarray, np.uint64]:
+    # Distinct and sorted: the table's layout does not depend on the keys' order.
+    table, shift = _build_code_table(np.unique(codes))
     return table, np.uint64(shift)
 
 
