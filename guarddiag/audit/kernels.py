@@ -54,10 +54,14 @@ with the rows it hands on, :func:`exact_rows` takes 0.23-0.26) reads each row on
   read again;
 * the key's first and last :data:`~guarddiag.audit.normal.END_CHARS` characters are packed
   (ASCII) or hashed into a code and looked up among the benchmark keys' (:func:`ends_code`);
-  a row whose ends are there has its whole key hashed and looked up (:func:`key_code`).
+  a row whose ends are there has its whole key hashed and looked up (:func:`key_code`), and
+  then compared, character by character, with the key of that hash;
+* a row holding a character that is not provable has its ends read too when they lie in the
+  provable stretches at each end (:func:`_key_ends`); only if they can be a key's is it handed
+  to :func:`~guarddiag.text.normalise` (1,540 rows of 10M in the synthetic pool, not 16,150).
 
-Hashes only ever add candidates: a row the kernel passes on has its key computed and compared
-by :func:`~guarddiag.audit.normal.form_keys`, as in the vectorised pass.
+Hashes only ever add work, never a candidate: a row whose hash is a key's is compared with that
+key, and one whose characters differ (a collision) is handed to the Python normaliser.
 """
 
 from __future__ import annotations
@@ -75,12 +79,12 @@ from guarddiag.audit.normal import (
     WORD_BYTES,
     KeyIndex,
     exact_candidates,
-    form_keys,
     key_code_points,
     key_index,
     large_strings,
     word_code_points,
 )
+from guarddiag.text import normalise
 
 if TYPE_CHECKING:
     from guarddiag.audit.neardup import PrefixIndex
@@ -676,8 +680,8 @@ def ends_code(key: str) -> int:
     if (head + tail).isascii():
         return ((1 << 63) | sum((ord(c) + 1) << (8 * i) for i, c in enumerate(head))
                 | sum((ord(c) + 1) << (32 + 8 * i) for i, c in enumerate(tail)))
-    # U+FFFF splits the two (a noncharacter: a row holding one goes to the Python normaliser,
-    # so it is never in a kernel row's key); 0 marks an empty slot of the kernel's table.
+    # U+FFFF splits the two (a noncharacter, so unprovable: never among the key characters
+    # the kernel reads); 0 marks an empty slot of the kernel's table.
     return max(key_code(f"{head}\uffff{tail}") & ~(1 << 63), 1)
 
 
@@ -712,30 +716,54 @@ def _key_hashes(offsets, data, codes):
 
 @njit(cache=True, nogil=True)
 def _build_code_table(codes):
-    """Open-addressing set of the non-zero ``codes``, an eighth full (0: an empty slot)."""
+    """Open-addressing set of the non-zero ``codes``, an eighth full (0: an empty slot), and
+    per slot the position in ``codes`` of the first code it holds (-1: empty)."""
     bits = 4
     while (1 << bits) < 8 * len(codes):
         bits += 1
     size = 1 << bits
     shift = np.uint64(64 - bits)
     table = np.zeros(size, dtype=np.uint64)
-    for code in codes:
+    first = np.full(size, -1, dtype=np.int64)
+    for i in range(len(codes)):
+        code = codes[i]
         slot = home_slot(code, shift)
         while table[slot] != 0 and table[slot] != code:
             slot = (slot + 1) & (size - 1)
-        table[slot] = code
-    return table, shift
+        if table[slot] == 0:
+            table[slot] = code
+            first[slot] = i
+    return table, first, shift
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _in_table(code, table, shift):
+def _slot_of(code, table, shift):
+    """The slot holding ``code``, or -1."""
     mask = len(table) - 1
     slot = home_slot(code, shift)
     while table[slot] != 0:
         if table[slot] == code:
-            return True
+            return slot
         slot = (slot + 1) & mask
-    return False
+    return -1
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _is_key(data, start, stop, fold, key_offsets, key_data, key):
+    """Whether the row's key characters (its code points ``fold`` maps to one) are the
+    ``key``-th key's code points."""
+    k, end = key_offsets[key], key_offsets[key + 1]
+    j = start
+    while j < stop:
+        cp, j = decode_utf8(data, j)
+        f = fold[cp]
+        if f >= 0:
+            if k >= end:
+                return False
+            want, k = decode_utf8(key_data, k)
+            if want != f:
+                return False
+    return k == end
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -748,18 +776,29 @@ def _end_char(f, got, packed, h, ascii_ends):
 
 
 @njit(cache=True, nogil=True)
-def _key_ends(offsets, data, fold, end_chars, ends, ends_shift, keys, keys_shift, status,
-              unknown):
-    """``status[row]``: 1 if the row's key's ends (:func:`ends_code`) are in ``ends`` and its
-    key's hash (:func:`key_code`) is in ``keys`` (a candidate), else 0; 2 if the row holds a
-    character the Python normaliser must do, 3 if it holds one ``fold`` does not know yet
-    (each such code point is written once to ``unknown``, after a count in ``unknown[0]``). A
-    row's key characters are its code points that ``fold`` maps to a code point (>= 0); its
-    ends are its first and last ``end_chars`` of them."""
+def _key_ends(offsets, data, fold, end_chars, ends, ends_shift, keys, keys_shift, key_at,
+              key_offsets, key_data, status, unknown):
+    """``status[row]``: 1 if the row's key is a benchmark key (its ends, :func:`ends_code`, are
+    in ``ends``, its hash, :func:`key_code`, is in ``keys`` and its characters are those of the
+    key ``key_at`` names for that slot among ``key_offsets``/``key_data``), else 0; 2 if the
+    row holds a character the Python normaliser must do, unless its key's ends are provably not
+    in ``ends`` (then 0), or if its hash is a key's but its characters are not (a collision:
+    the normaliser decides); 3 if it holds one ``fold`` does not know yet (each such code point
+    is written once to ``unknown``, after a count in ``unknown[0]``). A row's key characters are
+    its code points that ``fold`` maps to a code point (>= 0); its ends are its first and last
+    ``end_chars`` of them.
+
+    A row holding an unprovable character still has exact ends when it has ``end_chars`` key
+    characters before the first one and after the last one, the head's followed by a provable
+    character or nothing: a provable or separator-like character starts a piece that
+    normalises on its own (it composes with nothing before it and blocks every mark after it:
+    :mod:`~guarddiag.audit.normal`), so the key of the row is the key of the text before it
+    followed by the key of the rest, and those ends lie in the pieces that ``fold`` reads."""
     n_unknown = 0
     words = data[:len(data) - len(data) % 8].view(np.uint64)
     for row in range(len(offsets) - 1):
         start, stop = offsets[row], offsets[row + 1]
+        slow = False
         if high_byte(data, words, start, stop):
             state = 0
             j = start
@@ -775,10 +814,12 @@ def _key_ends(offsets, data, fold, end_chars, ends, ends_shift, keys, keys_shift
                     state = 3
                 elif f == SLOW and state == 0:
                     state = 2
-            if state:
-                status[row] = state
+            if state == 3:
+                status[row] = 3
                 continue
+            slow = state == 2
         ascii_ends = True
+        exact = True
         head = np.uint64(0)
         tail = np.uint64(0)
         h = FNV_OFFSET
@@ -790,10 +831,16 @@ def _key_ends(offsets, data, fold, end_chars, ends, ends_shift, keys, keys_shift
             if f >= 0:
                 head, h, ascii_ends = _end_char(f, got, head, h, ascii_ends)
                 got += 1
+            elif f == SLOW:
+                exact = False
+                break
+        if slow and exact and j < stop:
+            cp, _ = decode_utf8(data, j)
+            exact = fold[cp] != SLOW
         h = fnv1a(h, 0xFFFF)
         got = 0
         j = stop
-        while j > start and got < end_chars:
+        while exact and j > start and got < end_chars:
             j -= 1
             while data[j] & 0xC0 == 0x80:
                 j -= 1
@@ -802,10 +849,18 @@ def _key_ends(offsets, data, fold, end_chars, ends, ends_shift, keys, keys_shift
             if f >= 0:
                 tail, h, ascii_ends = _end_char(f, got, tail, h, ascii_ends)
                 got += 1
+            elif f == SLOW:
+                exact = False
+        if not exact:
+            status[row] = 2
+            continue
         # A hash of 0 would read as an empty slot: it becomes 1, in ends_code too.
         code = (_ASCII_CODE | head | (tail << np.uint64(32)) if ascii_ends
                 else max(h & ~_ASCII_CODE, np.uint64(1)))
-        if not _in_table(code, ends, ends_shift):
+        if _slot_of(code, ends, ends_shift) < 0:
+            continue
+        if slow:
+            status[row] = 2
             continue
         h = FNV_OFFSET
         j = start
@@ -814,35 +869,46 @@ def _key_ends(offsets, data, fold, end_chars, ends, ends_shift, keys, keys_shift
             f = fold[cp]
             if f >= 0:
                 h = fnv1a(h, f)
-        status[row] = _in_table(max(h, np.uint64(1)), keys, keys_shift)
+        slot = _slot_of(max(h, np.uint64(1)), keys, keys_shift)
+        if slot >= 0:
+            same = _is_key(data, start, stop, fold, key_offsets, key_data, key_at[slot])
+            status[row] = 1 if same else 2
     unknown[0] = n_unknown
 
 
 @dataclass(frozen=True)
 class CompiledKeys:
     """A :class:`~guarddiag.audit.normal.KeyIndex` as the exact kernel reads it: its keys' ends
-    (:func:`ends_code`) in an open-addressing table, beside the index itself."""
+    (:func:`ends_code`) and hashes (:func:`key_code`) in open-addressing tables, and the keys'
+    characters, beside the index itself."""
 
     index: KeyIndex
     ends: np.ndarray
     ends_shift: np.uint64
     keys: np.ndarray
-    """The keys' hashes (:func:`key_code`) in an open-addressing table."""
+    """The distinct keys' hashes in an open-addressing table."""
     keys_shift: np.uint64
+    key_at: np.ndarray
+    """Per slot of ``keys``, the position of its key among ``key_offsets``/``key_data``."""
+    key_offsets: np.ndarray
+    key_data: np.ndarray
+    """The distinct keys, sorted, as UTF-8 bytes and their offsets."""
+    key_set: frozenset[str]
+    """The keys, for the rows the Python normaliser does."""
 
 
 def compile_keys(index: KeyIndex) -> CompiledKeys:
-    ends, ends_shift = _code_table(np.array([ends_code(key) for key in index.keys.to_list()],
-                                            dtype=np.uint64))
-    codes, codes_shift = _code_table(key_codes(index.keys))
-    return CompiledKeys(index=index, ends=ends, ends_shift=ends_shift, keys=codes,
-                        keys_shift=codes_shift)
-
-
-def _code_table(codes: np.ndarray) -> tuple[np.ndarray, np.uint64]:
-    # Distinct and sorted: the table's layout does not depend on the keys' order.
-    table, shift = _build_code_table(np.unique(codes))
-    return table, np.uint64(shift)
+    # Distinct and sorted: the tables' layout does not depend on the keys' order.
+    distinct = index.keys.unique().sort()
+    ends, _, ends_shift = _build_code_table(np.unique(np.array(
+        [ends_code(key) for key in distinct.to_list()], dtype=np.uint64)))
+    keys, key_at, keys_shift = _build_code_table(key_codes(distinct))
+    buffers = column_buffers(distinct)
+    assert buffers is not None, "a key index holds no null"
+    return CompiledKeys(index=index, ends=ends, ends_shift=np.uint64(ends_shift), keys=keys,
+                        keys_shift=np.uint64(keys_shift), key_at=key_at,
+                        key_offsets=buffers[0], key_data=buffers[1],
+                        key_set=frozenset(distinct.to_list()))
 
 
 def _statuses(texts: pl.Series, keys: CompiledKeys) -> np.ndarray | None:
@@ -855,7 +921,7 @@ def _statuses(texts: pl.Series, keys: CompiledKeys) -> np.ndarray | None:
     # END_CHARS is passed, not read as a global: numba would freeze a global from another
     # file into its cached machine code.
     _key_ends(*buffers, fold, END_CHARS, keys.ends, keys.ends_shift, keys.keys, keys.keys_shift,
-              status, unknown)
+              keys.key_at, keys.key_offsets, keys.key_data, status, unknown)
     if unknown[0]:
         # New characters: looked up, then their rows read again (a subset has no null).
         _KEY_POINTS.learn_listed(unknown)
@@ -868,19 +934,21 @@ def _statuses(texts: pl.Series, keys: CompiledKeys) -> np.ndarray | None:
 
 def exact_rows(texts: pl.Series, keys: CompiledKeys) -> tuple[pl.Series, int]:
     """:func:`~guarddiag.audit.normal.exact_candidates`, the same rows, and how many rows the
-    Python normaliser did: a row is a candidate when its key's ends, read from its bytes at each
-    end (the kernel), are a benchmark key's and then its whole key is
-    (:func:`~guarddiag.audit.normal.form_keys`)."""
+    Python normaliser did: a row is a candidate when its key, read from its bytes (the kernel:
+    its ends first, then its hash, then its characters), is a benchmark key, or, for a row the
+    kernel hands on, when its normal form without spaces (:func:`~guarddiag.text.normalise`)
+    is one."""
     status = _statuses(texts, keys)
     if status is None:     # a null text: the vectorised pass takes the batch
         return exact_candidates(texts, keys.index)
-    keep = np.zeros(texts.len(), dtype=np.bool_)
-    rows = np.flatnonzero(status)
-    slow = 0
+    keep = status == 1
+    rows = np.flatnonzero(status == 2)
     if rows.size:
-        found, slow = form_keys(texts.gather(rows))
-        keep[rows] = found.is_in(keys.index.keys.implode()).to_numpy()
-    return pl.Series(values=keep), slow
+        # A few rows a batch (about 40 of 250,000 in the synthetic pool): one call each costs
+        # less than the vectorised pass's set-up.
+        keep[rows] = [normalise(t).replace(" ", "") in keys.key_set
+                      for t in texts.gather(rows).to_list()]
+    return pl.Series(values=keep), int(rows.size)
 
 
 def warm_exact() -> None:
