@@ -8,10 +8,13 @@ Python set over the ids (which ids repeat, and where), and counts of the tasks a
 from __future__ import annotations
 
 import functools
+import json
 import os
 import subprocess
 import sys
 import textwrap
+import threading
+from concurrent.futures import Future
 from pathlib import Path
 
 import numpy as np
@@ -224,6 +227,79 @@ def test_findings_for_other_options_a_changed_pool_or_force_are_not_reused(tmp_p
     seen = _counting(monkeypatch)
     audit_pool(pool, out_dir=out, figure=False, workers=1, near_dup=True, force=True)
     assert len(seen) == 4
+
+
+def test_the_scan_starts_while_the_pools_digest_is_computed_when_nothing_can_be_reused(
+        tmp_path, bench, monkeypatch):
+    """A first audit into a fresh folder (or --force) needs the pool's sha256 only to name its
+    results: its id pass starts before the digest returns. A folder holding a saved audit
+    waits for the digest, which decides whether that audit is current."""
+    pool = tmp_path / "pool"
+    _pool(pool, shards=2)
+    started = threading.Event()
+    seen: list[bool] = []
+    wait = [5.0]
+    real_ids, real_digest = engine.ids_task, audit_run.pool_digest
+
+    def ids_task(task, spec):
+        started.set()
+        return real_ids(task, spec)
+
+    def slow_digest(shards):
+        seen.append(started.wait(timeout=wait[0]))
+        return real_digest(shards)
+
+    monkeypatch.setattr(engine, "ids_task", ids_task)
+    monkeypatch.setattr(audit_run, "pool_digest", slow_digest)
+    out = tmp_path / "out"
+    first = audit_pool(pool, out_dir=out, figure=False, workers=1)
+    again = audit_pool(pool, out_dir=out, figure=False, workers=1, force=True)
+    assert seen == [True, True]
+    started.clear()
+    wait[0] = 0.5
+    cached = audit_pool(pool, out_dir=out, figure=False, workers=1)   # the saved audit
+    assert seen == [True, True, False]
+    assert first.benchmarks == again.benchmarks == cached.benchmarks
+    assert first.overlap.height == 3
+    assert first.overlap.equals(cached.overlap)
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["inputs"]["pool"] == real_digest(find_shards(pool))
+
+
+def test_a_store_names_itself_once_its_key_is_known_and_before_it_keeps_a_task(tmp_path):
+    """Opened before the key is known, the store keeps the id pass's files at once and is
+    named when the key comes; a task's findings wait for it. A store never named is emptied
+    when opened again."""
+    tasks = plan_tasks(find_shards(_pool_file(tmp_path)), task_rows=2)
+    ids = scanstore.TaskIds(rows=2, id_hashes=np.array([1, 2], dtype=np.uint64))
+    key: Future[str] = Future()
+    store = scanstore.ScanStore(tmp_path / "store", key=key, tasks=tasks)
+    store.save_ids(0, ids)
+    assert not (tmp_path / "store" / "store.json").exists()
+    assert store.checked() == {0}
+    key.set_result("the-key")
+    store.save_ids(1, ids)
+    assert json.loads((tmp_path / "store" / "store.json").read_text())["key"] == "the-key"
+    assert scanstore.ScanStore(tmp_path / "store", key="the-key", tasks=tasks).checked() == {0, 1}
+
+    unnamed: Future[str] = Future()
+    store = scanstore.ScanStore(tmp_path / "other", key=unnamed, tasks=tasks)
+    store.save_ids(0, ids)
+    assert scanstore.ScanStore(tmp_path / "other", key="the-key", tasks=tasks).checked() == set()
+
+    later: Future[str] = Future()
+    store = scanstore.ScanStore(tmp_path / "third", key=later, tasks=tasks)
+    threading.Timer(0.2, later.set_result, ("the-key",)).start()
+    store.save(0, scanstore.TaskFindings(rows=2, candidates=()))
+    assert json.loads((tmp_path / "third" / "store.json").read_text())["key"] == "the-key"
+    assert scanstore.ScanStore(tmp_path / "third", key="the-key", tasks=tasks).finished() == {0}
+
+
+def _pool_file(folder: Path) -> Path:
+    path = folder / "pool.parquet"
+    pl.DataFrame({"prompt_id": ["a", "b", "c", "d"], "text": ["w", "x", "y", "z"]}
+                 ).write_parquet(path, row_group_size=2)
+    return path
 
 
 # ─── duplicate ids from hashes on disk ────────────────────────────────────────────────────────

@@ -4,7 +4,7 @@ Either kernel keeps the rows its vectorised counterpart keeps, so the choice is 
 numba's import and its first load of cached machine code cost a process about 0.6 CPU-seconds
 (and about 140 MB of memory), started beside the benchmark loading
 (:func:`guarddiag.cores.meanwhile`) but mostly holding the GIL; the kernels save, per million
-rows of the synthetic pool, about 3 CPU-seconds in the near-dup scan and 0.37 in the exact one.
+rows of the synthetic pool, about 3 CPU-seconds in the near-dup scan and 0.5 in the exact one.
 So each scan runs its kernel from a pool size on, measured on whole audits
 (:data:`COMPILED_NEAR_BYTES`, :data:`COMPILED_EXACT_BYTES`), and :data:`SCAN_KERNEL_ENV` forces
 either everywhere.
@@ -31,12 +31,13 @@ COMPILED_NEAR_BYTES = 8 << 20
 near-dup audits of the synthetic pool broke even near 100,000 rows (6.5 MB of parquet; 1.32-1.34
 s against 1.62-1.65 s at 50,000 rows, 1.77-1.81 s against 1.67-1.70 s at 150,000)."""
 
-COMPILED_EXACT_BYTES = 256 << 20
+COMPILED_EXACT_BYTES = 160 << 20
 """Pools of this many bytes of files or more take the exact scan's compiled kernel. Whole exact
-audits of the synthetic pool, compiled against vectorised: 2.22-2.25 s against 1.12-1.15 s at
-200,000 rows (13 MB); since parquet is read by polars, 2.04-2.12 against 1.48-1.49 at 1M
-(65 MB), 2.89-3.47 against 2.84-2.90 at 3M (196 MB), 3.72-4.65 against 4.40-4.92 at 5M
-(327 MB), 6.25-6.49 against 8.06-8.26 at 10M (653 MB)."""
+audits of the synthetic pool, compiled against vectorised, three runs each: 1.69-1.80 s against
+1.45-1.53 s at 1M rows (65 MB), 2.26-2.54 against 2.18-2.27 at 2M (131 MB), 2.50-2.69 against
+2.76-2.80 at 3M (196 MB); before the kernel read the ends of rows holding an unprovable
+character, 3.72-4.65 against 4.40-4.92 at 5M (327 MB) and 6.25-6.49 against 8.06-8.26 at 10M
+(653 MB)."""
 
 
 def forced_kernel() -> str | None:

@@ -34,7 +34,7 @@ from guarddiag.audit.provenance import (
 from guarddiag.audit.result import AuditResult
 from guarddiag.errors import GuarddiagError
 
-__all__ = ["PREVIOUS_FOLDER", "PreviousAudit", "finish_merge", "keep_previous",
+__all__ = ["PREVIOUS_FOLDER", "PreviousAudit", "finish_merge", "holds_others", "keep_previous",
            "merge_results", "merged_records", "new_records", "previous_audit",
            "previous_to_keep"]
 
@@ -74,10 +74,8 @@ def previous_to_keep(out_dir: Path, *, pool_sha256: str, options: Mapping[str, A
     this audit does not cover and was made of the same pool with the same options; an error
     naming the difference when those differ; None when there is nothing to keep."""
     previous = previous_audit(out_dir)
-    if previous is None:
-        return None
-    others = sorted(set(previous.result.decontaminated) - set(covered))
-    if not others:
+    others = _others(previous, covered)
+    if previous is None or not others:
         return None
     record = previous.records[others[0]]
     diff = []
@@ -96,6 +94,18 @@ def previous_to_keep(out_dir: Path, *, pool_sha256: str, options: Mapping[str, A
             f"options{_as_flags(record.options, options)}, audit those benchmarks too, or "
             f"choose another --out")
     return previous
+
+
+def holds_others(out_dir: Path, covered: Collection[str]) -> bool:
+    """Whether the folder holds an audit of benchmarks outside ``covered`` (one that
+    :func:`previous_to_keep` keeps, or refuses)."""
+    return bool(_others(previous_audit(out_dir), covered))
+
+
+def _others(previous: PreviousAudit | None, covered: Collection[str]) -> list[str]:
+    if previous is None:
+        return []
+    return sorted(set(previous.result.decontaminated) - set(covered))
 
 
 def _as_flags(there: Mapping[str, Any], now: Mapping[str, Any]) -> str:

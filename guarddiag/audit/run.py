@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections.abc import Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
@@ -94,15 +94,24 @@ def audit_pool(pool: str | Path, options: AuditOptions | None = None, *,
         meanwhile(warm_compiled_probe if opts.near_dup else warm_exact_kernel)
     bench_set = data.load_benchmarks(opts.benchmarks, data_dir=data_dir,
                                      derived_dir=derived_dir)
-    pool_sha = digest.result()
     unavailable = tuple(UnavailableBenchmark(benchmark=s.id, reason=_reason(s))
                         for s in bench_set.unavailable)
     recorded = _key_options(opts, threshold=threshold, short_threshold=short_threshold)
-    key = _cache_key(pool_sha, bench_set.sha256, list(bench_set.frames), unavailable, recorded)
-    keep = merge.previous_to_keep(out_dir, pool_sha256=pool_sha, options=recorded, covered=[
-        *bench_set.frames, *(u.benchmark for u in unavailable)])  # audits add up, or refused
-    if not force:
-        cached = load_if_current(out_dir, key)
+    covered = [*bench_set.frames, *(u.benchmark for u in unavailable)]
+
+    def cache_key() -> str:
+        return _cache_key(digest.result(), bench_set.sha256, list(bench_set.frames),
+                          unavailable, recorded)
+
+    key = meanwhile(cache_key)
+    keep = None
+    # The pool's digest names this audit. Only a folder holding what this run may reuse or must
+    # add to waits for it; otherwise the scan starts while it is computed (ScanStore).
+    if _reusable(out_dir, force=force, covered=covered):
+        keep = merge.previous_to_keep(out_dir, pool_sha256=digest.result(), options=recorded,
+                                      covered=covered)  # audits add up, or refused
+    if not force and (out_dir / "meta.json").is_file():
+        cached = load_if_current(out_dir, key.result())
         if cached is not None:
             logger.info(f"audit: {out_dir} is up to date with this pool and these benchmarks "
                         "(use --force to recompute)")
@@ -132,11 +141,22 @@ def audit_pool(pool: str | Path, options: AuditOptions | None = None, *,
         result = _audit_with_titles(
             shards, tasks, store, bench_set.frames, opts, frame_options=frame_options,
             derived_dir=derived_dir, data_dir=data_dir)
-        inputs = {"pool": pool_sha} | {f"benchmark:{k}": v for k, v in bench_set.sha256.items()}
+        inputs = ({"pool": digest.result()}
+                  | {f"benchmark:{k}": v for k, v in bench_set.sha256.items()})
         result = _write_outputs(result, out_dir, keep=keep, figure=opts.figure, meta={
-            "inputs": inputs, "pool_path": str(pool), "options": recorded, "cache_key": key})
+            "inputs": inputs, "pool_path": str(pool), "options": recorded,
+            "cache_key": key.result()})
     merge.finish_merge(out_dir)
     return replace(result, out_dir=out_dir)
+
+
+def _reusable(out_dir: Path, *, force: bool, covered: Sequence[str]) -> bool:
+    """Whether ``out_dir`` holds what the pool's digest decides on: a saved audit that may be
+    current or an unfinished scan that may resume (unless ``force``), or an audit of
+    benchmarks this one does not cover, which it adds to if the pool is the same."""
+    if not force and ((out_dir / "meta.json").is_file() or (out_dir / SCAN_FOLDER).exists()):
+        return True
+    return merge.holds_others(out_dir, covered)
 
 
 def _key_options(opts: AuditOptions, *, threshold: float, short_threshold: float
@@ -195,7 +215,7 @@ def _forget_finished(out_dir: Path) -> None:
 
 
 @contextmanager
-def _resumable(out_dir: Path, *, key: str, tasks: list[Task], fresh: bool
+def _resumable(out_dir: Path, *, key: Future[str], tasks: list[Task], fresh: bool
                ) -> Iterator[ScanStore]:
     """The scan store in ``out_dir``: kept while the run is unfinished (a killed or failed run
     resumes from its finished tasks), removed once the outputs are written. A run that fails
