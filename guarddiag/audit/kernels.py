@@ -43,8 +43,8 @@ A row is kept when some benchmark set reaches the threshold: the rows the vector
 **The exact pass.** The vectorised pass (:func:`guarddiag.audit.normal.exact_candidates`) finds
 the rows holding a non-ASCII character and looks up each new character (a regex extraction, an
 explode and a ``unique`` per batch), cleans a window at each end of every row and compares the
-ends: 0.63 CPU-seconds per million rows of the synthetic pool, one thread. This kernel (0.17 s;
-with the rows it hands on, :func:`exact_rows` takes 0.23-0.26) reads each row once:
+ends: 0.66 CPU-seconds per million rows of the synthetic pool, one thread. :func:`exact_rows`
+takes 0.15-0.16, the rows it hands on included; the kernel reads each row once:
 
 * a row holding only ASCII bytes (an OR of its bytes, which vectorises) is read as it is;
   another is decoded, and each code point looked up in a per-process table of what it becomes
