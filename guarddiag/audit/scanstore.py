@@ -133,8 +133,10 @@ class ScanStore:
         return {"format": _STORE_FORMAT, "key": key, "tasks": self._tasks_sha}
 
     def _name(self, *, wait: bool) -> None:
-        """Write ``store.json`` once the key is known (at once, with ``wait``)."""
-        if self._named or not (wait or not isinstance(self._key, Future) or self._key.done()):
+        """Write ``store.json`` if the key is known (waiting for it, with ``wait``)."""
+        if self._named:
+            return
+        if not wait and isinstance(self._key, Future) and not self._key.done():
             return
         files.write_json(self._doc(), self.folder / "store.json")
         self._named = True
@@ -170,7 +172,7 @@ class ScanStore:
     def save(self, index: int, findings: TaskFindings) -> None:
         """Store one task's findings; the row count is written last and marks it finished.
         The store is named first, so that every finished task can be resumed (the key is
-        known by then: the scan's first task ends after the id pass)."""
+        usually known by then: the scan's first task ends after the id pass)."""
         self._name(wait=True)
         rows, texts, ids, paths = (zip(*findings.candidates, strict=True)
                                    if findings.candidates else ((), (), (), ()))
