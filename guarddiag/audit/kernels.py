@@ -775,6 +775,50 @@ def _end_char(f, got, packed, h, ascii_ends):
             ascii_ends & (f < 0x80))
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _ends_code(data, start, stop, fold, end_chars, slow):
+    """(:func:`ends_code` of the row's key as ``fold`` reads it, whether that is its key's:
+    always unless the row holds an unprovable character, ``slow``, too near an end; see
+    :func:`_key_ends`)."""
+    ascii_ends = True
+    exact = True
+    head = np.uint64(0)
+    tail = np.uint64(0)
+    h = FNV_OFFSET
+    got = 0
+    j = start
+    while j < stop and got < end_chars:
+        cp, j = decode_utf8(data, j)
+        f = fold[cp]
+        if f >= 0:
+            head, h, ascii_ends = _end_char(f, got, head, h, ascii_ends)
+            got += 1
+        elif f == SLOW:
+            exact = False
+            break
+    if slow and exact and j < stop:
+        cp, _ = decode_utf8(data, j)
+        exact = fold[cp] != SLOW
+    h = fnv1a(h, 0xFFFF)
+    got = 0
+    j = stop
+    while exact and j > start and got < end_chars:
+        j -= 1
+        while data[j] & 0xC0 == 0x80:
+            j -= 1
+        cp, _ = decode_utf8(data, j)
+        f = fold[cp]
+        if f >= 0:
+            tail, h, ascii_ends = _end_char(f, got, tail, h, ascii_ends)
+            got += 1
+        elif f == SLOW:
+            exact = False
+    # A hash of 0 would read as an empty slot: it becomes 1, in ends_code too.
+    code = (_ASCII_CODE | head | (tail << np.uint64(32)) if ascii_ends
+            else max(h & ~_ASCII_CODE, np.uint64(1)))
+    return code, exact
+
+
 @njit(cache=True, nogil=True)
 def _key_ends(offsets, data, fold, end_chars, ends, ends_shift, keys, keys_shift, key_at,
               key_offsets, key_data, status, unknown):
@@ -818,45 +862,10 @@ def _key_ends(offsets, data, fold, end_chars, ends, ends_shift, keys, keys_shift
                 status[row] = 3
                 continue
             slow = state == 2
-        ascii_ends = True
-        exact = True
-        head = np.uint64(0)
-        tail = np.uint64(0)
-        h = FNV_OFFSET
-        got = 0
-        j = start
-        while j < stop and got < end_chars:
-            cp, j = decode_utf8(data, j)
-            f = fold[cp]
-            if f >= 0:
-                head, h, ascii_ends = _end_char(f, got, head, h, ascii_ends)
-                got += 1
-            elif f == SLOW:
-                exact = False
-                break
-        if slow and exact and j < stop:
-            cp, _ = decode_utf8(data, j)
-            exact = fold[cp] != SLOW
-        h = fnv1a(h, 0xFFFF)
-        got = 0
-        j = stop
-        while exact and j > start and got < end_chars:
-            j -= 1
-            while data[j] & 0xC0 == 0x80:
-                j -= 1
-            cp, _ = decode_utf8(data, j)
-            f = fold[cp]
-            if f >= 0:
-                tail, h, ascii_ends = _end_char(f, got, tail, h, ascii_ends)
-                got += 1
-            elif f == SLOW:
-                exact = False
+        code, exact = _ends_code(data, start, stop, fold, end_chars, slow)
         if not exact:
             status[row] = 2
             continue
-        # A hash of 0 would read as an empty slot: it becomes 1, in ends_code too.
-        code = (_ASCII_CODE | head | (tail << np.uint64(32)) if ascii_ends
-                else max(h & ~_ASCII_CODE, np.uint64(1)))
         if _slot_of(code, ends, ends_shift) < 0:
             continue
         if slow:

@@ -104,24 +104,14 @@ def audit_pool(pool: str | Path, options: AuditOptions | None = None, *,
                           unavailable, recorded)
 
     key = meanwhile(cache_key)
-    keep = None
     # The pool's digest names this audit. Only a folder holding what this run may reuse or must
-    # add to waits for it; otherwise the scan starts while it is computed (ScanStore).
-    if _reusable(out_dir, force=force, covered=covered):
-        keep = merge.previous_to_keep(out_dir, pool_sha256=digest.result(), options=recorded,
-                                      covered=covered)  # audits add up, or refused
-    if not force and (out_dir / "meta.json").is_file():
-        cached = load_if_current(out_dir, key.result())
-        if cached is not None:
-            logger.info(f"audit: {out_dir} is up to date with this pool and these benchmarks "
-                        "(use --force to recompute)")
-            if opts.figure and not all((out_dir / f"overlap{s}").is_file()
-                                       for s in CHART_SUFFIXES):
-                # Saved without its chart: the chart is a picture of the saved summary, so it
-                # is drawn from that (the same bytes as a full run's), not by a new scan.
-                save_audit_figure(plot_overlap(cached), out_dir / "overlap")
-            return cached
-
+    # add to waits for it (audits add up, or are refused); otherwise the scan starts meanwhile.
+    keep = (merge.previous_to_keep(out_dir, pool_sha256=digest.result(), options=recorded,
+                                   covered=covered)
+            if _reusable(out_dir, force=force, covered=covered) else None)
+    cached = None if force else _saved(out_dir, key, figure=opts.figure)
+    if cached is not None:
+        return cached
     if keep is not None:
         merge.keep_previous(keep, out_dir)
     # A failed run must not leave the previous run's summary vouching for this folder.
@@ -148,6 +138,22 @@ def audit_pool(pool: str | Path, options: AuditOptions | None = None, *,
             "cache_key": key.result()})
     merge.finish_merge(out_dir)
     return replace(result, out_dir=out_dir)
+
+
+def _saved(out_dir: Path, key: Future[str], *, figure: bool) -> AuditResult | None:
+    """The folder's saved audit if ``key`` says it is this one, its chart drawn if ``figure``
+    and it has none; else None."""
+    if not (out_dir / "meta.json").is_file():
+        return None
+    cached = load_if_current(out_dir, key.result())
+    if cached is not None:
+        logger.info(f"audit: {out_dir} is up to date with this pool and these benchmarks "
+                    "(use --force to recompute)")
+        if figure and not all((out_dir / f"overlap{s}").is_file() for s in CHART_SUFFIXES):
+            # Saved without its chart: the chart is a picture of the saved summary, so it is
+            # drawn from that (the same bytes as a full run's), not by a new scan.
+            save_audit_figure(plot_overlap(cached), out_dir / "overlap")
+    return cached
 
 
 def _reusable(out_dir: Path, *, force: bool, covered: Sequence[str]) -> bool:
