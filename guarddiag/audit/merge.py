@@ -15,7 +15,7 @@ run killed while writing loses nothing, and the rerun merges with it again.
 from __future__ import annotations
 
 import shutil
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -34,7 +34,7 @@ from guarddiag.audit.provenance import (
 from guarddiag.audit.result import AuditResult
 from guarddiag.errors import GuarddiagError
 
-__all__ = ["PREVIOUS_FOLDER", "PreviousAudit", "finish_merge", "holds_others", "keep_previous",
+__all__ = ["PREVIOUS_FOLDER", "PreviousAudit", "finish_merge", "keep_previous",
            "merge_results", "merged_records", "new_records", "previous_audit",
            "previous_to_keep"]
 
@@ -68,19 +68,25 @@ def previous_audit(out_dir: Path) -> PreviousAudit | None:
     return None
 
 
-def previous_to_keep(out_dir: Path, *, pool_sha256: str, options: Mapping[str, Any],
-                     covered: Collection[str]) -> PreviousAudit | None:
+def previous_to_keep(out_dir: Path, *, pool_sha256: Callable[[], str],
+                     options: Mapping[str, Any], covered: Collection[str]
+                     ) -> PreviousAudit | None:
     """The folder's audit this audit adds to: the previous audit when it holds benchmarks
     this audit does not cover and was made of the same pool with the same options; an error
-    naming the difference when those differ; None when there is nothing to keep."""
+    naming the difference when those differ; None when there is nothing to keep.
+    ``pool_sha256`` gives the pool's digest, asked for only when there is something to keep
+    (it may still be computed meanwhile)."""
     previous = previous_audit(out_dir)
-    others = _others(previous, covered)
-    if previous is None or not others:
+    if previous is None:
+        return None
+    others = sorted(set(previous.result.decontaminated) - set(covered))
+    if not others:
         return None
     record = previous.records[others[0]]
+    pool_sha = pool_sha256()
     diff = []
-    if record.pool_sha256 != pool_sha256:
-        diff.append(f"pool sha256 {record.pool_sha256[:12]}… there, {pool_sha256[:12]}… now")
+    if record.pool_sha256 != pool_sha:
+        diff.append(f"pool sha256 {record.pool_sha256[:12]}… there, {pool_sha[:12]}… now")
     keys = sorted(set(record.options) | set(options))
     diff += [f"{k} {_shown(record.options, k)} there, {_shown(options, k)} now" for k in keys
              if record.options.get(k) != options.get(k)]
@@ -89,23 +95,11 @@ def previous_to_keep(out_dir: Path, *, pool_sha256: str, options: Mapping[str, A
                                           else "")
         raise GuarddiagError(
             f"{out_dir}: holds an audit of {listed} that this audit would not replace, made "
-            f"with another {'pool' if record.pool_sha256 != pool_sha256 else 'set of options'}"
+            f"with another {'pool' if record.pool_sha256 != pool_sha else 'set of options'}"
             f" ({'; '.join(diff)}); audits in one folder must add up: use the same pool and "
             f"options{_as_flags(record.options, options)}, audit those benchmarks too, or "
             f"choose another --out")
     return previous
-
-
-def holds_others(out_dir: Path, covered: Collection[str]) -> bool:
-    """Whether the folder holds an audit of benchmarks outside ``covered`` (one that
-    :func:`previous_to_keep` keeps, or refuses)."""
-    return bool(_others(previous_audit(out_dir), covered))
-
-
-def _others(previous: PreviousAudit | None, covered: Collection[str]) -> list[str]:
-    if previous is None:
-        return []
-    return sorted(set(previous.result.decontaminated) - set(covered))
 
 
 def _as_flags(there: Mapping[str, Any], now: Mapping[str, Any]) -> str:

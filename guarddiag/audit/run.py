@@ -104,11 +104,10 @@ def audit_pool(pool: str | Path, options: AuditOptions | None = None, *,
                           unavailable, recorded)
 
     key = meanwhile(cache_key)
-    # The pool's digest names this audit. Only a folder holding what this run may reuse or must
-    # add to waits for it (audits add up, or are refused); otherwise the scan starts meanwhile.
-    keep = (merge.previous_to_keep(out_dir, pool_sha256=digest.result(), options=recorded,
-                                   covered=covered)
-            if _reusable(out_dir, force=force, covered=covered) else None)
+    # The pool's digest names this audit. Only what the folder holds waits for it (an audit to
+    # add to or refuse, a saved result, a scan to resume); otherwise the scan starts meanwhile.
+    keep = merge.previous_to_keep(out_dir, pool_sha256=digest.result, options=recorded,
+                                  covered=covered)
     cached = None if force else _saved(out_dir, key, figure=opts.figure)
     if cached is not None:
         return cached
@@ -154,15 +153,6 @@ def _saved(out_dir: Path, key: Future[str], *, figure: bool) -> AuditResult | No
             # drawn from that (the same bytes as a full run's), not by a new scan.
             save_audit_figure(plot_overlap(cached), out_dir / "overlap")
     return cached
-
-
-def _reusable(out_dir: Path, *, force: bool, covered: Sequence[str]) -> bool:
-    """Whether ``out_dir`` holds what the pool's digest decides on: a saved audit that may be
-    current or an unfinished scan that may resume (unless ``force``), or an audit of
-    benchmarks this one does not cover, which it adds to if the pool is the same."""
-    if not force and ((out_dir / "meta.json").is_file() or (out_dir / SCAN_FOLDER).exists()):
-        return True
-    return merge.holds_others(out_dir, covered)
 
 
 def _key_options(opts: AuditOptions, *, threshold: float, short_threshold: float
