@@ -1,5 +1,3 @@
-import sys
+from guarddiag.cli import run
 
-from guarddiag.cli import main
-
-sys.exit(main())
+run()

@@ -15,8 +15,8 @@ DEFAULT_DATA_DIR = Path.home() / ".cache" / "guarddiag" / "data"
 """Where ``guarddiag data pull`` puts files when neither --data-dir nor GUARDDIAG_DATA is set."""
 
 CACHE_ENV = "GUARDDIAG_CACHE"
-"""Environment variable naming the folder of derived caches (the audit's benchmark normal forms);
-``off`` turns them off."""
+"""Environment variable naming the folder of derived caches (the benchmark subsets' verified
+frames, the audit's benchmark normal forms); ``off`` turns them off."""
 
 DEFAULT_CACHE_DIR = Path.home() / ".cache" / "guarddiag" / "cache"
 

@@ -100,6 +100,22 @@ def test_version(capsys):
     assert "guarddiag" in capsys.readouterr().out
 
 
+def test_the_command_exits_with_mains_status_its_objects_frozen(monkeypatch):
+    # The console script (guarddiag.cli:run): main's status is the exit status, and the
+    # objects are frozen so that the interpreter's shutdown does not walk them all.
+    import gc
+
+    monkeypatch.setattr(cli, "main", lambda: 7)
+    assert gc.get_freeze_count() == 0
+    try:
+        with pytest.raises(SystemExit) as info:
+            cli.run()
+        assert info.value.code == 7
+        assert gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()
+
+
 def _allocator_setting(env: dict[str, str]) -> str:
     """``_RJEM_MALLOC_CONF`` as polars leaves it, in a fresh process that ran the command."""
     code = ("import contextlib, os\nfrom guarddiag.cli import main\n"

@@ -9,6 +9,7 @@ Heavy libraries (torch, transformers, matplotlib) are imported inside handlers, 
 from __future__ import annotations
 
 import argparse
+import gc
 import logging
 import os
 import sys
@@ -16,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from importlib import import_module
 from pathlib import Path
+from typing import NoReturn
 
 from guarddiag.errors import GuarddiagError
 from guarddiag.paths import WorkPaths
@@ -156,5 +158,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 3
 
 
+def run() -> NoReturn:
+    """The ``guarddiag`` command: :func:`main`, then exit with its status.
+
+    Every object is frozen first (:func:`gc.freeze`): the interpreter's shutdown otherwise walks
+    them all in full collections, 0.10-0.14 s of every command once polars, pydantic and pyarrow
+    are loaded (median of 10 fresh processes: 0.66 s against 0.53 s). Objects are still freed by
+    their reference counts and the exit handlers still run; only reference cycles still alive at
+    exit go unwalked, as the process's memory is handed back whole."""
+    status = main()
+    gc.freeze()
+    sys.exit(status)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    run()

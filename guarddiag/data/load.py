@@ -3,7 +3,10 @@
 Loading a subset checks each file's sha256 and row count, reads it, applies the manifest's row
 filter, reduces the rows to the record shape (see :mod:`guarddiag.data`) and checks ids are
 unique and the prompt count is the manifest's ``expected_count``. Frames already verified in
-this process are kept, keyed by the manifest and each file's size and mtime.
+this process are kept, keyed by the manifest and each file's size and mtime; across processes,
+the frame the same file bytes, manifest and reading code gave is kept in the derived-cache
+folder (:func:`guarddiag.paths.cache_dir`), keyed by a digest of all of them, while every
+file is still hashed and checked on every load.
 
 A derived (mutated) subset is written by :func:`write_derived_subset`: ``<id>.parquet`` plus
 its manifest ``<id>.yaml`` under ``derived_dir``; its id is ``<base>__<mutation>``
@@ -12,9 +15,13 @@ its manifest ``<id>.yaml`` under ``derived_dir``; its id is ``<base>__<mutation>
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import hashlib
+import inspect
 import os
 import re
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -25,6 +32,7 @@ import polars as pl
 import yaml
 
 from guarddiag import paths
+from guarddiag.data import read as read_module
 from guarddiag.data.manifest import (
     ID_PATTERN,
     KINDS,
@@ -149,12 +157,14 @@ def load_subset(manifest: BenchmarkManifest, data_dir: Path
                 ) -> tuple[pl.DataFrame, str, bool]:
     """Load and verify one subset whose files exist. Returns (frame, digest, verified).
 
-    One-line errors name the file, row and field (checksum, row count, column, text, ids)."""
+    One-line errors name the file, row and field (checksum, row count, column, text, ids).
+    Every file is hashed (and checked against its pinned sha256) on every load; the frame
+    those bytes give is read from the derived-cache folder when a run read them before."""
     file_paths = [manifest.file_path(e, data_dir) for e in manifest.files]
     key = (manifest, *(_file_key(p) for p in file_paths))
     if key in _CACHE:
         return _CACHE[key]
-    parts, digests, verified = [], [], True
+    digests, verified = [], True
     for entry, path in zip(manifest.files, file_paths, strict=True):
         if entry.sha256 is not None:
             _verify(manifest, path, entry.sha256)
@@ -162,6 +172,23 @@ def load_subset(manifest: BenchmarkManifest, data_dir: Path
         else:
             digests.append(sha256_file(path))
             verified = False
+    stored = _stored_frame_path(manifest, digests)
+    frame = _read_stored(stored, rows=manifest.expected_count)
+    if frame is None:
+        frame = _checked_frame(manifest, file_paths)
+        if stored is not None:
+            # A read-only cache folder only costs the next run the reading.
+            with contextlib.suppress(OSError):
+                write_parquet(frame, stored)
+    result = (frame, _subset_digest(digests), verified)
+    _CACHE[key] = result
+    return result
+
+
+def _checked_frame(manifest: BenchmarkManifest, file_paths: list[Path]) -> pl.DataFrame:
+    """Read, filter and reduce the subset's files, checking every row (the record shape)."""
+    parts = []
+    for entry, path in zip(manifest.files, file_paths, strict=True):
         raw = read_file_rows(path, entry)
         if raw.height != entry.rows:
             raise GuarddiagError(f"{path}: {raw.height} data rows, but "
@@ -183,10 +210,41 @@ def load_subset(manifest: BenchmarkManifest, data_dir: Path
         raise GuarddiagError(f"{where}: {frame.height} prompts in {manifest.id} after the "
                              f"filter, but {manifest.manifest_path.name} expects "
                              f"{manifest.expected_count}")
-    frame = frame.drop(ROW, FILE)
-    result = (frame, _subset_digest(digests), verified)
-    _CACHE[key] = result
-    return result
+    return frame.drop(ROW, FILE)
+
+
+def _stored_frame_path(manifest: BenchmarkManifest, digests: list[str]) -> Path | None:
+    """``<cache>/subsets/<id>-<digest>.parquet``: the digest covers the files' sha256, the
+    whole manifest, the source of the code that reads them and the polars version, so an edit
+    to any of them is a new entry (a version constant would go stale at the first edit that
+    forgot to bump it). None when the cache is off."""
+    root = paths.cache_dir()
+    if root is None:
+        return None
+    digest = hashlib.sha256(f"subset v1\npolars {pl.__version__}\n{_reader_digest()}\n"
+                            f"{manifest!r}\n".encode())
+    digest.update("\n".join(digests).encode())
+    return root / "subsets" / f"{manifest.id}-{digest.hexdigest()}.parquet"
+
+
+@functools.cache
+def _reader_digest() -> str:
+    """sha256 of the modules that turn a subset's files into its frame."""
+    digest = hashlib.sha256()
+    for module in (read_module, sys.modules[__name__]):
+        digest.update(Path(inspect.getfile(module)).read_bytes())
+    return digest.hexdigest()
+
+
+def _read_stored(path: Path | None, *, rows: int) -> pl.DataFrame | None:
+    """The stored frame, or None: absent, damaged or not the expected size (a cache miss)."""
+    if path is None or not path.is_file():
+        return None
+    try:
+        frame = pl.read_parquet(path)
+    except (OSError, pl.exceptions.PolarsError):
+        return None
+    return frame if frame.height == rows else None
 
 
 def _status(manifest: BenchmarkManifest, data_dir: Path
