@@ -6,7 +6,14 @@ import polars as pl
 import pytest
 
 from guarddiag.errors import GuarddiagError
-from guarddiag.files import dumps_json, read_table, sha256_file, verify_file, write_json
+from guarddiag.files import (
+    dumps_json,
+    read_table,
+    sha256_file,
+    verify_file,
+    write_json,
+    write_jsonl,
+)
 
 
 def test_sha256_matches_hashlib(tmp_path):
@@ -68,3 +75,23 @@ def test_atomic_writes_get_ordinary_permissions(tmp_path):
     finally:
         os.umask(umask)
     assert stat.S_IMODE(path.stat().st_mode) == 0o644
+
+
+def test_jsonl_has_the_rows_with_keys_sorted_at_every_level(tmp_path):
+    # The oracle: the standard library's json.dumps(sort_keys=True) of each row as polars
+    # hands it over (to_dicts), compared as parsed values and as key order.
+    frame = pl.DataFrame({
+        "zeta": ["naïve “café”\t\n\\", "plain"],
+        "alpha": [[{"y": 1.5, "b": "x", "m": None}], []],
+        "mid": [{"k": "v", "a": [1, 2]}, None],
+    })
+    path = write_jsonl(frame, tmp_path / "rows.jsonl")
+    lines = path.read_text(encoding="utf-8").splitlines()
+    assert [json.loads(line) for line in lines] == frame.to_dicts()
+    expected = [json.dumps(row, sort_keys=True, ensure_ascii=False) for row in frame.to_dicts()]
+    # Parsed as lists of (key, value) pairs, the order of the keys counts too.
+    assert ([json.loads(line, object_pairs_hook=list) for line in lines]
+            == [json.loads(line, object_pairs_hook=list) for line in expected])
+    assert [k for k, _ in json.loads(lines[0], object_pairs_hook=list)[1][1]] == ["a", "k"]
+    empty = write_jsonl(frame.head(0), tmp_path / "none.jsonl")
+    assert empty.read_bytes() == b""

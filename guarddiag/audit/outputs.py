@@ -3,7 +3,6 @@ meta.json, and reading a finished folder back."""
 
 from __future__ import annotations
 
-import json
 import shutil
 from collections.abc import Mapping
 from pathlib import Path
@@ -64,10 +63,7 @@ def write_audit(result: AuditResult, out_dir: str | Path, *, figure: bool = Fals
         (out_dir / name).unlink(missing_ok=True)
     files.write_parquet(result.overlap, out_dir / "overlap.parquet")
     files.write_parquet(result.rows_to_remove, out_dir / "rows_to_remove.parquet")
-    files.write_text("".join(json.dumps(row, sort_keys=True, ensure_ascii=False,
-                                        allow_nan=False) + "\n"
-                             for row in result.rows_to_remove.to_dicts()),
-                     out_dir / "rows_to_remove.jsonl")
+    files.write_jsonl(result.rows_to_remove, out_dir / "rows_to_remove.jsonl")
     deco = out_dir / "decontaminated"
     if deco.exists():
         shutil.rmtree(deco)
