@@ -17,9 +17,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
+
+if TYPE_CHECKING:
+    from polars._typing import PolarsDataType
 
 from guarddiag.errors import GuarddiagError
 
@@ -174,7 +177,7 @@ def write_jsonl(df: pl.DataFrame, path: str | Path) -> Path:
     return Path(path)
 
 
-def _keys_sorted(expr: pl.Expr, dtype: pl.DataType) -> pl.Expr:
+def _keys_sorted(expr: pl.Expr, dtype: PolarsDataType) -> pl.Expr:
     if isinstance(dtype, pl.Struct):
         fields = sorted(dtype.fields, key=lambda f: f.name)
         rebuilt = pl.struct([_keys_sorted(expr.struct.field(f.name), f.dtype).alias(f.name)
