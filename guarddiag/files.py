@@ -178,12 +178,13 @@ def write_jsonl(df: pl.DataFrame, path: str | Path) -> Path:
 
 
 def _keys_sorted(expr: pl.Expr, dtype: PolarsDataType) -> pl.Expr:
+    """``expr`` with the fields of every struct in it (also inside lists) in name order."""
     if isinstance(dtype, pl.Struct):
         fields = sorted(dtype.fields, key=lambda f: f.name)
         rebuilt = pl.struct([_keys_sorted(expr.struct.field(f.name), f.dtype).alias(f.name)
                              for f in fields])
         return pl.when(expr.is_null()).then(None).otherwise(rebuilt)
-    if isinstance(dtype, pl.List | pl.Array):
+    if isinstance(dtype, pl.List):
         return expr.list.eval(_keys_sorted(pl.element(), dtype.inner))
     return expr
 
