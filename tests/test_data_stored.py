@@ -114,3 +114,20 @@ def test_the_reading_code_is_part_of_the_key(toy, monkeypatch):
     monkeypatch.setattr(load_module, "_reader_digest", lambda: "another version of read.py")
     _load(mdir, ddir, monkeypatch)
     assert len(list((cache / "subsets").glob("toy-*.parquet"))) == 2
+
+
+def test_unreadable_reader_source_means_no_cache_not_an_error(toy, monkeypatch):
+    mdir, ddir, cache = toy
+    monkeypatch.setattr(load_module, "_reader_digest", lambda: None)
+    assert _rows(_load(mdir, ddir, monkeypatch)) == ROWS
+    assert not (cache / "subsets").exists()
+
+
+def test_the_reader_digest_is_none_for_a_module_without_a_file(monkeypatch):
+    def no_file(module):
+        raise TypeError(f"{module!r} is a built-in module")
+
+    monkeypatch.setattr(load_module.inspect, "getfile", no_file)
+    assert load_module._reader_digest.__wrapped__() is None
+    monkeypatch.undo()
+    assert len(load_module._reader_digest.__wrapped__()) == 64

@@ -217,22 +217,27 @@ def _stored_frame_path(manifest: BenchmarkManifest, digests: list[str]) -> Path 
     """``<cache>/subsets/<id>-<digest>.parquet``: the digest covers the files' sha256, the
     whole manifest, the source of the code that reads them and the polars version, so an edit
     to any of them is a new entry (a version constant would go stale at the first edit that
-    forgot to bump it). None when the cache is off."""
+    forgot to bump it). None when the cache is off or that code's files cannot be read."""
     root = paths.cache_dir()
-    if root is None:
+    reader = _reader_digest()
+    if root is None or reader is None:
         return None
-    digest = hashlib.sha256(f"subset v1\npolars {pl.__version__}\n{_reader_digest()}\n"
+    digest = hashlib.sha256(f"subset v1\npolars {pl.__version__}\n{reader}\n"
                             f"{manifest!r}\n".encode())
     digest.update("\n".join(digests).encode())
     return root / "subsets" / f"{manifest.id}-{digest.hexdigest()}.parquet"
 
 
 @functools.cache
-def _reader_digest() -> str:
-    """sha256 of the modules that turn a subset's files into its frame."""
+def _reader_digest() -> str | None:
+    """sha256 of the modules that turn a subset's files into its frame; None (no cache) where
+    their files cannot be read."""
     digest = hashlib.sha256()
-    for module in (read_module, sys.modules[__name__]):
-        digest.update(Path(inspect.getfile(module)).read_bytes())
+    try:
+        for module in (read_module, sys.modules[__name__]):
+            digest.update(Path(inspect.getfile(module)).read_bytes())
+    except (OSError, TypeError):   # TypeError: a module without a file (frozen, zipped)
+        return None
     return digest.hexdigest()
 
 
