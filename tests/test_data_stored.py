@@ -131,3 +131,25 @@ def test_the_reader_digest_is_none_for_a_module_without_a_file(monkeypatch):
     assert load_module._reader_digest.__wrapped__() is None
     monkeypatch.undo()
     assert len(load_module._reader_digest.__wrapped__()) == 64
+
+
+@pytest.mark.realdata
+def test_every_real_subset_reads_back_as_parsed(real_data_dir, tmp_path, monkeypatch):
+    # Every manifest shape of the public data (csv, jsonl.gz flags, json trees, filters...):
+    # the stored frames equal the parsed ones, dtypes included, and the digests are the same.
+    def load_all() -> data.BenchmarkSet:
+        monkeypatch.setattr(load_module, "_CACHE", {})
+        return data.load_benchmarks("all", data_dir=real_data_dir)
+
+    monkeypatch.setenv(paths.CACHE_ENV, "off")
+    parsed = load_all()
+    monkeypatch.setenv(paths.CACHE_ENV, str(tmp_path))
+    load_all()
+    _never_read(monkeypatch)
+    stored = load_all()
+    assert stored.sha256 == parsed.sha256
+    assert list(stored.frames) == list(parsed.frames)
+    for sid, frame in parsed.frames.items():
+        assert_frame_equal(stored.frames[sid], frame)
+        assert stored.frames[sid].schema == frame.schema, sid
+    assert len(list((tmp_path / "subsets").glob("*.parquet"))) == len(parsed.frames) > 10
