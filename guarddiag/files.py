@@ -6,6 +6,7 @@ hand-off behind, and JSON is written with sorted keys so the same inputs give th
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import hashlib
 import json
@@ -165,6 +166,27 @@ def write_parquet(df: pl.DataFrame, path: str | Path) -> Path:
     with atomic_path(path) as tmp:
         df.write_parquet(tmp, compression="zstd", statistics=False)
     return Path(path)
+
+
+def read_cached_parquet(path: Path | None, *, rows: int,
+                        columns: list[str] | None = None) -> pl.DataFrame | None:
+    """A derived-cache entry (:func:`guarddiag.paths.cache_dir`), or None, a cache miss: no
+    path (the cache is off), no file, a damaged one, a missing column or not ``rows`` rows."""
+    if path is None or not path.is_file():
+        return None
+    try:
+        frame = pl.read_parquet(path, columns=columns)
+    except (OSError, pl.exceptions.PolarsError):
+        return None
+    return frame if frame.height == rows else None
+
+
+def write_cached_parquet(df: pl.DataFrame, path: Path | None) -> None:
+    """Store a derived-cache entry; a cache that is off (None) or cannot be written only costs
+    the next run the work."""
+    if path is not None:
+        with contextlib.suppress(OSError):
+            write_parquet(df, path)
 
 
 def write_jsonl(df: pl.DataFrame, path: str | Path) -> Path:

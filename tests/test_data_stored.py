@@ -124,10 +124,9 @@ def test_unreadable_reader_source_means_no_cache_not_an_error(toy, monkeypatch):
 
 
 def test_the_reader_digest_is_none_for_a_module_without_a_file(monkeypatch):
-    def no_file(module):
-        raise TypeError(f"{module!r} is a built-in module")
+    from guarddiag.data import read as read_module
 
-    monkeypatch.setattr(load_module.inspect, "getfile", no_file)
+    monkeypatch.setattr(read_module, "__file__", None)
     assert load_module._reader_digest.__wrapped__() is None
     monkeypatch.undo()
     assert len(load_module._reader_digest.__wrapped__()) == 64

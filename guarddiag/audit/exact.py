@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import unicodedata
 from collections.abc import Sequence
@@ -75,19 +74,12 @@ def _benchmark_forms(flat: list[str]) -> list[str]:
     if not flat:
         return []
     path = _forms_cache_path(flat)
-    if path is not None and path.is_file():
-        try:
-            cached = pl.read_parquet(path).get_column("form")
-        except (OSError, pl.exceptions.PolarsError):   # a damaged file is only a cache miss
-            cached = None
-        if cached is not None and cached.len() == len(flat):
-            return cached.to_list()
+    cached = files.read_cached_parquet(path, rows=len(flat), columns=["form"])
+    if cached is not None:
+        return cached.get_column("form").to_list()
     # The vectorised normaliser gives normalise()'s forms (tests/test_normalise_vectorised.py).
     forms = normal_forms(pl.Series(flat, dtype=pl.String))[0]
-    if path is not None:
-        # A read-only cache folder only costs the next run the normalisation.
-        with contextlib.suppress(OSError):
-            files.write_parquet(forms.to_frame("form"), path)
+    files.write_cached_parquet(forms.to_frame("form"), path)
     return forms.to_list()
 
 

@@ -15,13 +15,10 @@ its manifest ``<id>.yaml`` under ``derived_dir``; its id is ``<base>__<mutation>
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import hashlib
-import inspect
 import os
 import re
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -44,7 +41,14 @@ from guarddiag.data.manifest import (
 )
 from guarddiag.data.read import FILE, ROW, normalise_file, read_file_rows
 from guarddiag.errors import GuarddiagError, unknown_name
-from guarddiag.files import atomic_path, sha256_file, verify_file, write_parquet
+from guarddiag.files import (
+    atomic_path,
+    read_cached_parquet,
+    sha256_file,
+    verify_file,
+    write_cached_parquet,
+    write_parquet,
+)
 
 __all__ = [
     "DERIVED_COLUMNS",
@@ -173,13 +177,10 @@ def load_subset(manifest: BenchmarkManifest, data_dir: Path
             digests.append(sha256_file(path))
             verified = False
     stored = _stored_frame_path(manifest, digests)
-    frame = _read_stored(stored, rows=manifest.expected_count)
+    frame = read_cached_parquet(stored, rows=manifest.expected_count)
     if frame is None:
         frame = _checked_frame(manifest, file_paths)
-        if stored is not None:
-            # A read-only cache folder only costs the next run the reading.
-            with contextlib.suppress(OSError):
-                write_parquet(frame, stored)
+        write_cached_parquet(frame, stored)
     result = (frame, _subset_digest(digests), verified)
     _CACHE[key] = result
     return result
@@ -234,22 +235,11 @@ def _reader_digest() -> str | None:
     their files cannot be read."""
     digest = hashlib.sha256()
     try:
-        for module in (read_module, sys.modules[__name__]):
-            digest.update(Path(inspect.getfile(module)).read_bytes())
-    except (OSError, TypeError):   # TypeError: a module without a file (frozen, zipped)
+        for source in (read_module.__file__, __file__):
+            digest.update(Path(source).read_bytes())
+    except (OSError, TypeError):   # TypeError: a module without a file (__file__ None)
         return None
     return digest.hexdigest()
-
-
-def _read_stored(path: Path | None, *, rows: int) -> pl.DataFrame | None:
-    """The stored frame, or None: absent, damaged or not the expected size (a cache miss)."""
-    if path is None or not path.is_file():
-        return None
-    try:
-        frame = pl.read_parquet(path)
-    except (OSError, pl.exceptions.PolarsError):
-        return None
-    return frame if frame.height == rows else None
 
 
 def _status(manifest: BenchmarkManifest, data_dir: Path
