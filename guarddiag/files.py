@@ -22,10 +22,10 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
+from guarddiag.errors import GuarddiagError
+
 if TYPE_CHECKING:
     from polars._typing import PolarsDataType
-
-from guarddiag.errors import GuarddiagError
 
 TABLE_SUFFIXES = (".parquet", ".csv", ".tsv", ".jsonl", ".json", ".jsonl.gz")
 
