@@ -18,8 +18,13 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from guarddiag import numerics
 from guarddiag.errors import GuarddiagError
 from guarddiag.labels import CLASSES, LOOSE, MAPPINGS, STRICT, BinaryMapping
+
+# Before anything runs a torch kernel: the portable CPU kernels unless GUARDDIAG_NUMERICS=native
+# (guarddiag.numerics says why and what).
+numerics.request()
 
 if TYPE_CHECKING:
     from guarddiag.api import run_audit, run_report, score_guard

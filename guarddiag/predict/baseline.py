@@ -80,7 +80,10 @@ class TfidfGuard:
         out = np.zeros((len(texts), len(CLASSES)), dtype=np.float64)
         for j, cls in enumerate(self.model.classes_):
             out[:, int(cls)] = raw[:, j]
-        return out
+        # Rounded to float32: L-BFGS sums through NumPy's BLAS, whose kernels differ by CPU in the
+        # last bits of a float64 (measured: other float64 bytes on an emulated Intel Haswell,
+        # the same float32 ones), and the predictions table is the same bytes on every CPU.
+        return out.astype(np.float32).astype(np.float64)
 
 
 def fit_baseline(spec: BaselineSpec, pool: Pool) -> TfidfGuard:

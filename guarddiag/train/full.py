@@ -26,6 +26,7 @@ from guarddiag.files import sha256_file
 from guarddiag.model.device import CPU, DeviceSetup, iter_chunks
 from guarddiag.model.guard import GuardModel, build_guard, length_sorted_batches
 from guarddiag.model.logits import run_scorer
+from guarddiag.model.portable import adamw
 from guarddiag.model.sizes import get_size
 from guarddiag.model.store import save_guard
 from guarddiag.model.tokenizer import GuardTokenizer, pretrained_tokenizer, train_tokenizer
@@ -182,15 +183,6 @@ def prepare_data(spec: BranchSpec, run: PlannedRun, pool: Pool, runs_dir: Path, 
                     val_target, teach, teach_val)
 
 
-def build_optimizer(model: GuardModel, spec: BranchSpec) -> torch.optim.AdamW:
-    """AdamW with weight decay on matrices only (not on biases and norms)."""
-    decay = [p for n, p in model.named_parameters() if p.ndim >= 2]
-    no_decay = [p for n, p in model.named_parameters() if p.ndim < 2]
-    return torch.optim.AdamW([{"params": decay, "weight_decay": spec.weight_decay},
-                              {"params": no_decay, "weight_decay": 0.0}], lr=spec.lr,
-                             foreach=False)
-
-
 class FullRoute:
     """One run of routes 1-2: :meth:`setup`, :meth:`train`, :meth:`save`.
 
@@ -223,7 +215,7 @@ class FullRoute:
             # Module.compile keeps the parameter names, so checkpoints and saved weights are
             # the same files as without it.
             self.model.encoder.compile()
-        self.opt = build_optimizer(self.model, spec)
+        self.opt = adamw(self.model, lr=spec.lr, weight_decay=spec.weight_decay)
         self.steps_per_epoch = math.ceil(len(self.data.rows) / spec.batch_size)
         self.total = self.steps_per_epoch * spec.epochs
         self.warmup = round(spec.warmup_fraction * self.total)

@@ -23,6 +23,7 @@ from guarddiag.errors import GuarddiagError
 from guarddiag.model.device import CPU, DeviceSetup
 from guarddiag.model.guard import GuardHeads, GuardModel, length_sorted_batches
 from guarddiag.model.pooled import PooledGuard
+from guarddiag.model.portable import adamw
 from guarddiag.model.sizes import N_PILLARS
 from guarddiag.model.store import load_guard, save_guard
 from guarddiag.pool.table import Pool, selection_split
@@ -142,8 +143,7 @@ def train_heads(model: GuardModel | PooledGuard, *,
     hidden = heads.class_head.in_features
     w_cls, w_tok = whitening or (Whitening.identity(hidden), Whitening.identity(hidden))
     zheads = WhitenedHeads(heads, w_cls, w_tok)
-    opt = torch.optim.AdamW(zheads.parameters(), lr=lr, weight_decay=weight_decay,
-                            foreach=False)
+    opt = adamw(zheads.parameters(), lr=lr, weight_decay=weight_decay)
     y = torch.from_numpy(classes)
     z = torch.from_numpy(pillars)
     n_rows = len(classes)

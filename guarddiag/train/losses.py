@@ -10,6 +10,7 @@ import torch
 import torch.nn.functional as F  # noqa: N812 (the usual alias)
 
 from guarddiag.labels import CLASSES
+from guarddiag.model.logits import softmax
 from guarddiag.train.branches import BranchSpec
 
 
@@ -85,8 +86,6 @@ def recipe_target(classes: np.ndarray, teacher_logits: np.ndarray | None, *,
     onehot = np.eye(len(CLASSES))[classes]
     if teacher_logits is None or distill_weight <= 0:
         return classes.copy()
-    z = teacher_logits.astype(np.float64)
-    p = np.exp(z - z.max(axis=1, keepdims=True))
-    p /= p.sum(axis=1, keepdims=True)
+    p = softmax(teacher_logits)
     return (distill_weight * p + (1 - distill_weight) * onehot).argmax(axis=1)
 

@@ -26,7 +26,9 @@ import numpy as np
 import torch
 
 from guarddiag.errors import GuarddiagError
+from guarddiag.model.embedpath import encoder_numeric
 from guarddiag.model.pooled import PooledGuard, build_pooled, load_pooled, save_pooled
+from guarddiag.model.portable import adamw
 from guarddiag.model.sizes import FROZEN_TRAINING, N_PILLARS, get_size
 from guarddiag.model.states import FrozenEncoder, frozen_encoder
 from guarddiag.model.store import read_model_meta
@@ -48,11 +50,6 @@ from guarddiag.train.rows import (
 )
 from guarddiag.train.schedule import eval_steps, lr_at
 
-EMBED_NUMERIC = "bf16"
-"""The frozen encoder's numeric path on the CPU. bf16 autocast embeds 1.7x faster than float32
-(``guarddiag bench embed``); its states' cosine to float32 averages 0.99999 and it moved no
-AUROC of the competence table by 0.005 or more (README, "The pretrained CPU size")."""
-
 
 def spec_at_size(spec: BranchSpec, size: str) -> BranchSpec:
     """The spec a run at ``size`` trains with: unchanged for a trained encoder; at a frozen
@@ -71,15 +68,8 @@ def encoder_for(size: str, options: TrainOptions) -> FrozenEncoder:
     checkpoint = options.pretrained.get(size) or s.pretrained
     if not checkpoint or s.max_length is None:
         raise GuarddiagError(f"model size {size}: a frozen size needs a checkpoint")
-    return frozen_encoder(checkpoint, max_length=s.max_length, numeric=EMBED_NUMERIC)
-
-
-def _optimizer(model: PooledGuard, spec: BranchSpec) -> torch.optim.AdamW:
-    decay = [p for p in model.parameters() if p.ndim >= 2]
-    no_decay = [p for p in model.parameters() if p.ndim < 2]
-    return torch.optim.AdamW([{"params": decay, "weight_decay": spec.weight_decay},
-                              {"params": no_decay, "weight_decay": 0.0}], lr=spec.lr,
-                             foreach=False)
+    return frozen_encoder(checkpoint, max_length=s.max_length,
+                          numeric=encoder_numeric(checkpoint, max_length=s.max_length))
 
 
 def _evaluate(model: PooledGuard, x: torch.Tensor, *, classes: np.ndarray, pillars: np.ndarray,
@@ -125,7 +115,7 @@ def train_pooled_full(spec: BranchSpec, run: PlannedRun, run_dir: Path, pool: Po
                "states_s": round(time.monotonic() - t0, 3)})
 
     model = build_pooled(run.size, seed=run.seed, in_size=encoder.hidden)
-    opt = _optimizer(model, spec)
+    opt = adamw(model, lr=spec.lr, weight_decay=spec.weight_decay)
     y, z = torch.from_numpy(rows.classes), torch.from_numpy(rows.pillars)
     t_all = torch.from_numpy(teach) if teach is not None else None
     steps_per_epoch = math.ceil(len(rows) / spec.batch_size)

@@ -17,6 +17,7 @@ from guarddiag.errors import GuarddiagError
 from guarddiag.model.device import DeviceSetup
 from guarddiag.model.guard import GuardModel, encoder_config, pad_batch, seeded_init
 from guarddiag.model.logits import guard_logits, softmax
+from guarddiag.model.portable import adamw
 from guarddiag.model.sizes import N_CLASSES, get_size
 from guarddiag.model.store import LoadedGuard
 from guarddiag.model.tokenizer import SpecialIds
@@ -47,7 +48,7 @@ def _sync(dev: DeviceSetup) -> None:
 def timed_train_steps(model: GuardModel, batches: Sequence[tuple[torch.Tensor, torch.Tensor]],
                       dev: DeviceSetup, *, seed: int = 0) -> float:
     """Examples/s of full fine-tuning steps over ``batches`` (after one untimed step)."""
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-5, foreach=False)
+    opt = adamw(model.parameters(), lr=1e-5)
     gen = torch.Generator().manual_seed(seed)
     model.train()
     labels = [torch.randint(0, N_CLASSES, (len(ids),), generator=gen) for ids, _ in batches]

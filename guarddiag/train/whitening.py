@@ -7,6 +7,9 @@ from dataclasses import dataclass
 
 import torch
 
+from guarddiag.model.portable import PortableLinear, exact_sqrt, linear
+from guarddiag.model.threads import torch_threads
+
 
 @dataclass(frozen=True)
 class Whitening:
@@ -40,44 +43,49 @@ class Whitening:
             return cls.identity(h)
         x = x.double()
         mean = x.mean(0)
-        cov = torch.cov((x - mean).T).reshape(h, h)
-        eig, vec = torch.linalg.eigh(cov)
+        # float64 goes to MKL, whose eigensolver's bits depend on the thread count: one thread
+        with torch_threads(1):
+            cov = torch.cov((x - mean).T).reshape(h, h)
+            eig, vec = torch.linalg.eigh(cov)
         keep = eig > float(eig.max()) * floor
         if not bool(keep.any()):
             return cls.identity(h)
-        k_vec, k_eig = vec[:, keep], eig[keep]
-        return cls(mean.float(), (k_vec / k_eig.sqrt()).float(),
-                   (k_eig.sqrt()[:, None] * k_vec.T).float(), vec[:, ~keep].float())
+        k_vec, root = vec[:, keep], exact_sqrt(eig[keep])
+        return cls(mean.float(), (k_vec / root).float(), (root[:, None] * k_vec.T).float(),
+                   vec[:, ~keep].float())
 
     @property
     def dims(self) -> int:
         return self.proj.shape[1]
 
+    # Every product below is a portable linear (oneDNN: the same bytes with any thread count),
+    # written a @ b = linear(a, b.T).
     def apply(self, x: torch.Tensor) -> torch.Tensor:
-        return (x - self.mean) @ self.proj
+        return linear(x - self.mean, self.proj.T, None)
 
-    def head_in(self, linear: torch.nn.Linear) -> tuple[torch.Tensor, torch.Tensor,
-                                                         torch.Tensor]:
+    def head_in(self, head: torch.nn.Linear) -> tuple[torch.Tensor, torch.Tensor,
+                                                      torch.Tensor]:
         """(weight, bias) in the whitened basis, and the weight part along left-out
-        directions, such that ``z @ weight.T + bias`` equals ``linear(x)`` on the states."""
-        w, b = linear.weight.detach(), linear.bias.detach()
-        fixed = w @ self.null @ self.null.T
-        return w @ self.lift.T, b + w @ self.mean, fixed
+        directions, such that ``z @ weight.T + bias`` equals ``head(x)`` on the states."""
+        w, b = head.weight.detach(), head.bias.detach()
+        fixed = (linear(linear(w, self.null.T, None), self.null, None) if self.null.shape[1]
+                 else torch.zeros_like(w))
+        return linear(w, self.lift, None), b + linear(w, self.mean[None], None)[:, 0], fixed
 
     def head_out(self, weight: torch.Tensor, bias: torch.Tensor, fixed: torch.Tensor
                  ) -> tuple[torch.Tensor, torch.Tensor]:
         """(weight, bias) on raw states of a whitened-basis head (inverse of :meth:`head_in`)."""
-        w = weight.detach() @ self.proj.T + fixed
-        return w, bias.detach() - w @ self.mean
+        w = linear(weight.detach(), self.proj, None) + fixed
+        return w, bias.detach() - linear(w, self.mean[None], None)[:, 0]
 
 
 class WhitenedHeads(torch.nn.Module):
     """The three heads in whitened bases ([CLS] and span tokens may differ in rank)."""
 
     # Set by name in __init__ (one per entry of ``bases``); declared so callers can use them.
-    class_head: torch.nn.Linear
-    pillar_head: torch.nn.Linear
-    span_head: torch.nn.Linear
+    class_head: PortableLinear
+    pillar_head: PortableLinear
+    span_head: PortableLinear
 
     def __init__(self, heads: torch.nn.Module, w_cls: Whitening, w_tok: Whitening):
         super().__init__()
@@ -85,7 +93,7 @@ class WhitenedHeads(torch.nn.Module):
         self.fixed: dict[str, torch.Tensor] = {}
         for name, wt in self.bases.items():
             src = getattr(heads, name)
-            lin = torch.nn.Linear(wt.dims, src.out_features)
+            lin = PortableLinear(wt.dims, src.out_features)
             w, b, fixed = wt.head_in(src)
             with torch.no_grad():
                 lin.weight.copy_(w)
