@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import hashlib
 import math
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
 import polars as pl
 import pytest
 
+from guarddiag.errors import GuarddiagError
 from guarddiag.pool.table import Pool, read_pool, sample_split
 from guarddiag.train.branches import load_branches
 from guarddiag.train.rows import (
@@ -234,3 +236,48 @@ def test_head_only_run_from_cal_trains_on_a_resampled_train_sized_set(tmp_path):
     assert cal["n_calibration"] == n_train
     assert cal["n_resampled"] == n_train - n_cal
     assert meta["train"]["n_rows"] == n_train
+
+
+def _mixed_cal_pool() -> Pool:
+    """cal: 300 HARMFUL/BOUNDARY and 60 COMPOUND/BOUNDARY rows (policy A blocks, B allows),
+    200 HARMFUL/HARMFUL, 40 COMPOUND/COMPOUND and 1,000 GENERIC/GENERIC rows (they agree)."""
+    rows = [(f"t{i}", "train", "GENERIC_SAFE", "GENERIC_SAFE") for i in range(10_000)]
+    kinds = ([("HARMFUL", "BOUNDARY_SAFE")] * 300 + [("COMPOUND", "BOUNDARY_SAFE")] * 60
+             + [("HARMFUL", "HARMFUL")] * 200 + [("COMPOUND", "COMPOUND")] * 40
+             + [("GENERIC_SAFE", "GENERIC_SAFE")] * 1_000)
+    rows += [(f"c{i}", "cal", a, b) for i, (a, b) in enumerate(kinds)]
+    pid, split, a, b = (list(x) for x in zip(*rows, strict=True))
+    return Pool(pl.DataFrame({"prompt_id": pid, "split": split, "label_a": a, "label_b": b}),
+                Path("pool.parquet"), "0" * 64)
+
+
+@pytest.mark.parametrize("name", ["E1", "E7", "E10"])
+def test_a_control_trains_on_its_branchs_balance_with_agreement_rows(name):
+    b = load_branches()
+    pool = _mixed_cal_pool()
+    a_rows, a_counts = calibration_frame(pool, b[name], seed=3)
+    c_rows, c_counts = calibration_frame(pool, b[f"{name}-ctrl"], seed=3)
+    assert b[f"{name}-ctrl"].control_of == name
+    assert c_rows.height == a_rows.height
+    # the same policy-A classes, row for row in count, and no row the policies disagree on
+    count = lambda f: dict(f.group_by("label_a").len().iter_rows())  # noqa: E731
+    assert count(c_rows) == count(a_rows)
+    assert int((c_rows["label_a"] != c_rows["label_b"]).sum()) == 0
+    n_dis = int((a_rows["label_a"] != a_rows["label_b"]).sum())
+    assert n_dis > 0
+    assert (c_counts["n_swapped"], c_counts["n_disagreement"]) == (n_dis, 0)
+    assert a_counts["n_swapped"] == 0
+    # the A branch's agreement rows (its anchors among them) are the control's too, each at
+    # least as often (a stand-in drawn with replacement may repeat one of them)
+    agree = Counter(a_rows.filter(pl.col("label_a") == pl.col("label_b"))["prompt_id"])
+    mine = Counter(c_rows["prompt_id"])
+    assert all(mine[pid] >= k for pid, k in agree.items())
+    assert c_counts["n_generic_anchors"] == a_counts["n_generic_anchors"]
+
+
+def test_a_control_needs_an_agreement_row_of_every_class():
+    b = load_branches()
+    frame = _mixed_cal_pool().frame.filter(pl.col("label_b") != "COMPOUND")
+    pool = Pool(frame, Path("pool.parquet"), "0" * 64)
+    with pytest.raises(GuarddiagError, match="no row both policies label COMPOUND"):
+        calibration_frame(pool, b["E10-ctrl"], seed=0)

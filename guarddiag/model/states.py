@@ -217,12 +217,19 @@ class FrozenEncoder:
             todo.setdefault(digests[i], texts[i])
         if todo:
             keys = sorted(todo)  # a fixed order: the same shards whichever run fills them
+            logger.info(f"encoder states: {len(keys):,} prompt(s) to embed ({self.numeric}, "
+                        f"{numerics.active().tag} kernels, {torch.get_num_threads()} thread(s))")
             t0 = time.monotonic()
             for start in range(0, len(keys), SHARD_ROWS):
                 part = keys[start:start + SHARD_ROWS]
                 cache.add(part, self.embed([todo[k] for k in part], batch_size=batch_size))
+                done = start + len(part)
+                if start == 0 and done < len(keys):
+                    rate = done / max(time.monotonic() - t0, 1e-9)
+                    logger.info(f"encoder states: {rate:.0f} prompts/s on the first {done:,}: "
+                                f"about {(len(keys) - done) / rate / 60:.1f} min for the rest")
                 if on_progress is not None:
-                    on_progress(start + len(part), len(keys))
+                    on_progress(done, len(keys))
             rate = len(keys) / max(time.monotonic() - t0, 1e-9)
             logger.info(f"encoder states: {len(keys):,} prompt(s) embedded ({rate:.0f}/s, "
                         f"{self.numeric}), {len(digests) - len(keys):,} read from the cache")

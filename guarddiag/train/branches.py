@@ -107,6 +107,11 @@ class BranchSpec(Model):
     """``all`` rows, or only ``disagreement`` rows (label_a ≠ label_b) plus anchors."""
     generic_anchor_fraction: float = Field(default=0.0, ge=0.0, lt=1.0)
     """Share of the calibration set that is GENERIC_SAFE anchor rows (both policies agree)."""
+    calibration_swap: Literal["none", "agreement"] = "none"
+    """``agreement`` (a head-only control): the set is drawn as above, then every row on which
+    the policies disagree is replaced by a row of the same split on which they agree, of the
+    same policy-A class (anchors kept). The control then sees its A branch's size and class
+    balance and no row that the policy decides: A branch − control is the policy's content."""
     variant_of: str | None = None
     """A sensitivity variant of this branch (name ``<variant_of>-<tag>``): trained like any
     branch, reported only in its own table (the distillation-weight table), never in the
@@ -180,6 +185,8 @@ class BranchSpec(Model):
         out = self.model_dump(exclude=set(ROLE_KEYS))
         if out["variant_of"] is None:
             out.pop("variant_of")
+        if out["calibration_swap"] == "none":  # as above: older runs keep their fingerprints
+            out.pop("calibration_swap")
         out["routes"] = list(self.routes)
         return out
 
@@ -189,7 +196,7 @@ _ROUTE_KEYS = {
     "hard_labels": {"max_length", "anchors", "warmup_fraction"},
     "distill": {"teacher", "distill_weight", "temperature"},
     "head_only": {"parent", "calibration_split", "calibration_fraction", "calibration_source",
-                  "generic_anchor_fraction"},
+                  "generic_anchor_fraction", "calibration_swap"},
 }
 _ROUTE_REQUIRED = {"hard_labels": {"max_length", "train_rows"}, "distill": {"teacher"},
                    "head_only": {"parent", "calibration_fraction"}}

@@ -175,10 +175,43 @@ def calibration_frame(pool: Pool, spec: BranchSpec, *, seed: int = 0
         extra = rest[rng.integers(rest.height, size=n_resampled).tolist()]
         rest = pl.concat([rest, extra])
     rest = rest.head(n_rest)
+    n_swapped = 0
+    if spec.calibration_swap == "agreement":
+        rest, n_swapped, n_drawn = swap_for_agreement(rest, universe, used=anchors, seed=seed)
+        n_resampled += n_drawn
     counts = {"n_calibration": anchors.height + rest.height, "n_generic_anchors": anchors.height,
-              "n_requested": n, "n_resampled": n_resampled,
+              "n_requested": n, "n_resampled": n_resampled, "n_swapped": n_swapped,
               "n_disagreement": int((rest["label_a"] != rest["label_b"]).sum())}
     return pl.concat([rest, anchors]), counts
+
+
+def swap_for_agreement(rows: pl.DataFrame, universe: pl.DataFrame, *, used: pl.DataFrame,
+                       seed: int) -> tuple[pl.DataFrame, int, int]:
+    """``rows`` with every disagreement row (label_a ≠ label_b) replaced by an agreement row of
+    ``universe`` with the same policy-A class, taken in ``universe``'s (seeded) order among rows
+    not in ``rows`` or ``used``, then with replacement where a class runs out. Returns the rows,
+    how many were swapped and how many replacements were drawn with replacement. A class with
+    no agreement row at all is an error: the control could not match its A branch."""
+    agree = pl.col("label_a") == pl.col("label_b")
+    keep, swap = rows.filter(agree), rows.filter(~agree)
+    taken = set(rows["prompt_id"].to_list()) | set(used["prompt_id"].to_list())
+    fresh = universe.filter(agree & ~pl.col("prompt_id").is_in(list(taken)))
+    every = universe.filter(agree & ~pl.col("prompt_id").is_in(used["prompt_id"].to_list()))
+    parts, n_drawn = [keep], 0
+    rng = np.random.default_rng([seed, rows.height, 7])
+    for cls, need in sorted(swap.group_by("label_a").len().iter_rows()):
+        first = fresh.filter(pl.col("label_a") == cls).head(need)
+        parts.append(first)
+        short = need - first.height
+        if short:
+            pool = every.filter(pl.col("label_a") == cls)
+            if pool.height == 0:
+                raise GuarddiagError(f"calibration_swap agreement: the split has no row both "
+                                     f"policies label {cls}, to stand in for {need} "
+                                     f"disagreement row(s)")
+            parts.append(pool[rng.integers(pool.height, size=short).tolist()])
+            n_drawn += short
+    return pl.concat(parts), swap.height, n_drawn
 
 
 def policy_labels(frame: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
