@@ -57,6 +57,7 @@ from guarddiag.data.manifest import (
     derived_bases,
     load_manifests,
     resolve_ids,
+    user_benchmarks,
     user_manifests_root,
 )
 from guarddiag.data.pull import MIRROR_ENV, PulledFile, PullResult, pull
@@ -88,6 +89,7 @@ __all__ = [
     "pull",
     "resolve_ids",
     "subset_status",
+    "user_benchmarks",
     "user_manifests_root",
     "write_derived_subset",
 ]

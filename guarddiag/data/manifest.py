@@ -110,6 +110,7 @@ __all__ = [
     "derived_bases",
     "load_manifests",
     "resolve_ids",
+    "user_benchmarks",
     "user_manifests_root",
 ]
 
@@ -549,6 +550,13 @@ def _parse_file(entry: Any, loc: str, problems: Problems, *, derived: bool,
 def derived_bases(manifests: Mapping[str, BenchmarkManifest]) -> dict[str, str]:
     """Each derived (mutated) subset's base subset id, in manifest order."""
     return {k: m.derived_from for k, m in manifests.items() if m.derived_from is not None}
+
+
+def user_benchmarks(manifests: Mapping[str, BenchmarkManifest]) -> tuple[str, ...]:
+    """The user's own benchmarks (``data add``) and the subsets derived from them, in manifest
+    order: nothing vouches for their decontamination until an audit covers them."""
+    return tuple(k for k, m in manifests.items() if m.user or (
+        m.derived_from is not None and getattr(manifests.get(m.derived_from), "user", False)))
 
 
 def searched_folders(*, manifests_dir: str | os.PathLike[str] | None = None,

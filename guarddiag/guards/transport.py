@@ -93,9 +93,11 @@ def retry_policy(retries: int, backoff_s: float, *,
 T = TypeVar("T")
 
 
-def call_with_retries(fn: Callable[[], T], *, retries: int, backoff_s: float) -> T:
+def call_with_retries(fn: Callable[[], T], *, retries: int, backoff_s: float,
+                      on_retry: Callable[[Exception, int], None] | None = None) -> T:
     """``fn()``, asked again after an exception with :func:`retry_policy`'s waits; the last
-    exception is raised once no retry is left."""
+    exception is raised once no retry is left. ``on_retry(exception, n)`` before the n-th
+    retry."""
     # urllib3's Retry does the counting and the waits, so a function guard's retries wait
     # exactly as an HTTP guard's do; an exception it does not know counts as a failed try.
     retry = retry_policy(retries, backoff_s)
@@ -107,6 +109,8 @@ def call_with_retries(fn: Callable[[], T], *, retries: int, backoff_s: float) ->
                 retry = retry.increment(error=exc)
             except MaxRetryError:
                 raise exc from None
+            if on_retry is not None:
+                on_retry(exc, len(retry.history))
             retry.sleep()
 
 
