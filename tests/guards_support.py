@@ -311,3 +311,57 @@ class ScriptedServer:
 def user_text(body: dict[str, Any]) -> str:
     """The content of the last user message of a chat request."""
     return next(m["content"] for m in reversed(body["messages"]) if m["role"] == "user")
+
+
+# ---------------------------------------------------------------------------------------------
+# A plain JSON service (the http adapter's counterpart)
+
+JsonScript = Callable[[dict[str, Any], int], tuple[int, Any]]
+"""``script(body, n)`` → (status, JSON document) for the n-th request (0-based)."""
+
+
+class JsonServer:
+    """A threaded HTTP server answering POST / from a script; keeps every body and header."""
+
+    def __init__(self, script: JsonScript):
+        self.script = script
+        self.requests: list[dict[str, Any]] = []
+        self.headers: list[dict[str, str]] = []
+        self._lock = threading.Lock()
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                return
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length", 0))
+                body = json.loads(self.rfile.read(length).decode("utf-8"))
+                with outer._lock:
+                    n = len(outer.requests)
+                    outer.requests.append(body)
+                    outer.headers.append(dict(self.headers))
+                status, doc = outer.script(body, n)
+                payload = json.dumps(doc).encode()
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(payload)))
+                    self.end_headers()
+                    self.wfile.write(payload)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/score"
+        self._thread = threading.Thread(target=self.httpd.serve_forever,
+                                        kwargs={"poll_interval": 0.05}, daemon=True)
+
+    def __enter__(self) -> JsonServer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()

@@ -22,8 +22,8 @@ too many failures in a row, and a response cache; with the raw log of
 
 A request that fails after every retry leaves its prompts unanswered (status failed, asked
 again by the next run); an answer without the field, or with an unreadable value, is failed and
-counted, never read as safe. The first answer is checked: when even it has no readable field,
-the run stops with one line showing the answer, so a wrong ``field`` costs one request.
+counted, never read as safe. Until one answer has been read, an unreadable one stops the run
+with one line showing it: a wrong ``field`` costs one chunk of requests, not a whole run.
 """
 
 from __future__ import annotations

@@ -439,6 +439,8 @@ def _reuse(adapter: GuardAdapter, run: str, where: _RunFiles, fp: str,
             f"behind the same identity (a retrained model?), so none of its saved answers is "
             f"reused and every selected prompt is asked again; give each model its own "
             f"version (version=, --guard-version) to keep both side by side")
+        # The adapter's own cache holds the other model's answers too: not read this run.
+        adapter.use_cache(scope=fp, read=False)
         where.raw.unlink(missing_ok=True)
         where.canaries.unlink(missing_ok=True)
         pending, _ = _unanswered(ordered, {}, pairs=pairs)
