@@ -174,30 +174,31 @@ def test_cli_scores_an_http_guard_on_real_benchmarks(real_data_dir, tmp_path, ca
 
 # ── every cache keyed by what answers (item 2) ─────────────────────────────────────────────────
 
-def _qwen(verdict: str):
-    def script(body, n):
-        return chat_answer(f"Safety: {verdict}\nCategories: None")
-    return script
+class Model:
+    """A chat server's guard model: it answers every prompt with ``verdict`` (Safe until it
+    flips behind the same model name)."""
+
+    def __init__(self, verdict: str = "Safe") -> None:
+        self.verdict = verdict
+
+    def __call__(self, body, n):
+        return chat_answer(f"Safety: {self.verdict}\nCategories: None")
+
+
+def _endpoint_guard(server, cache):
+    return get_adapter("qwen3guard", endpoint=f"{server.base_url}#team-guard", cache_dir=cache,
+                       name="team")
 
 
 def test_an_endpoint_whose_model_flipped_is_asked_again_with_rescore(tmp_path):
-    state = {"verdict": "Safe"}
-
-    def script(body, n):
-        return chat_answer(f"Safety: {state['verdict']}\nCategories: None")
-
-    with ScriptedServer(script) as server:
-        spec = f"{server.base_url}#team-guard"
-        cache = tmp_path / "cache"
-
-        def guard():
-            return get_adapter("qwen3guard", endpoint=spec, cache_dir=cache, name="team")
-
-        first = _score(guard(), tmp_path)
+    model, cache = Model(), tmp_path / "cache"
+    with ScriptedServer(model) as server:
+        first = _score(_endpoint_guard(server, cache), tmp_path)
         assert first.summary["pct_unsafe_loose"].to_list() == [0.0, 0.0]
-        state["verdict"] = "Unsafe"  # the model behind the same name flipped
+        model.verdict = "Unsafe"  # the model behind the same name flipped
         n_before = len(server.requests)
-        flipped = _score(guard(), tmp_path, rescore=True, version="flipped")
+        flipped = _score(_endpoint_guard(server, cache), tmp_path, rescore=True,
+                         version="flipped")
         asked = [user_text(b) for b in server.requests[n_before:]]
     # Every prompt went to the server (no cache read), and "asked" says so.
     assert len([t for t in asked if t not in SANITY]) == 40
@@ -206,49 +207,32 @@ def test_an_endpoint_whose_model_flipped_is_asked_again_with_rescore(tmp_path):
 
 
 def test_the_response_cache_is_keyed_by_version_and_url_and_counted_as_reused(tmp_path):
-    state = {"verdict": "Safe"}
-
-    def script(body, n):
-        return chat_answer(f"Safety: {state['verdict']}\nCategories: None")
-
-    cache = tmp_path / "cache"
-    with ScriptedServer(script) as server:
-        spec = f"{server.base_url}#team-guard"
-        _score(get_adapter("qwen3guard", endpoint=spec, cache_dir=cache, name="team"),
-               tmp_path / "a")
+    model, cache = Model(), tmp_path / "cache"
+    with ScriptedServer(model) as server:
+        _score(_endpoint_guard(server, cache), tmp_path / "a")
         # Another runs folder, the same guard and server: every answer comes from the
         # response cache (the sanity prompts' too), counted as reused; the server is not asked.
         n_before = len(server.requests)
-        again = _score(get_adapter("qwen3guard", endpoint=spec, cache_dir=cache, name="team"),
-                       tmp_path / "b")
+        again = _score(_endpoint_guard(server, cache), tmp_path / "b")
         assert (again.n_asked, again.n_reused) == (0, 40)
         assert len(server.requests) == n_before
         # A new version is another key: the flipped model's answers, not the cache's.
-        state["verdict"] = "Unsafe"
-        v2 = _score(get_adapter("qwen3guard", endpoint=spec, cache_dir=cache, name="team"),
-                    tmp_path / "b", version="v2")
+        model.verdict = "Unsafe"
+        v2 = _score(_endpoint_guard(server, cache), tmp_path / "b", version="v2")
     assert (v2.n_asked, v2.n_reused) == (40, 0)
     assert v2.summary["pct_unsafe_loose"].to_list() == [100.0, 100.0]
-    with ScriptedServer(_qwen("Unsafe")) as other:
-        moved = _score(get_adapter("qwen3guard", endpoint=f"{other.base_url}#team-guard",
-                                   cache_dir=cache, name="team"), tmp_path / "c")
+    with ScriptedServer(Model("Unsafe")) as other:
+        moved = _score(_endpoint_guard(other, cache), tmp_path / "c")
     # Another URL is another key: asked, not read from the first server's answers.
     assert (moved.n_asked, moved.n_reused) == (40, 0)
 
 
 def test_a_flip_under_the_same_version_is_caught_by_the_canaries_past_the_cache(tmp_path):
-    state = {"verdict": "Safe"}
-
-    def script(body, n):
-        return chat_answer(f"Safety: {state['verdict']}\nCategories: None")
-
-    with ScriptedServer(script) as server:
-        spec = f"{server.base_url}#team-guard"
-        cache = tmp_path / "cache"
-        _score(get_adapter("qwen3guard", endpoint=spec, cache_dir=cache, name="team"), tmp_path)
-        state["verdict"] = "Unsafe"
-        again = _score(get_adapter("qwen3guard", endpoint=spec, cache_dir=cache, name="team"),
-                       tmp_path)
+    model, cache = Model(), tmp_path / "cache"
+    with ScriptedServer(model) as server:
+        _score(_endpoint_guard(server, cache), tmp_path)
+        model.verdict = "Unsafe"
+        again = _score(_endpoint_guard(server, cache), tmp_path)
     assert again.canaries["n_differ"] == 32
     assert (again.n_asked, again.n_reused) == (40, 0)
     assert again.summary["pct_unsafe_loose"].to_list() == [100.0, 100.0]
