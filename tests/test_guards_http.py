@@ -211,11 +211,12 @@ def test_the_response_cache_is_keyed_by_version_and_url_and_counted_as_reused(tm
     with ScriptedServer(model) as server:
         _score(_endpoint_guard(server, cache), tmp_path / "a")
         # Another runs folder, the same guard and server: every answer comes from the
-        # response cache (the sanity prompts' too), counted as reused; the server is not asked.
+        # response cache (the sanity prompts' too), counted as reused; the server is asked
+        # only the 32 canaries drawn from those cached answers.
         n_before = len(server.requests)
         again = _score(_endpoint_guard(server, cache), tmp_path / "b")
         assert (again.n_asked, again.n_reused) == (0, 40)
-        assert len(server.requests) == n_before
+        assert len(server.requests) == n_before + 32
         # A new version is another key: the flipped model's answers, not the cache's.
         model.verdict = "Unsafe"
         v2 = _score(_endpoint_guard(server, cache), tmp_path / "b", version="v2")
@@ -236,3 +237,23 @@ def test_a_flip_under_the_same_version_is_caught_by_the_canaries_past_the_cache(
     assert again.canaries["n_differ"] == 32
     assert (again.n_asked, again.n_reused) == (40, 0)
     assert again.summary["pct_unsafe_loose"].to_list() == [100.0, 100.0]
+
+
+def test_a_cache_of_another_model_is_forgotten_even_without_a_raw_log(tmp_path):
+    # The acceptance run's trap: the model flips, a run finds it by its canaries and then
+    # stops (here: its sanity check), so no raw log is left; the next run must not take the
+    # response cache's answers, which are the old model's.
+    model, cache = Model(), tmp_path / "cache"
+    with ScriptedServer(model) as server:
+        _score(_endpoint_guard(server, cache), tmp_path)
+        model.verdict = "Unsafe"
+        stopped = _score(_endpoint_guard(server, cache), tmp_path)  # canaries differ
+        assert stopped.summary["pct_unsafe_loose"].to_list() == [100.0, 100.0]
+        (tmp_path / "runs" / "outside" / "team.raw.jsonl").unlink()
+        (tmp_path / "runs" / "outside" / "team.canaries.json").unlink()
+        model.verdict = "Safe"
+        again = _score(_endpoint_guard(server, cache), tmp_path / "elsewhere")
+    assert again.summary["pct_unsafe_loose"].to_list() == [0.0, 0.0]
+    # Its cache now holds the flipped model's answers: their canaries differed, so they were
+    # forgotten and every prompt asked again.
+    assert (again.n_asked, again.n_reused) == (40, 0)

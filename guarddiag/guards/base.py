@@ -176,10 +176,12 @@ class GuardAdapter(ABC):
         labels that read two ways); none by default."""
         return ()
 
-    def use_cache(self, *, scope: str, read: bool) -> None:  # noqa: B027 - optional hook
+    def use_cache(  # noqa: B027 - optional hook
+            self, *, scope: str, read: bool, forget: bool = False) -> None:
         """How a cache of the adapter's own requests (an endpoint's response cache) is used:
         entries are keyed by ``scope`` (the guard's identity digest, with its version) beside
-        the request, and read only when ``read`` (a rescore and a canary check ask afresh)."""
+        the request, and read only when ``read`` (a rescore and a canary check ask afresh);
+        ``forget`` drops the scope's entries (the canaries showed they are another model's)."""
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release models, threads."""

@@ -117,10 +117,12 @@ class GenerativeGuard(GuardAdapter):
         """Where the answers come from (the back end spec), for the run's metadata."""
         return self.generator.spec
 
-    def use_cache(self, *, scope: str, read: bool) -> None:
+    def use_cache(self, *, scope: str, read: bool, forget: bool = False) -> None:
         client = getattr(self.generator, "client", None)
         if isinstance(client, JsonClient):
             client.cache_scope, client.read_cache = scope, read
+            if forget:
+                client.forget_scope()
 
     def conversations(self, texts: Sequence[str]) -> list[Conversation]:
         return [[{"role": "user", "content": t}] for t in texts]

@@ -148,8 +148,10 @@ class HttpGuardAdapter(GuardAdapter):
                 "text_key": self.text_key, "body": self.body,
                 "headers": list(self.header_names)}
 
-    def use_cache(self, *, scope: str, read: bool) -> None:
+    def use_cache(self, *, scope: str, read: bool, forget: bool = False) -> None:
         self.client.cache_scope, self.client.read_cache = scope, read
+        if forget:
+            self.client.forget_scope()
 
     def notes(self) -> tuple[str, ...]:
         return self.reader.notes()

@@ -39,8 +39,7 @@ from typing import Any
 
 import polars as pl
 
-from guarddiag import data, files
-from guarddiag.audit import load_decontaminated
+from guarddiag import files
 from guarddiag.errors import GuarddiagError
 from guarddiag.files import read_table
 from guarddiag.guards.base import (
@@ -60,9 +59,10 @@ from guarddiag.guards.canary import (
     read_canaries,
     write_canaries,
 )
+from guarddiag.guards.inputs import ScoringInputs, decontaminated, select_inputs
 from guarddiag.guards.own_decontam import own_audit, read_training, with_own_flags
 from guarddiag.guards.rawlog import Answers, open_log, record
-from guarddiag.guards.responses import RESPONSE, with_responses
+from guarddiag.guards.responses import RESPONSE
 from guarddiag.guards.sanity import check_direction
 from guarddiag.guards.table import RUN_PREFIX, UNSAFE_CUTOFF, guard_table, summary
 from guarddiag.labels import get_mapping
@@ -164,61 +164,6 @@ def _asked_texts(frame: pl.DataFrame, *, pairs: bool) -> list[str]:
     return [asked_text(t, r) for t, r in zip(texts, frame[RESPONSE].to_list(), strict=True)]
 
 
-def _decontaminated(audit_dir: Path | None, *, derived_dir: str | Path | None,
-                    data_dir: str | Path | None) -> dict[str, frozenset[str]] | None:
-    # The same rule as `guarddiag predict`, so every run agrees on each prompt's flag: derived
-    # subsets inherit their base's decontamination.
-    if audit_dir is None or not Path(audit_dir).is_dir():
-        return None
-    bases = data.derived_bases(data.load_manifests(derived_dir=derived_dir, data_dir=data_dir))
-    return load_decontaminated(audit_dir, derived_from=bases)
-
-
-@dataclass(frozen=True)
-class _Inputs:
-    """The benchmark frames to score, after the adapter's ``prepare``."""
-
-    frames: dict[str, pl.DataFrame]
-    benchmark_sha256: dict[str, str] | None
-    unavailable: tuple[str, ...]
-    derived_from: dict[str, str] = field(default_factory=dict)
-    """Each derived subset's base (from the manifests; empty for injected frames)."""
-    user: frozenset[str] = frozenset()
-    """The user's own benchmarks (``data add``) among the frames, and subsets derived from
-    them: not audited until an audit covers them."""
-
-
-def _select_inputs(adapter: GuardAdapter, name: str, *, benchmarks: str | Sequence[str],
-                   data_dir: str | Path | None, derived_dir: str | Path | None,
-                   frames: dict[str, pl.DataFrame] | None,
-                   benchmark_sha256: dict[str, str] | None) -> _Inputs:
-    """The injected ``frames``, or the selected benchmarks loaded from the data directory."""
-    unavailable: tuple[str, ...] = ()
-    known: list[str] | None = None
-    manifests = None
-    if frames is None:
-        bset = data.load_benchmarks(benchmarks, data_dir=data_dir, derived_dir=derived_dir)
-        frames = bset.frames
-        benchmark_sha256 = bset.sha256
-        unavailable = tuple(s.id for s in bset.unavailable)
-        for status in bset.unavailable:
-            logger.info(f"skipping {status.id}: unavailable ({status.message})")
-        manifests = data.load_manifests(derived_dir=derived_dir, data_dir=data_dir)
-        known = list(manifests)
-    if not frames:
-        raise GuarddiagError(f"no benchmark prompts to score (selected: {benchmarks}; "
-                             f"unavailable: {', '.join(unavailable) or 'none'})")
-    if adapter.input == PROMPT_RESPONSE:
-        frames = with_responses(frames, guard=name, manifests=manifests, data_dir=data_dir)
-    frames = adapter.prepare(frames, known=known)
-    if not frames:
-        raise GuarddiagError(f"guard {name}: none of the selected benchmarks can be scored")
-    if manifests is None:
-        return _Inputs(frames, benchmark_sha256, unavailable)
-    return _Inputs(frames, benchmark_sha256, unavailable, data.derived_bases(manifests),
-                   frozenset(data.user_benchmarks(manifests)))
-
-
 def _unanswered(ordered: dict[str, pl.DataFrame], done: Answers, *, pairs: bool
                 ) -> tuple[list[pl.DataFrame], int]:
     """Per benchmark, the prompts without a usable earlier answer (with a ``benchmark``
@@ -242,11 +187,11 @@ def _unanswered(ordered: dict[str, pl.DataFrame], done: Answers, *, pairs: bool
 
 def _ask(adapter: GuardAdapter, name: str, pending: list[pl.DataFrame], *, fp: str,
          chunk_size: int, raw_path: Path, done: Answers, n_reused: int, pairs: bool
-         ) -> tuple[int, int]:
+         ) -> tuple[int, set[tuple[str, str]]]:
     """Ask the guard for every pending prompt, ``chunk_size`` at a time; each answer goes into
     ``done`` and is appended to the raw log as it arrives. Returns the number of prompts the
-    guard was asked about, and how many of those the adapter answered from its own cache."""
-    n_asked = n_cached = 0
+    guard was asked about, and those the adapter answered from its own cache."""
+    n_asked, cached = 0, set()
     total = sum(p.height for p in pending)
     bar = progress(total=total, desc=f"guard {name}", unit="prompt")
     try:
@@ -267,7 +212,8 @@ def _ask(adapter: GuardAdapter, name: str, pending: list[pl.DataFrame], *, fp: s
                         done[(bench, pid)] = rec
                         raw_fh.write(json.dumps(rec, sort_keys=True, ensure_ascii=False,
                                                 default=str) + "\n")
-                        n_cached += v.cached
+                        if v.cached:
+                            cached.add((bench, pid))
                     raw_fh.flush()
                     n_asked += chunk.height
                     bar.update(chunk.height)
@@ -277,7 +223,7 @@ def _ask(adapter: GuardAdapter, name: str, pending: list[pl.DataFrame], *, fp: s
                              f"resumes") from None
     finally:
         bar.close()
-    return n_asked, n_cached
+    return n_asked, cached
 
 
 @dataclass(frozen=True)
@@ -439,13 +385,39 @@ def _reuse(adapter: GuardAdapter, run: str, where: _RunFiles, fp: str,
             f"behind the same identity (a retrained model?), so none of its saved answers is "
             f"reused and every selected prompt is asked again; give each model its own "
             f"version (version=, --guard-version) to keep both side by side")
-        # The adapter's own cache holds the other model's answers too: not read this run.
-        adapter.use_cache(scope=fp, read=False)
+        # The adapter's own cache holds the other model's answers too: forgotten.
+        adapter.use_cache(scope=fp, read=False, forget=True)
         where.raw.unlink(missing_ok=True)
         where.canaries.unlink(missing_ok=True)
         pending, _ = _unanswered(ordered, {}, pairs=pairs)
         return _Reuse({}, pending, 0, [], check, changed=True)
     return _Reuse(done, pending, n_reused, stored, check)
+
+
+def _verify_cached(adapter: GuardAdapter, run: str, where: _RunFiles, fp: str,
+                   ordered: dict[str, pl.DataFrame], reuse: _Reuse,
+                   cached: set[tuple[str, str]], *, tolerance: float, chunk_size: int
+                   ) -> set[tuple[str, str]]:
+    """Answers the adapter took from its own cache are saved answers too: canaries among them
+    are asked afresh, and when one differs the cache's answers of this identity are forgotten
+    and those prompts asked again. Returns the prompts still answered from the cache."""
+    pairs = adapter.input == PROMPT_RESPONSE
+    canaries = pick_canaries(canaries_from({k: reuse.done[k] for k in cached}, ordered,
+                                           pairs=pairs))
+    adapter.use_cache(scope=fp, read=False)
+    check = check_canaries(adapter, canaries, tolerance=tolerance) if canaries else None
+    if check is None or check.same or check.n_answered == 0:
+        return cached
+    logger.warning(f"{run}: {len(check.differ)} of {check.n_answered} canary answer(s) from the "
+                   f"response cache differ beyond {tolerance:g} (first {check.differ[0]}): the "
+                   f"cache held another model's answers; forgotten, and {len(cached)} prompt(s) "
+                   f"asked again")
+    adapter.use_cache(scope=fp, read=False, forget=True)
+    redo = [f.filter(pl.col("prompt_id").is_in([p for b, p in cached if b == bench]))
+            .with_columns(pl.lit(bench).alias("benchmark")) for bench, f in ordered.items()]
+    _ask(adapter, run, [f for f in redo if f.height], fp=fp, raw_path=where.raw,
+         done=reuse.done, n_reused=reuse.n_reused, chunk_size=chunk_size, pairs=pairs)
+    return set()
 
 
 def _save_canaries(adapter: GuardAdapter, where: _RunFiles, fp: str, reuse: _Reuse,
@@ -520,7 +492,7 @@ def score_guard(adapter: GuardAdapter, *, benchmarks: str | Sequence[str] = "all
     """
     read_out = get_mapping(mapping)
     run = run_name(check_guard_name(name or adapter.name), version)
-    inputs = _select_inputs(adapter, run, benchmarks=benchmarks, data_dir=data_dir,
+    inputs = select_inputs(adapter, run, benchmarks=benchmarks, data_dir=data_dir,
                             derived_dir=derived_dir, frames=frames,
                             benchmark_sha256=benchmark_sha256)
     where = _RunFiles.of(runs_dir, run)
@@ -535,12 +507,15 @@ def score_guard(adapter: GuardAdapter, *, benchmarks: str | Sequence[str] = "all
                     f"{fp}; rescore=True / --rescore asks again)")
     sanity = (check_direction(adapter, name=run, allow_inverted=allow_inverted)
               if reuse.pending else None)
-    n_asked, n_cached = _ask(adapter, run, reuse.pending, fp=fp, raw_path=where.raw,
-                             done=reuse.done, n_reused=reuse.n_reused,
-                             chunk_size=max(1, int(chunk_size or adapter.chunk_size)),
-                             pairs=adapter.input == PROMPT_RESPONSE)
+    chunk = max(1, int(chunk_size or adapter.chunk_size))
+    n_asked, cached = _ask(adapter, run, reuse.pending, fp=fp, raw_path=where.raw,
+                           done=reuse.done, n_reused=reuse.n_reused, chunk_size=chunk,
+                           pairs=adapter.input == PROMPT_RESPONSE)
+    if cached:
+        cached = _verify_cached(adapter, run, where, fp, ordered, reuse, cached,
+                                tolerance=canary_tolerance, chunk_size=chunk)
     return _finish(adapter, run, where, fp, inputs, ordered, reuse, read_out.name,
-                   counts=(n_asked - n_cached, reuse.n_reused + n_cached),
+                   counts=(n_asked - len(cached), reuse.n_reused + len(cached)),
                    checks={"canaries": _canary_doc(reuse.check, canary_tolerance),
                            "sanity": sanity.to_dict() if sanity is not None else None},
                    version=version, definition=definition, audit_dir=audit_dir,
@@ -548,14 +523,14 @@ def score_guard(adapter: GuardAdapter, *, benchmarks: str | Sequence[str] = "all
                    tolerance=canary_tolerance)
 
 
-def _finish(adapter: GuardAdapter, run: str, where: _RunFiles, fp: str, inputs: _Inputs,
+def _finish(adapter: GuardAdapter, run: str, where: _RunFiles, fp: str, inputs: ScoringInputs,
             ordered: dict[str, pl.DataFrame], reuse: _Reuse, mapping: str, *,
             counts: tuple[int, int], checks: dict[str, Any], version: str | None,
             definition: str | None, audit_dir: str | Path | None,
             derived_dir: str | Path | None, data_dir: str | Path | None,
             training: Any, tolerance: float) -> GuardScoreResult:
     """Write the table, the canaries and the meta of a run whose answers are all in."""
-    decontam = _decontaminated(Path(audit_dir) if audit_dir is not None else None,
+    decontam = decontaminated(Path(audit_dir) if audit_dir is not None else None,
                                derived_dir=derived_dir, data_dir=data_dir)
     unaudited = sorted(b for b in ordered if b in inputs.user and (decontam or {}).get(b)
                        is None)

@@ -38,6 +38,7 @@ from typing import Any, TypeVar
 import urllib3
 from urllib3.exceptions import InvalidHeader, MaxRetryError
 
+from guarddiag import files
 from guarddiag.errors import GuarddiagError
 
 __all__ = ["RETRY_AFTER_CAP_S", "RETRY_STATUSES", "EndpointUnreachableError", "HttpAnswer",
@@ -188,10 +189,12 @@ def _transport_error(reason: Exception | None, attempts: int, timeout_s: float
 
 
 class ResponseCache:
-    """Answers of an endpoint on disk, keyed by the sha256 of the canonical request body.
+    """Answers of an endpoint on disk, keyed by the sha256 of the canonical request.
 
     One JSON object per line in ``responses.jsonl``, appended and flushed as each answer
     arrives, so a killed run keeps every answer it received. A line torn by a kill is skipped.
+    Each line names its ``scope`` (what answered: a guard's identity), so the answers of one
+    scope can be forgotten at once when they turn out to be another model's.
     """
 
     FILE = "responses.jsonl"
@@ -201,12 +204,14 @@ class ResponseCache:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         self._items: dict[str, dict[str, Any]] = {}
+        self._scopes: dict[str, str] = {}
         if self.path.is_file():
             with open(self.path, encoding="utf-8", errors="replace") as fh:
                 for line in fh:
                     try:
                         rec = json.loads(line)
                         self._items[rec["key"]] = rec["answer"]
+                        self._scopes[rec["key"]] = str(rec.get("scope", ""))
                     except (json.JSONDecodeError, KeyError, TypeError):
                         continue  # a torn last line from a killed run
             self._repair_tail()
@@ -223,13 +228,30 @@ class ResponseCache:
         with self._lock:
             return self._items.get(key)
 
-    def put(self, key: str, answer: dict[str, Any]) -> None:
-        line = json.dumps({"key": key, "answer": answer}, sort_keys=True, ensure_ascii=False)
+    def put(self, key: str, answer: dict[str, Any], *, scope: str = "") -> None:
+        line = json.dumps({"key": key, "scope": scope, "answer": answer}, sort_keys=True,
+                          ensure_ascii=False)
         with self._lock:
             self._items[key] = answer
+            self._scopes[key] = scope
             with open(self.path, "a", encoding="utf-8") as fh:
                 fh.write(line + "\n")
                 fh.flush()
+
+    def forget(self, scope: str) -> int:
+        """Drop every answer of ``scope`` (from memory and the file); returns how many."""
+        with self._lock:
+            gone = {k for k, s in self._scopes.items() if s == scope}
+            if not gone:
+                return 0
+            for k in gone:
+                self._items.pop(k, None)
+                self._scopes.pop(k, None)
+            files.write_text("".join(
+                json.dumps({"key": k, "scope": self._scopes[k], "answer": a}, sort_keys=True,
+                           ensure_ascii=False) + "\n" for k, a in self._items.items()),
+                self.path)
+        return len(gone)
 
     def __len__(self) -> int:
         return len(self._items)
@@ -398,7 +420,7 @@ class JsonClient:
                     else:
                         consecutive = 0
                         if self.cache is not None:
-                            self.cache.put(keys[i], answer)
+                            self.cache.put(keys[i], answer, scope=self.cache_scope)
                         reply = Reply(answer=answer)
                     out[i] = reply
                     if on_reply is not None:
@@ -406,6 +428,11 @@ class JsonClient:
                     submit_next()
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
+
+    def forget_scope(self) -> int:
+        """Forget every cached answer of :attr:`cache_scope` (another model's, as it turned
+        out); returns how many."""
+        return self.cache.forget(self.cache_scope) if self.cache is not None else 0
 
     def close(self) -> None:
         """Close the kept-alive connections (a later request opens new ones)."""
