@@ -274,7 +274,8 @@ def _notes(*, decontam_known: bool, audit_dir: str | Path | None,
                      f"identity of the guard computed them; score them again, or give each "
                      f"model its own version (version=, --guard-version) to keep both")
     if not decontam_known:
-        notes.append(f"no audit folder at {audit_dir}: survives_decontam is True everywhere; "
+        where = " but on your own benchmarks (null)" if unaudited else " everywhere"
+        notes.append(f"no audit folder at {audit_dir}: survives_decontam is True{where}; "
                      f"run `guarddiag audit`, then score again (answers are reused)")
     if unaudited:
         listed = ",".join(unaudited)
