@@ -96,10 +96,15 @@ def canaries_from(done: Mapping[tuple[str, str], Mapping[str, Any]],
                 continue
             if rec.get("text_sha256") != text_digest(asked_text(text, response)):
                 continue
-            probs = tuple(float(p) for p in rec["class_probs"])
-            out.append(Canary(bench, pid, text, response, "ok",
-                              (probs[0], probs[1], probs[2], probs[3])))
+            out.append(Canary(bench, pid, text, response, "ok", _probs(rec["class_probs"])))
     return out
+
+
+def _probs(values: Any) -> tuple[float, float, float, float] | None:
+    if values is None:
+        return None
+    a, b, c, d = (float(v) for v in values)
+    return (a, b, c, d)
 
 
 def read_canaries(path: Path, fingerprint: str) -> list[Canary]:
@@ -112,8 +117,7 @@ def read_canaries(path: Path, fingerprint: str) -> list[Canary]:
             return []
         return [Canary(benchmark=str(c["benchmark"]), prompt_id=str(c["prompt_id"]),
                        text=str(c["text"]), response=c.get("response"), status=str(c["status"]),
-                       class_probs=(tuple(float(p) for p in c["class_probs"])  # type: ignore[arg-type]
-                                    if c.get("class_probs") is not None else None))
+                       class_probs=_probs(c.get("class_probs")))
                 for c in doc["canaries"]]
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return []  # unreadable: the answers get a fresh sample, taken from themselves
