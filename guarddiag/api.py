@@ -27,6 +27,7 @@ from guarddiag.audit.run import audit_pool
 from guarddiag.errors import GuarddiagError
 from guarddiag.guards.base import GuardAdapter
 from guarddiag.guards.callable import CallableGuardAdapter, GuardFunction, PairGuardFunction
+from guarddiag.guards.canary import CANARY_TOLERANCE
 from guarddiag.guards.scoring import GuardScoreResult
 from guarddiag.guards.scoring import score_guard as score_adapter
 from guarddiag.report.make import make_report
@@ -61,7 +62,9 @@ def score_guard(guard: GuardAdapter | GuardFunction | PairGuardFunction, *,
                 definition: str | None = None, input: str | None = None,
                 version: str | None = None, rescore: bool = False,
                 training_data: str | Path | None = None,
-                training_text_column: str = "text") -> GuardScoreResult:
+                training_text_column: str = "text", retries: int = 0,
+                allow_inverted: bool = False,
+                canary_tolerance: float = CANARY_TOLERANCE) -> GuardScoreResult:
     """Score an outside guard on the benchmarks; writes ``<runs_dir>/outside/<name>.parquet``.
 
     ``guard`` is a guard adapter or a plain function from prompt texts to one answer each
@@ -70,11 +73,16 @@ def score_guard(guard: GuardAdapter | GuardFunction | PairGuardFunction, *,
     called unsafe at P(unsafe) ≥ 0.5.
     ``definition`` says in one sentence what "unsafe" means for the guard (shown beside
     Table 2). Answers already saved for the same guard are reused, so an interrupted run
-    resumes: the same guard means the same identity, which is the function's source (or the
-    adapter's model file hash and options) and ``version`` — pass a new ``version`` when the
-    model behind the function changes (a retrained file, a new constant read elsewhere), or
-    ``rescore=True`` to ask every selected prompt again. Benchmarks outside ``benchmarks`` keep
-    the rows they were scored with. ``training_data`` (a table of the guard's own training
+    resumes: the same guard means the same identity (the function's source and the plain values
+    it reads, or the adapter's model file hash and options), and the same answers to a sample
+    of saved prompts asked again first (the canaries, within ``canary_tolerance``): a model
+    retrained behind the same function is noticed, with a warning, and asked again. A
+    ``version`` is a run of its own (``<name>@<version>``), kept beside the other versions;
+    ``rescore=True`` asks every selected prompt again. Benchmarks outside ``benchmarks`` keep
+    the rows they were scored with. ``retries`` asks a batch whose function call raised again
+    (exponential backoff), for a function that calls a service. A guard that rates a few
+    unmistakably harmful prompts lower than unmistakably benign ones stops the run ("is this
+    P(safe)?") unless ``allow_inverted``. ``training_data`` (a table of the guard's own training
     prompts, text in ``training_text_column``) is audited against the benchmarks, so the report
     shows the guard on its own decontaminated prompts beside the pool-decontaminated ones.
     ``input="prompt+response"`` scores a function
@@ -85,16 +93,21 @@ def score_guard(guard: GuardAdapter | GuardFunction | PairGuardFunction, *,
         if input is not None and input != guard.input:
             raise GuarddiagError(f"guard {guard.name!r} reads {guard.input}, not {input}: "
                                  f"set input when building the adapter")
+        if retries:
+            raise GuarddiagError(f"guard {guard.name!r} is an adapter: give it its retries "
+                                 f"when building it (retries= applies to a function)")
         adapter = guard
     else:
         adapter = CallableGuardAdapter(function=guard, name=name, batch_size=batch_size,
-                                       definition=definition, input=input or "prompt")
+                                       definition=definition, input=input or "prompt",
+                                       retries=retries)
     try:
         return score_adapter(adapter, benchmarks=benchmarks, runs_dir=runs_dir,
                              audit_dir=audit_dir, data_dir=data_dir, derived_dir=derived_dir,
                              name=name, mapping=mapping, version=version, rescore=rescore,
                              definition=definition, training_data=training_data,
-                             training_text_column=training_text_column)
+                             training_text_column=training_text_column,
+                             allow_inverted=allow_inverted, canary_tolerance=canary_tolerance)
     finally:
         if adapter is not guard:
             adapter.close()

@@ -20,6 +20,9 @@ frames, the audit's benchmark normal forms); ``off`` turns them off."""
 
 DEFAULT_CACHE_DIR = Path.home() / ".cache" / "guarddiag" / "cache"
 
+USER_DATA_ENV = "XDG_DATA_HOME"
+"""The XDG base directory of a user's own data files (default ``~/.local/share``)."""
+
 DEFAULT_WORK_DIR = Path("work")
 """Default root of generated work products: pool/, audit/, runs/."""
 
@@ -38,6 +41,16 @@ def resolve_data_dir(data_dir: str | os.PathLike[str] | None = None) -> Path:
     if env:
         return Path(env).expanduser()
     return DEFAULT_DATA_DIR
+
+
+def user_data_dir() -> Path:
+    """guarddiag's folder of the user's own files (their benchmarks' manifests):
+    ``$XDG_DATA_HOME/guarddiag``, else ``~/.local/share/guarddiag``. Never the shared data
+    directory: what a user adds stays theirs."""
+    env = os.environ.get(USER_DATA_ENV)
+    base = Path(env).expanduser() if env and Path(env).is_absolute() else \
+        Path.home() / ".local" / "share"
+    return base / "guarddiag"
 
 
 def cache_dir() -> Path | None:

@@ -72,6 +72,13 @@ def states_cache_in_tmp(tmp_path_factory):
         yield
 
 
+@pytest.fixture(autouse=True)
+def user_data_in_tmp(tmp_path_factory, monkeypatch):
+    """The user's own folder (``data add``'s manifests, guarddiag.paths.user_data_dir) is a
+    fresh temp folder in every test, never ~/.local/share: tests neither see nor leave one."""
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path_factory.mktemp("xdg")))
+
+
 @pytest.fixture(scope="session", autouse=True)
 def status_lines_on_stderr():
     """Status lines (``logging`` records of guarddiag.*) on the captured stderr, as the command

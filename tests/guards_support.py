@@ -244,12 +244,13 @@ def chat_answer(content: str, *, logprobs: list[tuple[str, list[tuple[str, float
     return {"id": "x", "object": "chat.completion", "choices": [choice]}
 
 
-class ScriptedServer:
-    """A threaded HTTP server answering POST /v1/chat/completions from a script."""
+class _LoopbackServer:
+    """A threaded HTTP server on 127.0.0.1 whose POSTs ``respond(path, body, n, headers)``
+    answers; keeps every body and its headers."""
 
-    def __init__(self, script: Script):
-        self.script = script
+    def __init__(self) -> None:
         self.requests: list[dict[str, Any]] = []
+        self.headers: list[dict[str, str]] = []
         self._lock = threading.Lock()
         outer = self
 
@@ -263,26 +264,10 @@ class ScriptedServer:
                 with outer._lock:
                     n = len(outer.requests)
                     outer.requests.append(body)
-                if self.path.rstrip("/") != "/v1/chat/completions":
-                    self._send(404, b'{"error": "not found"}')
-                    return
-                action = outer.script(body, n)
-                if isinstance(action, tuple) and action[0] == "sleep":
-                    time.sleep(action[1])
-                    action = action[2]
-                if isinstance(action, str):
-                    self._send(200, json.dumps(chat_answer(action)).encode())
-                elif isinstance(action, dict):
-                    self._send(200, json.dumps(action).encode())
-                elif action[0] == "status":
-                    self._send(action[1], b'{"error": "scripted failure"}')
-                elif action[0] == "garbage":
-                    self._send(200, action[1])
-                elif action[0] == "close":
-                    self.close_connection = True
-                    self.connection.close()
+                    outer.headers.append(dict(self.headers))
+                outer.respond(self, body, n)
 
-            def _send(self, code: int, payload: bytes) -> None:
+            def send(self, code: int, payload: bytes) -> None:
                 try:
                     self.send_response(code)
                     self.send_header("Content-Type", "application/json")
@@ -295,11 +280,13 @@ class ScriptedServer:
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
         self.port = self.httpd.server_address[1]
-        self.base_url = f"http://127.0.0.1:{self.port}/v1"
         self._thread = threading.Thread(target=self.httpd.serve_forever,
                                         kwargs={"poll_interval": 0.05}, daemon=True)
 
-    def __enter__(self) -> ScriptedServer:
+    def respond(self, handler: Any, body: dict[str, Any], n: int) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Any:
         self._thread.start()
         return self
 
@@ -308,6 +295,55 @@ class ScriptedServer:
         self.httpd.server_close()
 
 
+class ScriptedServer(_LoopbackServer):
+    """Answers POST /v1/chat/completions from a script."""
+
+    def __init__(self, script: Script):
+        super().__init__()
+        self.script = script
+        self.base_url = f"http://127.0.0.1:{self.port}/v1"
+
+    def respond(self, handler: Any, body: dict[str, Any], n: int) -> None:
+        if handler.path.rstrip("/") != "/v1/chat/completions":
+            handler.send(404, b'{"error": "not found"}')
+            return
+        action = self.script(body, n)
+        if isinstance(action, tuple) and action[0] == "sleep":
+            time.sleep(action[1])
+            action = action[2]
+        if isinstance(action, str):
+            handler.send(200, json.dumps(chat_answer(action)).encode())
+        elif isinstance(action, dict):
+            handler.send(200, json.dumps(action).encode())
+        elif action[0] == "status":
+            handler.send(action[1], b'{"error": "scripted failure"}')
+        elif action[0] == "garbage":
+            handler.send(200, action[1])
+        elif action[0] == "close":
+            handler.close_connection = True
+            handler.connection.close()
+
+
 def user_text(body: dict[str, Any]) -> str:
     """The content of the last user message of a chat request."""
     return next(m["content"] for m in reversed(body["messages"]) if m["role"] == "user")
+
+
+# ---------------------------------------------------------------------------------------------
+# A plain JSON service (the http adapter's counterpart)
+
+JsonScript = Callable[[dict[str, Any], int], tuple[int, Any]]
+"""``script(body, n)`` → (status, JSON document) for the n-th request (0-based)."""
+
+
+class JsonServer(_LoopbackServer):
+    """Answers POST /score from a script."""
+
+    def __init__(self, script: JsonScript):
+        super().__init__()
+        self.script = script
+        self.url = f"http://127.0.0.1:{self.port}/score"
+
+    def respond(self, handler: Any, body: dict[str, Any], n: int) -> None:
+        status, doc = self.script(body, n)
+        handler.send(status, json.dumps(doc).encode())

@@ -11,6 +11,7 @@ import csv
 import hashlib
 import io
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -53,6 +54,12 @@ def setup(tmp_path, monkeypatch):
     return ddir, src
 
 
+def user_folder() -> Path:
+    """The default user manifests folder: the user's own data folder (the test's XDG_DATA_HOME,
+    set by conftest), never the data directory."""
+    return Path(os.environ["XDG_DATA_HOME"]) / "guarddiag" / "user_manifests"
+
+
 def add(ddir: Path, src: Path, *extra: str, subset_id: str = "my_set") -> int:
     return cli.main(["--data-dir", str(ddir), "data", "add", str(src), "--id", subset_id,
                      "--text-column", "prompt", "--kind", "harmful", "--category-column",
@@ -73,7 +80,7 @@ def test_add_writes_a_manifest_the_loader_reads_like_a_built_in_one(setup, capsy
     ddir, src = setup
     assert add(ddir, src, "--title", "Team red-teaming") == 0
     out = capsys.readouterr().out
-    manifest = ddir / "user_manifests" / "my_set.yaml"
+    manifest = user_folder() / "my_set.yaml"
     assert f"manifest: {manifest}" in out
     doc = yaml.safe_load(manifest.read_text(encoding="utf-8"))
     raw = src.read_bytes()
@@ -140,7 +147,7 @@ def test_data_list_shows_where_each_subset_comes_from(setup, capsys):
     capsys.readouterr()
     assert cli.main(["--data-dir", str(ddir), "data", "list"]) == 0
     out = capsys.readouterr().out
-    assert f"user manifests: {ddir / 'user_manifests'}" in out
+    assert f"user manifests: {user_folder()}" in out
     mine = [ln.split() for ln in out.splitlines() if ln.startswith("my_set ")]
     assert mine == [["my_set", "harmful", "user", "user", "available", "30", "30"]]
     builtin = [ln.split() for ln in out.splitlines() if ln.startswith("xstest_safe ")]
@@ -149,7 +156,7 @@ def test_data_list_shows_where_each_subset_comes_from(setup, capsys):
     assert cli.main(["--data-dir", str(ddir), "data", "list", "--ids", "user", "--json"]) == 0
     records = json.loads(capsys.readouterr().out)
     assert [(r["id"], r["defined_in"], r["manifest"], r["found"]) for r in records] == [
-        ("my_set", "user", str(ddir / "user_manifests" / "my_set.yaml"), 30)]
+        ("my_set", "user", str(user_folder() / "my_set.yaml"), 30)]
 
 
 def test_audit_counts_the_pool_rows_found_in_the_new_benchmark(setup, capsys, tmp_path):
@@ -219,7 +226,7 @@ def test_strict_is_only_for_the_file_adapter(setup, capsys, tmp_path):
 def test_re_adding_the_same_file_is_a_no_op(setup, capsys):
     ddir, src = setup
     assert add(ddir, src) == 0
-    manifest = ddir / "user_manifests" / "my_set.yaml"
+    manifest = user_folder() / "my_set.yaml"
     before = manifest.read_bytes()
     capsys.readouterr()
     assert add(ddir, src) == 0
@@ -264,14 +271,14 @@ def test_a_built_in_id_is_refused(setup, capsys):
     assert add(ddir, src, subset_id="xstest_safe") == 2
     err = one_line_error(capsys)
     assert "--id 'xstest_safe' is already a built-in benchmark" in err
-    assert not (ddir / "user_manifests").exists()
+    assert not (user_folder()).exists()
 
 
 def test_a_hand_placed_user_manifest_with_a_built_in_id_is_a_manifest_error(setup):
     ddir, src = setup
     data.add_benchmark(src, subset_id="mine", text_column="prompt", kind="harmful",
                        data_dir=ddir)
-    folder = ddir / "user_manifests"
+    folder = user_folder()
     doc = yaml.safe_load((folder / "mine.yaml").read_text(encoding="utf-8"))
     doc["id"] = "xstest_safe"
     (folder / "xstest_safe.yaml").write_text(yaml.safe_dump(doc), encoding="utf-8")
@@ -351,7 +358,7 @@ def test_bad_files_are_one_line_errors(setup, capsys, name, content, expected):
     path = _bad(ddir.parent, name, content).resolve()
     assert add(ddir, path) == 2
     assert expected.format(f=path) in one_line_error(capsys)
-    assert not (ddir / "user_manifests" / "my_set.yaml").exists()
+    assert not (user_folder() / "my_set.yaml").exists()
 
 
 def test_missing_and_unreadable_files_are_one_line_errors(setup, capsys):
@@ -387,7 +394,7 @@ def test_a_response_column_feeds_guards_that_read_prompt_and_response(setup, tmp
             for i, r in enumerate(red_team_rows(), start=1)]
     src = write_csv(tmp_path / "team" / "with_replies.csv", rows)
     assert add(ddir, src, "--response-column", "reply") == 0
-    doc = yaml.safe_load((ddir / "user_manifests" / "my_set.yaml").read_text(encoding="utf-8"))
+    doc = yaml.safe_load((user_folder() / "my_set.yaml").read_text(encoding="utf-8"))
     assert doc["response_field"] == "reply"
 
     seen: dict[str, str] = {}
@@ -433,7 +440,7 @@ def test_a_label_column_splits_the_file_into_harmful_and_benign(setup, capsys):
     src = write_csv(ddir.parent / "team" / "mixed.csv", mixed_rows())
     assert cli.main(["--data-dir", str(ddir), "data", "add", str(src), "--id", "team",
                      "--text-column", "prompt", "--id-column", "uid", "--label-column", "label",
-                     "--harmful-values", "harmful,unsafe"]) == 0
+                     "--harmful-values", "harmful,unsafe", "--benign-values", "benign"]) == 0
     out = capsys.readouterr().out
     with open(src, newline="", encoding="utf-8") as fh:
         rows = list(csv.DictReader(fh))
@@ -446,7 +453,7 @@ def test_a_label_column_splits_the_file_into_harmful_and_benign(setup, capsys):
     assert loaded.frames["team_harmful"]["prompt_id"].to_list() == harmful_ids
     assert loaded.frames["team_benign"]["prompt_id"].to_list() == benign_ids
     assert set(loaded.frames["team_benign"]["label_kind"]) == {"benign"}
-    doc = yaml.safe_load((ddir / "user_manifests" / "team_benign.yaml").read_text())
+    doc = yaml.safe_load((user_folder() / "team_benign.yaml").read_text())
     assert (doc["filter_field"], doc["filter_values"]) == ("label", ["benign"])
 
 
@@ -459,11 +466,70 @@ def test_benign_values_make_any_other_value_an_error(setup, capsys):
                      "--text-column", "prompt", "--label-column", "label",
                      "--harmful-values", "harmful,unsafe", "--benign-values", "benign"]) == 2
     err = one_line_error(capsys)
-    assert f'{src.resolve()} row 7 field "label": value \'unsure\' is neither' in err
+    assert (f'{src.resolve()} column "label": 1 row(s) have a value that is neither harmful '
+            f"(harmful, unsafe) nor benign (benign): 'unsure' (1) (first at row 7); every "
+            f"value: 'benign' (9), 'harmful' (5), 'unsafe' (5), 'unsure' (1)") in err
     assert cli.main(["--data-dir", str(ddir), "data", "add", str(src), "--id", "team",
                      "--text-column", "prompt", "--label-column", "label",
-                     "--harmful-values", "toxic"]) == 2
+                     "--harmful-values", "toxic", "--benign-values", "benign"]) == 2
     assert "no row has the harmful value 'toxic'" in one_line_error(capsys)
+
+
+def issue_rows() -> list[dict[str, str]]:
+    """The issue's file: 15 harmful rows (two spelt 'Harmful', one 'harmfull'), 15 benign."""
+    labels = ["harmful"] * 12 + ["Harmful", " Harmful "] + ["harmfull"] + ["benign"] * 15
+    return [{"prompt": f"Team prompt {i}", "label": lab} for i, lab in enumerate(labels, 1)]
+
+
+def test_label_values_match_whatever_their_case_and_an_unknown_one_is_an_error(setup, capsys):
+    ddir, _ = setup
+    src = write_csv(ddir.parent / "team" / "team.csv", issue_rows())
+    base = ["--data-dir", str(ddir), "data", "add", str(src), "--id", "team", "--text-column",
+            "prompt", "--label-column", "label", "--harmful-values", "harmful"]
+    # The benign values are required: without them 'harmfull' would be filed as benign.
+    assert cli.main(base) == 2
+    assert ("holds values besides the harmful ones (harmful): 'benign' (15), 'harmfull' (1); "
+            "name the benign ones with --benign-values too") in one_line_error(capsys)
+    assert cli.main([*base, "--benign-values", "benign"]) == 2
+    assert ("1 row(s) have a value that is neither harmful (harmful) nor benign (benign): "
+            "'harmfull' (1) (first at row 15); every value: 'benign' (15), 'harmful' (12), "
+            "' Harmful ' (1), 'Harmful' (1), 'harmfull' (1)") in one_line_error(capsys)
+    assert not user_folder().exists()
+    # Named as a harmful value too, the typo's row is harmful; case and spaces never matter.
+    assert cli.main([*base[:-1], "HARMFUL,harmfull", "--benign-values", " Benign"]) == 0
+    out = capsys.readouterr().out
+    assert "added team_harmful: 15 harmful prompts" in out
+    assert "added team_benign: 15 benign prompts" in out
+    loaded = data.load_benchmarks("team_harmful,team_benign", data_dir=ddir)
+    assert loaded.frames["team_harmful"]["prompt_id"].to_list() == [str(i) for i in range(1, 16)]
+    assert loaded.frames["team_benign"]["prompt_id"].to_list() == [str(i)
+                                                                  for i in range(16, 31)]
+    doc = yaml.safe_load((user_folder() / "team_harmful.yaml").read_text())
+    assert doc["filter_values"] == [" Harmful ", "Harmful", "harmful", "harmfull"]
+
+
+@pytest.mark.parametrize("column", ["verdict", "is_harmful", "unsafe", "category"])
+def test_common_label_columns_are_recognised(setup, capsys, column):
+    ddir, _ = setup
+    rows = [{"prompt": f"p{i}", column: ("unsafe" if i % 2 else "safe")} for i in range(1, 31)]
+    src = write_csv(ddir.parent / "team" / "v.csv", rows)
+    assert cli.main(["--data-dir", str(ddir), "data", "add", str(src), "--id", "v",
+                     "--text-column", "prompt", "--kind", "harmful"]) == 2
+    err = one_line_error(capsys)
+    assert (f'column "{column}" looks like a per-row label (values: \'safe\' (15), '
+            f"'unsafe' (15)); pass --label-column {column}") in err
+    # A misnamed --label-column is told where the labels are.
+    assert cli.main(["--data-dir", str(ddir), "data", "add", str(src), "--id", "v",
+                     "--text-column", "prompt", "--label-column", "label",
+                     "--harmful-values", "unsafe", "--benign-values", "safe"]) == 2
+    assert f'no column "label" (--label-column); found: prompt, {column}; label-like: ' \
+           f"{column}" in one_line_error(capsys)
+
+
+def test_a_category_column_of_harm_types_is_not_a_label(setup, capsys):
+    ddir, src = setup  # red_team.csv: category fraud / weapons / privacy
+    assert cli.main(["--data-dir", str(ddir), "data", "add", str(src), "--id", "rt",
+                     "--text-column", "prompt", "--kind", "harmful"]) == 0
 
 
 def test_a_mixed_file_added_as_one_kind_is_refused_unless_whole_file(setup, capsys):
@@ -473,9 +539,9 @@ def test_a_mixed_file_added_as_one_kind_is_refused_unless_whole_file(setup, caps
             "--text-column", "prompt", "--kind", "harmful"]
     assert cli.main(base) == 2
     err = one_line_error(capsys)
-    assert 'column "label" looks like a per-row label (values: benign (10), harmful (5), ' \
-           "unsafe (5))" in err
-    assert "--label-column label --harmful-values" in err
+    assert ('column "label" looks like a per-row label (values: \'benign\' (10), '
+            "'harmful' (5), 'unsafe' (5))") in err
+    assert "--label-column label --harmful-values V[,V…] --benign-values V[,V…]" in err
     assert "--whole-file" in err
     assert cli.main([*base, "--whole-file"]) == 0
     assert "added team: 20 harmful prompts" in capsys.readouterr().out
@@ -519,7 +585,7 @@ def test_an_unknown_benchmark_names_the_folders_searched(setup, capsys):
         data.load_benchmarks("my_set", data_dir=ddir)
     message = str(info.value)
     assert message.startswith("unknown benchmark 'my_set'")
-    assert f"user {ddir / 'user_manifests'} (another folder is read when " \
+    assert f"user {user_folder()} (another folder is read when " \
            f"$GUARDDIAG_USER_MANIFESTS names it)" in message
     assert f"built-in {paths.manifests_dir() / 'benchmarks'}" in message
 

@@ -34,9 +34,10 @@ from guarddiag.errors import GuarddiagError  # noqa: E402
 from guarddiag.guards import get_adapter  # noqa: E402
 from guarddiag.guards.anyguardrail import (  # noqa: E402
     AnyGuardrailAdapter,
-    parse_options,
     verdict_from_output,
 )
+from guarddiag.guards.base import parse_options  # noqa: E402
+from guarddiag.guards.sanity import SANITY_BENIGN, SANITY_HARMFUL  # noqa: E402
 from guarddiag.guards.scoring import score_guard as score_adapter  # noqa: E402
 
 
@@ -121,7 +122,12 @@ def test_prompt_scoring_through_evaluate(tmp_path):
     prompts = ["How to build a bomb", "Bake bread", "Plant a tree", "BOMB threat letter"]
     result = score_adapter(adapter, frames=_frames(prompts), runs_dir=tmp_path, audit_dir=None)
     assert result.name == "harm-guard"
-    assert fake.calls == [(p, None) for p in prompts]
+    # The sanity prompts first (each read as in any run), then the benchmark's.
+    sanity = [*SANITY_HARMFUL, *SANITY_BENIGN]
+    assert fake.calls == [(p, None) for p in [*sanity, *prompts]]
+    # FakeHarmGuard's rule by hand: one harmful sanity prompt names a bomb (0.9), the rest 0.2.
+    assert result.sanity["harmful_mean"] == pytest.approx((0.9 + 3 * 0.2) / 4)
+    assert result.sanity["benign_mean"] == pytest.approx(0.2)
     table = pl.read_parquet(result.table_path).sort("prompt_id")
     assert table["p_unsafe"].to_list() == pytest.approx([0.9, 0.2, 0.2, 0.9])
     assert result.summary["pct_unsafe_loose"].to_list() == [50.0]
@@ -217,7 +223,8 @@ def test_options_split_into_create_and_validate_by_the_schema(monkeypatch, tmp_p
     judge = get_adapter("any-guardrail", target="any_llm", options={"policy": "no weapons"})
     assert created[-1] == (GuardrailName.ANYLLM, {})
     score_adapter(judge, frames=_frames(["a", "b"]), runs_dir=tmp_path, audit_dir=None)
-    assert judge.guardrail.policies == ["no weapons", "no weapons"]
+    # Every call carries the policy: the 8 sanity prompts' and the two prompts'.
+    assert judge.guardrail.policies == ["no weapons"] * (8 + 2)
     with pytest.raises(GuarddiagError, match=r"any_llm.validate\(\) requires \['policy'\]"):
         get_adapter("any-guardrail", target="any_llm")
     # A secret is passed on but never written into the run's metadata.

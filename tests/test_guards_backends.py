@@ -16,7 +16,7 @@ import pytest
 from guards_support import ScriptedServer, chat_answer, user_text
 
 from guarddiag.errors import GuarddiagError
-from guarddiag.guards import backends
+from guarddiag.guards import transport
 from guarddiag.guards.backends import (
     EndpointGenerator,
     EndpointUnreachableError,
@@ -365,7 +365,7 @@ def test_503_with_an_http_date_waits_until_that_date():
 
 
 def test_a_long_retry_after_is_capped(monkeypatch):
-    monkeypatch.setattr(backends, "RETRY_AFTER_CAP_S", 1)
+    monkeypatch.setattr(transport, "RETRY_AFTER_CAP_S", 1)
     with KeepAliveServer(lambda n: ("status", 429, "3600") if n == 0 else None) as server:
         gen = EndpointGenerator(server.base_url, "m", concurrency=1, retries=1,
                                 backoff_s=0.01, timeout_s=5.0)

@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 import guarddiag
-from guarddiag import data
+from guarddiag import data, paths
 from guarddiag.cli import main
 from guarddiag.errors import GuarddiagError
 from guarddiag.guards.callable import CallableGuardAdapter
@@ -255,8 +255,8 @@ def _write_user_benchmark(ddir: Path, rows: list[dict[str, str]], **overrides) -
                       "rows": len(rows)}],
            "expected_count": sum(r["split"] == "test" for r in rows)}
     doc.update(overrides)
-    folder = ddir / "user_manifests"
-    folder.mkdir(exist_ok=True)
+    folder = paths.user_data_dir() / "user_manifests"  # the default user manifests folder
+    folder.mkdir(parents=True, exist_ok=True)
     (folder / "toy_pairs.yaml").write_text(yaml.safe_dump(doc, sort_keys=False),
                                            encoding="utf-8")
     return src

@@ -7,6 +7,7 @@ keep it to seconds."""
 from __future__ import annotations
 
 import json
+import logging
 import shutil
 from pathlib import Path
 
@@ -115,7 +116,8 @@ def test_score_add_audit_predict_report(world, capsys):
             + [{"prompt": benign(i), "label": "benign"} for i in range(200, 221)])
     pl.DataFrame(team).write_csv("team.csv")
     assert main(["data", "add", "team.csv", "--id", "team", "--text-column", "prompt",
-                 "--label-column", "label", "--harmful-values", "harmful"]) == 0
+                 "--label-column", "label", "--harmful-values", "harmful",
+                 "--benign-values", "benign"]) == 0
     assert "added team_harmful: 21 harmful prompts" in capsys.readouterr().out
 
     # 3. audit one benchmark: three team prompts are pool rows.
@@ -140,14 +142,30 @@ def test_score_add_audit_predict_report(world, capsys):
     res = json.loads((out / "results.json").read_text())
     outside = res["results"]["outside"]
     rows = {(r["entity"], r["benchmark"], r["mapping"]): r for r in outside["rows"]}
-    for bench in ("pub_harmful", "pub_benign", "team_harmful", "team_benign"):
-        row = rows[("team_guard", bench, "loose")]
-        assert row["score"] == pytest.approx(
-            _pct_unsafe(table, bench, column="survives_decontam"))
-        assert ("E1", bench, "loose") in rows
-    assert rows[("team_guard", "team_harmful", "loose")]["n_scored"] == 18
-    assert outside["definitions"] == {"guard/team_guard": "asks for help with a crime or weapon"}
-    answers = outside["answers"]["guard/team_guard"]
+    row = rows[("team_guard@2026-12-01", "team_harmful", "loose")]
+    assert row["score"] == pytest.approx(
+        _pct_unsafe(table, "team_harmful", column="survives_decontam"))
+    assert ("E1", "team_harmful", "loose") in rows
+    assert rows[("team_guard@2026-12-01", "team_harmful", "loose")]["n_scored"] == 18
+    # The benchmarks no audit covered are the user's own, never audited: no prompt of them
+    # counts as decontaminated (null flags), and the card says which command audits them.
+    flags = pl.read_parquet(work / "runs" / "predictions.parquet").group_by("benchmark").agg(
+        pl.col("survives_decontam").null_count().alias("null"), pl.len().alias("n"))
+    assert {r["benchmark"]: r["null"] == r["n"] for r in flags.iter_rows(named=True)} == {
+        "pool_val": False, "pub_benign": True, "pub_harmful": True, "team_benign": True,
+        "team_harmful": False}
+    assert table.filter(pl.col("benchmark") == "team_benign")["survives_decontam"].null_count() \
+        == 21
+    for bench in ("pub_harmful", "pub_benign", "team_benign"):
+        assert ("team_guard@2026-12-01", bench, "loose") not in rows
+        assert ("E1", bench, "loose") not in rows
+    card = {r["benchmark"]: r for r in res["results"]["disclosure"]["benchmarks"]}
+    assert card["team_benign"]["why"] == "not audited: `guarddiag audit --benchmarks team_benign`"
+    assert card["team_harmful"]["why"] == "every run scores the same"
+    assert any("not audited: team_benign" in n for n in more.notes)
+    assert outside["definitions"] == {
+        "guard/team_guard@2026-12-01": "asks for help with a crime or weapon"}
+    answers = outside["answers"]["guard/team_guard@2026-12-01"]
     assert answers["version"] == "2026-12-01"
     assert answers["fingerprint"] == more.fingerprint
     own = {(r["benchmark"], r["prompts"]): r for r in outside["own_decontam"]}
@@ -162,36 +180,59 @@ def test_score_add_audit_predict_report(world, capsys):
     assert "Own-decontaminated" in section
 
 
-def test_a_changed_guard_scored_again_gives_its_new_numbers(world, capsys):
+def test_a_retrained_guard_without_a_version_gives_its_new_numbers(world, caplog):
     # The stale-answer case: last week's model (trained on flipped labels) and this week's,
-    # behind the same function name and source; the version tells them apart.
+    # behind the same function name and source, no version given. The canaries differ.
     runs = world / "work" / "runs"
     old, _ = make_guard(flip=True)
     new, _ = make_guard()
-    first = guarddiag.score_guard(old, name="team_guard", runs_dir=runs, audit_dir=None,
-                                  version="week-1")
-    second = guarddiag.score_guard(new, name="team_guard", runs_dir=runs, audit_dir=None,
-                                   version="week-2")
-    err = capsys.readouterr().err
-    print(err)
-    assert "the guard changed since 48 answer(s) were computed" in err
+    first = guarddiag.score_guard(old, name="team_guard", runs_dir=runs, audit_dir=None)
+    with caplog.at_level(logging.WARNING, logger="guarddiag"):
+        second = guarddiag.score_guard(new, name="team_guard", runs_dir=runs, audit_dir=None)
+    assert second.fingerprint == first.fingerprint  # the same identity: only canaries tell
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert any("canary answer(s) differ from the saved ones" in w for w in warnings)
+    assert second.canaries["n"] == 32
+    assert second.canaries["n_differ"] > 0
     before = {r["benchmark"]: r["pct_unsafe_loose"] for r in first.summary.iter_rows(named=True)}
     after = {r["benchmark"]: r["pct_unsafe_loose"] for r in second.summary.iter_rows(named=True)}
-    table = pl.read_parquet(second.table_path)
-    assert after == {b: 100 * _pct_unsafe(table, b) for b in ("pub_benign", "pub_harmful")}
+    # The new numbers are the new model's own (computed here from its predict_proba).
+    texts = {"pub_harmful": [harmful(i) for i in range(24)],
+             "pub_benign": [benign(i) for i in range(24)]}
+    assert after == {b: pytest.approx(100 * float(np.mean(new(t)[:, 1] >= 0.5)))
+                     for b, t in texts.items()}
     assert before["pub_harmful"] < 50 < after["pub_harmful"]
     assert (second.n_asked, second.n_reused) == (48, 0)
-    # The same version again reuses every answer.
-    third = guarddiag.score_guard(new, name="team_guard", runs_dir=runs, audit_dir=None,
-                                  version="week-2")
+    # The same model again: its canaries agree, every answer is reused.
+    third = guarddiag.score_guard(new, name="team_guard", runs_dir=runs, audit_dir=None)
     assert (third.n_asked, third.n_reused) == (0, 48)
     assert np.isclose(third.summary["pct_unsafe_loose"], second.summary["pct_unsafe_loose"]).all()
+
+
+def test_versions_keep_both_models_side_by_side(world):
+    runs = world / "work" / "runs"
+    old, _ = make_guard(flip=True)
+    new, _ = make_guard()
+    guarddiag.score_guard(old, name="team_guard", runs_dir=runs, audit_dir=None,
+                          version="week-1")
+    guarddiag.score_guard(new, name="team_guard", runs_dir=runs, audit_dir=None,
+                          version="week-2", benchmarks="pub_harmful")
+    tables = {p.stem: pl.read_parquet(p) for p in (runs / "outside").glob("*.parquet")}
+    # Week 1 keeps both benchmarks; week 2 holds what it scored; nothing was dropped.
+    assert {k: sorted(set(v["benchmark"])) for k, v in tables.items()} == {
+        "team_guard@week-1": ["pub_benign", "pub_harmful"],
+        "team_guard@week-2": ["pub_harmful"]}
+    assert _pct_unsafe(tables["team_guard@week-1"], "pub_harmful") < 0.5 < _pct_unsafe(
+        tables["team_guard@week-2"], "pub_harmful")
 
 
 def test_a_benchmark_whose_manifest_is_gone_is_a_note_then_pruned(world, capsys):
     work = world / "work"
     guard, _ = make_guard()
-    guarddiag.score_guard(guard, name="team_guard", runs_dir=work / "runs", audit_dir=None)
+    assert main(["audit", "--pool", str(work / "pool" / "pool.parquet"), "--benchmarks",
+                 "pub_harmful,pub_benign", "--out", str(work / "audit")]) == 0
+    guarddiag.score_guard(guard, name="team_guard", runs_dir=work / "runs",
+                          audit_dir=work / "audit")
     assert main(["predict", "--work-dir", str(work), "--no-baseline"]) == 0
     shutil.move(world / "user_manifests" / "pub_benign.yaml", world / "pub_benign.yaml")
     out = world / "report"
@@ -199,7 +240,9 @@ def test_a_benchmark_whose_manifest_is_gone_is_a_note_then_pruned(world, capsys)
     res = json.loads((out / "results.json").read_text())
     assert any(n.startswith("scored earlier, manifest not found: pub_benign")
                for n in res["notes"])
-    assert "pub_benign" not in {r["benchmark"] for r in res["results"]["outside"]["rows"]}
+    shown = {r["benchmark"] for r in res["results"]["outside"]["rows"]}
+    assert "pub_benign" not in shown
+    assert "pub_harmful" in shown
     capsys.readouterr()
     assert main(["runs", "prune", "--benchmarks", "pub_benign", "--work-dir", str(work)]) == 0
     # 24 prompts × (3 runs in predictions.parquet + the guard's table + 3 runs' score caches)

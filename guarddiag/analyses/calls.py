@@ -58,6 +58,7 @@ import polars as pl
 import scipy.stats
 
 from guarddiag import stats
+from guarddiag.analyses.loadtest import NO_PROMPTS
 from guarddiag.analyses.operating import NEUTRAL_NOTE, run_scores
 from guarddiag.analyses.registry import AnalysisContext, AnalysisOmitted, register_analysis
 from guarddiag.errors import GuarddiagError
@@ -70,6 +71,7 @@ DEFAULT_ALPHA = 0.05
 POWER = 0.8
 MIN_PROMPTS = 20
 """A cohort scored on fewer prompts than this is undetermined (rates move in 1/n steps)."""
+
 PLACEMENT_DRAWS = 2000
 """Monte-Carlo draws of an outside guard's placement interval (a ratio has no exact one here)."""
 CALLS = ("policy content", "threshold shift", "route-sensitive", "capability",
@@ -345,6 +347,9 @@ def cohort_test(rows: pl.DataFrame, *, alpha: float, margin: float) -> dict[str,
          "p_route", "mde"])
     out.update(reason=None, n_prompts=int(rows["n"].min()) if rows.height else 0,  # type: ignore[arg-type]
                n_pairs=0, routes_agree=None, routes=[])
+    if rows.height and out["n_prompts"] == 0:
+        out["reason"] = NO_PROMPTS
+        return out
     if rows.height and rows["rate"].n_unique() == 1:
         out["reason"] = "every run scores the same"
         return out

@@ -92,6 +92,22 @@ class ReportInputs:
         """Benchmarks with predictions (not the pool's val split), in name order."""
         return sorted(set(self.predictions["benchmark"].to_list()) - {"pool_val"})
 
+    @property
+    def not_audited(self) -> list[str]:
+        """Scored benchmarks no audit covers whose flags are therefore unknown (null
+        ``survives_decontam``: the user's own), in name order."""
+        null = self.predictions.filter(pl.col("survives_decontam").is_null())
+        return sorted(set(null["benchmark"].to_list()) - {"pool_val"})
+
+    @property
+    def without_branches(self) -> list[str]:
+        """Benchmarks only outside guards were scored on (no branch run): they get no call
+        and no placement until ``guarddiag predict`` scores the branches on them."""
+        by_kind = self.predictions.group_by("benchmark").agg(
+            (pl.col("guard_kind") == "branch").any().alias("branch"))
+        return sorted(set(by_kind.filter(~pl.col("branch"))["benchmark"].to_list())
+                      - {"pool_val"})
+
     def mutated_subsets(self) -> list[str]:
         """Scored derived subsets whose base subset is scored too, in name order."""
         scored = self.scored

@@ -60,6 +60,9 @@ from guarddiag import stats
 
 MIN_PROMPTS = 20
 """A cohort scored on fewer prompts than this is ``undetermined`` (scores move in 1/n steps)."""
+NO_PROMPTS = ("no prompt in this cohort: no audit covers the benchmark, so none of its prompts "
+              "is known to survive decontamination")
+"""Why a decontaminated cohort of a never-audited benchmark (a user's own) is undetermined."""
 DEFAULT_ALPHA = 0.05
 NULL_DRAWS = 20_000
 """Monte-Carlo draws of the span's null distribution (p-values resolve to 1/20,001)."""
@@ -143,6 +146,9 @@ def _test_one(c: CohortInput, a_last: Sequence[str], nulls: SpanNulls, min_group
     out: dict[str, object] = {"seed_sd": sd, "df": df, "n_prompts": c.n_prompts,
                               "t_span": None, "p_span": None, "contrast": None,
                               "contrast_se": None, "p_contrast": None, "reason": None}
+    if c.n_prompts == 0:
+        out["reason"] = NO_PROMPTS
+        return out
     if c.all_same:
         out["reason"] = "every run scores the same"
         return out

@@ -119,7 +119,8 @@ def run_scores(predictions: pl.DataFrame, *, pool: pl.DataFrame,
         exact_ids = exact_overlap.select("benchmark", "prompt_id").unique().with_columns(
             pl.lit(True).alias("_exact"))
         ok = ok.join(exact_ids, on=["benchmark", "prompt_id"], how="left")
-        exact_free = pl.col("_exact").is_null()
+        # A prompt no audit saw (null flag: the user's own benchmark) is not exact-free.
+        exact_free = pl.col("_exact").is_null() & pl.col("survives_decontam").is_not_null()
     else:
         exact_free = pl.col("survives_decontam")
     levels = {"full": pl.lit(True), "exact": exact_free,

@@ -288,14 +288,15 @@ def _previous(previous_file: Path | None) -> tuple[pl.DataFrame | None, dict[str
 def flag_predictions(table: pl.DataFrame, *, audit_dir: str | Path | None,
                      selected: Sequence[str], benchmark_sha256: Mapping[str, str],
                      derived_from: Mapping[str, str], previous_file: str | Path | None,
-                     unaudited: Sequence[str] = ()) -> FlagResult:
+                     unaudited: Sequence[str] = (), user: Sequence[str] = ()) -> FlagResult:
     """Set ``survives_decontam`` on ``table`` (one row per run, benchmark, prompt).
 
     A benchmark the audit at ``audit_dir`` covers (itself, or a derived subset through its
     base) takes its flags from that audit; one it does not cover keeps the flags (and their
     recorded source) of the table at ``previous_file``; one never flagged survives (the audit
     does not call it contaminated: a never-audited benchmark, the ``unaudited`` subsets such
-    as the pool's own val split).
+    as the pool's own val split), except the ``user`` benchmarks (added with ``data add``):
+    nothing vouches for those until an audit covers them, so their flag is null (not audited).
     An ``audit_dir`` that covers none of the ``selected`` benchmarks is an error naming what
     it covers, as is a covered benchmark whose digest changed since its audit.
     """
@@ -342,17 +343,20 @@ def flag_predictions(table: pl.DataFrame, *, audit_dir: str | Path | None,
             f"flag from the audit its other prompts came from (the benchmark changed since); "
             f"re-audit it: `guarddiag audit --benchmarks {bench} --out DIR`, then "
             f"`guarddiag predict --benchmarks {bench} --audit-dir DIR`")
+    rest = sorted(set(present) - set(audited) - set(kept) - set(unaudited))
+    null = [b for b in rest if b in user]
     out = out.with_columns(
         pl.when(pl.col("benchmark").is_in(audited)).then(pl.col("_flag").fill_null(False))
+        .when(pl.col("benchmark").is_in(null)).then(pl.lit(None, dtype=pl.Boolean))
         .otherwise(pl.col("_flag").fill_null(True)).alias("survives_decontam")).drop("_flag")
     recorded = {b: sources[b] for b in audited if b in sources}
     recorded |= {b: old_sources[b] for b in kept if b in old_sources}
-    rest = sorted(set(present) - set(audited) - set(kept) - set(unaudited))
-    return FlagResult(out, recorded, _note(folder, audited, kept, rest, set(old_sources)))
+    rest = [b for b in rest if b not in null]
+    return FlagResult(out, recorded, _note(folder, audited, kept, rest, set(old_sources), null))
 
 
 def _note(folder: Path | None, audited: list[str], kept_all: list[str], rest: list[str],
-          recorded: set[str]) -> str:
+          recorded: set[str], null: Sequence[str] = ()) -> str:
     kept = [b for b in kept_all if b in recorded]
     unrecorded = [b for b in kept_all if b not in recorded]
     if folder is None or not folder.is_dir():
@@ -369,6 +373,9 @@ def _note(folder: Path | None, audited: list[str], kept_all: list[str], rest: li
     if rest:
         parts.append(f"{len(rest)} never audited, True everywhere ({_some(rest)}; run "
                      "`guarddiag audit` for decontaminated scores)")
+    if null:
+        parts.append(f"{len(null)} of your own not audited, null until an audit covers them "
+                     f"({_some(list(null))}; `guarddiag audit --benchmarks {','.join(null)}`)")
     return "; ".join(parts)
 
 

@@ -30,8 +30,9 @@ _IDS_HELP = ("subset ids and/or selectors, comma-separated: all (every base subs
              "(the 15 of SPEC §5), extra (other built-in ones), user (added with data add), "
              "derived")
 _MANIFESTS_DIR_HELP = ("user manifests folder (default $GUARDDIAG_USER_MANIFESTS, else "
-                       "<data dir>/user_manifests); every command reads it beside the built-in "
-                       "manifests")
+                       "$XDG_DATA_HOME/guarddiag/user_manifests, i.e. "
+                       "~/.local/share/guarddiag/user_manifests: yours, never the shared data "
+                       "directory); every command reads it beside the built-in manifests")
 
 
 def register(sub: argparse._SubParsersAction, bench: argparse._SubParsersAction) -> None:
@@ -89,14 +90,17 @@ def _add_add(data_sub: argparse._SubParsersAction) -> None:
                     "Prompt ids are the --id-column values, else the 1-based data-row numbers.\n"
                     "Formats by suffix: .csv, .jsonl, .jsonl.gz, .json (array of records),\n"
                     ".parquet, .txt (one prompt per line, column text).\n\n"
-                    "A file with a label-like column (label, is_harmful …) holding several\n"
-                    "values is refused unless --label-column splits it or --whole-file says\n"
-                    "every row is --kind. A benchmark under 20 prompts is 'undetermined' in\n"
-                    "the policy-or-capability test.\n\n"
+                    "A file with a label-like column (label, verdict, is_harmful …, or one\n"
+                    "holding only label words such as safe/unsafe) is refused unless\n"
+                    "--label-column splits it or --whole-file says every row is --kind.\n"
+                    "Label values match whatever their case and spacing; any value in\n"
+                    "neither --harmful-values nor --benign-values is an error. A benchmark\n"
+                    "under 20 prompts is 'undetermined' in the policy-or-capability test.\n\n"
                     "  guarddiag data add red_team.csv --id red_team --text-column prompt \\\n"
                     "      --kind harmful --category-column category\n"
                     "  guarddiag data add mixed.csv --id team --text-column prompt \\\n"
-                    "      --label-column label --harmful-values harmful,unsafe")
+                    "      --label-column label --harmful-values harmful,unsafe \\\n"
+                    "      --benign-values benign")
     adding.add_argument("file", metavar="FILE", help="the benchmark file")
     adding.add_argument("--id", required=True, dest="subset_id", metavar="ID",
                         help="benchmark id: lower-case letters, digits, _ and - (not a built-in "
@@ -108,12 +112,15 @@ def _add_add(data_sub: argparse._SubParsersAction) -> None:
                              "--label-column splits the file)")
     adding.add_argument("--label-column", default=None, metavar="C",
                         help="column holding each row's label: split the file into ID_harmful "
-                             "(rows with a --harmful-values value) and ID_benign (the rest)")
+                             "(rows with a --harmful-values value) and ID_benign (rows with a "
+                             "--benign-values value)")
     adding.add_argument("--harmful-values", default=None, metavar="V[,V…]",
-                        help="with --label-column: the values that mean harmful")
+                        help="with --label-column: the values that mean harmful (case and "
+                             "spaces ignored: Harmful, ' harmful ' and harmful are one value)")
     adding.add_argument("--benign-values", default=None, metavar="V[,V…]",
-                        help="with --label-column: the values that mean benign (default: every "
-                             "other value; with it, any other value is an error)")
+                        help="with --label-column: the values that mean benign; required when "
+                             "the column holds any other value, and a value in neither list "
+                             "is an error listing every value with its count")
     adding.add_argument("--whole-file", action="store_true",
                         help="every row is --kind even though a column looks like a per-row "
                              "label (without it such a file is refused)")
@@ -163,6 +170,10 @@ def _run_list(args: argparse.Namespace) -> int:
         return 1 if any(s.status == "invalid" for s in statuses) else 0
     print(f"data directory: {data_dir}")
     print(f"user manifests: {data.user_manifests_root(args.manifests_dir, data_dir=data_dir)}")
+    old = data.legacy_user_manifests(args.manifests_dir, data_dir=data_dir)
+    if old is not None:
+        print(f"not read: {old} (user manifests an earlier version wrote into the data "
+              f"directory; move them to the folder above, or set {data.USER_MANIFESTS_ENV})")
     width = max([len(s.id) for s in statuses] + [6])
     print(f"{'subset':<{width}}  {'kind':<7}  {'set':<7}  {'from':<8}  {'status':<11}  "
           f"{'expected':>8}  {'found':>8}  note")

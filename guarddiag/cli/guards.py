@@ -8,6 +8,7 @@ Examples::
     guarddiag guards score --adapter any-guardrail --target harm_guard --input prompt+response \
         --benchmarks wildguardtest_harmful,wildguardtest_benign
     guarddiag guards score --adapter qwen3guard --endpoint http://127.0.0.1:8000/v1#Qwen/Qwen3Guard-Gen-4B
+    guarddiag guards score --adapter http --url http://127.0.0.1:9000/score --field p_unsafe
     guarddiag guards score --adapter hf-classifier --model ./my-guard --labels my-guard-labels.yaml
     guarddiag label --policy policy_c.md --committee committee.yaml --pool work/pool/pool.parquet
 """
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+from typing import Any
 
 from guarddiag.cli import add_parser, add_work_paths, work_paths_from
 
@@ -48,8 +50,13 @@ def _add_score(guards_sub: argparse._SubParsersAction) -> None:
                     "they arrive: a rerun after a crash or kill asks only what is missing.\n"
                     "Unparseable answers are status 'failed', counted, never read as safe.\n"
                     "Saved answers are reused only for the same guard identity (function\n"
-                    "source or model file hash, options, --guard-version); --rescore asks\n"
-                    "again. Benchmarks outside --benchmarks keep their earlier rows.\n\n"
+                    "source or model file hash, options) and only after a sample of them\n"
+                    "(the canaries) came back the same when asked again; --guard-version V\n"
+                    "makes a run of its own (guard/<name>@V) beside the others; --rescore\n"
+                    "asks again, past every cache. Benchmarks outside --benchmarks keep\n"
+                    "their earlier rows. Before the benchmarks, a few unmistakable prompts\n"
+                    "are asked: a guard rating the harmful ones lower than the benign ones\n"
+                    "stops (is it P(safe)?) unless --allow-inverted.\n\n"
                     "  guarddiag guards score --adapter file --file my_guard.csv\n"
                     "  guarddiag guards score --adapter callable --target my_guards:moderate\n"
                     "  guarddiag guards score --adapter any-guardrail --target harm_guard \\\n"
@@ -57,13 +64,16 @@ def _add_score(guards_sub: argparse._SubParsersAction) -> None:
                     "      --benchmarks wildguardtest_harmful,wildguardtest_benign\n"
                     "  guarddiag guards score --adapter qwen3guard \\\n"
                     "      --endpoint http://127.0.0.1:8000/v1#Qwen/Qwen3Guard-Gen-4B\n"
+                    "  guarddiag guards score --adapter http --url https://guard.example/score \\\n"
+                    "      --field /result/p_unsafe \\\n"
+                    "      --header 'Authorization=Bearer $GUARD_TOKEN'\n"
                     "  guarddiag guards score --adapter granite-guardian \\\n"
                     "      --model /models/granite-guardian-3.1-8b --risk-name harm\n"
                     "  guarddiag guards score --adapter hf-classifier --model ./my-guard \\\n"
                     "      --labels my-guard-labels.yaml")
     score.add_argument("--adapter", required=True, metavar="NAME",
                        help="qwen3guard, granite-guardian, llama-guard, hf-classifier, "
-                            "callable, any-guardrail or file "
+                            "callable, http, any-guardrail or file "
                             "(see `guarddiag guards list`)")
     src = score.add_argument_group("the guard")
     src.add_argument("--model", default=None, metavar="PATH|ID",
@@ -81,7 +91,9 @@ def _add_score(guards_sub: argparse._SubParsersAction) -> None:
                           "any-guardrail: the guardrail's name, e.g. harm_guard")
     src.add_argument("--option", action="append", default=None, metavar="KEY=VALUE",
                      help="any-guardrail: a create or validate parameter of the guardrail "
-                          "(model_id, threshold, policy …; repeatable; values read as YAML)")
+                          "(model_id, threshold, policy …); http: a fixed field of the "
+                          "request body (repeatable; values read as YAML)")
+    _add_http(src)
     src.add_argument("--input", default=None, choices=("prompt", "prompt+response"),
                      help="callable, any-guardrail: what the guard reads (default prompt); "
                           "prompt+response needs benchmarks with responses (WildGuardTest) "
@@ -108,16 +120,39 @@ def _add_score(guards_sub: argparse._SubParsersAction) -> None:
     score.set_defaults(handler=_run_score)
 
 
+def _add_http(src: argparse._ArgumentGroup) -> None:
+    src.add_argument("--url", default=None, metavar="URL",
+                     help="http: the service to POST each prompt to (JSON in, JSON out)")
+    src.add_argument("--field", default=None, metavar="PATH",
+                     help="http: where P(unsafe) is in the answer: a JSON pointer "
+                          "(/result/p_unsafe) or dotted keys; * marks the list of a batch's "
+                          "answers (/results/*/p_unsafe); default p_unsafe")
+    src.add_argument("--text-key", default=None, metavar="KEY",
+                     help="http: the request body's key for the prompt (a list of prompts "
+                          "with --batch-size > 1); default text")
+    src.add_argument("--header", action="append", default=None, metavar="NAME=VALUE",
+                     help="http: a request header; $VAR in the value is read from the "
+                          "environment (quote it: 'Authorization=Bearer $GUARD_TOKEN'), so a "
+                          "token is never on the command line (repeatable)")
+
+
 def _add_identity_and_model_options(src: argparse._ArgumentGroup) -> None:
     src.add_argument("--definition", default=None, metavar="TEXT",
                      help="what \"unsafe\" means for this guard, in one sentence (shown in the "
                           "report beside its scores; default: what the adapter states)")
     src.add_argument("--guard-version", default=None, metavar="V",
-                     help="part of the guard's identity: answers saved under another version "
-                          "(or another function source, model file hash or option) are not "
-                          "reused; give a new one when the model behind the guard changes")
+                     help="the guard's version: its own run, guard/<name>@V, kept beside the "
+                          "other versions' (answers of one are never another's); give a new "
+                          "one when the model behind the guard changes")
     src.add_argument("--rescore", action="store_true",
-                     help="ask every selected prompt again, reusing no saved answer")
+                     help="ask every selected prompt again, reusing no saved answer and "
+                          "bypassing every cache (an endpoint's response cache too)")
+    src.add_argument("--canary-tolerance", type=float, default=None, metavar="X",
+                     help="how far a canary's class probabilities may move before the saved "
+                          "answers count as another model's (default 1e-4)")
+    src.add_argument("--allow-inverted", action="store_true",
+                     help="score a guard that rates the harmful sanity prompts lower than the "
+                          "benign ones (by default it stops: is it P(safe)?)")
     src.add_argument("--training-data", default=None, metavar="TABLE",
                      help="the guard's own training prompts (CSV/JSONL/parquet): audited "
                           "against the benchmarks, so the report also shows the guard on its "
@@ -135,20 +170,26 @@ def _add_identity_and_model_options(src: argparse._ArgumentGroup) -> None:
 
 
 def _add_running(run: argparse._ArgumentGroup) -> None:
-    run.add_argument("--batch-size", type=int, default=8, help="local model batch size")
+    run.add_argument("--batch-size", type=int, default=None,
+                     help="prompts per call: local models and functions (default 8); http: "
+                          "prompts per request (default 1)")
     run.add_argument("--max-new-tokens", type=int, default=None,
                      help="generation limit (default per adapter)")
     run.add_argument("--device", default="auto", metavar="DEVICE",
                      help="local models: auto (CUDA when present, else the CPU), cpu, cuda, "
                           "cuda:N or mps")
     run.add_argument("--dtype", default=None, help="float32 / bfloat16 (default by device)")
-    run.add_argument("--concurrency", type=int, default=8, help="endpoint requests in flight")
+    run.add_argument("--concurrency", type=int, default=8,
+                     help="endpoint and http requests in flight")
     run.add_argument("--timeout", type=float, default=120.0, metavar="S",
-                     help="seconds per endpoint request")
-    run.add_argument("--retries", type=int, default=4,
-                     help="endpoint retries (exponential backoff) before a prompt fails")
+                     help="seconds per endpoint or http request")
+    run.add_argument("--retries", type=int, default=None,
+                     help="retries (exponential backoff) before a prompt fails: endpoint and "
+                          "http (default 4), callable (default 0: a raising function stops "
+                          "the run at once)")
     run.add_argument("--cache-dir", default=None, metavar="DIR",
-                     help="endpoint response cache (default <runs-dir>/outside/.cache)")
+                     help="endpoint and http response cache, keyed by URL, guard identity and "
+                          "request (default <runs-dir>/outside/.cache)")
 
 
 def _add_label(sub: argparse._SubParsersAction) -> None:
@@ -186,57 +227,26 @@ def _run_list(args: argparse.Namespace) -> int:
 
 
 def _run_score(args: argparse.Namespace) -> int:
-
-    from guarddiag.errors import GuarddiagError
     from guarddiag.guards.registry import ADAPTERS, get_adapter
     from guarddiag.guards.scoring import UNSAFE_CUTOFF, score_guard
     from guarddiag.paths import resolve_data_dir
 
     paths = work_paths_from(args)
     kind = args.adapter
-    generative = kind in ("qwen3guard", "granite-guardian", "llama-guard")
-    options: dict = {"name": args.name}
-    if kind == "file":
-        options.update(file=args.file, labels=args.labels, strict=args.strict)
-    elif kind == "callable":
-        options.update(target=args.target, batch_size=args.batch_size, input=args.input)
-    elif kind == "any-guardrail":
-        from guarddiag.guards.anyguardrail import parse_options
-
-        if not args.target:
-            raise GuarddiagError("--adapter any-guardrail needs --target <guardrail name> "
-                                 "(e.g. harm_guard)")
-        options.update(target=args.target, options=parse_options(args.option),
-                       batch_size=args.batch_size, input=args.input)
-    elif kind == "hf-classifier":
-        from guarddiag.model.device import pick_device
-
-        options.update(model=args.model, labels=args.labels, batch_size=args.batch_size,
-                       device=str(pick_device(args.device)))
-    elif generative:
-        cache = args.cache_dir or (str(paths.outside / ".cache")
-                                   if args.endpoint else None)
-        options.update(model=args.model, endpoint=args.endpoint, batch_size=args.batch_size,
-                       max_new_tokens=args.max_new_tokens, device=_local_device(args),
-                       dtype=args.dtype,
-                       concurrency=args.concurrency, timeout_s=args.timeout,
-                       retries=args.retries, cache_dir=cache)
-        if kind == "granite-guardian":
-            options.update(risk_name=args.risk_name, risk_definition=args.risk_definition)
-        if kind == "llama-guard":
-            options.update(categories=args.categories,
-                           excluded_categories=args.exclude_categories)
-    elif kind not in ADAPTERS:
+    if kind not in ADAPTERS:
         get_adapter(kind)  # raises the one-line "unknown guard adapter" error
     _reject_unused(args, kind)
-    adapter = get_adapter(kind, **options)
+    adapter = get_adapter(kind, **_adapter_options(args, kind, paths))
     try:
         result = score_guard(adapter, benchmarks=args.benchmarks, runs_dir=paths.runs,
                              audit_dir=paths.audit, data_dir=resolve_data_dir(args.data_dir),
                              derived_dir=paths.derived, mapping=args.mapping,
                              version=args.guard_version, rescore=args.rescore,
                              definition=args.definition, training_data=args.training_data,
-                             training_text_column=args.training_text_column)
+                             training_text_column=args.training_text_column,
+                             allow_inverted=args.allow_inverted,
+                             **({"canary_tolerance": args.canary_tolerance}
+                                if args.canary_tolerance is not None else {}))
     finally:
         adapter.close()
     logger.info(f"guard {result.name}: {result.n_prompts} prompts, {result.n_asked} asked, "
@@ -259,9 +269,67 @@ def _run_score(args: argparse.Namespace) -> int:
     return 0
 
 
+def _adapter_options(args: argparse.Namespace, kind: str, paths: Any) -> dict[str, Any]:
+    """The adapter's keyword options from the command line (None: the adapter's default)."""
+    from guarddiag.errors import GuarddiagError
+    from guarddiag.guards.base import parse_options
+
+    batch = args.batch_size or 8
+    options: dict[str, Any] = {"name": args.name}
+    if kind == "file":
+        options.update(file=args.file, labels=args.labels, strict=args.strict)
+    elif kind == "callable":
+        options.update(target=args.target, batch_size=batch, input=args.input,
+                       retries=args.retries)
+    elif kind == "http":
+        options.update(url=args.url, field=args.field, text_key=args.text_key,
+                       batch_size=args.batch_size, body=parse_options(args.option),
+                       headers=_headers(args.header), concurrency=args.concurrency,
+                       timeout_s=args.timeout, retries=args.retries,
+                       cache_dir=args.cache_dir or str(paths.outside / ".cache"),
+                       definition=args.definition)
+    elif kind == "any-guardrail":
+        if not args.target:
+            raise GuarddiagError("--adapter any-guardrail needs --target <guardrail name> "
+                                 "(e.g. harm_guard)")
+        options.update(target=args.target, options=parse_options(args.option),
+                       batch_size=batch, input=args.input)
+    elif kind == "hf-classifier":
+        from guarddiag.model.device import pick_device
+
+        options.update(model=args.model, labels=args.labels, batch_size=batch,
+                       device=str(pick_device(args.device)))
+    else:  # the generative guards
+        cache = args.cache_dir or (str(paths.outside / ".cache") if args.endpoint else None)
+        options.update(model=args.model, endpoint=args.endpoint, batch_size=batch,
+                       max_new_tokens=args.max_new_tokens, device=_local_device(args),
+                       dtype=args.dtype, concurrency=args.concurrency, timeout_s=args.timeout,
+                       retries=args.retries, cache_dir=cache)
+        if kind == "granite-guardian":
+            options.update(risk_name=args.risk_name, risk_definition=args.risk_definition)
+        if kind == "llama-guard":
+            options.update(categories=args.categories,
+                           excluded_categories=args.exclude_categories)
+    return options
+
+
+def _headers(items: list[str] | None) -> dict[str, str]:
+    from guarddiag.errors import GuarddiagError
+
+    out = {}
+    for item in items or ():
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise GuarddiagError(f"--header {item!r}: expected NAME=VALUE")
+        out[name.strip()] = value
+    return out
+
+
 _ONLY_FOR = {"--strict": ("file",),
              "--file": ("file",), "--target": ("callable", "any-guardrail"),
-             "--option": ("any-guardrail",), "--input": ("callable", "any-guardrail"),
+             "--option": ("any-guardrail", "http"), "--input": ("callable", "any-guardrail"),
+             "--url": ("http",), "--field": ("http",), "--text-key": ("http",),
+             "--header": ("http",),
              "--labels": ("file", "hf-classifier"),
              "--endpoint": ("qwen3guard", "granite-guardian", "llama-guard"),
              "--risk-name": ("granite-guardian",), "--risk-definition": ("granite-guardian",),

@@ -55,8 +55,10 @@ from guarddiag.data.manifest import (
     BenchmarkFile,
     BenchmarkManifest,
     derived_bases,
+    legacy_user_manifests,
     load_manifests,
     resolve_ids,
+    user_benchmarks,
     user_manifests_root,
 )
 from guarddiag.data.pull import MIRROR_ENV, PulledFile, PullResult, pull
@@ -82,12 +84,14 @@ __all__ = [
     "add_benchmark",
     "add_labelled_benchmark",
     "derived_bases",
+    "legacy_user_manifests",
     "load_benchmark",
     "load_benchmarks",
     "load_manifests",
     "pull",
     "resolve_ids",
     "subset_status",
+    "user_benchmarks",
     "user_manifests_root",
     "write_derived_subset",
 ]

@@ -16,7 +16,8 @@ from __future__ import annotations
 import os
 import re
 import tempfile
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -83,11 +84,14 @@ def _file_format(path: Path, file_format: str | None) -> str:
                          f"{', '.join(ADD_FORMATS)}; or pass --format)")
 
 
-def _check_columns(path: Path, columns: list[str], wanted: dict[str, str | None]) -> None:
+def _check_columns(path: Path, raw: pl.DataFrame, wanted: dict[str, str | None]) -> None:
+    columns = [c for c in raw.columns if c != ROW]
     for option, column in wanted.items():
         if column is not None and column not in columns:
+            labels = label_like_columns(raw) if option == "--label-column" else []
+            hint = f"; label-like: {', '.join(labels)}" if labels else ""
             raise GuarddiagError(f'{path}: no column "{column}" ({option}); found: '
-                                 f"{', '.join(columns) or 'none'}")
+                                 f"{', '.join(columns) or 'none'}{hint}")
 
 
 def _manifest_doc(*, subset_id: str, title: str | None, kind: str, path: Path, fmt: str,
@@ -210,13 +214,18 @@ def add_labelled_benchmark(file: str | os.PathLike[str], *, subset_id: str, text
                            replace: bool = False) -> SplitAddResult:
     """Split a file of harmful and benign prompts into ``<id>_harmful`` and ``<id>_benign``.
 
-    Rows whose ``label_column`` value is among ``harmful_values`` are harmful; the others are
-    benign, or, when ``benign_values`` is given, the rows with those values (any other value is
-    then an error naming the row). Both manifests name the same file with a row filter
-    (``filter_field`` / ``filter_values``), so the file stays where it is.
+    Rows whose ``label_column`` value is among ``harmful_values`` are harmful, those among
+    ``benign_values`` benign; values match whatever their case and spacing (``Harmful``,
+    `` harmful `` and ``harmful`` are one value). ``benign_values`` is required whenever the
+    column holds any value besides the harmful ones, and a value in neither list (a typo such
+    as ``harmfull``, an empty cell) is an error listing the values with their counts: no row is
+    filed on the wrong side silently. Both manifests name the same file with a row filter
+    (``filter_field`` / ``filter_values``: the spellings the file holds), so the file stays
+    where it is.
 
         add_labelled_benchmark("team.csv", subset_id="team", text_column="prompt",
-                               label_column="label", harmful_values=["harmful"])
+                               label_column="label", harmful_values=["harmful"],
+                               benign_values=["benign"])
     """
     harmful = _values(harmful_values, "--harmful-values")
     src = _read_source(file, subset_id=subset_id, file_format=file_format,
@@ -249,8 +258,15 @@ def add_labelled_benchmark(file: str | os.PathLike[str], *, subset_id: str, text
 
 LABEL_LIKE = ("label", "labels", "is_harmful", "harmful", "is_unsafe", "unsafe", "safety",
               "safety_label", "prompt_label", "gold", "gold_label", "target", "class", "y",
-              "harmfulness", "moderation", "toxic", "is_toxic")
+              "harmfulness", "moderation", "toxic", "is_toxic", "verdict", "is_safe", "safe",
+              "judgement", "judgment", "annotation", "rating", "decision", "outcome")
 """Column names that usually hold a per-row harmful / benign label."""
+LABEL_WORDS = frozenset({
+    "harmful", "harmless", "benign", "unharmful", "not harmful", "safe", "unsafe", "not safe",
+    "toxic", "non-toxic", "nontoxic", "yes", "no", "true", "false", "0", "1", "allow",
+    "allowed", "block", "blocked", "refuse", "comply", "controversial", "malicious"})
+"""Values that read as a harmful / benign label, whatever the column is called (a
+``category`` column of safe / unsafe)."""
 
 
 @dataclass(frozen=True)
@@ -286,7 +302,7 @@ def _read_source(file: str | os.PathLike[str], *, subset_id: str, file_format: s
     raw = read_file_rows(path, BenchmarkFile(path=str(path), format=fmt, sha256=None, rows=1))
     if raw.height == 0:
         raise GuarddiagError(f"{path}: no data rows")
-    _check_columns(path, [c for c in raw.columns if c != ROW], columns)
+    _check_columns(path, raw, columns)
     return _Source(path=path, fmt=fmt, sha256=sha256_file(path), raw=raw, root=root,
                    known=known)
 
@@ -298,51 +314,91 @@ def _values(values: Sequence[str], option: str) -> tuple[str, ...]:
     return out
 
 
-def _counts(labels: pl.Series) -> str:
-    counts = labels.drop_nulls().value_counts(sort=True)
-    return ", ".join(f"{v} ({n})" for v, n in counts.iter_rows())
+def label_like_columns(raw: pl.DataFrame, *, used: Iterable[str | None] = ()) -> list[str]:
+    """Columns of ``raw`` (besides ``used``) that look like a per-row label holding two or more
+    values: a label-like name (:data:`LABEL_LIKE`), or values that are all label words
+    (:data:`LABEL_WORDS`)."""
+    out, skip = [], {*used, ROW}
+    for column in raw.columns:
+        if column in skip:
+            continue
+        values = {_norm(v) for v in raw.select(as_text(raw, column)).to_series().drop_nulls()}
+        if len(values) >= 2 and (column.lower() in LABEL_LIKE or values <= LABEL_WORDS):
+            out.append(column)
+    return out
 
 
 def _refuse_label_like(src: _Source, *, subset_id: str, kind: str,
                        used: set[str | None]) -> None:
     """A mixed file added as one kind gives silently wrong numbers: refuse it, say how."""
-    for column in src.raw.columns:
-        if column in used or column == ROW or column.lower() not in LABEL_LIKE:
-            continue
-        labels = src.labels(column)
-        if labels.drop_nulls().n_unique() < 2:
-            continue
-        raise GuarddiagError(
-            f'{src.path}: column "{column}" looks like a per-row label (values: '
-            f"{_counts(labels)}); pass --label-column {column} --harmful-values V[,V…] to "
-            f"split it into {subset_id}_harmful and {subset_id}_benign, or --whole-file to add "
-            f"every row as {kind}")
+    found = label_like_columns(src.raw, used=used)
+    if not found:
+        return
+    column = found[0]
+    values = _counts(src.labels(column).drop_nulls().to_list())
+    raise GuarddiagError(
+        f'{src.path}: column "{column}" looks like a per-row label (values: {values}); pass '
+        f"--label-column {column} --harmful-values V[,V…] --benign-values V[,V…] to split it "
+        f"into {subset_id}_harmful and {subset_id}_benign, or --whole-file to add every row as "
+        f"{kind}")
+
+
+def _norm(value: str | None) -> str:
+    """A label as it is matched: case and runs of spaces ignored."""
+    return " ".join((value or "").split()).casefold()
+
+
+def _counts(labels: list[str | None]) -> str:
+    counts = Counter(labels)
+    return _shown_counts(counts, counts)
+
+
+def _shown_counts(counts: Counter[str | None], values: Iterable[str | None]) -> str:
+    """``'v' (n), …`` for ``values``, most frequent first; an empty cell is ``(empty)``."""
+    return ", ".join(f"{'(empty)' if v is None or not v.strip() else repr(v)} ({counts[v]})"
+                     for v in sorted(values, key=lambda v: (-counts[v], str(v))))
 
 
 def _split_values(src: _Source, column: str, harmful: tuple[str, ...],
                   benign: tuple[str, ...] | None) -> dict[str, tuple[str, ...]]:
-    labels = src.labels(column)
-    found = set(labels.drop_nulls().to_list())
-    absent = [v for v in harmful if v not in found]
-    if absent:
-        raise GuarddiagError(f'{src.path} column "{column}": no row has the harmful value '
-                             f"{absent[0]!r}; the values are {_counts(labels)}")
-    both = set(harmful) & set(benign or ())
+    """The file's own spellings of the harmful and the benign values (see
+    :func:`add_labelled_benchmark` for the rules); one-line errors list the values."""
+    labels = src.labels(column).to_list()
+    counts = Counter(labels)
+    where = f'{src.path} column "{column}"'
+    wanted = {"harmful": {_norm(v) for v in harmful}, "benign": {_norm(v) for v in benign or ()}}
+    both = wanted["harmful"] & wanted["benign"]
     if both:
         raise GuarddiagError(f"--benign-values: {sorted(both)[0]!r} is also a harmful value")
-    rest = tuple(sorted(found - set(harmful)))
-    benign_values = rest if benign is None else benign
-    for i, value in enumerate(labels.to_list()):
-        if value is None or (value not in harmful and value not in benign_values):
-            row = int(src.raw[ROW][i])
-            raise GuarddiagError(
-                f'{src.path} row {row} field "{column}": value {value!r} is neither a harmful '
-                f"value ({', '.join(harmful)}) nor a benign one "
-                f"({', '.join(benign_values) or 'none'})")
-    if not benign_values or not (labels.is_in(list(benign_values))).any():
-        raise GuarddiagError(f'{src.path} column "{column}": every row has a harmful value '
-                             f"({_counts(labels)}); add the file with --kind harmful instead")
-    return {"harmful": harmful, "benign": benign_values}
+    found = {_norm(v) for v in counts}
+    absent = [v for v in harmful if _norm(v) not in found]
+    if absent:
+        raise GuarddiagError(f"{where}: no row has the harmful value {absent[0]!r}; the values "
+                             f"are {_shown_counts(counts, counts)}")
+    others = [v for v in counts if _norm(v) not in wanted["harmful"]]
+    if not others:
+        raise GuarddiagError(f"{where}: every row has a harmful value "
+                             f"({_shown_counts(counts, counts)}); add the file with --kind "
+                             f"harmful instead")
+    if benign is None:
+        raise GuarddiagError(
+            f"{where} holds values besides the harmful ones ({', '.join(harmful)}): "
+            f"{_shown_counts(counts, others)}; name the benign ones with --benign-values too, "
+            f"so that no misspelt or unexpected value is filed as benign")
+    neither = [v for v in others if _norm(v) not in wanted["benign"]]
+    if neither:
+        first = next(i for i, v in enumerate(labels) if v in neither)
+        raise GuarddiagError(
+            f"{where}: {sum(counts[v] for v in neither)} row(s) have a value that is neither "
+            f"harmful ({', '.join(harmful)}) nor benign ({', '.join(benign)}): "
+            f"{_shown_counts(counts, neither)} (first at row {int(src.raw[ROW][first])}); "
+            f"every value: {_shown_counts(counts, counts)}")
+    spelt = {kind: tuple(sorted(str(v) for v in counts if _norm(v) in norms))
+             for kind, norms in wanted.items()}
+    if not spelt["benign"]:
+        raise GuarddiagError(f"{where}: no row has a benign value ({', '.join(benign)}); the "
+                             f"values are {_shown_counts(counts, counts)}")
+    return spelt
 
 
 def _write_manifest(doc: dict[str, Any], src: _Source, *, replace: bool,

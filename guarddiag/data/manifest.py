@@ -60,7 +60,9 @@ User benchmarks
 ---------------
 ``guarddiag data add`` (:func:`guarddiag.data.add_benchmark`) writes a base manifest for a file
 the user keeps anywhere into the user manifests folder: ``--manifests-dir``, else
-``$GUARDDIAG_USER_MANIFESTS``, else ``<data dir>/user_manifests/`` (:func:`user_manifests_root`).
+``$GUARDDIAG_USER_MANIFESTS``, else the user's own data folder,
+``$XDG_DATA_HOME/guarddiag/user_manifests`` (``~/.local/share/guarddiag/user_manifests``)
+(:func:`user_manifests_root`); never the shared data directory unless named.
 Every command reads that folder in addition to the built-in manifests. Its manifests have the
 base schema, with ``study: false``, an id no built-in subset uses, and a file ``path`` that may be
 absolute: the file stays where the user keeps it, pinned by its sha256.
@@ -96,6 +98,11 @@ from pathlib import Path
 from typing import Any
 
 from guarddiag import paths
+from guarddiag.data.userdir import (
+    USER_MANIFESTS_ENV,
+    legacy_user_manifests,
+    user_manifests_root,
+)
 from guarddiag.errors import GuarddiagError, unknown_name
 from guarddiag.spec import Field, Problems, field_problem, load_yaml_mapping, read_fields
 
@@ -108,8 +115,10 @@ __all__ = [
     "BenchmarkManifest",
     "default_derived_dir",
     "derived_bases",
+    "legacy_user_manifests",
     "load_manifests",
     "resolve_ids",
+    "user_benchmarks",
     "user_manifests_root",
 ]
 
@@ -126,9 +135,6 @@ KINDS = ("harmful", "benign")
 FORMATS = ("csv", "parquet", "json", "jsonl", "jsonl.gz", "lines", "json_tree")
 SOURCE_KINDS = ("upstream", "upstream-fork", "third-party-copy", "package", "rebuilt")
 SELECTORS = ("all", "study", "extra", "user", "derived")
-USER_MANIFESTS_ENV = "GUARDDIAG_USER_MANIFESTS"
-"""Environment variable naming the user manifests folder (default ``<data dir>/user_manifests``)."""
-USER_MANIFESTS_FOLDER = "user_manifests"
 ID_PATTERN = r"[a-z0-9][a-z0-9_\-]*"
 """A subset id: lower-case letters, digits, ``_`` and ``-``."""
 _HEX64 = r"[0-9a-f]{64}"
@@ -298,22 +304,9 @@ def manifests_root(manifests_dir: str | os.PathLike[str] | None) -> Path:
     return paths.manifests_dir() / "benchmarks"
 
 
-def user_manifests_root(user_manifests_dir: str | os.PathLike[str] | None = None, *,
-                        data_dir: str | os.PathLike[str] | None = None) -> Path:
-    """The user manifests folder: the one given, else ``$GUARDDIAG_USER_MANIFESTS``, else
-    ``<data dir>/user_manifests`` (``data_dir`` resolved as every command does)."""
-    if user_manifests_dir is not None:
-        return Path(user_manifests_dir).expanduser()
-    env = os.environ.get(USER_MANIFESTS_ENV)
-    if env:
-        return Path(env).expanduser()
-    return paths.resolve_data_dir(data_dir) / USER_MANIFESTS_FOLDER
-
-
 def default_derived_dir(derived_dir: str | os.PathLike[str] | None) -> Path:
     """``derived_dir``, or the work folder's ``derived/`` when None."""
     return Path(derived_dir) if derived_dir is not None else paths.work_paths().derived
-
 
 
 def load_manifests(*, derived_dir: str | os.PathLike[str] | None = None,
@@ -551,15 +544,25 @@ def derived_bases(manifests: Mapping[str, BenchmarkManifest]) -> dict[str, str]:
     return {k: m.derived_from for k, m in manifests.items() if m.derived_from is not None}
 
 
+def user_benchmarks(manifests: Mapping[str, BenchmarkManifest]) -> tuple[str, ...]:
+    """The user's own benchmarks (``data add``) and the subsets derived from them, in manifest
+    order: nothing vouches for their decontamination until an audit covers them."""
+    return tuple(k for k, m in manifests.items() if m.user or (
+        m.derived_from is not None and getattr(manifests.get(m.derived_from), "user", False)))
+
+
 def searched_folders(*, manifests_dir: str | os.PathLike[str] | None = None,
                      user_manifests_dir: str | os.PathLike[str] | None = None,
                      data_dir: str | os.PathLike[str] | None = None,
                      derived_dir: str | os.PathLike[str] | None = None) -> str:
     """Where :func:`load_manifests` looks, in words (for an unknown-benchmark error)."""
     user = user_manifests_root(user_manifests_dir, data_dir=data_dir)
+    old = legacy_user_manifests(user_manifests_dir, data_dir=data_dir)
+    moved = (f"; {old} holds manifests of an earlier version, no longer read: move them to "
+             f"{user}" if old is not None else "")
     return (f"searched built-in {manifests_root(manifests_dir)}, user {user} (another folder "
             f"is read when ${USER_MANIFESTS_ENV} names it), derived "
-            f"{default_derived_dir(derived_dir)}")
+            f"{default_derived_dir(derived_dir)}{moved}")
 
 
 def resolve_ids(ids: str | Sequence[str], manifests: dict[str, BenchmarkManifest], *,

@@ -45,7 +45,6 @@ from numbers import Real
 from typing import Any
 
 import polars as pl
-import yaml
 
 from guarddiag.errors import GuarddiagError, unknown_name
 from guarddiag.guards.base import (
@@ -63,23 +62,6 @@ _SECRET_WORDS = ("key", "token", "secret", "password", "credential")
 def available() -> bool:
     """Whether any-guardrail is installed."""
     return importlib.util.find_spec("any_guardrail") is not None
-
-
-def parse_options(items: Sequence[str] | None) -> dict[str, Any]:
-    """``["threshold=0.7", "model_id=x"]`` → ``{"threshold": 0.7, "model_id": "x"}`` (values
-    read as YAML scalars)."""
-    out: dict[str, Any] = {}
-    for item in items or ():
-        key, sep, text = item.partition("=")
-        key = key.strip()
-        if not sep or not key:
-            raise GuarddiagError(f"--option {item!r}: expected key=value")
-        try:
-            value = yaml.safe_load(text) if text.strip() else ""
-        except yaml.YAMLError:
-            value = text
-        out[key] = value if isinstance(value, (str, int, float, bool)) or value is None else text
-    return out
 
 
 def _first_line(exc: BaseException) -> str:

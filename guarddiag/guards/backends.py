@@ -7,7 +7,7 @@ One interface, two implementations:
 * ``endpoint:<base url>#<model name>`` — an OpenAI-compatible chat endpoint (a vLLM server, for
   instance), asked with bounded concurrency over urllib3's kept-alive connections, per-request
   timeouts, its retries with exponential backoff (or after the server's ``Retry-After`` on 429
-  and 503, capped at :data:`RETRY_AFTER_CAP_S`; see :mod:`guarddiag.guards.transport`) and an
+  and 503, capped at ``transport.RETRY_AFTER_CAP_S``; see :mod:`guarddiag.guards.transport`) and an
   on-disk response cache keyed by the request, so an interrupted run resumes without asking
   again.
 
@@ -26,22 +26,24 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
 from guarddiag.errors import GuarddiagError
 from guarddiag.files import sha256_file
 from guarddiag.guards.transport import (
-    RETRY_STATUSES,
-    ResponseCache,
-    RetryingClient,
-    TransportError,
+    EndpointUnreachableError as EndpointUnreachableError,  # re-exported
 )
+from guarddiag.guards.transport import (
+    JsonClient,
+    NoAnswerError,
+    Reply,
+    RequestStats,
+)
+from guarddiag.guards.transport import ResponseCache as ResponseCache  # re-exported
 from guarddiag.guards.transport import repair_jsonl_tail as repair_jsonl_tail  # re-exported
 from guarddiag.progress import library_bars_follow_ours
 
@@ -338,35 +340,8 @@ class HFGenerator(TextGenerator):
 # OpenAI-compatible chat endpoint
 
 
-class EndpointUnreachableError(GuarddiagError):
-    """The endpoint refused or dropped every attempt; nothing more can be asked of it."""
-
-
-RETRY_AFTER_CAP_S = 60
-"""The longest a ``Retry-After`` header (on 429 or 503) makes a request wait before its retry.
-A server asking for more (or a far-off HTTP-date) is waited on for this long, so one
-overloaded server cannot stall a run for hours; the retry budget (``retries``) still applies."""
-
-
-class _NoAnswerError(Exception):
-    """No usable answer for one request, after every retry the client made; a malformed 200
-    answer (not JSON, no ``choices``) is the server's fault and is not asked again."""
-
-
-class _FatalRequestError(Exception):
-    """The server rejected the request itself (4xx); retrying would not help."""
-
-
-@dataclass
-class EndpointStats:
-    """Counters of one generator's life, for reports and tests."""
-
-    requests: int = 0
-    """HTTP requests sent (each retry counts)."""
-    cache_hits: int = 0
-    retries: int = 0
-    failures: int = 0
-    errors: list[str] = field(default_factory=list)
+EndpointStats = RequestStats
+"""Counters of one generator's life (:class:`~guarddiag.guards.transport.RequestStats`)."""
 
 
 class EndpointGenerator(TextGenerator):
@@ -380,21 +355,19 @@ class EndpointGenerator(TextGenerator):
         self.model = model
         self.spec = f"endpoint:{self.base_url}#{model}"
         self.url = f"{self.base_url}/chat/completions"
-        self.cache = ResponseCache(cache_dir) if cache_dir is not None else None
-        self.concurrency = max(1, int(concurrency))
-        self.timeout_s = float(timeout_s)
-        self.retries = max(0, int(retries))
-        self.backoff_s = float(backoff_s)
-        self.max_consecutive_failures = max(1, int(max_consecutive_failures))
-        self._api_key = os.environ.get(api_key_env) if api_key_env else None
-        self.stats = EndpointStats()
-        self._stats_lock = threading.Lock()
-        self._client = RetryingClient(self.url, timeout_s=self.timeout_s, retries=self.retries,
-                                      backoff_s=self.backoff_s,
-                                      retry_after_cap_s=RETRY_AFTER_CAP_S,
-                                      max_connections=self.concurrency)
+        api_key = os.environ.get(api_key_env) if api_key_env else None
+        self.client = JsonClient(
+            self.url, timeout_s=timeout_s, retries=retries, backoff_s=backoff_s,
+            concurrency=concurrency, cache_dir=cache_dir, spec=self.spec,
+            max_consecutive_failures=max_consecutive_failures,
+            headers={"Authorization": f"Bearer {api_key}"} if api_key else None)
+        self.concurrency = self.client.concurrency
+        self.cache = self.client.cache
 
-    # -- one request ---------------------------------------------------------------------------
+    @property
+    def stats(self) -> RequestStats:
+        return self.client.stats
+
     def _body(self, conversation: Conversation, *, max_new_tokens: int, temperature: float,
               seed: int, top_logprobs: int, template_kwargs: dict[str, Any] | None
               ) -> dict[str, Any]:
@@ -408,39 +381,6 @@ class EndpointGenerator(TextGenerator):
             body["chat_template_kwargs"] = template_kwargs
         return body
 
-    def _ask(self, body: dict[str, Any]) -> dict[str, Any]:
-        """Send one request (the client retries it); return the parsed answer fields."""
-        payload = json.dumps(body, ensure_ascii=False).encode("utf-8")
-        headers = {"Content-Type": "application/json", "Accept": "application/json"}
-        if self._api_key:
-            headers["Authorization"] = f"Bearer {self._api_key}"
-        try:
-            answer = self._client.post(payload, headers)
-        except TransportError as exc:
-            self._count(exc.attempts)
-            if exc.unreachable:
-                raise EndpointUnreachableError(f"{self.url} {exc}") from None
-            raise _NoAnswerError(str(exc)) from None
-        self._count(answer.attempts)
-        code = answer.status
-        if code >= 400:
-            detail = f"HTTP {code} {_snippet(answer.body)}".strip()
-            if code in RETRY_STATUSES:
-                after = f" (after {answer.attempts} attempts)" if answer.attempts > 1 else ""
-                raise _NoAnswerError(detail + after)
-            raise _FatalRequestError(detail)
-        try:
-            doc = json.loads(answer.body.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError):
-            raise _NoAnswerError(f"answer is not JSON: {_snippet(answer.body)}") from None
-        return _parse_chat_answer(doc)
-
-    def _count(self, attempts: int) -> None:
-        with self._stats_lock:
-            self.stats.requests += attempts
-            self.stats.retries += attempts - 1
-
-    # -- many requests -------------------------------------------------------------------------
     def generate(self, conversations: Sequence[Conversation], *, max_new_tokens: int,
                  temperature: float = 0.0, seed: int = 0, top_logprobs: int = 0,
                  template_kwargs: dict[str, Any] | None = None,
@@ -448,78 +388,17 @@ class EndpointGenerator(TextGenerator):
         bodies = [self._body(c, max_new_tokens=max_new_tokens, temperature=temperature,
                              seed=seed, top_logprobs=top_logprobs,
                              template_kwargs=template_kwargs) for c in conversations]
-        keys = [ResponseCache.key(b) for b in bodies]
-        out: list[Generation | None] = [None] * len(bodies)
-        pending: list[int] = []
-        for i, key in enumerate(keys):
-            hit = self.cache.get(key) if self.cache is not None else None
-            if hit is not None:
-                out[i] = cached = _generation(hit, cached=True)
-                self.stats.cache_hits += 1
-                if on_result is not None:
-                    on_result(i, cached)
-            else:
-                pending.append(i)
-        if not pending:
-            return [g for g in out if g is not None]
 
-        consecutive = 0
-        pool = ThreadPoolExecutor(max_workers=self.concurrency,
-                                  thread_name_prefix="guarddiag-endpoint")
-        try:
-            # Submit at most `concurrency` requests at a time, so an abort leaves few in flight.
-            todo = iter(pending)
-            running: dict[Future[dict[str, Any]], int] = {}
+        def on_reply(i: int, reply: Reply) -> None:
+            if on_result is not None:
+                on_result(i, _generation(reply))
 
-            def submit_next() -> bool:
-                i = next(todo, None)
-                if i is None:
-                    return False
-                running[pool.submit(self._ask, bodies[i])] = i
-                return True
-
-            for _ in range(self.concurrency):
-                if not submit_next():
-                    break
-            while running:
-                done, _ = wait(list(running), return_when=FIRST_COMPLETED)
-                for fut in done:
-                    i = running.pop(fut)
-                    try:
-                        answer = fut.result()
-                    except EndpointUnreachableError as exc:
-                        raise EndpointUnreachableError(
-                            f"{exc} (is the server running? spec {self.spec})") from None
-                    except (_NoAnswerError, _FatalRequestError) as exc:
-                        gen = Generation(text=None, error=str(exc))
-                        self.stats.failures += 1
-                        self.stats.errors.append(str(exc))
-                        consecutive += 1
-                        if consecutive >= self.max_consecutive_failures:
-                            raise GuarddiagError(
-                                f"{self.spec}: {consecutive} requests in a row failed, "
-                                f"stopping (last: {exc}); answers so far are kept") from None
-                    else:
-                        consecutive = 0
-                        if self.cache is not None:
-                            self.cache.put(keys[i], answer)
-                        gen = _generation(answer)
-                    out[i] = gen
-                    if on_result is not None:
-                        on_result(i, gen)
-                    submit_next()
-        finally:
-            pool.shutdown(wait=True, cancel_futures=True)
-        return [g for g in out if g is not None]
+        replies = self.client.ask_all(bodies, parse=_parse_chat_answer, on_reply=on_reply)
+        return [_generation(r) for r in replies]
 
     def close(self) -> None:
         """Close the kept-alive connections (a later request opens new ones)."""
-        self._client.close()
-
-
-def _snippet(raw: bytes, n: int = 120) -> str:
-    text = raw.decode("utf-8", errors="replace").strip().replace("\n", " ")
-    return text if len(text) <= n else text[:n] + "…"
+        self.client.close()
 
 
 def _parse_chat_answer(doc: Any) -> dict[str, Any]:
@@ -528,10 +407,11 @@ def _parse_chat_answer(doc: Any) -> dict[str, Any]:
         choice = doc["choices"][0]
         content = choice["message"]["content"]
     except (KeyError, IndexError, TypeError):
-        raise _NoAnswerError(f"answer has no choices[0].message.content: "
-                              f"{_snippet(json.dumps(doc).encode())}") from None
+        shown = json.dumps(doc)
+        raise NoAnswerError(f"answer has no choices[0].message.content: "
+                            f"{shown if len(shown) <= 120 else shown[:120] + '…'}") from None
     if not isinstance(content, str):
-        raise _NoAnswerError("answer content is not text")
+        raise NoAnswerError("answer content is not text")
     tokens: list[str] = []
     alts: list[list[list[Any]]] = []
     logprobs = choice.get("logprobs") if isinstance(choice, dict) else None
@@ -542,13 +422,16 @@ def _parse_chat_answer(doc: Any) -> dict[str, Any]:
                 alts.append([[str(a["token"]), float(a["logprob"])]
                              for a in entry.get("top_logprobs") or []])
             except (KeyError, TypeError, ValueError):
-                raise _NoAnswerError("answer has malformed logprobs") from None
+                raise NoAnswerError("answer has malformed logprobs") from None
     return {"text": content, "tokens": tokens, "top_logprobs": alts}
 
 
-def _generation(answer: dict[str, Any], *, cached: bool = False) -> Generation:
+def _generation(reply: Reply) -> Generation:
+    if not reply.ok:
+        return Generation(text=None, error=reply.error)
+    answer = reply.answer
     return Generation(
         text=answer["text"], tokens=tuple(answer.get("tokens") or ()),
         top_logprobs=tuple(tuple((str(t), float(lp)) for t, lp in pos)
                            for pos in answer.get("top_logprobs") or ()),
-        cached=cached)
+        cached=reply.cached)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Collection, Mapping, Sequence
@@ -9,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import polars as pl
+import yaml
 
 from guarddiag.errors import GuarddiagError
 from guarddiag.labels import CLASSES, LOOSE, BinaryMapping
@@ -47,6 +49,9 @@ class GuardVerdict:
     """False when no answer came back (a transport failure, worth asking again)."""
     extra: dict[str, Any] = field(default_factory=dict)
     """Adapter-specific details kept in the raw outputs (e.g. the verdict distribution)."""
+    cached: bool = False
+    """The answer came from the adapter's own cache of earlier requests, not from the guard
+    (counted as reused, not asked)."""
 
     @property
     def p_unsafe(self) -> float | None:
@@ -93,6 +98,17 @@ PROMPT = "prompt"
 PROMPT_RESPONSE = "prompt+response"
 INPUTS = (PROMPT, PROMPT_RESPONSE)
 """What a guard reads: the prompt alone, or the prompt with a model's response to it."""
+
+
+def asked_text(prompt: str, response: str | None = None) -> str:
+    """What a guard is asked about one row: the prompt, or the prompt and its response (a
+    changed response, like a changed prompt, is asked again on a rerun)."""
+    return prompt if response is None else f"{prompt}\n\x1e\n{response}"
+
+
+def text_digest(text: str) -> str:
+    """The digest an answer keeps of the text it answered (:func:`asked_text`)."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
 def check_input(value: str, *, guard: str) -> str:
@@ -148,8 +164,44 @@ class GuardAdapter(ABC):
         shown beside Table 2; empty when the adapter cannot say."""
         return ""
 
+    @property
+    def answers_any_text(self) -> bool:
+        """The guard computes an answer for any text (a model, a function, a service), so
+        guarddiag can ask it about canaries and sanity prompts; False for answers looked up in
+        a file."""
+        return True
+
+    def notes(self) -> tuple[str, ...]:
+        """What the run's notes should say about how the guard's answers were read (e.g.
+        labels that read two ways); none by default."""
+        return ()
+
+    def use_cache(  # noqa: B027 - optional hook
+            self, *, scope: str, read: bool, forget: bool = False) -> None:
+        """How a cache of the adapter's own requests (an endpoint's response cache) is used:
+        entries are keyed by ``scope`` (the guard's identity digest, with its version) beside
+        the request, and read only when ``read`` (a rescore and a canary check ask afresh);
+        ``forget`` drops the scope's entries (the canaries showed they are another model's)."""
+
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release models, threads."""
+
+
+def parse_options(items: Sequence[str] | None) -> dict[str, Any]:
+    """``["threshold=0.7", "model_id=x"]`` → ``{"threshold": 0.7, "model_id": "x"}`` (values
+    read as YAML scalars): a guard's ``--option`` values."""
+    out: dict[str, Any] = {}
+    for item in items or ():
+        key, sep, text = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise GuarddiagError(f"--option {item!r}: expected key=value")
+        try:
+            value = yaml.safe_load(text) if text.strip() else ""
+        except yaml.YAMLError:
+            value = text
+        out[key] = value if isinstance(value, (str, int, float, bool)) or value is None else text
+    return out
 
 
 _NAME_OK = re.compile(r"^[a-z0-9][a-z0-9._+-]*$")

@@ -4,16 +4,10 @@ The quickest way in for a team with its own guard (GuardBench's ``moderate=fn``)
 function to :func:`guarddiag.score_guard`, or name it on the command line with
 ``guarddiag guards score --adapter callable --target package.module:function``.
 
-The function gets a list of prompt texts and returns one answer per text, in order. An answer is
-
-* a number: P(unsafe) in [0, 1] (its safe mass is GENERIC_SAFE, so strict and loose agree);
-* a label string, read like a predictions file's ``label`` column (safe / unsafe / yes / no /
-  controversial / the four class names);
-* a mapping: ``{"p_unsafe": x}``, ``{"label": "unsafe"}``, ``{"score": x}`` (P(unsafe)),
-  ``{"label": "unsafe", "score": x}`` (a Hugging Face pipeline: x is the label's probability),
-  or class probabilities over the four class names summing to 1
-  (``{"HARMFUL": 0.7, "GENERIC_SAFE": 0.3}``; absent classes are 0);
-* a list of ``{"label", "score"}`` mappings (a pipeline with ``top_k=None``).
+The function gets a list of prompt texts and returns one answer per text, in order: a number
+(P(unsafe)), a label, a mapping or a list of label/score mappings, read by
+:class:`~guarddiag.guards.answers.AnswerReader` (``yes``/``no`` is read as yes = unsafe, and the
+run's notes say so).
 
 The whole batch may also come back as a numpy array or torch tensor of n values (or n×1), or as
 an n×2 array or list of ``[P(safe), P(unsafe)]`` rows (scikit-learn's ``predict_proba``); other
@@ -26,6 +20,9 @@ not hashed: pass a new ``version`` (or ``rescore=True``) when it changes.
 
 Anything else (a wrong length, NaN, a value outside [0, 1], an unknown label, an exception) stops
 the run with one line naming the guard and the first prompt it concerns; nothing is read as safe.
+A function that calls a service itself may fail now and then: ``retries`` asks a failed batch
+again with the HTTP guards' retry policy (:func:`~guarddiag.guards.transport.call_with_retries`:
+exponential backoff with jitter) before the run stops.
 
 A response-level guard (``input="prompt+response"``, on the command line ``--input
 prompt+response``) is a function ``fn(prompts, responses)``: it gets the prompts and, in the same
@@ -40,7 +37,7 @@ import hashlib
 import importlib
 import inspect
 import json
-import math
+import logging
 import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -50,26 +47,23 @@ from typing import Any
 import polars as pl
 
 from guarddiag.errors import GuarddiagError
+from guarddiag.guards.answers import PROB_TOL, AnswerReader
 from guarddiag.guards.base import (
     PROMPT_RESPONSE,
-    ClassProbs,
     GuardAdapter,
     GuardVerdict,
     check_input,
-    class_probs_from,
-    one_hot,
     slug,
 )
-from guarddiag.guards.predfile import DEFAULT_LABELS
 from guarddiag.guards.responses import RESPONSE
-from guarddiag.labels import CLASSES, LOOSE
+from guarddiag.guards.transport import call_with_retries
+
+logger = logging.getLogger(__name__)
 
 GuardFunction = Callable[[list[str]], Sequence[Any]]
 """What a callable guard is: prompt texts in, one answer per text out."""
 PairGuardFunction = Callable[[list[str], list[str]], Sequence[Any]]
 """A response-level callable guard: prompts and their responses in, one answer per pair out."""
-
-_PROB_TOL = 1e-4
 
 
 def load_target(target: str) -> GuardFunction:
@@ -180,7 +174,10 @@ class CallableGuardAdapter(GuardAdapter):
 
     def __init__(self, *, function: GuardFunction | PairGuardFunction | None = None,
                  target: str | None = None, name: str | None = None, batch_size: int = 64,
-                 definition: str | None = None, input: str = "prompt") -> None:
+                 definition: str | None = None, input: str = "prompt", retries: int = 0,
+                 backoff_s: float = 1.0) -> None:
+        """``retries``: ask a batch whose call raised again, up to this many times, after
+        exponential backoff of ``backoff_s`` (off by default: a bug fails at once)."""
         if (function is None) == (target is None):
             raise GuarddiagError("guard 'callable' needs exactly one of a function or "
                                  "--target package.module:function")
@@ -194,7 +191,11 @@ class CallableGuardAdapter(GuardAdapter):
         self.input = check_input(input, guard=self.name)
         _check_arity(self.function, guard=self.name, pairs=self.input == PROMPT_RESPONSE)
         self.batch_size = batch_size
+        if retries < 0:
+            raise GuarddiagError(f"guard {self.name!r}: retries must be ≥ 0, got {retries}")
+        self.retries, self.backoff_s = int(retries), float(backoff_s)
         self._definition = definition or ""
+        self.reader = AnswerReader(self.name)
 
     @property
     def definition(self) -> str:
@@ -230,15 +231,22 @@ class CallableGuardAdapter(GuardAdapter):
             return []
         args = (list(texts),) if responses is None else (list(texts), list(responses))
         try:
-            answers = self.function(*args)
+            answers = call_with_retries(lambda: self.function(*args), retries=self.retries,
+                                        backoff_s=self.backoff_s, on_retry=self._retrying)
         except Exception as exc:  # the user's function: one line
+            tries = f" (after {self.retries + 1} tries)" if self.retries else ""
             raise GuarddiagError(f"guard {self.name!r} raised {type(exc).__name__}: {exc} on a "
-                                 f"batch of {len(texts)} starting at {labels[0]}") from None
+                                 f"batch of {len(texts)} starting at {labels[0]}{tries}"
+                                 ) from None
         answers = self._rows(answers, len(texts), labels[0])
         if len(answers) != len(texts):
             raise GuarddiagError(f"guard {self.name!r} returned {len(answers)} answer(s) for "
                                  f"{len(texts)} prompts (batch starting at {labels[0]})")
-        return [self._verdict(a, where) for a, where in zip(answers, labels, strict=True)]
+        return [self.reader.verdict(a, where) for a, where in zip(answers, labels, strict=True)]
+
+    def _retrying(self, exc: Exception, attempt: int) -> None:
+        logger.warning(f"guard {self.name!r} raised {type(exc).__name__}: {exc}; asking the batch "
+                       f"again ({attempt} of {self.retries})")
 
     def _shape_error(self, shape: tuple[int, ...], n: int, first: str) -> GuarddiagError:
         return GuarddiagError(
@@ -282,83 +290,12 @@ class CallableGuardAdapter(GuardAdapter):
 
     def _pair(self, row: Sequence[Any], first: str) -> dict[str, float]:
         p_safe, p_unsafe = (float(x) for x in row)
-        if abs(p_safe + p_unsafe - 1.0) > _PROB_TOL:
+        if abs(p_safe + p_unsafe - 1.0) > PROB_TOL:
             raise GuarddiagError(
                 f"guard {self.name!r}: a row [{p_safe:g}, {p_unsafe:g}] of the batch starting at "
                 f"{first} sums to {p_safe + p_unsafe:g}; two columns are read as [P(safe), "
                 f"P(unsafe)] and must sum to 1")
         return {"p_unsafe": p_unsafe}
 
-    def _fail(self, where: str, what: str) -> GuarddiagError:
-        return GuarddiagError(f"guard {self.name!r}: {what} for {where}")
-
-    def _prob(self, value: Any, where: str, field: str) -> float:
-        if isinstance(value, bool) or not isinstance(value, Real):
-            raise self._fail(where, f"{field} {value!r} is not a number")
-        p = float(value)
-        if math.isnan(p) or not 0.0 <= p <= 1.0:
-            raise self._fail(where, f"{field} {p} is outside [0, 1]")
-        return p
-
-    def _label(self, value: Any, where: str) -> ClassProbs:
-        cls = DEFAULT_LABELS.get(str(value).strip().lower())
-        if cls is None:
-            raise self._fail(where, f"unknown label {value!r} (expected one of "
-                                    f"{', '.join(sorted(DEFAULT_LABELS))})")
-        return one_hot(cls)
-
-    def _scored_label(self, answer: Mapping[str, Any], where: str) -> ClassProbs:
-        """``{"label": l, "score": s}`` (a Hugging Face pipeline): s is the probability of l,
-        the rest goes to the opposite side (safe ↔ HARMFUL)."""
-        s = self._prob(answer["score"], where, "score")
-        cls = CLASSES[[p > 0 for p in self._label(answer["label"], where)].index(True)]
-        unsafe = s if cls in LOOSE.unsafe else 1.0 - s
-        return (1.0 - unsafe, 0.0, unsafe, 0.0)
-
-    def _label_scores(self, answer: Sequence[Any], where: str) -> ClassProbs:
-        """A list of ``{"label", "score"}`` (a pipeline with ``top_k=None``): each label's score
-        goes to its class."""
-        mass: dict[str, float] = {}
-        for item in answer:
-            if not (isinstance(item, Mapping) and {"label", "score"} <= set(item)):
-                raise self._fail(where, f"answer {answer!r} is a list, expected one number, "
-                                        f"label or mapping (or a list of label/score mappings)")
-            probs = self._label(item["label"], where)
-            cls = CLASSES[probs.index(1.0)]
-            mass[cls] = mass.get(cls, 0.0) + self._prob(item["score"], where, "score")
-        if abs(sum(mass.values()) - 1.0) > _PROB_TOL:
-            raise self._fail(where, f"label scores sum to {sum(mass.values()):.6f}, expected 1")
-        return class_probs_from(mass)
-
-    def _probs(self, answer: Any, where: str) -> ClassProbs:
-        if isinstance(answer, str):
-            return self._label(answer, where)
-        if isinstance(answer, (list, tuple)):
-            return self._label_scores(answer, where)
-        if isinstance(answer, Mapping):
-            if "p_unsafe" in answer:
-                p = self._prob(answer["p_unsafe"], where, "p_unsafe")
-                return (1.0 - p, 0.0, p, 0.0)
-            if "label" in answer and "score" in answer:
-                return self._scored_label(answer, where)
-            if "score" in answer:
-                p = self._prob(answer["score"], where, "score (read as P(unsafe))")
-                return (1.0 - p, 0.0, p, 0.0)
-            if "label" in answer:
-                return self._label(answer["label"], where)
-            unknown = sorted(str(k) for k in answer if k not in CLASSES)
-            if unknown or not answer:
-                raise self._fail(where, f"answer keys {unknown or '{}'} are not p_unsafe, label, "
-                                        f"score or the class names {', '.join(CLASSES)}")
-            vec = [self._prob(answer.get(c, 0.0), where, c) for c in CLASSES]
-            if abs(sum(vec) - 1.0) > _PROB_TOL:
-                raise self._fail(where, f"class probabilities sum to {sum(vec):.6f}, expected 1")
-            return (vec[0], vec[1], vec[2], vec[3])
-        p = self._prob(answer, where, "P(unsafe)")
-        return (1.0 - p, 0.0, p, 0.0)
-
-    def _verdict(self, answer: Any, where: str) -> GuardVerdict:
-        probs = self._probs(answer.item() if hasattr(answer, "item") else answer, where)
-        verdict = answer if isinstance(answer, str) else None
-        return GuardVerdict(status="ok", class_probs=probs, verdict=verdict, p_source="callable",
-                            raw=json.dumps(answer, sort_keys=True, default=str))
+    def notes(self) -> tuple[str, ...]:
+        return self.reader.notes()

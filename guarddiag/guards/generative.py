@@ -10,6 +10,7 @@ otherwise). An answer that does not parse is ``failed``: counted, reported, neve
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -33,6 +34,7 @@ from guarddiag.guards.parsing import (
     parse_yes_no,
     verdict_distribution,
 )
+from guarddiag.guards.transport import JsonClient
 from guarddiag.spec import mapping_section
 
 QWEN3GUARD_CLASSES: dict[str, str] = {
@@ -115,6 +117,13 @@ class GenerativeGuard(GuardAdapter):
         """Where the answers come from (the back end spec), for the run's metadata."""
         return self.generator.spec
 
+    def use_cache(self, *, scope: str, read: bool, forget: bool = False) -> None:
+        client = getattr(self.generator, "client", None)
+        if isinstance(client, JsonClient):
+            client.cache_scope, client.read_cache = scope, read
+            if forget:
+                client.forget_scope()
+
     def conversations(self, texts: Sequence[str]) -> list[Conversation]:
         return [[{"role": "user", "content": t}] for t in texts]
 
@@ -128,6 +137,10 @@ class GenerativeGuard(GuardAdapter):
         """One generation → one verdict."""
         if not gen.ok:
             return GuardVerdict.failed(gen.error or "no answer", answered=False)
+        verdict = self._read_answer(gen)
+        return replace(verdict, cached=True) if gen.cached else verdict
+
+    def _read_answer(self, gen: Generation) -> GuardVerdict:
         parsed = self.parse(gen.text or "")
         dist = self.distribution(gen)
         extra: dict[str, Any] = {"distribution": dist}

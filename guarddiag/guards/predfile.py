@@ -81,6 +81,10 @@ class PredictionsFileAdapter(GuardAdapter):
         self.rows = self._read_rows(df)
         self._lookup: dict[tuple[str, str], tuple[int, GuardVerdict]] = {}
 
+    @property
+    def answers_any_text(self) -> bool:
+        return False  # a lookup: nothing to ask about a canary or a sanity prompt
+
     # -- reading the file ------------------------------------------------------------------------
     def _read_rows(self, df: pl.DataFrame) -> list[tuple[int, str | None, str, GuardVerdict]]:
         """(data row number, benchmark, key, verdict) for every row, checked."""

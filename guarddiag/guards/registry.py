@@ -19,6 +19,7 @@ from guarddiag.guards.generative import (
     LlamaGuardAdapter,
     Qwen3GuardAdapter,
 )
+from guarddiag.guards.http import HttpGuardAdapter
 from guarddiag.guards.predfile import PredictionsFileAdapter
 
 
@@ -69,6 +70,12 @@ ADAPTERS: dict[str, AdapterInfo] = {
                     "function to guarddiag.score_guard); fn(prompts, responses) with --input "
                     "prompt+response", "--target <package.module:function>",
                     "any", CallableGuardAdapter),
+        AdapterInfo("http", "a plain HTTP JSON service: POST {text_key: prompt} (or a list, with "
+                    "batch_size > 1), P(unsafe) read at --field (a JSON pointer or dotted keys, "
+                    "* for the list of a batch's answers); headers may name environment "
+                    "variables for a token; the endpoint adapter's retries, timeouts, "
+                    "Retry-After waits and response cache",
+                    "--url <service URL> [--field p_unsafe]", "any", HttpGuardAdapter),
         AdapterInfo("any-guardrail", "one of any-guardrail's ~40 guardrails (optional extra "
                     "anyguardrail, Python ≥ 3.11); P(unsafe) = its score, else its valid flag; "
                     "loads its model from the Hugging Face Hub or calls its API",

@@ -1,23 +1,28 @@
 """Scoring an outside guard on the benchmarks, into the predictions table.
 
-``score_guard`` writes, under ``<runs>/outside/``:
+``score_guard`` writes, under ``<runs>/outside/``, for the run ``<name>`` (``<name>@<version>``
+when a version is given, so each version of a guard is its own run, side by side):
 
-* ``<name>.parquet`` — the predictions table (``guarddiag.predictions`` schema; run id
-  ``guard/<name>``, guard_kind ``outside``, label_policy ``outside``, seed null), written once
+* ``<run>.parquet`` — the predictions table (``guarddiag.predictions`` schema; run id
+  ``guard/<run>``, guard_kind ``outside``, label_policy ``outside``, seed null), written once
   every prompt has been asked;
-* ``<name>.raw.jsonl`` — one line per prompt with the guard's raw output, parsed verdict,
-  categories and probabilities, appended as answers arrive. It is the resume log: a rerun
-  reuses every answered prompt and asks only the rest (and the ones whose request failed);
-* ``<name>.meta.json`` — the guard's settings, the benchmarks' sha256, counts, versions.
+* ``<run>.raw.jsonl`` — the resume log (:mod:`guarddiag.guards.rawlog`): a rerun reuses every
+  answered prompt and asks only the rest (and the ones whose request failed);
+* ``<run>.canaries.json`` — a sample of answers asked again before any reuse
+  (:mod:`guarddiag.guards.canary`): a guard changed behind the same identity is noticed;
+* ``<run>.meta.json`` — the guard's settings, the benchmarks' sha256, counts, versions.
+
+Before the guard is asked about any benchmark prompt it is asked about a few unmistakable ones
+(:mod:`guarddiag.guards.sanity`): a guard answering P(safe) is stopped.
 
 A response-level guard (``adapter.input == "prompt+response"``) gets each prompt with a model's
 response (:mod:`guarddiag.guards.responses`); only benchmarks that carry responses can be scored
 by it, and its raw outputs key each answer to the prompt and the response together.
 
 ``survives_decontam`` follows the same rule as ``guarddiag predict``: the audit's
-decontaminated lists when the audit folder exists; True for a benchmark the audit did not cover
-and everywhere when there is no audit (a rerun after ``guarddiag audit`` refreshes it without
-asking the guard again).
+decontaminated lists when the audit folder exists; True for a built-in benchmark the audit did
+not cover and everywhere when there is no audit; null ("not audited") for a user benchmark no
+audit covers (a rerun after ``guarddiag audit`` refreshes it without asking the guard again).
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -33,24 +39,52 @@ from typing import Any
 
 import polars as pl
 
-from guarddiag import data, files
-from guarddiag.audit import load_decontaminated
+from guarddiag import files
 from guarddiag.errors import GuarddiagError
 from guarddiag.files import read_table
-from guarddiag.guards.backends import repair_jsonl_tail
-from guarddiag.guards.base import PROMPT_RESPONSE, GuardAdapter, GuardVerdict, check_guard_name
+from guarddiag.guards.base import (
+    PROMPT_RESPONSE,
+    GuardAdapter,
+    asked_text,
+    check_guard_name,
+    text_digest,
+)
+from guarddiag.guards.canary import (
+    CANARY_TOLERANCE,
+    Canary,
+    CanaryCheck,
+    canaries_from,
+    check_canaries,
+    pick_canaries,
+    read_canaries,
+    write_canaries,
+)
+from guarddiag.guards.inputs import ScoringInputs, decontaminated, select_inputs
 from guarddiag.guards.own_decontam import own_audit, read_training, with_own_flags
-from guarddiag.guards.responses import RESPONSE, with_responses
-from guarddiag.labels import CLASSES, PROB_COLUMNS, get_mapping
+from guarddiag.guards.rawlog import Answers, open_log, record
+from guarddiag.guards.responses import RESPONSE
+from guarddiag.guards.sanity import check_direction
+from guarddiag.guards.table import RUN_PREFIX, UNSAFE_CUTOFF, guard_table, summary
+from guarddiag.labels import get_mapping
 from guarddiag.predictions import validate
 from guarddiag.progress import progress
 
 logger = logging.getLogger(__name__)
 
-RUN_PREFIX = "guard/"
-UNSAFE_CUTOFF = 0.5
-"""A guard calls a prompt unsafe when its P(unsafe) is at least this (the printed summary; the
-report's default threshold is the same 0.5)."""
+
+_VERSION_OK = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
+
+
+def run_name(name: str, version: str | None) -> str:
+    """The run a guard's answers go to: ``name``, or ``name@version`` (each version its own
+    run, kept beside the others)."""
+    if version is None:
+        return name
+    if not _VERSION_OK.match(version):
+        raise GuarddiagError(f"guard version {version!r}: use letters, digits and . _ + - (it "
+                             f"becomes part of the run id guard/{name}@<version> and its file "
+                             f"names)")
+    return f"{name}@{version}"
 
 
 @dataclass(frozen=True)
@@ -58,13 +92,15 @@ class GuardScoreResult:
     """What one ``guards score`` run did."""
 
     name: str
+    """The run's name: the guard's name, with ``@<version>`` when a version was given."""
     table_path: Path
     raw_path: Path
     n_prompts: int
     n_asked: int
-    """Prompts sent to the guard in this run."""
+    """Prompts whose answer came from the guard in this run (a real request or call)."""
     n_reused: int
-    """Answers taken from an earlier run's raw outputs."""
+    """Answers taken from an earlier run: the raw log's, and those the adapter took from its
+    own response cache."""
     n_failed: int
     """Prompts whose answer could not be read (or never came): status ``failed``."""
     mapping: str
@@ -78,6 +114,12 @@ class GuardScoreResult:
     training: dict[str, Any] | None = None
     """The audit of the guard's own training data (file, sha256, rows, per benchmark n,
     n_exact, n_near, n_kept); None without ``training_data``."""
+    canaries: dict[str, Any] | None = None
+    """The canary check before reuse (n, n_answered, n_differ, largest, tolerance); None when
+    no saved answer was up for reuse."""
+    sanity: dict[str, Any] | None = None
+    """Mean P(unsafe) on the sanity prompts (harmful_mean, benign_mean, n_failed, margin);
+    None when nothing was asked or the guard cannot be asked about any text."""
 
     def to_frame(self) -> pl.DataFrame:
         """Per benchmark: kind, n, n_failed, unsafe rate under both mappings."""
@@ -91,8 +133,8 @@ class GuardScoreResult:
                 "mapping": self.mapping, "unavailable": list(self.unavailable),
                 "decontam_known": self.decontam_known, "notes": list(self.notes),
                 "fingerprint": self.fingerprint, "unsafe_cutoff": UNSAFE_CUTOFF,
-                "training_data": self.training,
-                "benchmarks": self.summary.to_dicts()}
+                "training_data": self.training, "canaries": self.canaries,
+                "sanity": self.sanity, "benchmarks": self.summary.to_dicts()}
 
 
 def identity(adapter: GuardAdapter, *, version: str | None = None) -> dict[str, Any]:
@@ -114,143 +156,16 @@ def _now() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _text_sha(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
-
-
 def _asked_texts(frame: pl.DataFrame, *, pairs: bool) -> list[str]:
-    """What the guard is asked about each row: the prompt, or the prompt and its response (a
-    changed response, like a changed prompt, is asked again on a rerun)."""
+    """What the guard is asked about each row (:func:`~guarddiag.guards.base.asked_text`)."""
     texts: list[str] = frame["text"].to_list()
     if not pairs:
         return texts
-    return [f"{t}\n\x1e\n{r}" for t, r in zip(texts, frame[RESPONSE].to_list(), strict=True)]
+    return [asked_text(t, r) for t, r in zip(texts, frame[RESPONSE].to_list(), strict=True)]
 
 
-def _record(bench: str, pid: str, text: str, fp: str, v: GuardVerdict, asked_at: str
-            ) -> dict[str, Any]:
-    return {"benchmark": bench, "prompt_id": pid, "text_sha256": _text_sha(text),
-            "fingerprint": fp, "asked_at": asked_at, "answered": v.answered, "status": v.status,
-            "verdict": v.verdict, "categories": list(v.categories),
-            "class_probs": list(v.class_probs) if v.class_probs is not None else None,
-            "p_unsafe": v.p_unsafe, "p_source": v.p_source, "raw": v.raw, "error": v.error,
-            "extra": v.extra}
-
-
-@dataclass
-class _RawLog:
-    """The answers of the raw log written under the current fingerprint, by (benchmark, prompt
-    id), and how many lines an earlier identity of the guard wrote (by its fingerprint)."""
-
-    done: dict[tuple[str, str], dict[str, Any]]
-    stale: dict[str, int]
-
-
-def _load_raw(path: Path, fp: str, *, forget: frozenset[str] = frozenset()) -> _RawLog:
-    """Earlier answers of this guard (later lines win); answers of another identity are counted,
-    never reused, and dropped from the log, as are the answers on the ``forget`` benchmarks."""
-    log = _RawLog({}, {})
-    if not path.is_file():
-        return log
-    repair_jsonl_tail(path)
-    kept_lines: list[str] = []
-    n_forgotten = 0
-    with open(path, encoding="utf-8", errors="replace") as fh:
-        for line in fh:
-            try:
-                rec = json.loads(line)
-                key = (rec["benchmark"], rec["prompt_id"])
-                rec_fp = rec["fingerprint"]
-            except (json.JSONDecodeError, KeyError, TypeError):
-                continue  # a line torn by a kill
-            if rec_fp != fp:
-                log.stale[rec_fp] = log.stale.get(rec_fp, 0) + 1
-                continue
-            if key[0] in forget:
-                n_forgotten += 1
-                continue
-            log.done[key] = rec
-            kept_lines.append(line if line.endswith("\n") else line + "\n")
-    if log.stale or n_forgotten:
-        files.write_text("".join(kept_lines), path)
-    return log
-
-
-def _open_log(raw_path: Path, fp: str, *, name: str, resumable: bool,
-              rescore: frozenset[str]) -> dict[tuple[str, str], dict[str, Any]]:
-    """The answers to reuse: the raw log's answers under fingerprint ``fp`` (other identities'
-    are dropped, and said so), less those on the ``rescore`` benchmarks; none at all for an
-    adapter that is not ``resumable`` (the log is removed)."""
-    if not resumable:
-        raw_path.unlink(missing_ok=True)
-    log = _load_raw(raw_path, fp, forget=rescore)
-    if log.stale:
-        logger.info(f"{name}: the guard changed since {sum(log.stale.values())} answer(s) were "
-                    f"computed (identity {', '.join(sorted(log.stale))} → {fp}); not reusing them")
-    return log.done
-
-
-def _verdict_from_record(rec: dict[str, Any]) -> GuardVerdict:
-    probs = rec.get("class_probs")
-    return GuardVerdict(status=rec["status"],
-                        class_probs=tuple(probs) if probs is not None else None,
-                        verdict=rec.get("verdict"), categories=tuple(rec.get("categories") or ()),
-                        p_source=rec.get("p_source") or "", raw=rec.get("raw"),
-                        error=rec.get("error"), answered=bool(rec.get("answered", True)))
-
-
-def _decontaminated(audit_dir: Path | None, *, derived_dir: str | Path | None,
-                    data_dir: str | Path | None) -> dict[str, frozenset[str]] | None:
-    # The same rule as `guarddiag predict`, so every run agrees on each prompt's flag: derived
-    # subsets inherit their base's decontamination.
-    if audit_dir is None or not Path(audit_dir).is_dir():
-        return None
-    bases = data.derived_bases(data.load_manifests(derived_dir=derived_dir, data_dir=data_dir))
-    return load_decontaminated(audit_dir, derived_from=bases)
-
-
-@dataclass(frozen=True)
-class _Inputs:
-    """The benchmark frames to score, after the adapter's ``prepare``."""
-
-    frames: dict[str, pl.DataFrame]
-    benchmark_sha256: dict[str, str] | None
-    unavailable: tuple[str, ...]
-    derived_from: dict[str, str] = field(default_factory=dict)
-    """Each derived subset's base (from the manifests; empty for injected frames)."""
-
-
-def _select_inputs(adapter: GuardAdapter, name: str, *, benchmarks: str | Sequence[str],
-                   data_dir: str | Path | None, derived_dir: str | Path | None,
-                   frames: dict[str, pl.DataFrame] | None,
-                   benchmark_sha256: dict[str, str] | None) -> _Inputs:
-    """The injected ``frames``, or the selected benchmarks loaded from the data directory."""
-    unavailable: tuple[str, ...] = ()
-    known: list[str] | None = None
-    manifests = None
-    if frames is None:
-        bset = data.load_benchmarks(benchmarks, data_dir=data_dir, derived_dir=derived_dir)
-        frames = bset.frames
-        benchmark_sha256 = bset.sha256
-        unavailable = tuple(s.id for s in bset.unavailable)
-        for status in bset.unavailable:
-            logger.info(f"skipping {status.id}: unavailable ({status.message})")
-        manifests = data.load_manifests(derived_dir=derived_dir, data_dir=data_dir)
-        known = list(manifests)
-    if not frames:
-        raise GuarddiagError(f"no benchmark prompts to score (selected: {benchmarks}; "
-                             f"unavailable: {', '.join(unavailable) or 'none'})")
-    if adapter.input == PROMPT_RESPONSE:
-        frames = with_responses(frames, guard=name, manifests=manifests, data_dir=data_dir)
-    frames = adapter.prepare(frames, known=known)
-    if not frames:
-        raise GuarddiagError(f"guard {name}: none of the selected benchmarks can be scored")
-    return _Inputs(frames, benchmark_sha256, unavailable,
-                   data.derived_bases(manifests) if manifests is not None else {})
-
-
-def _unanswered(ordered: dict[str, pl.DataFrame], done: dict[tuple[str, str], dict[str, Any]],
-                *, pairs: bool) -> tuple[list[pl.DataFrame], int]:
+def _unanswered(ordered: dict[str, pl.DataFrame], done: Answers, *, pairs: bool
+                ) -> tuple[list[pl.DataFrame], int]:
     """Per benchmark, the prompts without a usable earlier answer (with a ``benchmark``
     column), and how many earlier answers are reused."""
     pending: list[pl.DataFrame] = []
@@ -261,7 +176,7 @@ def _unanswered(ordered: dict[str, pl.DataFrame], done: dict[tuple[str, str], di
                              strict=True):
             rec = done.get((bench, pid))
             reuse = rec is not None and rec.get("answered", True) and \
-                rec.get("text_sha256") == _text_sha(text)
+                rec.get("text_sha256") == text_digest(text)
             keep.append(not reuse)
             n_reused += reuse
         todo = frame.filter(pl.Series(keep, dtype=pl.Boolean))
@@ -271,11 +186,12 @@ def _unanswered(ordered: dict[str, pl.DataFrame], done: dict[tuple[str, str], di
 
 
 def _ask(adapter: GuardAdapter, name: str, pending: list[pl.DataFrame], *, fp: str,
-         chunk_size: int, raw_path: Path, done: dict[tuple[str, str], dict[str, Any]],
-         n_reused: int, pairs: bool) -> int:
+         chunk_size: int, raw_path: Path, done: Answers, n_reused: int, pairs: bool
+         ) -> tuple[int, set[tuple[str, str]]]:
     """Ask the guard for every pending prompt, ``chunk_size`` at a time; each answer goes into
-    ``done`` and is appended to the raw log as it arrives. Returns the number asked."""
-    n_asked = 0
+    ``done`` and is appended to the raw log as it arrives. Returns the number of prompts the
+    guard was asked about, and those the adapter answered from its own cache."""
+    n_asked, cached = 0, set()
     total = sum(p.height for p in pending)
     bar = progress(total=total, desc=f"guard {name}", unit="prompt")
     try:
@@ -292,10 +208,12 @@ def _ask(adapter: GuardAdapter, name: str, pending: list[pl.DataFrame], *, fp: s
                                                    chunk["prompt_id"].to_list(),
                                                    _asked_texts(chunk, pairs=pairs), verdicts,
                                                    strict=True):
-                        rec = _record(bench, pid, text, fp, v, asked_at)
+                        rec = record(bench, pid, text, fp, v, asked_at)
                         done[(bench, pid)] = rec
                         raw_fh.write(json.dumps(rec, sort_keys=True, ensure_ascii=False,
                                                 default=str) + "\n")
+                        if v.cached:
+                            cached.add((bench, pid))
                     raw_fh.flush()
                     n_asked += chunk.height
                     bar.update(chunk.height)
@@ -305,7 +223,7 @@ def _ask(adapter: GuardAdapter, name: str, pending: list[pl.DataFrame], *, fp: s
                              f"resumes") from None
     finally:
         bar.close()
-    return n_asked
+    return n_asked, cached
 
 
 @dataclass(frozen=True)
@@ -315,15 +233,16 @@ class _Earlier:
     rows: pl.DataFrame
     sha256: dict[str, str | None]
     dropped: tuple[str, ...] = ()
-    """Benchmarks whose rows an earlier identity of the guard computed: left out."""
+    """Benchmarks whose rows another guard computed (an earlier identity, or the same identity
+    before the canaries showed a change): left out."""
     training: dict[str, Any] | None = None
     """The earlier meta's ``training_data`` (the guard's own audit) for the kept rows."""
     definition: str | None = None
     """The definition the same identity was scored with before."""
 
 
-def _earlier_rows(table_path: Path, meta_path: Path, *, fp: str,
-                  selected: Sequence[str]) -> _Earlier:
+def _earlier_rows(table_path: Path, meta_path: Path, *, fp: str, selected: Sequence[str],
+                  changed: bool) -> _Earlier:
     meta = files.read_json(meta_path) if meta_path.is_file() else {}
     meta = meta if isinstance(meta, dict) and meta.get("fingerprint") == fp else {}
     # A definition describes the guard, not its answers: kept while the identity is the same.
@@ -332,7 +251,7 @@ def _earlier_rows(table_path: Path, meta_path: Path, *, fp: str,
         return _Earlier(rows=pl.DataFrame(), sha256={}, definition=definition)
     others = read_table(table_path).filter(~pl.col("benchmark").is_in(list(selected)))
     benches = tuple(sorted(set(others["benchmark"].to_list())))
-    if others.height and not meta:
+    if others.height and (changed or not meta):
         return _Earlier(rows=pl.DataFrame(), sha256={}, dropped=benches, definition=definition)
     old_sha = meta.get("benchmark_sha256")
     old_sha = old_sha if isinstance(old_sha, dict) else {}
@@ -343,19 +262,28 @@ def _earlier_rows(table_path: Path, meta_path: Path, *, fp: str,
 
 
 def _notes(*, decontam_known: bool, audit_dir: str | Path | None,
-           ordered: dict[str, pl.DataFrame], done: dict[tuple[str, str], dict[str, Any]],
-           earlier: _Earlier) -> tuple[str, ...]:
-    notes = []
+           ordered: dict[str, pl.DataFrame], done: Answers, earlier: _Earlier,
+           unaudited: Sequence[str], adapter_notes: Sequence[str]) -> tuple[str, ...]:
+    notes = list(adapter_notes)
     if earlier.rows.height:
         kept = sorted(earlier.sha256)
         notes.append(f"kept {earlier.rows.height} row(s) of {len(kept)} benchmark(s) scored "
                      f"earlier, outside this selection: {', '.join(kept)}")
     if earlier.dropped:
-        notes.append(f"dropped the rows of {', '.join(earlier.dropped)}: an earlier identity "
-                     f"of the guard computed them; score them again")
+        notes.append(f"dropped the rows of {', '.join(earlier.dropped)}: another model or "
+                     f"identity of the guard computed them; score them again, or give each "
+                     f"model its own version (version=, --guard-version) to keep both")
     if not decontam_known:
-        notes.append(f"no audit folder at {audit_dir}: survives_decontam is True everywhere; "
+        where = " but on your own benchmarks (null)" if unaudited else " everywhere"
+        notes.append(f"no audit folder at {audit_dir}: survives_decontam is True{where}; "
                      f"run `guarddiag audit`, then score again (answers are reused)")
+    if unaudited:
+        listed = ",".join(unaudited)
+        notes.append(f"not audited: {', '.join(unaudited)} (your own benchmarks; "
+                     f"survives_decontam is null until an audit covers them): audit with "
+                     f"`guarddiag audit --benchmarks {listed}`, score the branches with "
+                     f"`guarddiag predict --benchmarks {listed}`, then score this guard again "
+                     f"(answers are reused)")
     n_unanswered = sum(1 for (b, p), r in done.items() if b in ordered and
                        not r.get("answered", True))
     if n_unanswered:
@@ -372,8 +300,7 @@ def _merged(fresh: pl.DataFrame, earlier: _Earlier, *, source: str) -> pl.DataFr
                     .sort(["benchmark"], maintain_order=True), source=source)
 
 
-def _computed(done: dict[tuple[str, str], dict[str, Any]], table: pl.DataFrame
-              ) -> dict[str, str | None]:
+def _computed(done: Answers, table: pl.DataFrame) -> dict[str, str | None]:
     """When the table's answers were asked: the first and the last time (UTC)."""
     times = [t for key in zip(table["benchmark"].to_list(), table["prompt_id"].to_list(),
                               strict=True)
@@ -381,11 +308,139 @@ def _computed(done: dict[tuple[str, str], dict[str, Any]], table: pl.DataFrame
     return {"first": min(times) if times else None, "last": max(times) if times else None}
 
 
+@dataclass(frozen=True)
+class _RunFiles:
+    """Where one run's outputs go (``outside/<run>.*``)."""
+
+    table: Path
+    raw: Path
+    meta: Path
+    canaries: Path
+
+    @classmethod
+    def of(cls, runs_dir: str | Path, run: str) -> _RunFiles:
+        out_dir = Path(runs_dir) / "outside"
+        out_dir.mkdir(parents=True, exist_ok=True)
+        return cls(*(out_dir / f"{run}{suffix}" for suffix in
+                     (".parquet", ".raw.jsonl", ".meta.json", ".canaries.json")))
+
+
+@dataclass
+class _Reuse:
+    """What an earlier run left that this one may reuse, after the canary check."""
+
+    done: Answers
+    pending: list[pl.DataFrame]
+    n_reused: int
+    stored: list[Canary]
+    """The canaries saved for this identity (kept for the benchmarks not scored again)."""
+    check: CanaryCheck | None = None
+    changed: bool = False
+    """The canaries showed another guard behind the same identity: nothing is reused."""
+
+
+def _canary_doc(check: CanaryCheck | None, tolerance: float) -> dict[str, Any] | None:
+    if check is None:
+        return None
+    return {"n": check.n, "n_answered": check.n_answered, "n_differ": len(check.differ),
+            "largest": check.largest, "tolerance": tolerance}
+
+
+def _reuse(adapter: GuardAdapter, run: str, where: _RunFiles, fp: str,
+           ordered: dict[str, pl.DataFrame], *, rescore: bool, tolerance: float) -> _Reuse:
+    """The saved answers this run may reuse. The canaries are asked first (caches bypassed):
+    one that differs beyond ``tolerance`` means the guard changed behind its identity, and then
+    no saved answer is reused (a warning says so)."""
+    pairs = adapter.input == PROMPT_RESPONSE
+    done = open_log(where.raw, fp, name=run, resumable=getattr(adapter, "resumable", True),
+                    rescore=frozenset(ordered) if rescore else frozenset())
+    pending, n_reused = _unanswered(ordered, done, pairs=pairs)
+    if not adapter.answers_any_text:
+        return _Reuse(done, pending, n_reused, [])
+    stored = read_canaries(where.canaries, fp)
+    # With rescore only the kept benchmarks' canaries matter (the selection is asked anyway);
+    # without any saved canary (a run killed before writing them), the reused answers give some.
+    asked = [c for c in stored if not (rescore and c.benchmark in ordered)]
+    if not stored and n_reused:
+        asked = pick_canaries(canaries_from(done, ordered, pairs=pairs))
+    if not asked:
+        return _Reuse(done, pending, n_reused, stored)
+    adapter.use_cache(scope=fp, read=False)
+    try:
+        check = check_canaries(adapter, asked, tolerance=tolerance)
+    except GuarddiagError as exc:
+        raise GuarddiagError(f"{exc}; asking {len(asked)} canary prompt(s) again before any "
+                             f"reuse, so {n_reused} answer(s) are kept in {where.raw} and a "
+                             f"rerun resumes") from None
+    adapter.use_cache(scope=fp, read=not rescore)
+    if check.n_answered == 0:
+        logger.warning(f"{run}: none of {check.n} canary prompt(s) got an answer, so the "
+                       f"{n_reused} saved answer(s) are reused unchecked")
+    elif check.same:
+        logger.info(f"{run}: {check.n_answered} canary answer(s) asked again, all within "
+                    f"{tolerance:g} of the saved ones (identity {fp})")
+    else:
+        logger.warning(
+            f"{run}: {len(check.differ)} of {check.n_answered} canary answer(s) differ from the "
+            f"saved ones beyond {tolerance:g} (first {check.differ[0]}): the guard changed "
+            f"behind the same identity (a retrained model?), so none of its saved answers is "
+            f"reused and every selected prompt is asked again; give each model its own "
+            f"version (version=, --guard-version) to keep both side by side")
+        # The adapter's own cache holds the other model's answers too: forgotten.
+        adapter.use_cache(scope=fp, read=False, forget=True)
+        where.raw.unlink(missing_ok=True)
+        where.canaries.unlink(missing_ok=True)
+        pending, _ = _unanswered(ordered, {}, pairs=pairs)
+        return _Reuse({}, pending, 0, [], check, changed=True)
+    return _Reuse(done, pending, n_reused, stored, check)
+
+
+def _verify_cached(adapter: GuardAdapter, run: str, where: _RunFiles, fp: str,
+                   ordered: dict[str, pl.DataFrame], reuse: _Reuse,
+                   cached: set[tuple[str, str]], *, tolerance: float, chunk_size: int
+                   ) -> set[tuple[str, str]]:
+    """Answers the adapter took from its own cache are saved answers too: canaries among them
+    are asked afresh, and when one differs the cache's answers of this identity are forgotten
+    and those prompts asked again. Returns the prompts still answered from the cache."""
+    pairs = adapter.input == PROMPT_RESPONSE
+    canaries = pick_canaries(canaries_from({k: reuse.done[k] for k in cached}, ordered,
+                                           pairs=pairs))
+    adapter.use_cache(scope=fp, read=False)
+    check = check_canaries(adapter, canaries, tolerance=tolerance) if canaries else None
+    if check is None or check.same or check.n_answered == 0:
+        return cached
+    logger.warning(f"{run}: {len(check.differ)} of {check.n_answered} canary answer(s) from the "
+                   f"response cache differ beyond {tolerance:g} (first {check.differ[0]}): the "
+                   f"cache held another model's answers; forgotten, and {len(cached)} prompt(s) "
+                   f"asked again")
+    adapter.use_cache(scope=fp, read=False, forget=True)
+    redo = [f.filter(pl.col("prompt_id").is_in([p for b, p in cached if b == bench]))
+            .with_columns(pl.lit(bench).alias("benchmark")) for bench, f in ordered.items()]
+    _ask(adapter, run, [f for f in redo if f.height], fp=fp, raw_path=where.raw,
+         done=reuse.done, n_reused=reuse.n_reused, chunk_size=chunk_size, pairs=pairs)
+    return set()
+
+
+def _save_canaries(adapter: GuardAdapter, where: _RunFiles, fp: str, reuse: _Reuse,
+                   ordered: dict[str, pl.DataFrame], table: pl.DataFrame, *,
+                   tolerance: float) -> None:
+    """This identity's canaries: the saved ones of benchmarks kept as they were, and fresh
+    ones from the benchmarks just scored."""
+    if not adapter.answers_any_text:
+        return
+    present = set(table["benchmark"].to_list())
+    kept = [c for c in reuse.stored if c.benchmark not in ordered and c.benchmark in present]
+    fresh = canaries_from(reuse.done, ordered, pairs=adapter.input == PROMPT_RESPONSE)
+    chosen = pick_canaries([*kept, *fresh])
+    if chosen:
+        write_canaries(where.canaries, fp, chosen, tolerance=tolerance)
+
+
 def _meta(adapter: GuardAdapter, name: str, *, version: str | None, definition: str | None,
           fp: str, sha256: dict[str, str | None], computed: dict[str, str | None],
           table: pl.DataFrame, unavailable: tuple[str, ...], decontam_known: bool,
-          training: dict[str, Any] | None) -> dict[str, Any]:
-    """The guard's ``<name>.meta.json``: settings, identity, when its answers were asked."""
+          training: dict[str, Any] | None, checks: dict[str, Any]) -> dict[str, Any]:
+    """The guard's ``<run>.meta.json``: settings, identity, when its answers were asked."""
     return {
         "guard": name, "run_id": RUN_PREFIX + name, "adapter": adapter.describe(),
         "identity": identity(adapter, version=version), "version": version,
@@ -396,7 +451,7 @@ def _meta(adapter: GuardAdapter, name: str, *, version: str | None, definition: 
         "unavailable": list(unavailable),
         "benchmark_sha256": {b: sha256[b] for b in sorted(sha256)},
         "n_prompts": table.height, "n_failed": int((table["status"] == "failed").sum()),
-        "decontam_known": decontam_known, "training_data": training,
+        "decontam_known": decontam_known, "training_data": training, **checks,
         "versions": files.package_versions(), "git_sha": files.git_sha(),
     }
 
@@ -408,7 +463,8 @@ def score_guard(adapter: GuardAdapter, *, benchmarks: str | Sequence[str] = "all
                 mapping: str = "loose", chunk_size: int | None = None,
                 benchmark_sha256: dict[str, str] | None = None, version: str | None = None,
                 rescore: bool = False, definition: str | None = None,
-                training_data: str | Path | None = None, training_text_column: str = "text"
+                training_data: str | Path | None = None, training_text_column: str = "text",
+                allow_inverted: bool = False, canary_tolerance: float = CANARY_TOLERANCE
                 ) -> GuardScoreResult:
     """Score ``adapter`` on the benchmarks and write its predictions table (see module doc).
 
@@ -420,117 +476,88 @@ def score_guard(adapter: GuardAdapter, *, benchmarks: str | Sequence[str] = "all
     ``chunk_size``).
 
     Answers are reused only under the same identity (:func:`identity`: the adapter's
-    description and ``version``); ``rescore`` asks every selected prompt again (other
-    benchmarks' rows and answers stay). Rows of
-    benchmarks outside the selection stay as they were, unless an earlier identity of the guard
-    computed them (then they are dropped, and the result's notes say so). ``definition``
-    states what "unsafe" means for the guard (default: what the adapter says).
+    description and ``version``) and only after the canaries (:mod:`guarddiag.guards.canary`)
+    came back within ``canary_tolerance``; a ``version`` is its own run (``<name>@<version>``),
+    so the versions of a guard stay side by side. ``rescore`` asks every selected prompt again,
+    bypassing every cache (other benchmarks' rows and answers stay while the canaries agree).
+    Rows of benchmarks outside the selection stay as they were, unless another identity or
+    model computed them (then they are dropped, and the result's notes say so).
+    Before anything is asked, the sanity prompts are (:mod:`guarddiag.guards.sanity`): a guard
+    rating the harmful ones clearly lower than the benign ones stops the run unless
+    ``allow_inverted``. ``definition`` states what "unsafe" means for the guard (default: what
+    the adapter says).
 
     ``training_data`` (a table with the guard's training prompts in ``training_text_column``)
     is audited against the scored benchmarks; the table's :data:`OWN_DECONTAM` column says
     which prompts survive it, beside ``survives_decontam`` (the pool audit's flag).
     """
     read_out = get_mapping(mapping)
-    name = check_guard_name(name or adapter.name)
-    inputs = _select_inputs(adapter, name, benchmarks=benchmarks, data_dir=data_dir,
+    run = run_name(check_guard_name(name or adapter.name), version)
+    inputs = select_inputs(adapter, run, benchmarks=benchmarks, data_dir=data_dir,
                             derived_dir=derived_dir, frames=frames,
                             benchmark_sha256=benchmark_sha256)
-
-    out_dir = Path(runs_dir) / "outside"
-    out_dir.mkdir(parents=True, exist_ok=True)
-    table_path, raw_path, meta_path = (out_dir / f"{name}{suffix}" for suffix in
-                                       (".parquet", ".raw.jsonl", ".meta.json"))
+    where = _RunFiles.of(runs_dir, run)
     fp = fingerprint(adapter, version=version)
     training = read_training(training_data, text_column=training_text_column)
-    done = _open_log(raw_path, fp, name=name, resumable=getattr(adapter, "resumable", True),
-                     rescore=frozenset(inputs.frames) if rescore else frozenset())
-
+    adapter.use_cache(scope=fp, read=not rescore)
     ordered = {b: inputs.frames[b].with_columns(pl.col("prompt_id").cast(pl.String))
                for b in sorted(inputs.frames)}
-    pending, n_reused = _unanswered(ordered, done, pairs=adapter.input == PROMPT_RESPONSE)
-    if n_reused:
-        logger.info(f"{name}: reusing {n_reused} answer(s) from {raw_path} (identity {fp}; "
-                    f"rescore=True / --rescore asks again)")
-    n_asked = _ask(adapter, name, pending, fp=fp, raw_path=raw_path, done=done,
-                   chunk_size=max(1, int(chunk_size or adapter.chunk_size)), n_reused=n_reused,
-                   pairs=adapter.input == PROMPT_RESPONSE)
+    reuse = _reuse(adapter, run, where, fp, ordered, rescore=rescore, tolerance=canary_tolerance)
+    if reuse.n_reused:
+        logger.info(f"{run}: reusing {reuse.n_reused} answer(s) from {where.raw} (identity "
+                    f"{fp}; rescore=True / --rescore asks again)")
+    sanity = (check_direction(adapter, name=run, allow_inverted=allow_inverted)
+              if reuse.pending else None)
+    chunk = max(1, int(chunk_size or adapter.chunk_size))
+    n_asked, cached = _ask(adapter, run, reuse.pending, fp=fp, raw_path=where.raw,
+                           done=reuse.done, n_reused=reuse.n_reused, chunk_size=chunk,
+                           pairs=adapter.input == PROMPT_RESPONSE)
+    if cached:
+        cached = _verify_cached(adapter, run, where, fp, ordered, reuse, cached,
+                                tolerance=canary_tolerance, chunk_size=chunk)
+    return _finish(adapter, run, where, fp, inputs, ordered, reuse, read_out.name,
+                   counts=(n_asked - len(cached), reuse.n_reused + len(cached)),
+                   checks={"canaries": _canary_doc(reuse.check, canary_tolerance),
+                           "sanity": sanity.to_dict() if sanity is not None else None},
+                   version=version, definition=definition, audit_dir=audit_dir,
+                   derived_dir=derived_dir, data_dir=data_dir, training=training,
+                   tolerance=canary_tolerance)
 
-    decontam = _decontaminated(Path(audit_dir) if audit_dir is not None else None,
+
+def _finish(adapter: GuardAdapter, run: str, where: _RunFiles, fp: str, inputs: ScoringInputs,
+            ordered: dict[str, pl.DataFrame], reuse: _Reuse, mapping: str, *,
+            counts: tuple[int, int], checks: dict[str, Any], version: str | None,
+            definition: str | None, audit_dir: str | Path | None,
+            derived_dir: str | Path | None, data_dir: str | Path | None,
+            training: Any, tolerance: float) -> GuardScoreResult:
+    """Write the table, the canaries and the meta of a run whose answers are all in."""
+    decontam = decontaminated(Path(audit_dir) if audit_dir is not None else None,
                                derived_dir=derived_dir, data_dir=data_dir)
-    earlier = _earlier_rows(table_path, meta_path, fp=fp, selected=list(ordered))
-    table = _merged(validate(_table(name, adapter.kind, ordered, done, decontam),
-                             source=str(table_path)), earlier, source=str(table_path))
+    unaudited = sorted(b for b in ordered if b in inputs.user and (decontam or {}).get(b)
+                       is None)
+    earlier = _earlier_rows(where.table, where.meta, fp=fp, selected=list(ordered),
+                            changed=reuse.changed)
+    table = _merged(validate(guard_table(run, adapter.kind, ordered, reuse.done, decontam,
+                                    unaudited=frozenset(unaudited)),
+                             source=str(where.table)), earlier, source=str(where.table))
     own = None if training is None else own_audit(training, ordered, bases=inputs.derived_from)
-    files.write_parquet(with_own_flags(table, own, earlier.rows), table_path)
-    summary = _summary(table.filter(pl.col("benchmark").is_in(list(ordered))), ordered,
-                       read_out.name)
-    n_failed = int((table["status"] == "failed").sum())
+    files.write_parquet(with_own_flags(table, own, earlier.rows), where.table)
+    _save_canaries(adapter, where, fp, reuse, ordered, table, tolerance=tolerance)
+    per_bench = summary(table.filter(pl.col("benchmark").is_in(list(ordered))), ordered, mapping)
     notes = _notes(decontam_known=decontam is not None, audit_dir=audit_dir, ordered=ordered,
-                   done=done, earlier=earlier)
+                   done=reuse.done, earlier=earlier, unaudited=unaudited,
+                   adapter_notes=adapter.notes())
     sha256 = {**earlier.sha256, **{b: (inputs.benchmark_sha256 or {}).get(b) for b in ordered}}
-    files.write_json(_meta(adapter, name, version=version, fp=fp,
+    files.write_json(_meta(adapter, run, version=version, fp=fp,
                            definition=definition or earlier.definition,
-                           sha256=sha256, computed=_computed(done, table), table=table,
+                           sha256=sha256, computed=_computed(reuse.done, table), table=table,
                            unavailable=inputs.unavailable, decontam_known=decontam is not None,
-                           training=own.doc if own is not None else earlier.training),
-                     meta_path)
-    return GuardScoreResult(name=name, table_path=table_path, raw_path=raw_path,
-                            n_prompts=table.height, n_asked=n_asked, n_reused=n_reused,
-                            n_failed=n_failed, mapping=read_out.name, summary=summary,
-                            unavailable=inputs.unavailable,
+                           training=own.doc if own is not None else earlier.training,
+                           checks=checks), where.meta)
+    return GuardScoreResult(name=run, table_path=where.table, raw_path=where.raw,
+                            n_prompts=table.height, n_asked=counts[0], n_reused=counts[1],
+                            n_failed=int((table["status"] == "failed").sum()), mapping=mapping,
+                            summary=per_bench, unavailable=inputs.unavailable,
                             decontam_known=decontam is not None, notes=notes,
-                            fingerprint=fp, training=own.doc if own is not None else None)
-
-
-def _table(name: str, kind: str, frames: dict[str, pl.DataFrame],
-           done: dict[tuple[str, str], dict[str, Any]], decontam: dict[str, frozenset[str]] | None
-           ) -> pl.DataFrame:
-    cols: dict[str, list[Any]] = {c: [] for c in
-                                  ("benchmark", "prompt_id", *PROB_COLUMNS, "p_unsafe",
-                                   "pred_class", "survives_decontam", "status")}
-    for bench, frame in frames.items():
-        kept = decontam.get(bench) if decontam is not None else None
-        for pid in frame["prompt_id"].to_list():
-            v = _verdict_from_record(done[(bench, pid)])
-            cols["benchmark"].append(bench)
-            cols["prompt_id"].append(pid)
-            probs = v.class_probs if v.status == "ok" else None
-            for i, col in enumerate(PROB_COLUMNS):
-                cols[col].append(probs[i] if probs is not None else None)
-            cols["p_unsafe"].append(v.p_unsafe)
-            cols["pred_class"].append(v.pred_class)
-            cols["survives_decontam"].append(pid in kept if kept is not None else True)
-            cols["status"].append(v.status)
-    n = len(cols["benchmark"])
-    return pl.DataFrame({
-        "run_id": [RUN_PREFIX + name] * n, "guard_kind": ["outside"] * n,
-        "branch": [name] * n, "size": [kind] * n, "seed": pl.Series([None] * n, dtype=pl.Int64),
-        "label_policy": ["outside"] * n,
-        **{k: pl.Series(v, dtype=pl.Float64 if k in (*PROB_COLUMNS, "p_unsafe") else
-                        pl.Boolean if k == "survives_decontam" else pl.String)
-           for k, v in cols.items()},
-    })
-
-
-def _summary(table: pl.DataFrame, frames: dict[str, pl.DataFrame], mapping: str
-             ) -> pl.DataFrame:
-    """Per benchmark: share predicted unsafe (p_unsafe ≥ :data:`UNSAFE_CUTOFF`) under loose
-    and strict."""
-    strict_unsafe = [c for c, name in zip(PROB_COLUMNS, CLASSES, strict=True)
-                     if name in get_mapping("strict").unsafe]
-    kinds = {b: (f["label_kind"].unique().sort().str.join("/").item()
-                 if "label_kind" in f.columns else None) for b, f in frames.items()}
-    ok = table.filter(pl.col("status") == "ok").with_columns(
-        (pl.col("p_unsafe") >= UNSAFE_CUTOFF).alias("unsafe_loose"),
-        (pl.sum_horizontal([pl.col(c) for c in strict_unsafe]) >= UNSAFE_CUTOFF)
-        .alias("unsafe_strict"))
-    per = ok.group_by("benchmark").agg(
-        (pl.col("unsafe_loose").mean() * 100).alias("pct_unsafe_loose"),
-        (pl.col("unsafe_strict").mean() * 100).alias("pct_unsafe_strict"))
-    counts = table.group_by("benchmark").agg(
-        pl.len().alias("n"), (pl.col("status") == "failed").sum().alias("n_failed"))
-    out = counts.join(per, on="benchmark", how="left").sort("benchmark").with_columns(
-        pl.col("benchmark").replace_strict(kinds, default=None).alias("kind"))
-    order = ["benchmark", "kind", "n", "n_failed", "pct_unsafe_loose", "pct_unsafe_strict"]
-    out = out.select(order)
-    return out.with_columns(pl.lit(mapping).alias("mapping"))
+                            fingerprint=fp, training=own.doc if own is not None else None,
+                            **checks)

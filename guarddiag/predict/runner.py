@@ -135,14 +135,14 @@ def predict_runs(options: PredictOptions | None = None, **fields: Any) -> Predic
     if kept:  # the score caches keep every subset scored before: a selection adds, never drops
         logger.info(f"kept the rows of {len(kept)} subset(s) scored earlier, outside this "
                     f"selection: {', '.join(kept)}")
-    bases = data.derived_bases(data.load_manifests(
-        derived_dir=derived_dir, data_dir=data_dir))
+    manifests = data.load_manifests(derived_dir=derived_dir, data_dir=data_dir)
+    bases = data.derived_bases(manifests)
     # A flag changes only with its own audit: benchmarks the audit does not cover keep what
     # the table at out_path holds (read before it is rewritten).
     flagged = flag_predictions(
         table, audit_dir=audit_dir, selected=[i.benchmark for i in inputs],
         benchmark_sha256={i.benchmark: i.sha256 for i in inputs}, derived_from=bases,
-        previous_file=out_path, unaudited=(POOL_VAL,))
+        previous_file=out_path, unaudited=(POOL_VAL,), user=data.user_benchmarks(manifests))
     table = predictions.validate(flagged.table, source=str(out_path))
     table = table.sort(["run_id", "benchmark", "prompt_id"])
     write_parquet(table, out_path)

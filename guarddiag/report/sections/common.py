@@ -21,6 +21,40 @@ BOLD_RULE = ("Bold: the highest CAP / lowest OVER-REF of a column, only in colum
 """The one emphasis rule of the score tables, stated in their captions."""
 
 
+def missing_steps(ctx: ReportContext, bench: str) -> list[str]:
+    """What a benchmark lacks before it can get a call: an audit (the user's own, never
+    audited) and the branches' scores (scored by outside guards only), each with its command."""
+    inputs = ctx.results.inputs
+    steps = []
+    if bench in inputs.not_audited:
+        steps.append(f"not audited: `guarddiag audit --benchmarks {bench}`")
+    if bench in inputs.without_branches:
+        steps.append(f"no branch scored on it: `guarddiag predict --benchmarks {bench}`")
+    return steps
+
+
+def missing_steps_sentence(ctx: ReportContext) -> str | None:
+    """One sentence naming the benchmarks that lack an audit or the branches' scores, with
+    the commands that add them; None when none does."""
+    inputs = ctx.results.inputs
+    parts = []
+    if inputs.not_audited:
+        ids = ",".join(inputs.not_audited)
+        parts.append(f"not audited (your own benchmarks: no prompt of them counts as "
+                     f"decontaminated, so the decontaminated tables leave them out): "
+                     f"{', '.join(inputs.not_audited)} — `guarddiag audit --benchmarks {ids}` "
+                     f"audits them")
+    if inputs.without_branches:
+        ids = ",".join(inputs.without_branches)
+        parts.append(f"scored by outside guards only, so no call and no placement: "
+                     f"{', '.join(inputs.without_branches)} — `guarddiag predict --benchmarks "
+                     f"{ids}` scores the branches on them")
+    if not parts:
+        return None
+    return "Not yet comparable: " + "; ".join(parts) + " (then score the guards again: their " \
+        "answers are reused)."
+
+
 def hull_words(confidence: float) -> str:
     """The caption words of the one interval every seed-averaged score cell carries."""
     return (f"Every cell: mean over the row's runs [lowest to highest {int(confidence * 100)}% "

@@ -16,7 +16,13 @@ from guarddiag.report.document import (
     Table,
 )
 from guarddiag.report.jsonable import records
-from guarddiag.report.sections.common import cohort_words, decontam_level, pct
+from guarddiag.report.sections.common import (
+    cohort_words,
+    decontam_level,
+    missing_steps,
+    missing_steps_sentence,
+    pct,
+)
 from guarddiag.report.sections.competence import (
     competence_blocks,
     competence_caution,
@@ -133,6 +139,9 @@ def section_summary(ctx: ReportContext) -> Section:
     ]
     caution = competence_caution(ctx)
     items = [competence_summary(ctx), *_call_bullets(ctx, lists)]
+    missing = missing_steps_sentence(ctx)
+    if missing:
+        items.append(missing)
     if ctx.results.contamination is not None:
         t = ctx.results.contamination.table.filter(pl.col("n_exact") > 0).sort(
             ["share_exact", "benchmark"], descending=[True, False])
@@ -228,6 +237,26 @@ def format_unit(unit: str, v: float | None) -> str:
     return f"{v:.3g}"
 
 
+def _why_no_call(ctx: ReportContext, card: pl.DataFrame) -> pl.DataFrame:
+    """The card with ``why``: for every benchmark without a determined call, the real reason
+    (a missing audit or branch scores with the command that fixes it, else the test's own)."""
+    o = ctx.options
+    calls = ctx.results.values.get("calls")
+    reasons = ({r["benchmark"]: r["reason"] for r in calls.primary().iter_rows(named=True)}
+               if calls is not None else {})
+    load = ctx.results.load.table.filter((pl.col("subset") == o.primary_subset)
+                                         & (pl.col("mapping") == o.mapping))
+    for r in load.iter_rows(named=True):
+        reasons.setdefault(r["benchmark"], r["load_reason"])
+    why = []
+    for r in card.iter_rows(named=True):
+        steps = missing_steps(ctx, r["benchmark"])
+        determined = r.get("call") not in (None, "undetermined", "uninformative")
+        why.append("; ".join(steps) if steps else
+                   None if determined else reasons.get(r["benchmark"]) or "no call computed")
+    return card.with_columns(pl.Series("why", why, dtype=pl.String))
+
+
 def section_disclosure(ctx: ReportContext) -> Section:
     d = ctx.results.disclosure
     cols = (Column("benchmark", "benchmark"), Column("n", "n", "int"),
@@ -237,15 +266,16 @@ def section_disclosure(ctx: ReportContext) -> Section:
             Column("floor_widest", "seed floor widest (pp)", "pp"),
             Column("n_groups", "seed groups", "int"), Column("delta", "Δb (pp)", "pp"),
             Column("call", "call"), Column("call_stable", "stable?"),
-            Column("q_contrast", "q (A-last vs B-last)", "p"), Column("load", "span test"))
+            Column("q_contrast", "q (A-last vs B-last)", "p"), Column("load", "span test"),
+            Column("why", "why no call"))
     defs = tuple(f"{name} mapping: unsafe = {' ∪ '.join(classes)}; every other class is safe"
                  + (" (used for the primary tables)" if name == d.mapping else "")
                  for name, classes in d.definitions)
     pols = tuple(f"Policy {p}: {text}" for p, text in d.policies)
     calls, source = call_table(ctx)
-    card = d.table.join(calls.select("benchmark", pl.col("call"),
-                                     pl.col("stable").alias("call_stable")),
-                        on="benchmark", how="left")
+    card = _why_no_call(ctx, d.table.join(calls.select("benchmark", pl.col("call"),
+                                                       pl.col("stable").alias("call_stable")),
+                                          on="benchmark", how="left"))
     blocks: list[Block] = [
         *provenance_blocks(ctx, caution=competence_caution(ctx)),
         Paragraph("What every guard paper should publish beside its scores: how much of each "

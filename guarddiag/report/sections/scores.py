@@ -30,6 +30,7 @@ from guarddiag.report.sections.common import (
     capability_benchmarks,
     cohort_words,
     hull_words,
+    missing_steps_sentence,
     one_interval_kind,
     pivot_by_cohort,
     single_seed_note,
@@ -83,7 +84,7 @@ def section_scores(ctx: ReportContext) -> Section:
             collapsed=subset != o.primary_subset))
         if (recipes.table["n_runs"] == 1).any():
             blocks.append(Paragraph(single_seed_note(ctx, subset=subset)))
-        if subset == o.primary_subset:
+        if subset == o.primary_subset and recipes.table.height:
             blocks.append(FigureBlock(f"heatmap_{subset}_{o.mapping}",
                                       plots.score_heatmap(recipes),
                                       f"Share read unsafe per recipe and benchmark "
@@ -232,6 +233,9 @@ def section_outside(ctx: ReportContext) -> Section:
         "One table per binary mapping; a guard whose read-out could not follow the mapping "
         "(binary verdict only) or whose prompt set differs gets its own column."),
         Paragraph(single_seed_note(ctx, subset=ctx.results.outside.subset))]
+    missing = missing_steps_sentence(ctx)
+    if missing:
+        blocks.append(Paragraph(missing))
     definitions = ctx.results.inputs.outside_definitions
     if definitions:
         blocks.append(Paragraph("What \"unsafe\" means for each outside guard (its operational "
