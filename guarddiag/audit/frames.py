@@ -10,12 +10,13 @@ from typing import Any
 
 import polars as pl
 
+from guarddiag.audit.badrows import Address
 from guarddiag.audit.containment import (
     check_containment,
     contained_matches,
     index_containment,
 )
-from guarddiag.audit.exact import Match, exact_matches, index_forms
+from guarddiag.audit.exact import FormIndex, Match, exact_matches, index_forms
 from guarddiag.audit.neardup import check_threshold, near_matches
 from guarddiag.audit.result import (
     DEFAULT_CONTAINMENT,
@@ -61,7 +62,8 @@ def audit_frames(pool_ids: Sequence[str], pool_texts: Sequence[str],
                  drop_template: bool = False, containment: bool = False,
                  containment_threshold: float = DEFAULT_CONTAINMENT,
                  drop_contained: bool = False, template_min_words: int = MIN_FIXED_WORDS,
-                 pool_fields: Sequence[str] | None = None) -> AuditResult:
+                 pool_fields: Sequence[str] | None = None,
+                 pool_addresses: Sequence[Address] | None = None) -> AuditResult:
     """Audit pool rows against benchmark frames (columns ``prompt_id``, ``text``); writes nothing.
 
     Pool ids must be unique and texts non-empty (:func:`guarddiag.audit.read_pool` checks both).
@@ -73,7 +75,8 @@ def audit_frames(pool_ids: Sequence[str], pool_texts: Sequence[str],
     those prompts too.
 
     ``pool_fields``: each text's field path (nested fields; a pool id may then hold several
-    texts, and overlap.parquet gains a ``field`` column). Twins: :func:`attribute_twins`.
+    texts, and overlap.parquet gains a ``field`` column). ``pool_addresses``: each text's
+    row's (file, row, line, byte), for rows_to_remove. Twins: :func:`attribute_twins`.
     """
     threshold, short_threshold = check_options(
         threshold=threshold, short_threshold=short_threshold, short_words=short_words,
@@ -87,18 +90,9 @@ def audit_frames(pool_ids: Sequence[str], pool_texts: Sequence[str],
 
     logger.info(f"audit: normalising {len(pool_texts):,} pool rows")
     pool_forms = [normalise(t) for t in pool_texts]
-    matches: list[Match] = exact_matches(index, pool_forms)
-    if near_dup:
-        matches += stricter_for_short(
-            near_matches(index.forms, pool_forms, threshold=threshold), index.forms,
-            short_words=short_words, short_threshold=short_threshold)
-    if containment:
-        logger.info(f"audit: containment of {len(index.forms):,} benchmark texts in "
-                    f"{len(pool_forms):,} pool rows")
-        matches += contained_matches(
-            index_containment(index.forms, threshold=containment_threshold,
-                              short_words=short_words), pool_forms)
-
+    matches = _form_matches(index, pool_forms, near=threshold if near_dup else None,
+                            short_words=short_words, short_threshold=short_threshold,
+                            containment=containment_threshold if containment else None)
     # Expand to (benchmark, prompt) pairs, ordered by benchmark, prompt, kind, pool row.
     expanded: list[Expanded] = [
         (b, row, KINDS.index(kind), p, similarity)
@@ -124,13 +118,39 @@ def audit_frames(pool_ids: Sequence[str], pool_texts: Sequence[str],
                        overlap=_overlap_frame(expanded, names, bench_ids, pool_ids,
                                               pool_fields),
                        rows_to_remove=_rows_to_remove(expanded, names, bench_ids, pool_ids,
-                                                      pool_texts, pool_fields),
+                                                      pool_texts, pool_fields, pool_addresses),
                        decontaminated=decontaminated, pool_rows=len(pool_texts),
                        near_dup=near_dup, threshold=threshold, drop_near=drop_near,
                        short_words=short_words, short_threshold=short_threshold,
                        templates=templates, drop_template=drop_template,
                        containment=containment, containment_threshold=containment_threshold,
-                       drop_contained=drop_contained)
+                       drop_contained=drop_contained,
+                       short_prompts=_short_prompts(index, short_words) if near_dup else 0)
+
+
+def _form_matches(index: FormIndex, pool_forms: list[str], *, near: float | None,
+                  short_words: int, short_threshold: float, containment: float | None
+                  ) -> list[Match]:
+    """Exact matches, near ones (threshold ``near``) and contained ones (threshold
+    ``containment``) of the pool's normal forms: the kinds decided on the forms alone."""
+    matches: list[Match] = exact_matches(index, pool_forms)
+    if near is not None:
+        matches += stricter_for_short(
+            near_matches(index.forms, pool_forms, threshold=near), index.forms,
+            short_words=short_words, short_threshold=short_threshold)
+    if containment is not None:
+        logger.info(f"audit: containment of {len(index.forms):,} benchmark texts in "
+                    f"{len(pool_forms):,} pool rows")
+        matches += contained_matches(
+            index_containment(index.forms, threshold=containment, short_words=short_words),
+            pool_forms)
+    return matches
+
+
+def _short_prompts(index: FormIndex, short_words: int) -> int:
+    """Benchmark prompts of fewer than ``short_words`` distinct words."""
+    return sum(len(index.members[key]) for key, form in enumerate(index.forms)
+               if len(set(words_of_normal_form(form))) < short_words)
 
 
 def _check_lengths(pool_ids: Sequence[str], pool_texts: Sequence[str],
@@ -278,9 +298,11 @@ def attribute_twins(expanded: list[Expanded], bench_texts: Sequence[Sequence[str
 
 def _rows_to_remove(expanded: list[Expanded], names: list[str], bench_ids: list[list[str]],
                     pool_ids: Sequence[str], pool_texts: Sequence[str],
-                    pool_fields: Sequence[str] | None) -> pl.DataFrame:
-    """One row per pool row with a match, in pool order: its id, the field paths and texts that
-    matched, the kinds, and every (benchmark, prompt id, kind, similarity, field) it matched."""
+                    pool_fields: Sequence[str] | None,
+                    pool_addresses: Sequence[Address] | None) -> pl.DataFrame:
+    """One row per pool row with a match, in pool order: its id and address, the field paths
+    and texts that matched, the kinds, and every (benchmark, prompt id, kind, similarity,
+    field) it matched."""
     by_row: dict[str, _RemoveRow] = {}
     for b, row, kind, p, similarity in sorted(expanded, key=lambda h: (h[3], h[0], h[1], h[2])):
         entry = by_row.get(pool_ids[p])
@@ -289,8 +311,16 @@ def _rows_to_remove(expanded: list[Expanded], names: list[str], bench_ids: list[
         entry.positions[p] = None
         entry.kinds.add(kind)
         entry.matches.append((b, row, kind, similarity, p))
-    return _remove_frame(list(by_row), list(by_row.values()), names, bench_ids, pool_texts,
-                         pool_fields)
+    rows = list(by_row.values())
+    first = [next(iter(r.positions)) for r in rows]
+    unknown: Address = ("", 0, None, None)
+    places = pl.DataFrame([pool_addresses[p] if pool_addresses is not None else unknown
+                           for p in first], schema=["file", "row", "line", "byte"], orient="row")
+    if pool_addresses is None:
+        places = places.clear(n=len(rows))
+    return pl.concat([places, _remove_frame(list(by_row), rows, names, bench_ids, pool_texts,
+                                            pool_fields)], how="horizontal"
+                     ).select(list(REMOVE_SCHEMA)).cast(pl.Schema(REMOVE_SCHEMA))
 
 
 @dataclass(slots=True)
@@ -334,8 +364,7 @@ def _remove_frame(ids: list[str], rows: list[_RemoveRow], names: list[str],
                  kinds=pl.Series([KINDS[k] for r in rows for k in sorted(r.kinds)],
                                  dtype=pl.String)),
         gathered([i for i, r in enumerate(rows) for _ in r.matches],
-                 matches=match_values.to_struct())], how="horizontal",
-    ).cast(pl.Schema(REMOVE_SCHEMA))
+                 matches=match_values.to_struct())], how="horizontal")
 
 
 def _examples(part: list[tuple[int, int, int, float]], exact_rows: set[int], ids: list[str],

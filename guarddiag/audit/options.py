@@ -70,6 +70,16 @@ class AuditOptions(Model):
     """Gate: fail when more than this many corpus rows are hit by a gated kind."""
     gate_exclude: tuple[Literal["exact", "near", "template", "contained"], ...] = ()
     """Overlap kinds the gates do not count (every audited kind counts otherwise)."""
+    bad_rows: Literal["fail", "skip"] = "fail"
+    """What bad rows do (:mod:`~guarddiag.audit.badrows`): ``fail``, an error after the whole
+    scan with every one listed in bad_rows.jsonl; ``skip``, the audit goes on without the
+    malformed and wrong-typed ones and with the others under their addresses."""
+    allow_missing_field: bool = False
+    """A gate passes though a text field is found in no row (else it cannot vouch: exit 2)."""
+    allow_unavailable: bool = False
+    """A gate passes though a selected benchmark is unavailable (else exit 2)."""
+    allow_bad_rows: bool = False
+    """A gate passes though ``bad_rows="skip"`` left rows unaudited (else exit 2)."""
     engine: str = "local"
     """``local`` (``workers`` cores of this machine) or ``ray`` (a Ray cluster)."""
     workers: int | None = None

@@ -104,6 +104,10 @@ def _summary_doc(result: AuditResult) -> dict[str, Any]:
     # the same summary.json as before they existed.
     if result.fields:
         doc |= {"text_fields": {k: dict(v) for k, v in result.fields.items()}}
+    if result.bad_rows:
+        doc |= {"bad_rows": dict(result.bad_rows)}
+    if result.near_dup:
+        doc |= {"short_prompts": result.short_prompts}
     if result.surrogates:
         doc |= {"lone_surrogates_replaced": result.surrogates}
     if result.templates:
@@ -132,6 +136,8 @@ def _summary_doc(result: AuditResult) -> dict[str, Any]:
         "benchmarks": benches,
         "benchmark_order": [b.benchmark for b in result.benchmarks],
         "unavailable": {u.benchmark: u.reason for u in result.unavailable},
+        "unavailable_prompts": {u.benchmark: u.n for u in result.unavailable},
+        "not_searched": result.not_searched(),
         "titles": {k: v for k, v in result.titles.items()
                    if k in {b.benchmark for b in result.benchmarks}
                    or k in {u.benchmark for u in result.unavailable}},
@@ -178,7 +184,9 @@ def load_audit(audit_dir: str | Path) -> AuditResult:
             for name in kept}
     return AuditResult(
         benchmarks=tuple(benches),
-        unavailable=tuple(UnavailableBenchmark(k, v) for k, v in doc["unavailable"].items()),
+        unavailable=tuple(UnavailableBenchmark(k, v, doc.get("unavailable_prompts", {}).get(k))
+                          for k, v in doc["unavailable"].items()),
+        bad_rows=doc.get("bad_rows", {}), short_prompts=doc.get("short_prompts", 0),
         overlap=overlap.cast(pl.Schema(OVERLAP_SCHEMA | (
             {"field": pl.String} if "field" in overlap.columns else {}))),
         decontaminated=deco, rows_to_remove=remove,

@@ -46,11 +46,14 @@ REMOVE_MATCH = pl.Struct({"benchmark": pl.String, "prompt_id": pl.String, "kind"
                           "similarity": pl.Float64, "field": pl.String})
 """One match of a pool row in ``rows_to_remove.parquet``."""
 REMOVE_SCHEMA: dict[str, pl.DataType | type[pl.DataType]] = {
-    "pool_id": pl.String, "fields": pl.List(pl.String), "texts": pl.List(pl.String),
+    "pool_id": pl.String, "file": pl.String, "row": pl.Int64, "line": pl.Int64,
+    "byte": pl.Int64, "fields": pl.List(pl.String), "texts": pl.List(pl.String),
     "kinds": pl.List(pl.String), "matches": pl.List(REMOVE_MATCH)}
 """Columns of ``rows_to_remove.parquet``: one row per pool row with a match, in pool order —
-its id, the field paths and texts that matched (``fields`` is null for the one
-``text_column``), the kinds, and every match."""
+its id, its address (file, row within the file from 1, physical line from 1 counting blank
+lines and byte offset of that line, for JSON lines; null where unknown), the field paths and
+texts that matched (``fields`` is null for the one ``text_column``), the kinds, and every
+match."""
 FORMAT_VERSION = 1
 """Version of the audit folder's layout; a folder of another version is recomputed."""
 
@@ -107,6 +110,8 @@ class UnavailableBenchmark:
 
     benchmark: str
     reason: str
+    n: int | None = None
+    """Prompts the subset is expected to hold (its manifest's count), when known."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -146,6 +151,11 @@ class AuditResult:
     """Per nested text field: rows ``with_text``, ``missing`` (absent or null), ``empty``."""
     surrogates: int = 0
     """Lone surrogates the reader replaced by U+FFFD."""
+    bad_rows: Mapping[str, int] = field(default_factory=dict)
+    """Bad rows per kind (:mod:`~guarddiag.audit.badrows`; empty when there were none)."""
+    short_prompts: int = 0
+    """Benchmark prompts of fewer than ``short_words`` distinct words (their near duplicates
+    need ``short_threshold``)."""
 
     @property
     def n_rows_to_remove(self) -> int:
@@ -208,6 +218,41 @@ class AuditResult:
         """Benchmarks whose decontamination removes more than ``pct`` percent of prompts."""
         return [b for b in self.benchmarks if b.pct_removed > pct]
 
+    @property
+    def skipped_rows(self) -> int:
+        """Bad rows not audited at all (malformed lines, rows holding a wrong-typed value)."""
+        return self.bad_rows.get("malformed", 0) + self.bad_rows.get("wrong_type", 0)
+
+    @property
+    def fields_without_text(self) -> tuple[str, ...]:
+        """The nested text fields that held text in no row (a wrong path, most likely)."""
+        return tuple(name for name, c in self.fields.items() if c.get("with_text", 0) == 0)
+
+    def not_searched(self) -> list[str]:
+        """What the audit did not search (``not searched: ...``), or searched less closely
+        (``searched less closely: ...``), one line each: the summary states them whatever the
+        gates say (``--quiet`` included)."""
+        never, less = [], []
+        if self.unavailable:
+            never.append("benchmarks unavailable: " + ", ".join(
+                u.benchmark + ("" if u.n is None else f" ({u.n:,} prompts)")
+                for u in self.unavailable))
+        never += [f"field {name}: text in no row (check the path)"
+                  for name in self.fields_without_text]
+        if self.skipped_rows:
+            never.append(f"{self.skipped_rows:,} bad rows skipped (bad_rows.jsonl)")
+        if not self.containment:
+            never.append("prompts inside longer texts (containment off: whole texts only)")
+        fallback = self.bad_rows.get("missing_id", 0) + self.bad_rows.get("repeated_id", 0)
+        if fallback:
+            less.append(f"{fallback:,} rows without a unique id, named by their address "
+                        "(bad_rows.jsonl)")
+        if self.near_dup and self.short_words > 0 and self.short_prompts:
+            less.append(f"{self.short_prompts:,} prompts of fewer than {self.short_words} "
+                        f"distinct words need Jaccard ≥ {self.short_threshold:g} to be near")
+        return ([f"not searched: {line}" for line in never]
+                + [f"searched less closely: {line}" for line in less])
+
     def render(self) -> str:
         """The per-benchmark table as fixed-width text (what ``guarddiag audit`` prints)."""
         short = (f" (≥ {self.short_threshold:g} for prompts under {self.short_words} words)"
@@ -226,6 +271,7 @@ class AuditResult:
         lines = [remove, *fields,
                  f"pool: {self.pool_rows:,} rows; exact = equal after normalisation; {near}"
                  f"{template}; decontamination drops {self.drops.replace('+', ' + ')}",
+                 *self.not_searched(),
                  f"{'benchmark':<28}{'n':>7}{'exact':>8}{'%':>7}{'near':>7}{'%':>7}"
                  + (f"{'templ':>7}{'%':>7}" if self.templates else "")
                  + (f"{'contd':>7}{'%':>7}" if self.containment else "") + f"{'kept':>7}"]

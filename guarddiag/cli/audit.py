@@ -40,8 +40,10 @@ save_to_disk folder, in parquet, Arrow, CSV/TSV or JSON lines (.gz/.zst too); it
 batches on every core (or on a Ray cluster with --engine ray), so its size is bounded by disk,
 not memory; a big plain JSON-lines file is split into byte ranges. Each finished part is kept in
 <out>/.scan until the outputs are written, so a killed or failed run resumes where it stopped
-when run again (--force starts over). A bad row is reported with its shard and row, and leaves
-no summary.json behind.
+when run again (--force starts over). Bad rows (malformed JSON lines, wrong-typed fields or
+ids, missing or repeated ids) are all listed in bad_rows.jsonl with file, physical line and
+byte offset in one pass; --bad-rows fail (the default) then exits 2 after the whole scan,
+leaving no summary.json, and --bad-rows skip audits the rest.
 
 Audits add up: --benchmarks new_set into an --out that holds an audit of other benchmarks adds
 new_set's list and keeps theirs, when that audit is of the same pool with the same options (it
@@ -50,13 +52,17 @@ wrote its list (pool digest, options, benchmark digest); predict copies it besid
 
 Texts may come from nested fields (--text-field, repeatable): a chat corpus is audited on both
 sides of the conversation with --text-field 'messages[].content' --text-field prompt
---text-field response; rows missing a field are skipped and counted per field. Repeated ids
-are all reported at once by a first cheap pass, before any scanned task is kept.
-rows_to_remove.parquet and .jsonl list every corpus row with a match (id, field paths, texts,
-the benchmark prompts and kinds); the printed summary leads with their count.
+--text-field response; rows missing a field are skipped and counted per field, and a turn's
+content may be text or a list of parts ({"type": "text", "text": ...}; other parts counted).
+rows_to_remove.parquet and .jsonl list every corpus row with a match (id, address: file, row,
+physical line and byte offset; field paths, texts, the benchmark prompts and kinds); the
+printed summary leads with their count.
 
 Exit status: 0 = done (gates passed), 1 = a gate failed (--fail-above, --max-corpus-rows),
-2 = bad input, 3 = internal error.
+2 = bad input, or a gate could not check (a --text-field held text in no row, a selected
+benchmark is unavailable, bad rows were skipped; --allow-missing-field, --allow-unavailable,
+--allow-bad-rows accept each), 3 = internal error. The summary always lists what was not
+searched.
 
 Examples:
   guarddiag audit --pool work/pool/pool.parquet --near-dup --fail-above 5
@@ -209,6 +215,21 @@ def _add_gates(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--gate-exclude", action="append", metavar="KIND",
                         choices=("exact", "near", "template", "contained"),
                         help="an overlap kind the gates do not count (repeatable)")
+    parser.add_argument("--bad-rows", choices=("fail", "skip"), default=None,
+                        help="bad rows (malformed JSON lines, wrong-typed fields or ids, "
+                             "missing or repeated ids) are all listed in bad_rows.jsonl with "
+                             "file, line and byte; fail: exit 2 after the whole scan; skip: "
+                             "audit the rest, rows without a unique id under their address "
+                             "(default fail)")
+    parser.add_argument("--allow-missing-field", action="store_true",
+                        help="a gate may pass though a --text-field held text in no row "
+                             "(else it could not check: exit 2)")
+    parser.add_argument("--allow-unavailable", action="store_true",
+                        help="a gate may pass though a selected benchmark is unavailable "
+                             "(else exit 2)")
+    parser.add_argument("--allow-bad-rows", action="store_true",
+                        help="a gate may pass though --bad-rows skip left rows unsearched "
+                             "(else exit 2)")
 
 
 def _register_bench(bench: argparse._SubParsersAction) -> None:
@@ -271,7 +292,7 @@ def _register_bench(bench: argparse._SubParsersAction) -> None:
 # default"): the defaults are declared once, in guarddiag.audit.options.
 _OPTION_FLAGS = ("benchmarks", "threshold", "short_words", "short_threshold",
                  "containment_threshold", "template_min_words", "fail_above", "max_corpus_rows",
-                 "workers", "ray_address")
+                 "workers", "ray_address", "bad_rows")
 
 
 def audit_options_from(args: argparse.Namespace) -> AuditOptions:
@@ -295,7 +316,8 @@ def audit_options_from(args: argparse.Namespace) -> AuditOptions:
         gate_exclude=tuple(args.gate_exclude or ()), near_dup=args.near_dup,
         drop_near=args.drop_near, templates=args.templates, drop_template=args.drop_template,
         containment=args.containment, drop_contained=args.drop_contained, engine=args.engine,
-        figure=args.figure)
+        figure=args.figure, allow_missing_field=args.allow_missing_field,
+        allow_unavailable=args.allow_unavailable, allow_bad_rows=args.allow_bad_rows)
 
 
 def _run_audit(args: argparse.Namespace) -> int:
@@ -312,11 +334,11 @@ def _run_audit(args: argparse.Namespace) -> int:
     logger.info(f"audit: wrote {out}/ (rows_to_remove.parquet/.jsonl, overlap.parquet, "
                 f"decontaminated/, summary.json, {chart}meta.json)")
     gate = check_gate(result, options)
-    if not gate.passed:
-        for failure in gate.failures:
-            print(f"guarddiag: audit gate failed: {failure}", file=sys.stderr)
-        return 1
-    return 0
+    for failure in gate.failures:
+        print(f"guarddiag: audit gate failed: {failure}", file=sys.stderr)
+    for unchecked in gate.unchecked:
+        print(f"guarddiag: audit gate could not check: {unchecked}", file=sys.stderr)
+    return gate.status
 
 
 def _run_bench(args: argparse.Namespace) -> int:
