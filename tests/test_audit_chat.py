@@ -288,7 +288,8 @@ def test_every_default_that_changes_a_number_is_pinned():
         "id_column": "prompt_id", "near_dup": False, "threshold": 0.8, "short_words": 10,
         "short_threshold": 0.9, "drop_near": False, "templates": False,
         "drop_template": False, "template_min_words": 4, "containment": False,
-        "containment_threshold": 0.8, "drop_contained": False, "fail_above": None,
+        "containment_threshold": 0.8, "drop_contained": False, "review_rows": 3,
+        "fail_above": None,
         "max_corpus_rows": None, "gate_exclude": (), "bad_rows": "fail",
         "allow_missing_field": False, "allow_unavailable": False, "allow_bad_rows": False,
         "engine": "local", "workers": None, "ray_address": None, "figure": False}

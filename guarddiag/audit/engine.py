@@ -65,6 +65,7 @@ from guarddiag.audit.normal import (
     normal_forms,
     word_forms,
 )
+from guarddiag.audit.phrase import turn_forms
 from guarddiag.audit.ray_engine import ray_map
 from guarddiag.audit.scanstore import (
     Candidate,
@@ -315,7 +316,8 @@ def _candidate_rows(texts: pl.Series, state: _Indexes, spec: ScanSpec) -> tuple[
             keep = keep | _near_rows(words, state.near, plain_ascii=True)
     else:
         forms, slow = normal_forms(texts)
-        keep = forms.is_in(state.forms.implode()) | contained_rows(state.contained, forms)
+        keep = (forms.is_in(state.forms.implode())
+                | contained_rows(state.contained, turn_forms(texts, forms)))
         if state.near is not None:
             keep = keep | _near_rows(forms, state.near)
     if spec.template_forms is not None:

@@ -18,6 +18,7 @@ from pydantic import field_validator, model_validator
 from guarddiag.audit.fields import parse_field
 from guarddiag.audit.result import (
     DEFAULT_CONTAINMENT,
+    DEFAULT_REVIEW_ROWS,
     DEFAULT_SHORT_THRESHOLD,
     DEFAULT_SHORT_WORDS,
     DEFAULT_THRESHOLD,
@@ -63,6 +64,10 @@ class AuditOptions(Model):
     containment: bool = False
     containment_threshold: float = DEFAULT_CONTAINMENT
     drop_contained: bool = False
+    review_rows: int = DEFAULT_REVIEW_ROWS
+    """A short prompt found inside the texts of at least this many rows is a common phrase: its
+    contained matches are listed for review, not gated (0: never;
+    :func:`~guarddiag.audit.containment.review_common`)."""
     fail_above: float | None = None
     """Gate: fail when more than this percent of any benchmark's prompts is hit by a gated
     kind (a share of the benchmark, not of the corpus)."""
@@ -125,7 +130,7 @@ class AuditOptions(Model):
             raise ValueError("a percentage from 0 to 100 is expected")
         return value
 
-    @field_validator("max_corpus_rows", "template_min_words")
+    @field_validator("max_corpus_rows", "template_min_words", "review_rows")
     @classmethod
     def _count(cls, value: int | None) -> int | None:
         if value is not None and value < 0:

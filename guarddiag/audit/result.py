@@ -9,10 +9,23 @@ from typing import Any
 
 import polars as pl
 
-__all__ = ["DEFAULT_CONTAINMENT", "DEFAULT_SHORT_THRESHOLD", "DEFAULT_SHORT_WORDS",
-           "DEFAULT_THRESHOLD", "FORMAT_VERSION", "N_EXAMPLES", "OVERLAP_SCHEMA",
-           "REMOVE_MATCH", "REMOVE_SCHEMA", "SAME_WORDS_NOTE", "AuditResult", "BenchmarkOverlap",
-           "UnavailableBenchmark"]
+__all__ = [
+    "DEFAULT_CONTAINMENT",
+    "DEFAULT_REVIEW_ROWS",
+    "DEFAULT_SHORT_THRESHOLD",
+    "DEFAULT_SHORT_WORDS",
+    "DEFAULT_THRESHOLD",
+    "FORMAT_VERSION",
+    "N_EXAMPLES",
+    "OVERLAP_SCHEMA",
+    "REMOVE_MATCH",
+    "REMOVE_SCHEMA",
+    "REVIEW_DEFINITION",
+    "SAME_WORDS_NOTE",
+    "AuditResult",
+    "BenchmarkOverlap",
+    "UnavailableBenchmark",
+]
 
 DEFAULT_THRESHOLD = 0.8
 """Word-set Jaccard at or above which a pool row is a near duplicate of a benchmark prompt.
@@ -25,6 +38,16 @@ DEFAULT_CONTAINMENT = 0.8
 (:mod:`guarddiag.audit.containment`): one changed word in the middle of a 20-word prompt keeps
 15 of its 18 3-grams (0.83) and is found; two changed words keep 12 (0.67) and are left to the
 near-duplicate column."""
+
+DEFAULT_REVIEW_ROWS = 3
+"""A short prompt found inside the texts of at least this many rows is a common phrase
+(:func:`guarddiag.audit.containment.review_common`)."""
+REVIEW_DEFINITION = (
+    "review = a contained match, listed but not gated, of a common phrase: a prompt of fewer "
+    "than {short} words found in the texts of at least {rows} rows of this corpus, whole or "
+    "inside ('if you're', 'what is the meaning of X', 'url'); a phrase planted by hand sits "
+    "in a few rows; exact matches are never review")
+"""How the summary states the review rule (format with ``short`` and ``rows``)."""
 
 DEFAULT_SHORT_WORDS = 10
 """A benchmark prompt with fewer distinct words than this is *short* for near-dup detection."""
@@ -81,6 +104,9 @@ class BenchmarkOverlap:
     n_contained: int | None = None
     """Prompts contained in a longer pool row but with no exact overlap; None when containment
     was not looked for (:mod:`guarddiag.audit.containment`)."""
+    n_review: int | None = None
+    """Prompts whose only matches are listed for review (likely chance, not gated); None when
+    containment was not looked for."""
 
     @property
     def pct_exact(self) -> float:
@@ -144,6 +170,8 @@ class AuditResult:
     """Share of a prompt's word 3-grams a pool row must hold to contain it."""
     drop_contained: bool = False
     """Decontamination drops contained overlaps too."""
+    review_rows: int = 0
+    """A short prompt found inside this many rows is a common phrase, its matches review."""
     rows_to_remove: pl.DataFrame = field(
         repr=False, default_factory=lambda: pl.DataFrame(schema=REMOVE_SCHEMA))
     """One row per pool row with a match (:data:`REMOVE_SCHEMA`)."""
@@ -159,12 +187,23 @@ class AuditResult:
 
     @property
     def n_rows_to_remove(self) -> int:
-        return self.rows_to_remove.height
+        """Rows of rows_to_remove with a match other than ``review``."""
+        return self.rows_to_remove.height - self.n_rows_for_review
+
+    @property
+    def n_rows_for_review(self) -> int:
+        """Rows of rows_to_remove whose every match is listed for review (likely chance)."""
+        if not self.rows_to_remove.height:
+            return 0
+        only = self.rows_to_remove.get_column("kinds").list.eval(pl.element() == "review")
+        return int(only.list.all().sum())
 
     @property
     def n_prompts_covered(self) -> int:
-        """Benchmark prompts the rows to remove match (each benchmark's prompts counted)."""
-        return self.overlap.select("benchmark", "prompt_id").unique().height
+        """Benchmark prompts the rows to remove match (each benchmark's prompts counted),
+        matches for review left out."""
+        return (self.overlap.filter(pl.col("kind") != "review")
+                .select("benchmark", "prompt_id").unique().height)
 
     def to_frame(self) -> pl.DataFrame:
         """Per benchmark: counts and percentages (``n_template``, ``pct_template`` only when
@@ -180,9 +219,11 @@ class AuditResult:
             for row, b in zip(rows, self.benchmarks, strict=True):
                 row |= {"n_template": b.n_template, "pct_template": b.pct_template}
         if self.containment:
-            schema |= {"n_contained": pl.Int64, "pct_contained": pl.Float64}
+            schema |= {"n_contained": pl.Int64, "pct_contained": pl.Float64,
+                       "n_review": pl.Int64}
             for row, b in zip(rows, self.benchmarks, strict=True):
-                row |= {"n_contained": b.n_contained, "pct_contained": b.pct_contained}
+                row |= {"n_contained": b.n_contained, "pct_contained": b.pct_contained,
+                        "n_review": b.n_review}
         return pl.DataFrame(rows, schema=schema)
 
     @property
@@ -261,17 +302,22 @@ class AuditResult:
                 else "near-dup off")
         template = "; template = same sentence, other titles" if self.templates else ""
         if self.containment:
-            template += (f"; contained = ≥ {self.containment_threshold:g} of the prompt's word "
-                         "3-grams in one row")
+            template += (f"; contained = the prompt in one text: ≤ 5 words as a phrase, more "
+                         f"with ≤ 1 word substituted in place, or ≥ "
+                         f"{self.containment_threshold:g} of its word 3-grams")
         remove = (f"corpus rows to remove: {self.n_rows_to_remove:,} of {self.pool_rows:,} "
                   f"(they hold {self.n_prompts_covered:,} benchmark prompts; listed in "
                   "rows_to_remove.parquet)")
+        review = ([f"listed for review, not gated: {self.n_rows_for_review:,} rows whose only "
+                   "matches are likely chance (" + REVIEW_DEFINITION.format(
+                       short=self.short_words, rows=self.review_rows) + ")"]
+                  if self.n_rows_for_review else [])
         fields = [f"field {name}: text in {c['with_text']:,} rows, {c['missing']:,} missing, "
                   f"{c['empty']:,} empty (skipped)" for name, c in self.fields.items()]
         lines = [remove, *fields,
                  f"pool: {self.pool_rows:,} rows; exact = equal after normalisation; {near}"
                  f"{template}; decontamination drops {self.drops.replace('+', ' + ')}",
-                 *self.not_searched(),
+                 *self.not_searched(), *review,
                  f"{'benchmark':<28}{'n':>7}{'exact':>8}{'%':>7}{'near':>7}{'%':>7}"
                  + (f"{'templ':>7}{'%':>7}" if self.templates else "")
                  + (f"{'contd':>7}{'%':>7}" if self.containment else "") + f"{'kept':>7}"]

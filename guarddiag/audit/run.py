@@ -132,7 +132,7 @@ def audit_pool(pool: str | Path, options: AuditOptions | None = None, *,
         "templates": opts.templates, "drop_template": opts.drop_template,
         "template_min_words": opts.template_min_words, "containment": opts.containment,
         "drop_contained": opts.drop_contained,
-        "containment_threshold": opts.containment_threshold,
+        "containment_threshold": opts.containment_threshold, "review_rows": opts.review_rows,
         "sha256": bench_set.sha256, "unavailable": unavailable}
     with (_resumable(out_dir, key=key, tasks=tasks, fresh=force) as store, arrow_allocator(),
           objects_alive_now_frozen()):
@@ -186,7 +186,7 @@ def _key_options(opts: AuditOptions, *, threshold: float, short_threshold: float
                     "template_min_words": opts.template_min_words}
     if opts.containment:
         options |= {"containment": True, "containment_threshold": opts.containment_threshold,
-                    "drop_contained": opts.drop_contained}
+                    "drop_contained": opts.drop_contained, "review_rows": opts.review_rows}
     return options
 
 

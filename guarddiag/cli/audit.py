@@ -153,17 +153,7 @@ def register(sub: argparse._SubParsersAction, bench: argparse._SubParsersAction)
     parser.add_argument("--drop-template", action="store_true",
                         help="decontaminated lists drop template overlaps too; needs "
                              "--templates")
-    parser.add_argument("--containment", action="store_true",
-                        help="also find contained overlaps: a benchmark prompt inside a longer "
-                             "pool row (a jailbreak wrapper, a post quoting it), whatever the "
-                             "row's length")
-    parser.add_argument("--containment-threshold", type=float, default=None, metavar="C",
-                        help="share of the prompt's three-word runs a row must hold "
-                             "(default 0.8; prompts of fewer than --short-words words need "
-                             "all of them)")
-    parser.add_argument("--drop-contained", action="store_true",
-                        help="decontaminated lists drop contained overlaps too; needs "
-                             "--containment")
+    _add_containment(parser)
     _add_gates(parser)
     parser.add_argument("--out", type=Path, default=None, metavar="DIR",
                         help="output folder (default <work-dir>/audit)")
@@ -189,6 +179,26 @@ def register(sub: argparse._SubParsersAction, bench: argparse._SubParsersAction)
     parser.set_defaults(handler=_run_audit)
 
     _register_bench(bench)
+
+
+def _add_containment(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--containment", action="store_true",
+                        help="also find contained overlaps: a benchmark prompt inside a longer "
+                             "pool row (a jailbreak wrapper, a post quoting it), whatever the "
+                             "row's length")
+    parser.add_argument("--containment-threshold", type=float, default=None, metavar="C",
+                        help="share of the prompt's three-word runs a row must hold, for "
+                             "prompts of --short-words distinct words or more (default 0.8); "
+                             "every prompt is also found as a whole phrase (5 words or fewer) "
+                             "or with one word substituted in place (6 or more)")
+    parser.add_argument("--drop-contained", action="store_true",
+                        help="decontaminated lists drop contained overlaps too; needs "
+                             "--containment")
+    parser.add_argument("--review-rows", type=int, default=None, metavar="N",
+                        help="a prompt of fewer than --short-words words found in the texts "
+                             "of N rows or more (whole or inside) is a common phrase: its "
+                             "contained matches are listed for review, not gated (0: never; "
+                             "default 3)")
 
 
 def _add_fields(parser: argparse.ArgumentParser) -> None:
@@ -292,7 +302,7 @@ def _register_bench(bench: argparse._SubParsersAction) -> None:
 # default"): the defaults are declared once, in guarddiag.audit.options.
 _OPTION_FLAGS = ("benchmarks", "threshold", "short_words", "short_threshold",
                  "containment_threshold", "template_min_words", "fail_above", "max_corpus_rows",
-                 "workers", "ray_address", "bad_rows")
+                 "workers", "ray_address", "bad_rows", "review_rows")
 
 
 def audit_options_from(args: argparse.Namespace) -> AuditOptions:
