@@ -143,7 +143,7 @@ def audit_pool(pool: str | Path, options: AuditOptions | None = None, *,
                   | {f"benchmark:{k}": v for k, v in bench_set.sha256.items()})
         result = _write_outputs(result, out_dir, keep=keep, figure=opts.figure, meta={
             "inputs": inputs, "pool_path": str(pool), "options": recorded,
-            "cache_key": key.result()})
+            "audit_options": opts.model_dump(mode="json"), "cache_key": key.result()})
     merge.finish_merge(out_dir)
     return replace(result, out_dir=out_dir)
 

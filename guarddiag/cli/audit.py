@@ -12,6 +12,7 @@ from guarddiag.cli import add_parser, add_work_paths, work_paths_from
 from guarddiag.paths import resolve_data_dir
 
 if TYPE_CHECKING:
+    from guarddiag.audit.gate import GateResult
     from guarddiag.audit.options import AuditOptions
 
 logger = logging.getLogger(__name__)
@@ -177,8 +178,39 @@ def register(sub: argparse._SubParsersAction, bench: argparse._SubParsersAction)
                         help="Ray cluster to join ('auto' for the one `ray start` made; default: "
                              "start a local one)")
     parser.set_defaults(handler=_run_audit)
-
+    _register_apply(parser)
     _register_bench(bench)
+
+
+_APPLY_DESCRIPTION = """\
+Write the cleaned corpus an audit asks for, and audit it again.
+
+Every shard of the audited pool is written to --out under its own name and in its own format
+without the audit's rows to remove (found by their address: file, physical line and byte
+offset for JSON lines, row for tables) and its skipped bad rows; JSON lines are copied byte for
+byte, blank lines and line ends included. The removed rows go to --out/removed/, and the
+cleaned corpus is audited again into --out/audit/ with the audit's own options; the exit status
+is that audit's gates' (0 passed, 1 failed, 2 could not check). Rows listed for review are
+removed too unless --keep-review.
+
+Example:
+  guarddiag audit --pool chat.jsonl --id-column id --text-field 'messages[].content' \\
+      --containment --fail-above 0 --out work/audit-chat
+  guarddiag audit apply --audit-dir work/audit-chat --out work/chat-clean"""
+
+
+def _register_apply(audit: argparse.ArgumentParser) -> None:
+    sub = audit.add_subparsers(dest="audit_command", metavar="apply")
+    parser = add_parser(sub, "apply", help="write the cleaned corpus and audit it again",
+                        description=_APPLY_DESCRIPTION)
+    add_work_paths(parser, "audit", "derived",
+                   help={"audit": "the finished audit whose rows to remove are applied"})
+    parser.add_argument("--out", type=Path, required=True, metavar="DIR",
+                        help="folder for the cleaned shards (same names and formats), "
+                             "removed/ and the new audit/")
+    parser.add_argument("--keep-review", action="store_true",
+                        help="keep the rows whose only matches are listed for review")
+    parser.set_defaults(handler=_run_apply)
 
 
 def _add_containment(parser: argparse.ArgumentParser) -> None:
@@ -343,7 +375,21 @@ def _run_audit(args: argparse.Namespace) -> int:
     chart = "overlap.png, overlap.pdf, " if options.figure else ""
     logger.info(f"audit: wrote {out}/ (rows_to_remove.parquet/.jsonl, overlap.parquet, "
                 f"decontaminated/, summary.json, {chart}meta.json)")
-    gate = check_gate(result, options)
+    return _gate_status(check_gate(result, options))
+
+
+def _run_apply(args: argparse.Namespace) -> int:
+    from guarddiag.audit.apply import apply_audit
+
+    paths = work_paths_from(args)
+    applied = apply_audit(paths.audit, out=args.out, keep_review=args.keep_review,
+                          data_dir=resolve_data_dir(args.data_dir), derived_dir=paths.derived)
+    print(applied.render())
+    return _gate_status(applied.gate)
+
+
+def _gate_status(gate: GateResult) -> int:
+    """Say on stderr which gates failed and what they could not check; the exit status."""
     for failure in gate.failures:
         print(f"guarddiag: audit gate failed: {failure}", file=sys.stderr)
     for unchecked in gate.unchecked:
