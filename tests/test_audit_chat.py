@@ -332,18 +332,36 @@ def test_a_bug_exits_3_never_1(monkeypatch, capsys):
                                                    "boom); this is a bug")
 
 
-def test_a_big_compressed_shard_says_up_front_it_cannot_resume(tmp_path, bench, monkeypatch,
-                                                                capsys):
+def test_a_big_compressed_shard_is_decompressed_first_and_said_up_front(tmp_path, bench,
+                                                                        monkeypatch, capsys):
+    from guarddiag.audit import unpack
+
     pool = tmp_path / "chat.jsonl.gz"
+    rows = [{"id": f"r{i}", "prompt": f"row {i}"} for i in range(2000)]
+    rows[1500]["prompt"] = OTHER
     with gzip.open(pool, "wt") as fh:
-        fh.write("".join(json.dumps({"id": f"r{i}", "prompt": f"row {i}"}) + "\n"
-                         for i in range(200)))
-    monkeypatch.setattr(run, "TASK_BYTES", 4)
-    audit_pool(pool, out_dir=tmp_path / "a", id_column="id", text_fields=("prompt",),
-               workers=1, figure=False)
+        fh.write("".join(json.dumps(r) + "\n" for r in rows))
+    monkeypatch.setattr(unpack, "MIN_BYTES", 4)
+    monkeypatch.setattr(run, "plan_tasks", lambda shards: stream.plan_tasks(shards,
+                                                                            task_bytes=5000))
+    out = tmp_path / "a"
+    result = audit_pool(pool, out_dir=out, id_column="id", text_fields=("prompt",),
+                        workers=2, figure=False)
     err = capsys.readouterr().err
+    assert (f"audit: {pool}: decompressing it to {out / '.unpacked'}/chat.jsonl.gz-"
+            in err)
+    # Split into byte ranges of the decompressed copy.
+    size = sum(len(json.dumps(r)) + 1 for r in rows)
+    assert f"0/{-(-size // 5000)} tasks" not in err and size > 10 * 5000
+    # Addresses name the compressed shard; the copy is gone once the audit is written.
+    assert result.rows_to_remove.select("file", "line").rows() == [(str(pool), 1501)]
+    assert not (out / ".unpacked").exists()
+    # Without the room to decompress it, it is one task, and the audit says so.
+    monkeypatch.setattr(unpack, "SPACE_FACTOR", 10**12)
+    audit_pool(pool, out_dir=tmp_path / "b", id_column="id", text_fields=("prompt",),
+               workers=1, figure=False)
     assert (f"audit: {pool}: a compressed shard is scanned as one task, so a killed run starts "
-            "it over; to make the scan resumable, decompress it") in err
+            "it over (") in capsys.readouterr().err
 
 
 def test_a_worker_ends_when_its_parent_is_killed(tmp_path):

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import shutil
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
@@ -32,7 +33,7 @@ from guarddiag.audit.badrows import (
     read_bad_rows,
     write_bad_rows,
 )
-from guarddiag.audit.engine import check_engine, make_spec, scan_pool
+from guarddiag.audit.engine import check_engine, default_workers, make_spec, scan_pool
 from guarddiag.audit.exact import index_forms
 from guarddiag.audit.frames import audit_frames, check_options
 from guarddiag.audit.kernelchoice import compiled_scan_pays, warm_exact_kernel
@@ -53,8 +54,17 @@ from guarddiag.audit.result import (
 )
 from guarddiag.audit.scanstore import PoolScan, ScanStore
 from guarddiag.audit.shardread import arrow_allocator
-from guarddiag.audit.stream import TASK_BYTES, Shard, Task, find_shards, plan_tasks, pool_digest
+from guarddiag.audit.stream import (
+    TASK_BYTES,
+    Shard,
+    Task,
+    TaskProgress,
+    find_shards,
+    plan_tasks,
+    pool_digest,
+)
 from guarddiag.audit.template import template_form
+from guarddiag.audit.unpack import UNPACK_FOLDER, unpack_big
 from guarddiag.cores import meanwhile, objects_alive_now_frozen
 from guarddiag.errors import GuarddiagError
 
@@ -124,8 +134,8 @@ def audit_pool(pool: str | Path, options: AuditOptions | None = None, *,
         merge.keep_previous(keep, out_dir)
     # A failed run must not leave the previous run's summary vouching for this folder.
     _forget_finished(out_dir)
-    tasks = plan_tasks(shards)
-    _log_unresumable(shards)
+    tasks = plan_tasks(unpack_big(shards, out_dir / UNPACK_FOLDER))
+    _log_start(shards, tasks, opts)
     frame_options: dict[str, Any] = {
         "near_dup": opts.near_dup, "threshold": threshold, "short_words": opts.short_words,
         "short_threshold": short_threshold, "drop_near": opts.drop_near,
@@ -190,17 +200,17 @@ def _key_options(opts: AuditOptions, *, threshold: float, short_threshold: float
     return options
 
 
-def _log_unresumable(shards: list[Shard]) -> None:
-    """Up front: a big compressed shard is one task (a gzip or zstd stream cannot be entered in
-    the middle), so a killed run starts it over; say how to make it resumable."""
-    big = [s.path for s in shards if s.path.endswith((".gz", ".zst"))
-           and Path(s.path).stat().st_size > TASK_BYTES // 4]
-    if big:
-        name = big[0] if len(big) == 1 else f"{len(big)} compressed shards ({big[0]}, ...)"
-        logger.info(f"audit: {name}: a compressed shard is scanned as one task, so a killed run "
-                    "starts it over; to make the scan resumable, decompress it (plain .jsonl is "
-                    "split into 64 MB parts) or split it into shards, e.g. `zcat corpus.jsonl.gz | "
-                    "split -l 500000 -d --additional-suffix=.jsonl - corpus/part-`")
+def _log_start(shards: list[Shard], tasks: list[Task], opts: AuditOptions) -> None:
+    """The first status line, before any reading, for a pool of :data:`TASK_BYTES` or more
+    (a smaller one is done in seconds, and a bad row of it is then the only line on stderr):
+    what is scanned, in how many parts, how."""
+    size = sum(Path(s.path).stat().st_size for s in shards)
+    if size < TASK_BYTES:
+        return
+    workers = opts.workers or default_workers()
+    logger.info(f"audit: scanning {len(shards):,} shard(s), {size / 2**20:,.1f} MiB, in "
+                f"{len(tasks):,} task(s) on {workers} worker(s) ({opts.engine} engine): the ids "
+                f"first, then the texts; a status line at most every {TaskProgress.EVERY:g} s")
 
 
 def _write_outputs(result: AuditResult, out_dir: Path, *, keep: merge.PreviousAudit | None,
@@ -233,13 +243,24 @@ def _resumable(out_dir: Path, *, key: Future[str], tasks: list[Task], fresh: boo
     store = ScanStore(out_dir / SCAN_FOLDER, key=key, tasks=tasks, fresh=fresh)
     try:
         yield store
-    except GuarddiagError:
+    except GuarddiagError as exc:
         if not store.finished():
             store.clear()
+            shutil.rmtree(out_dir / UNPACK_FOLDER, ignore_errors=True)
             if out_dir.is_dir() and not any(out_dir.iterdir()):
                 out_dir.rmdir()
-        raise
+        raise _named(exc, tasks) from None
     store.clear()
+    shutil.rmtree(out_dir / UNPACK_FOLDER, ignore_errors=True)
+
+
+def _named(exc: GuarddiagError, tasks: list[Task]) -> GuarddiagError:
+    """``exc`` naming the compressed shards rather than their decompressed copies."""
+    text = str(exc)
+    for task in tasks:
+        if task.source is not None:
+            text = text.replace(task.path, task.source)
+    return exc if text == str(exc) else GuarddiagError(text)
 
 
 def _audit_with_titles(shards: list[Shard], tasks: list[Task], store: ScanStore,

@@ -240,7 +240,7 @@ class ScanStore:
         for i, (rows_before, lines_before) in enumerate(self.shifts()):
             doc = files.read_json(self._path(i, ".json"))
             frame = pl.read_parquet(self._path(i, ".parquet"))
-            path = self.tasks[i].path
+            path = self.tasks[i].named
             texts.extend(frame.get_column("text").to_list())
             paths.extend(frame.get_column("field").to_list())
             shard_rows = (frame.get_column("row") + rows_before + 1).to_list()
@@ -254,7 +254,7 @@ class ScanStore:
                         else address(path, line=line, row=row)
                         for pid, row, line in zip(frame.get_column("id").to_list(), shard_rows,
                                                   lines, strict=True)]
-            bad += [BadRow(**b).shifted(lines=lines_before, rows=rows_before)
+            bad += [replace(BadRow(**b), file=path).shifted(lines=lines_before, rows=rows_before)
                     for b in doc.get("bad", [])]
             total += doc["rows"]
             python_rows += doc["python_rows"]
@@ -263,7 +263,7 @@ class ScanStore:
                 for key, n in doc.get(name, {}).items():
                     mine[key] = mine.get(key, 0) + n
         named = [p for p in paths if p is not None]
-        order = {t.path: t.shard for t in self.tasks}
+        order = {t.named: t.shard for t in self.tasks}
         bad = sorted([*bad, *repeated], key=lambda b: (order.get(b.file, -1), b.line or 0,
                                                        b.row or 0, BAD_KINDS.index(b.kind)))
         return PoolScan(rows=total, ids=ids, texts=texts, python_rows=python_rows,
@@ -344,7 +344,7 @@ def _confirm_duplicates(tasks: list[Task], repeated: np.ndarray, *, id_column: s
                 line = None if batch.lines is None else int(batch.lines[i]) + lines_before
                 byte = None if batch.offsets is None else int(batch.offsets[i])
                 seen.setdefault(value, []).append(BadRow(
-                    kind="repeated_id", file=task.path, line=line, byte=byte,
+                    kind="repeated_id", file=task.named, line=line, byte=byte,
                     row=rows_before + task_row + i + 1, field=id_column, id=value,
                     message=""))
             task_row += batch.n_rows
