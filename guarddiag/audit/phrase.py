@@ -13,12 +13,12 @@ space-separated tokens of :func:`guarddiag.text.normalise`):
   dropped); the similarity is the share of the prompt's words in place.
 
 The search indexes the benchmark side only. A match with at most ``e`` substituted words keeps
-at least one of any ``e + 1`` of the prompt's positions, so each prompt is anchored at its
-``e + 1`` rarest words (by how many benchmark prompts hold them, then the longest): a turn
-word equal to an anchor proposes an alignment (turn, prompt, offset), and each alignment is
-then checked word by word. No match is lost and every one is exact. Words are joined as 64-bit
-hashes; a collision can only propose an alignment, and :func:`phrase_matches` compares the
-strings of every one it reports.
+intact at least one of any ``e·k + 1`` of the prompt's runs of ``k`` consecutive words (one
+word is in at most ``k`` runs), so each prompt is anchored at its ``e·k + 1`` rarest runs of
+``k = min(3, n)`` words: a run of the turn equal to an anchor proposes an alignment (turn,
+prompt, offset), and each alignment is then checked word by word. No match is lost and every
+one is exact. Words and runs are joined as 64-bit hashes; a collision can only propose an
+alignment, and :func:`phrase_matches` compares the strings of every one it reports.
 
 Escaped line breaks: a turn holding the two characters ``\\n`` (or ``\\t``, ``\\r``) where a
 line break was meant (``"...\\nthreaten to..."``) would normalise to ``nthreaten``;
@@ -77,13 +77,20 @@ class PhraseIndex:
     words: pl.DataFrame
     """``key``, ``ppos``, ``w``: every word of each prompt, hashed, with its position."""
     anchors: pl.DataFrame
-    """``w``, ``key``, ``ppos``: each prompt's ``allowed + 1`` rarest positions."""
+    """``g``, ``k``, ``key``, ``ppos``: each prompt's anchor runs of ``k`` words (hashed) and
+    where they start."""
     need: pl.DataFrame
     """``key``, ``n`` (words), ``need`` (words a match holds in place: ``n - allowed``)."""
 
 
 def index_phrases(forms: Sequence[str]) -> PhraseIndex:
-    """Index every non-empty benchmark normal form of ``forms`` (key = position)."""
+    """Index every non-empty benchmark normal form of ``forms`` (key = position).
+
+    A prompt of ``n`` words is anchored at runs of ``k = min(3, n)`` words: one substituted
+    word spoils at most ``k`` of its runs, so ``allowed · k + 1`` of them (the rarest among the
+    benchmark prompts' runs) keep at least one intact. Runs of three are rare in any text where
+    single words are not ("card", "number": a word anchor proposed 1.8M alignments in a 40,000-
+    row chat corpus, the runs a few thousand)."""
     forms = tuple(forms)
     split = (pl.DataFrame({"form": list(forms)}, schema={"form": pl.String})
              .with_row_index("key")
@@ -91,27 +98,52 @@ def index_phrases(forms: Sequence[str]) -> PhraseIndex:
              .select("key", pl.col("form").str.split(" ").alias("w")))
     need = (split.select("key", pl.col("w").list.len().cast(pl.Int64).alias("n"))
             .with_columns((pl.col("n") - pl.when(pl.col("n") <= PHRASE_WORDS).then(0)
-                           .otherwise(SUBSTITUTED)).alias("need")))
+                           .otherwise(SUBSTITUTED)).alias("need"),
+                          pl.min_horizontal(pl.col("n"), pl.lit(_RUN, pl.Int64)).alias("k")))
     words = _positions(split, "key", "ppos")
-    rarity = words.group_by("w").agg(pl.col("key").n_unique().alias("df"))
-    anchors = (words.join(rarity, on="w")
-               .join(need, on="key")
-               .sort("key", "df", pl.col("chars"), "ppos", descending=[False, False, True,
-                                                                       False])
+    runs = (words.join(need.select("key", "k", "n", "need"), on="key")
+            .with_columns(_runs("key"))
+            .with_columns(pl.when(pl.col("k") == 1).then("g1")
+                          .when(pl.col("k") == 2).then("g2").otherwise("g3").alias("g"))
+            .filter(pl.col("ppos") + pl.col("k") <= pl.col("n")))
+    rarity = runs.group_by("g").agg(pl.col("key").n_unique().alias("df"))
+    anchors = (runs.join(rarity, on="g")
+               .sort("key", "df", "ppos")
                .with_columns(pl.int_range(pl.len()).over("key").alias("rank"))
-               .filter(pl.col("rank") < pl.col("n") - pl.col("need") + 1))
+               .filter(pl.col("rank") < (pl.col("n") - pl.col("need")) * pl.col("k") + 1))
     return PhraseIndex(forms=forms, words=words.select("key", "ppos", "w"),
-                       anchors=anchors.select("w", "key", "ppos"), need=need)
+                       anchors=anchors.select("g", "k", "key", "ppos"),
+                       need=need.select("key", "n", "need"))
+
+
+_RUN = 3
+"""Words in an anchor run (fewer for prompts of one or two words)."""
 
 
 def _positions(split: pl.DataFrame, owner: str, position: str) -> pl.DataFrame:
     """``split`` (``owner``, ``w``: a list of words) exploded to one row per word: its
-    position in its list, its hash and its length in characters."""
+    position in its list and its hash."""
     starts = pl.col("w").list.len().cum_sum() - pl.col("w").list.len()
     return (split.with_columns(starts.alias("start"))
             .explode("w")
             .select(owner, (pl.int_range(pl.len()) - pl.col("start")).alias(position),
-                    pl.col("w").hash(seed=0), pl.col("w").str.len_chars().alias("chars")))
+                    pl.col("w").hash(seed=0)))
+
+
+_MIX = (0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F)
+"""Odd 64-bit constants folding a run's next word hashes into one (wrapping products): a
+collision can only propose an alignment, which is then checked word by word."""
+
+
+def _runs(owner: str) -> list[pl.Expr]:
+    """The hashes of the runs of one, two and three words starting at each position (null
+    where the owner's words end first), from the word hashes ``w`` of consecutive rows."""
+    def within(i: int) -> pl.Expr:
+        return pl.when(pl.col(owner).shift(-i) == pl.col(owner)).then(pl.col("w").shift(-i))
+
+    two = pl.col("w") ^ (within(1) * pl.lit(_MIX[0], dtype=pl.UInt64))
+    return [pl.col("w").alias("g1"), two.alias("g2"),
+            (two ^ (within(2) * pl.lit(_MIX[1], dtype=pl.UInt64))).alias("g3")]
 
 
 def phrase_hits(index: PhraseIndex, forms: pl.Series) -> pl.DataFrame:
@@ -125,10 +157,15 @@ def phrase_hits(index: PhraseIndex, forms: pl.Series) -> pl.DataFrame:
              .filter(pl.col("form") != "")
              .select(pl.col("row").cast(pl.Int64), pl.col("form").str.split(" ").alias("w")))
     lengths = split.select("row", pl.col("w").list.len().cast(pl.Int64).alias("len"))
-    turn = _positions(split, "row", "pos").select("row", "pos", "w")
-    aligned = (turn.lazy().join(index.anchors.lazy(), on="w")
-               .select("row", "key", (pl.col("pos") - pl.col("ppos")).alias("offset"))
-               .unique()
+    turn = _positions(split, "row", "pos")
+    sizes = index.anchors.get_column("k").unique().to_list()
+    grams = turn.lazy().with_columns(_runs("row"))
+    proposed = pl.concat([
+        grams.select("row", "pos", pl.col(f"g{k}").alias("g"))
+        .join(index.anchors.lazy().filter(pl.col("k") == k), on="g")
+        .select("row", "key", (pl.col("pos") - pl.col("ppos")).alias("offset"))
+        for k in sizes])
+    aligned = (proposed.unique()
                .join(index.need.lazy(), on="key")
                .join(lengths.lazy(), on="row")
                .filter((pl.col("offset") >= 0) & (pl.col("offset") + pl.col("n") <= pl.col("len")))
