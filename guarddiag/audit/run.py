@@ -134,8 +134,9 @@ def audit_pool(pool: str | Path, options: AuditOptions | None = None, *,
         merge.keep_previous(keep, out_dir)
     # A failed run must not leave the previous run's summary vouching for this folder.
     _forget_finished(out_dir)
-    tasks = plan_tasks(unpack_big(shards, out_dir / UNPACK_FOLDER))
-    _log_start(shards, tasks, opts)
+    planned = unpack_big(shards, out_dir / UNPACK_FOLDER)
+    tasks = plan_tasks(planned)
+    _log_start(planned, tasks, opts)
     frame_options: dict[str, Any] = {
         "near_dup": opts.near_dup, "threshold": threshold, "short_words": opts.short_words,
         "short_threshold": short_threshold, "drop_near": opts.drop_near,
@@ -202,8 +203,8 @@ def _key_options(opts: AuditOptions, *, threshold: float, short_threshold: float
 
 def _log_start(shards: list[Shard], tasks: list[Task], opts: AuditOptions) -> None:
     """The first status line, before any reading, for a pool of :data:`TASK_BYTES` or more
-    (a smaller one is done in seconds, and a bad row of it is then the only line on stderr):
-    what is scanned, in how many parts, how."""
+    on disk, decompressed copies counted (a smaller one is done in seconds, and a bad row of
+    it is then the only line on stderr): what is scanned, in how many parts, how."""
     size = sum(Path(s.path).stat().st_size for s in shards)
     if size < TASK_BYTES:
         return
