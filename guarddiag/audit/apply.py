@@ -30,6 +30,7 @@ from typing import Any
 import polars as pl
 
 from guarddiag import files
+from guarddiag.audit import jsonlread
 from guarddiag.audit.badrows import BAD_ROWS_FILE, SKIPPED_KINDS, read_bad_rows
 from guarddiag.audit.gate import GateResult, check_gate
 from guarddiag.audit.options import AuditOptions
@@ -195,18 +196,13 @@ def _compression(path: str) -> str | None:
 def _lines(path: str) -> Iterator[tuple[int, int, bytes]]:
     """(line number from 1, byte offset, the line's bytes with its line end) of a text file,
     decompressed; lines end at ``\\n`` (as the audit counts them)."""
-    import pyarrow as pa
-
-    number, offset, carry = 1, 0, b""
-    with pa.input_stream(path, compression="detect") as fh:
-        while chunk := fh.read(1 << 24):
-            parts = (carry + chunk).split(b"\n")
-            carry = parts.pop()
-            for part in parts:
-                yield number, offset, part + b"\n"
-                number, offset = number + 1, offset + len(part) + 1
-    if carry:
-        yield number, offset, carry
+    for number, offset, block in jsonlread.blocks(path):
+        start = 0
+        while start < len(block):
+            end = block.find(b"\n", start)
+            end = len(block) if end < 0 else end + 1
+            yield number, offset + start, block[start:end]
+            number, start = number + 1, end
 
 
 def _copy_rows(shard: Shard, cleaned: Path, removed: Path, rows: set[int]) -> tuple[int, int]:
