@@ -240,6 +240,8 @@ class AuditResult:
         the surviving prompt ids per benchmark."""
         doc: dict[str, Any] = {
             "corpus_rows_to_remove": self.n_rows_to_remove,
+            "corpus_rows_for_review": self.n_rows_for_review, "bad_rows": dict(self.bad_rows),
+            "not_searched": self.not_searched(),
             "benchmark_prompts_covered": self.n_prompts_covered,
             "pool_rows": self.pool_rows, "near_dup": self.near_dup,
             "threshold": self.threshold, "short_words": self.short_words,
