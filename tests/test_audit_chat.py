@@ -342,17 +342,23 @@ def test_a_big_compressed_shard_is_decompressed_first_and_said_up_front(tmp_path
     with gzip.open(pool, "wt") as fh:
         fh.write("".join(json.dumps(r) + "\n" for r in rows))
     monkeypatch.setattr(unpack, "MIN_BYTES", 4)
-    monkeypatch.setattr(run, "plan_tasks", lambda shards: stream.plan_tasks(shards,
-                                                                            task_bytes=5000))
+    planned: list[list[stream.Task]] = []
+
+    def tiny(shards: list[stream.Shard]) -> list[stream.Task]:
+        planned.append(stream.plan_tasks(shards, task_bytes=5000))
+        return planned[-1]
+
+    monkeypatch.setattr(run, "plan_tasks", tiny)
     out = tmp_path / "a"
     result = audit_pool(pool, out_dir=out, id_column="id", text_fields=("prompt",),
                         workers=2, figure=False)
     err = capsys.readouterr().err
     assert (f"audit: {pool}: decompressing it to {out / '.unpacked'}/chat.jsonl.gz-"
             in err)
-    # Split into byte ranges of the decompressed copy.
+    # Split into byte ranges of the decompressed copy: ceil(size / 5000) of them.
     size = sum(len(json.dumps(r)) + 1 for r in rows)
-    assert f"0/{-(-size // 5000)} tasks" not in err and size > 10 * 5000
+    assert len(planned[0]) == -(-size // 5000) > 10
+    assert {t.source for t in planned[0]} == {str(pool)}
     # Addresses name the compressed shard; the copy is gone once the audit is written.
     assert result.rows_to_remove.select("file", "line").rows() == [(str(pool), 1501)]
     assert not (out / ".unpacked").exists()

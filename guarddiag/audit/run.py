@@ -134,9 +134,7 @@ def audit_pool(pool: str | Path, options: AuditOptions | None = None, *,
         merge.keep_previous(keep, out_dir)
     # A failed run must not leave the previous run's summary vouching for this folder.
     _forget_finished(out_dir)
-    planned = unpack_big(shards, out_dir / UNPACK_FOLDER)
-    tasks = plan_tasks(planned)
-    _log_start(planned, tasks, opts)
+    tasks = _planned(shards, out_dir, opts)
     frame_options: dict[str, Any] = {
         "near_dup": opts.near_dup, "threshold": threshold, "short_words": opts.short_words,
         "short_threshold": short_threshold, "drop_near": opts.drop_near,
@@ -199,6 +197,14 @@ def _key_options(opts: AuditOptions, *, threshold: float, short_threshold: float
         options |= {"containment": True, "containment_threshold": opts.containment_threshold,
                     "drop_contained": opts.drop_contained, "review_rows": opts.review_rows}
     return options
+
+
+def _planned(shards: list[Shard], out_dir: Path, opts: AuditOptions) -> list[Task]:
+    """The scan's tasks, big compressed shards decompressed first, said in the first line."""
+    planned = unpack_big(shards, out_dir / UNPACK_FOLDER)
+    tasks = plan_tasks(planned)
+    _log_start(planned, tasks, opts)
+    return tasks
 
 
 def _log_start(shards: list[Shard], tasks: list[Task], opts: AuditOptions) -> None:
