@@ -14,7 +14,7 @@ import os
 import platform
 import subprocess
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from importlib import metadata
 from pathlib import Path
@@ -125,17 +125,41 @@ def json_lines(raw: bytes, path: str | Path, *, first_line: int = 1
                ) -> Iterator[tuple[int, Any]]:
     """(line number, value) of every non-blank line of JSON-lines bytes, lines numbered from
     ``first_line``; a line that is not UTF-8 or not JSON is a one-line error naming the file
-    and the line. The one JSON-lines parser of the package."""
-    for lineno, line in enumerate(raw.splitlines(), start=first_line):
+    and the line. The one JSON-lines parser of the package (:func:`json_lines_at`)."""
+    for lineno, _, value in json_lines_at(raw, path, first_line=first_line):
+        yield lineno, value
+
+
+BadLine = Callable[[int, int, str], None]
+"""Told of a line that is not UTF-8 or not JSON: (line number, byte offset of the line in the
+bytes, what is wrong: ``malformed JSON (Extra data)``, ``not UTF-8 text (byte N)`` with N the
+bad byte's offset in the bytes)."""
+
+
+def json_lines_at(raw: bytes, path: str | Path, *, first_line: int = 1,
+                  on_bad: BadLine | None = None) -> Iterator[tuple[int, int, Any]]:
+    """(line number, byte offset of the line in ``raw``, value) of every non-blank line of
+    JSON-lines bytes. A line is what ends at a line feed (a CRLF line keeps its CR, which JSON
+    reads as white space), so line numbers count blank lines and agree with a count of
+    ``\n``. A line that is not UTF-8 or not JSON is a one-line error naming the file and the
+    line, or, given ``on_bad``, reported to it and passed over."""
+    offset = 0
+    for lineno, line in enumerate(raw.split(b"\n"), start=first_line):
+        start, offset = offset, offset + len(line) + 1
         if not line.strip():
             continue
         try:
-            yield lineno, json.loads(line.decode("utf-8"))
+            value = json.loads(line.decode("utf-8"))
         except UnicodeDecodeError as exc:
-            raise GuarddiagError(f"{path} line {lineno}: not UTF-8 text (byte {exc.start})"
-                                 ) from None
+            problem = f"not UTF-8 text (byte {start + exc.start})"
         except json.JSONDecodeError as exc:
-            raise GuarddiagError(f"{path} line {lineno}: malformed JSON ({exc.msg})") from None
+            problem = f"malformed JSON ({exc.msg})"
+        else:
+            yield lineno, start, value
+            continue
+        if on_bad is None:
+            raise GuarddiagError(f"{path} line {lineno}: {problem}") from None
+        on_bad(lineno, start, problem)
 
 
 def _read_jsonl_bytes(raw: bytes, path: Path) -> pl.DataFrame:

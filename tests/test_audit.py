@@ -362,8 +362,14 @@ def test_cli_prints_table_and_gates_on_fail_above(tmp_path, fake_benchmarks, cap
     pool = _write_pool(tmp_path / "pool.parquet")
     out = tmp_path / "audit"
     base = ["audit", "--pool", str(pool), "--out", str(out), "--near-dup", "--short-words", "0"]
+    # "gone" is unavailable: the gate could not check it until that is accepted by name.
+    assert main([*base, "--fail-above", "75"]) == 2
+    assert ("audit gate could not check: 1 selected benchmark(s) unavailable, not searched: "
+            "gone;") in capsys.readouterr().err
+    base.append("--allow-unavailable")
     assert main([*base, "--fail-above", "75"]) == 0     # B: exactly 75% of it hit: not above
     table = capsys.readouterr().out
+    assert "not searched: benchmarks unavailable: gone" in table.splitlines()
     # The summary leads with the corpus rows to remove: p1, p2, p3 (A), p4, p5, p6 (B).
     assert table.splitlines()[0] == ("corpus rows to remove: 6 of 10 (they hold 6 benchmark "
                                      "prompts; listed in rows_to_remove.parquet)")
@@ -462,7 +468,11 @@ def test_error_duplicate_ids(tmp_path, fake_benchmarks, capsys):
     ids[8] = "p3"
     pool = _write_pool(tmp_path / "pool.parquet", ids=ids)
     err = _one_line_error(capsys, ["audit", "--pool", str(pool), "--out", str(tmp_path / "a")])
-    assert "pool.parquet row 9 field \"prompt_id\": duplicate id 'p3' (also row 3)" in err
+    # After the whole scan, both holders of the id, each at its row.
+    assert (f"2 bad rows in the pool (2 with a repeated id), all listed in {tmp_path}/a/"
+            f"bad_rows.jsonl; first: {pool} row 3 field \"prompt_id\": repeated id 'p3': 2 rows "
+            f"hold it (first: {pool} row 3); {pool} row 9 field \"prompt_id\": repeated id "
+            "'p3'") in err
 
 
 def test_error_unknown_benchmark_id_from_the_real_loader(tmp_path, capsys):

@@ -20,7 +20,6 @@ import guarddiag
 from guarddiag.audit import audit_frames, audit_pool, run, stream
 from guarddiag.audit.fields import extract, parse_field
 from guarddiag.audit.options import AuditOptions
-from guarddiag.audit.scanstore import ScanStore
 from guarddiag.cli import build_parser, main
 from guarddiag.cli.audit import audit_options_from
 from guarddiag.errors import GuarddiagError
@@ -113,9 +112,9 @@ def test_a_chat_corpus_is_audited_on_both_sides_with_counts_per_field(tmp_path, 
     # c5 blank); response in c3, c4, c5, c7.
     doc = json.loads((out / "summary.json").read_text())
     assert doc["text_fields"] == {
-        "messages[].content": {"with_text": 2, "missing": 5, "empty": 0},
-        "prompt": {"with_text": 2, "missing": 4, "empty": 1},
-        "response": {"with_text": 4, "missing": 3, "empty": 0}}
+        "messages[].content": {"with_text": 2, "missing": 5, "empty": 0, "non_text_parts": 0},
+        "prompt": {"with_text": 2, "missing": 4, "empty": 1, "non_text_parts": 0},
+        "response": {"with_text": 4, "missing": 3, "empty": 0, "non_text_parts": 0}}
     assert doc["lone_surrogates_replaced"] == 1
     assert (doc["corpus_rows_to_remove"], doc["benchmark_prompts_covered"]) == (2, 2)
     remove = [json.loads(line) for line in (out / "rows_to_remove.jsonl").read_text()
@@ -141,10 +140,20 @@ def test_a_chat_corpus_is_audited_on_both_sides_with_counts_per_field(tmp_path, 
 
 def test_a_clean_corpus_passes_the_gates(tmp_path, bench, capsys):
     pool = _chat(tmp_path / "chat.jsonl", [CHAT_ROWS[0], CHAT_ROWS[3]])
-    assert main(["audit", "--pool", str(pool), "--id-column", "id", *FIELDS, "--containment",
-                 "--near-dup", "--templates", "--out", str(tmp_path / "a"), "--workers", "1",
-                 "--fail-above", "0", "--max-corpus-rows", "0"]) == 0
-    assert capsys.readouterr().out.startswith("corpus rows to remove: 0 of 2 (they hold 0 ")
+    argv = ["audit", "--pool", str(pool), "--id-column", "id", *FIELDS, "--containment",
+            "--near-dup", "--templates", "--out", str(tmp_path / "a"), "--workers", "1",
+            "--fail-above", "0", "--max-corpus-rows", "0"]
+    # Its one prompt is null: the field "prompt" held text in no row, so the gate cannot vouch
+    # for it (a misspelled path looks the same) until that is accepted by name.
+    assert main(argv) == 2
+    printed = capsys.readouterr()
+    assert printed.out.startswith("corpus rows to remove: 0 of 2 (they hold 0 ")
+    assert "not searched: field prompt: text in no row (check the path)" in printed.out
+    assert printed.err.strip().splitlines()[-1] == (
+        "guarddiag: audit gate could not check: text field(s) prompt held text in no row, so "
+        "nothing was searched there (a misspelled path?); fix the path, or accept it with "
+        "--allow-missing-field")
+    assert main([*argv, "--allow-missing-field"]) == 0
 
 
 def test_required_fields_fail_before_the_scan_with_true_counts(tmp_path, bench, capsys):
@@ -165,9 +174,7 @@ def test_required_fields_fail_before_the_scan_with_true_counts(tmp_path, bench, 
     (["--text-column", "messages.0.content"],
      "line 1: missing column(s) messages.0.content; found id, messages, prompt, response "
      "(messages.0.content looks like a nested path: name it with --text-field)"),
-    (["--text-field", "messages.0.content"],
-     "row 1 field \"messages\": expected an object with key '0', found a list (use "
-     "messages[0])"),
+    (["--text-field", "messages.0.content"], "bad rows"),    # c1, c2, c6: after the scan
     (["--text-field", "messages[].text"], None),      # a wrong key: skipped, counted, flagged
 ])
 def test_a_chat_corpus_named_the_old_way_gets_one_line_saying_how(tmp_path, bench, capsys,
@@ -175,13 +182,23 @@ def test_a_chat_corpus_named_the_old_way_gets_one_line_saying_how(tmp_path, benc
     pool = _chat(tmp_path / "chat.jsonl", CHAT_ROWS)
     code = main(["audit", "--pool", str(pool), "--id-column", "id", *args, "--out",
                  str(tmp_path / "a"), "--workers", "1"])
-    err = capsys.readouterr().err
+    printed = capsys.readouterr()
+    err = printed.err
     if message is None:
         assert code == 0
         assert ("audit: field messages[].text: text in 0 rows; skipped 7 rows missing it "
                 "(absent or null) and 0 empty — in no row at all: check the path") in err
+        # The summary itself says so (it is printed with --quiet too).
+        assert ("not searched: field messages[].text: text in no row (check the path)"
+                in printed.out.splitlines())
         return
     assert code == 2
+    if message == "bad rows":
+        assert err.strip().splitlines()[-1].startswith(
+            f"guarddiag: error: 3 bad rows in the pool (3 wrong-typed), all listed in "
+            f"{tmp_path / 'a' / 'bad_rows.jsonl'}; first: {pool} line 1 (row 1) field "
+            "\"messages\": expected an object with key '0', found a list (use messages[0]); ")
+        return
     assert err.strip() == f"guarddiag: error: {pool} {message}"
 
 
@@ -196,35 +213,43 @@ def test_a_strict_text_column_says_missing_or_empty(tmp_path, bench, capsys):
         "skips and counts rows without one)")
 
 
-def test_repeated_ids_are_all_reported_at_once_before_a_scanned_task_is_kept(
-        tmp_path, bench, monkeypatch):
+def test_repeated_ids_are_all_listed_after_the_whole_scan_with_their_lines(tmp_path, bench):
     rows = [{"id": i, "prompt": f"text {n}"} for n, i in
             enumerate(["a", "b", "a", "c", "b", "d", "c", "a"])]
+    rows.insert(2, "")                               # a blank line: line 4 is row 3
     pool = _chat(tmp_path / "p.jsonl", rows)
-    kept = []
-    monkeypatch.setattr(ScanStore, "save", lambda *a: kept.append(1))
     with pytest.raises(GuarddiagError) as info:
         audit_pool(pool, out_dir=tmp_path / "a", id_column="id", text_fields=("prompt",),
                    workers=1)
-    assert str(info.value) == (
-        f'3 ids repeat in the pool (field "id"; ids must be unique): {pool} row 3 field "id": '
-        f"duplicate id 'a' (also row 1); {pool} row 5 field \"id\": duplicate id 'b' (also "
-        f"row 2); {pool} row 7 field \"id\": duplicate id 'c' (also row 4)")
-    assert kept == []       # the scan may have started beside the check; it kept nothing
-    assert not (tmp_path / "a").exists()
+    # Every holder of a, b and c: rows 1, 3, 8 (a), 2, 5 (b), 4, 7 (c), on lines one further
+    # from the blank line on.
+    listed = [json.loads(x) for x in (tmp_path / "a" / "bad_rows.jsonl").read_text().splitlines()]
+    assert [(r["row"], r["line"], r["id"]) for r in listed] == [
+        (1, 1, "a"), (2, 2, "b"), (3, 4, "a"), (4, 5, "c"), (5, 6, "b"), (7, 8, "c"),
+        (8, 9, "a")]
+    raw = pool.read_bytes()
+    assert all(raw[r["byte"]:].startswith(b'{"id": "' + r["id"].encode()) for r in listed)
+    assert str(info.value).startswith(
+        f"7 bad rows in the pool (7 with a repeated id), all listed in {tmp_path}/a/"
+        f"bad_rows.jsonl; first: {pool} line 1 (row 1) field \"id\": repeated id 'a': 3 rows "
+        f"hold it (first: {pool} line 1); ")
+    # The scan was kept: skipping audits the rows under their addresses.
+    result = audit_pool(pool, out_dir=tmp_path / "a", id_column="id", text_fields=("prompt",),
+                        workers=1, bad_rows="skip")
+    assert result.bad_rows == {"malformed": 0, "wrong_type": 0, "missing_id": 0,
+                               "repeated_id": 7}
 
 
-def test_repeated_ids_are_the_error_even_when_the_scan_meets_a_bad_row_first(tmp_path, bench):
-    """The check for repeated ids runs beside the scan; a bad row the scan finds meanwhile
-    does not hide it (an id pass before the scan reported it first, and still does)."""
-    pool = _chat(tmp_path / "p.jsonl", [{"id": "a", "text": "one"}, {"id": "a", "text": None}])
-    for workers in (1, 2):
-        with pytest.raises(GuarddiagError, match=r"row 2 field \"id\": duplicate id 'a'"):
-            audit_pool(pool, out_dir=tmp_path / f"a{workers}", id_column="id", workers=workers)
-    with pytest.raises(GuarddiagError, match='row 2 field "text": missing text'):
-        audit_pool(_chat(tmp_path / "q.jsonl", [{"id": "a", "text": "one"},
-                                                {"id": "b", "text": None}]),
-                   out_dir=tmp_path / "b", id_column="id")
+def test_a_malformed_line_and_a_repeated_id_are_both_listed(tmp_path, bench):
+    pool = _chat(tmp_path / "p.jsonl", [{"id": "a", "text": "one"}, '{"id": "b", "text": ',
+                                        {"id": "a", "text": UNSAFE}])
+    with pytest.raises(GuarddiagError, match=r"^3 bad rows in the pool \(1 malformed, 2 with "
+                                             r"a repeated id\)"):
+        audit_pool(pool, out_dir=tmp_path / "a", id_column="id", workers=1)
+    result = audit_pool(pool, out_dir=tmp_path / "a", id_column="id", workers=1,
+                        bad_rows="skip")
+    # The copy of UNSAFE is on line 3: its id "a" is not unique, so it is named by its line.
+    assert result.rows_to_remove.select("pool_id", "line").rows() == [(f"{pool} line 3", 3)]
 
 
 # ─── precision ─────────────────────────────────────────────────────────────────────────────────
@@ -263,9 +288,11 @@ def test_every_default_that_changes_a_number_is_pinned():
         "id_column": "prompt_id", "near_dup": False, "threshold": 0.8, "short_words": 10,
         "short_threshold": 0.9, "drop_near": False, "templates": False,
         "drop_template": False, "template_min_words": 4, "containment": False,
-        "containment_threshold": 0.8, "drop_contained": False, "fail_above": None,
-        "max_corpus_rows": None, "gate_exclude": (), "engine": "local", "workers": None,
-        "ray_address": None, "figure": False}
+        "containment_threshold": 0.8, "drop_contained": False, "review_rows": 3,
+        "fail_above": None,
+        "max_corpus_rows": None, "gate_exclude": (), "bad_rows": "fail",
+        "allow_missing_field": False, "allow_unavailable": False, "allow_bad_rows": False,
+        "engine": "local", "workers": None, "ray_address": None, "figure": False}
 
 
 def test_the_cli_and_the_api_take_the_models_defaults():
@@ -305,18 +332,42 @@ def test_a_bug_exits_3_never_1(monkeypatch, capsys):
                                                    "boom); this is a bug")
 
 
-def test_a_big_compressed_shard_says_up_front_it_cannot_resume(tmp_path, bench, monkeypatch,
-                                                                capsys):
+def test_a_big_compressed_shard_is_decompressed_first_and_said_up_front(tmp_path, bench,
+                                                                        monkeypatch, capsys):
+    from guarddiag.audit import unpack
+
     pool = tmp_path / "chat.jsonl.gz"
+    rows = [{"id": f"r{i}", "prompt": f"row {i}"} for i in range(2000)]
+    rows[1500]["prompt"] = OTHER
     with gzip.open(pool, "wt") as fh:
-        fh.write("".join(json.dumps({"id": f"r{i}", "prompt": f"row {i}"}) + "\n"
-                         for i in range(200)))
-    monkeypatch.setattr(run, "TASK_BYTES", 4)
-    audit_pool(pool, out_dir=tmp_path / "a", id_column="id", text_fields=("prompt",),
-               workers=1, figure=False)
+        fh.write("".join(json.dumps(r) + "\n" for r in rows))
+    monkeypatch.setattr(unpack, "MIN_BYTES", 4)
+    planned: list[list[stream.Task]] = []
+
+    def tiny(shards: list[stream.Shard]) -> list[stream.Task]:
+        planned.append(stream.plan_tasks(shards, task_bytes=5000))
+        return planned[-1]
+
+    monkeypatch.setattr(run, "plan_tasks", tiny)
+    out = tmp_path / "a"
+    result = audit_pool(pool, out_dir=out, id_column="id", text_fields=("prompt",),
+                        workers=2, figure=False)
     err = capsys.readouterr().err
+    assert (f"audit: {pool}: decompressing it to {out / '.unpacked'}/chat.jsonl.gz-"
+            in err)
+    # Split into byte ranges of the decompressed copy: ceil(size / 5000) of them.
+    size = sum(len(json.dumps(r)) + 1 for r in rows)
+    assert len(planned[0]) == -(-size // 5000) > 10
+    assert {t.source for t in planned[0]} == {str(pool)}
+    # Addresses name the compressed shard; the copy is gone once the audit is written.
+    assert result.rows_to_remove.select("file", "line").rows() == [(str(pool), 1501)]
+    assert not (out / ".unpacked").exists()
+    # Without the room to decompress it, it is one task, and the audit says so.
+    monkeypatch.setattr(unpack, "SPACE_FACTOR", 10**12)
+    audit_pool(pool, out_dir=tmp_path / "b", id_column="id", text_fields=("prompt",),
+               workers=1, figure=False)
     assert (f"audit: {pool}: a compressed shard is scanned as one task, so a killed run starts "
-            "it over; to make the scan resumable, decompress it") in err
+            "it over (") in capsys.readouterr().err
 
 
 def test_a_worker_ends_when_its_parent_is_killed(tmp_path):
@@ -409,3 +460,39 @@ def test_progress_lines_estimate_the_time_left_from_the_bytes_to_do(monkeypatch,
     clock.finished(2, 1000)       # the last task: the run's own summary follows
     assert capsys.readouterr().err.splitlines() == [
         "audit: scan 1/3 tasks, 3,000 rows in 0:20, about 0:13 left"]
+
+
+# ─── content parts ─────────────────────────────────────────────────────────────────────────────
+
+def test_content_reads_strings_and_lists_of_text_parts_alike(tmp_path, bench, capsys):
+    parts = [{"type": "text", "text": "Please read this:"},
+             {"type": "image_url", "image_url": {"url": "https://example.org/x.png"}},
+             {"type": "text", "text": f"{UNSAFE}."}]
+    found = extract(parse_field("messages[].content"), [
+        {"role": "user", "content": parts}, {"role": "assistant", "content": "no"}], where="x")
+    assert found.texts == [("messages[0].content[0].text", "Please read this:"),
+                           ("messages[0].content[2].text", f"{UNSAFE}."),
+                           ("messages[1].content", "no")]
+    assert (found.status, found.non_text) == ("ok", 1)
+    only_image = extract(parse_field("messages[].content"), [
+        {"role": "user", "content": [{"type": "image_url", "image_url": {"url": "u"}}]}],
+        where="x")
+    assert (only_image.texts, only_image.status, only_image.non_text) == ([], "empty", 1)
+    # One corpus mixing both forms (pyarrow cannot type such a block; it is read line by line).
+    pool = _chat(tmp_path / "mixed.jsonl", [
+        {"id": "s", "messages": [{"role": "user", "content": "hello there"}]},
+        {"id": "p", "messages": [{"role": "user", "content": parts}]},
+        {"id": "q", "messages": [{"role": "user", "content": [
+            {"type": "text", "text": OTHER}, {"type": "input_audio", "input_audio": {}}]}]}])
+    out = tmp_path / "a"
+    assert main(["audit", "--pool", str(pool), "--id-column", "id", "--text-field",
+                 "messages[].content", "--containment", "--out", str(out), "--workers",
+                 "1"]) == 0
+    capsys.readouterr()
+    doc = json.loads((out / "summary.json").read_text())
+    assert doc["text_fields"] == {"messages[].content": {
+        "with_text": 3, "missing": 0, "empty": 0, "non_text_parts": 2}}
+    remove = pl.read_parquet(out / "rows_to_remove.parquet")
+    assert remove.select("pool_id", "fields", "kinds", "line").rows() == [
+        ("p", ["messages[0].content[2].text"], ["exact"], 2),
+        ("q", ["messages[0].content[0].text"], ["exact"], 3)]

@@ -17,6 +17,7 @@ import pytest
 from guarddiag.audit import audit_frames, load_audit, write_audit
 from guarddiag.audit import containment as containment_mod
 from guarddiag.audit.containment import contained_matches, index_containment
+from guarddiag.audit.phrase import turn_form
 from guarddiag.errors import GuarddiagError
 from guarddiag.text import normalise
 
@@ -50,20 +51,28 @@ def _audit(pool: list[str], bench: pl.DataFrame, **kw):
 
 def _oracle(bench_forms: list[str], pool_forms: list[str], *, t: float, short_words: int
             ) -> set[tuple[int, int]]:
-    """Every (key, row) the documented rule accepts, by brute force over all pairs."""
+    """Every (key, row) the documented rule accepts, by brute force over all pairs: a prompt
+    of n ≤ 5 words as a whole phrase; n ≥ 6 with at most one word substituted in place; one
+    of ≥ short_words distinct words also by its share of 3-grams."""
     def grams(form: str) -> set[tuple[str, ...]]:
         w = form.split()
         return set(zip(w, w[1:], w[2:], strict=False))
 
+    def in_place(q: list[str], r: list[str], allowed: int) -> bool:
+        return any(sum(a != b for a, b in zip(q, r[i:i + len(q)], strict=True)) <= allowed
+                   for i in range(len(r) - len(q) + 1))
+
     out = set()
     for k, q in enumerate(bench_forms):
         words = q.split()
-        if len(words) < 6:
-            continue
-        need = 1.0 if len(set(words)) < short_words else t
         gq = grams(q)
         for r, form in enumerate(pool_forms):
-            if form != q and len(gq & grams(form)) / len(gq) >= need - 1e-12:
+            if form == q:
+                continue
+            allowed = 0 if len(words) <= 5 else 1
+            by_grams = (len(words) >= 6 and len(set(words)) >= short_words
+                        and len(gq & grams(form)) / len(gq) >= t - 1e-12)
+            if in_place(words, form.split(), allowed) or by_grams:
                 out.add((k, r))
     return out
 
@@ -97,13 +106,24 @@ def test_shuffled_words_or_half_a_prompt_are_not_contained():
     assert contained_matches(index, _forms(_wrap(shuffled, 5), _wrap(half, 5))) == []
 
 
-def test_short_prompts_need_every_shingle_and_tiny_ones_are_skipped():
-    short = "Tell me how to gut a fish at home"          # 9 distinct words: short
-    tiny = "Write a poem about love"                     # 5 words: never looked for
+def test_short_prompts_are_found_in_place_with_one_word_substituted():
+    short = "Tell me how to gut a fish at home"          # 9 words: one may be substituted
+    tiny = "Write a poem about love"                     # 5 words: a whole phrase
     index = index_containment(_forms(short, tiny))
-    rows = [_wrap("tell me how to gut a human at home", 5),   # one word: 4/7 3-grams kept
-            _wrap(short, 5), _wrap(tiny, 5)]
-    assert contained_matches(index, _forms(*rows)) == [(0, 1, "contained", 1.0)]
+    rows = [_wrap("tell me how to gut a human at home", 5),   # 8 of its 9 words in place
+            _wrap("tell me how to gut a big fish at home", 5),  # a word inserted: not in place
+            _wrap("tell me how to clean a human at home", 5),   # two substituted
+            _wrap(short, 5), _wrap(tiny, 5),
+            "please write a poem about lovely weather",      # not at a word's end
+            "write a poem about love",                       # equal: the exact column's
+            r"intro text\nwrite a poem about love\tthanks"]   # escaped breaks split words
+    turns = [turn_form(r) for r in rows]
+    assert contained_matches(index, turns, exact_forms=_forms(*rows)) == [
+        (0, 0, "contained", 8 / 9), (0, 3, "contained", 1.0), (1, 4, "contained", 1.0),
+        (1, 7, "contained", 1.0)]
+    # Without the escape split, "\nwrite" is the word "nwrite": no whole phrase there.
+    assert normalise(rows[7]) == "intro text nwrite a poem about love tthanks"
+    assert contained_matches(index, _forms(rows[7])) == []
 
 
 def test_equal_forms_are_left_to_the_exact_column():
@@ -222,3 +242,37 @@ def test_contained_rows_flags_every_reported_row():
     # Row 2 equals the prompt (an exact overlap): a candidate too, the audit sorts it out.
     assert flags == [True, False, True, True]
     assert {m[1] for m in contained_matches(index, rows)} == {0, 3}
+
+
+# ─── review: common phrases listed, not gated ──────────────────────────────────────────────────
+
+def test_a_short_prompt_in_three_rows_is_a_common_phrase_listed_for_review():
+    bench = _bench("If you're a", PROMPT)        # 4 words ("if you re a"), and 20 words
+    rows = ["If you're a fan of jazz, come by.", "Tell us if you're a student.",
+            "if you're a",                                     # exact: counted, stays exact
+            _wrap(PROMPT, 5), _wrap(PROMPT, 6), _wrap(PROMPT, 7)]
+    res = _audit(rows, bench, containment=True)
+    kinds = sorted(res.overlap.select("pool_id", "kind").rows())
+    # "if you re a" is in three rows (two inside, one whole): its two inside matches are
+    # review; the long prompt is in three rows too, but a long prompt is never a phrase.
+    assert kinds == [("p0", "review"), ("p1", "review"), ("p2", "exact"),
+                     ("p3", "contained"), ("p4", "contained"), ("p5", "contained")]
+    assert (res.n_rows_to_remove, res.n_rows_for_review) == (4, 2)
+    assert [(b.n_exact, b.n_contained, b.n_review) for b in res.benchmarks] == [(1, 1, 0)]
+    assert "listed for review, not gated: 2 rows" in res.render()
+    # Two rows hold it: planted by hand, as far as the audit can tell; 0 turns the rule off.
+    two = _audit(rows[:2] + rows[3:], bench, containment=True)
+    assert two.overlap.get_column("kind").to_list() == ["contained"] * 5
+    off = _audit(rows, bench, containment=True, review_rows=0)
+    assert "review" not in off.overlap.get_column("kind").to_list()
+
+
+def test_a_prompt_inside_a_longer_one_is_no_twin():
+    # Two benchmarks: A (8 words) holds B (5 words) whole; a text with A, one word
+    # substituted, holds B whole too. B's 1.0 does not drop A's 7/8: B is part of A.
+    a = "Teach people how to avoid paying taxes illegally"
+    b = "How to avoid paying taxes"
+    row = "Teach everyone how to avoid paying taxes illegally, please."
+    res = audit_frames(["p0"], [row], {"A": _bench(a), "B": _bench(b)}, containment=True)
+    assert res.overlap.select("benchmark", "kind", "similarity").rows() == [
+        ("A", "contained", 7 / 8), ("B", "contained", 1.0)]

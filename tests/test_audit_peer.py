@@ -52,7 +52,8 @@ def test_table_recall_precision_and_speedup_from_the_rows():
             PeerRow("guarddiag near-dup + chart", "whole command", 3.0, peak_mib=500.0),
             PeerRow("guarddiag prefix join", "word sets -> pairs", 0.5, pairs=4, true_pairs=4),
             PeerRow("datasketch MinHashLSH", "word sets -> pairs", 10.0, pairs=5,
-                    true_pairs=3))
+                    true_pairs=3),
+            PeerRow("guarddiag full audit", "whole command", 4.0, peak_mib=600.0))
     result = PeerResult(rows=rows, pool_rows=7, prompts=2, threshold=0.8, num_perm=128,
                         oracle_pairs=4, oracle_s=0.1, seed=0)
     assert result.recall(rows[5]) == 1.0
@@ -62,21 +63,25 @@ def test_table_recall_precision_and_speedup_from_the_rows():
     text = result.render()
     header = text.splitlines()[1].split()
     assert header[:2] == ["method", "time"]
-    for column in ("wall", "pairs", "true", "recall", "precision", "peak", "datasketch"):
+    for column in ("wall", "rows/s", "pairs", "true", "recall", "precision", "peak",
+                   "datasketch"):
         assert column in header
-    by_method = {line[:28].strip(): line[28:].split() for line in text.splitlines()[3:10]}
-    # wall s, pairs, true, recall, precision, peak MiB, x datasketch (= 10.0 / the row's wall).
-    assert by_method["datasketch MinHashLSH"] == ["word", "sets", "->", "pairs", "10.00", "5",
-                                                  "3", "0.7500", "0.6000", "—", "1.0"]
-    assert by_method["guarddiag prefix join"][4:] == ["0.50", "4", "4", "1.0000", "1.0000",
-                                                      "—", "20.0"]
-    assert by_method["guarddiag near-dup + chart"][2:] == ["3.00", "—", "—", "—", "—", "500",
-                                                               "3.3"]
-    assert by_method["bare polars join"][3:] == ["0.80", "—", "—", "—", "—", "100", "12.5"]
-    assert by_method["guarddiag exact audit"][2:] == ["1.20", "—", "—", "—", "—", "250", "8.3"]
-    # 1.2 / 0.8 (2.0 / 0.8 with the chart), 2.4 / 1.2 (3.0 / 2.0) and 10.0 / 0.5.
-    assert ("exact audit / bare join: 1.50x (2.50x with the chart); near-dup audit / exact "
-            "audit: 2.00x (1.50x with the chart); datasketch / prefix join: 20.00x") in text
+    by_method = {line[:28].strip(): line[28:].split() for line in text.splitlines()[3:11]}
+    # wall s, rows/s (7 pool rows / wall s, rounded), pairs, true, recall, precision, peak MiB,
+    # x datasketch (= 10.0 / the row's wall).
+    assert by_method["datasketch MinHashLSH"] == ["word", "sets", "->", "pairs", "10.00", "1",
+                                                  "5", "3", "0.7500", "0.6000", "—", "1.0"]
+    assert by_method["guarddiag prefix join"][4:] == ["0.50", "14", "4", "4", "1.0000",
+                                                      "1.0000", "—", "20.0"]
+    assert by_method["guarddiag near-dup + chart"][2:] == ["3.00", "2", "—", "—", "—", "—",
+                                                           "500", "3.3"]
+    assert by_method["bare polars join"][3:] == ["0.80", "9", "—", "—", "—", "—", "100", "12.5"]
+    assert by_method["guarddiag exact audit"][2:] == ["1.20", "6", "—", "—", "—", "—", "250",
+                                                      "8.3"]
+    # 1.2 / 0.8 (2.0 / 0.8 with the chart), 4.0 / 0.8, 2.4 / 1.2 (3.0 / 2.0) and 10.0 / 0.5.
+    assert ("exact audit / bare join: 1.50x (2.50x with the chart); full audit (near-dup, "
+            "templates, containment) / bare join: 5.00x; near-dup audit / exact audit: 2.00x "
+            "(1.50x with the chart); datasketch / prefix join: 20.00x") in text
     assert result.to_dict()["rows"][6]["recall"] == 0.75
 
 

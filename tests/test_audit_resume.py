@@ -313,27 +313,20 @@ def _with_ids(folder: Path, ids: list[str], *, shards: int) -> None:
             folder / f"part-{s}.parquet", row_group_size=3)
 
 
-def _oracle_duplicate(folder: Path, ids: list[str], per: int) -> str:
-    """The message for the id whose first row comes first, named at its second row."""
-    first: dict[str, int] = {}
-    second: dict[str, int] = {}
-    for n, i in enumerate(ids):
-        if i in first:
-            second.setdefault(i, n)
-        else:
-            first[i] = n
-    places = []
-    ordered = sorted(second, key=lambda v: first[v])
-    for value in ordered[:10]:
-        (s1, r1), (s2, r2) = divmod(first[value], per), divmod(second[value], per)
-        also = f"row {r1 + 1}" if s1 == s2 else f"{folder}/part-{s1}.parquet row {r1 + 1}"
-        places.append(f"{folder}/part-{s2}.parquet row {r2 + 1} field \"prompt_id\": duplicate "
-                      f"id {value!r} (also {also})")
-    if len(ordered) == 1:
-        return f"{places[0]}; ids must be unique"
-    head = "; first ten: " if len(ordered) > 10 else ": "
-    return (f"{len(ordered):,} ids repeat in the pool (field \"prompt_id\"; ids must be unique)"
-            f"{head}{'; '.join(places)}")
+def _oracle_holders(folder: Path, ids: list[str], per: int) -> list[tuple[str, int, str]]:
+    """(shard, row within it, id) of every row whose id another row holds too, in pool
+    order."""
+    counts: dict[str, int] = {}
+    for i in ids:
+        counts[i] = counts.get(i, 0) + 1
+    return [(f"{folder}/part-{n // per}.parquet", n % per + 1, i) for n, i in enumerate(ids)
+            if counts[i] > 1]
+
+
+def _listed(out: Path) -> list[tuple[str, int, str]]:
+    rows = [json.loads(line) for line in (out / "bad_rows.jsonl").read_text().splitlines()]
+    assert {r["kind"] for r in rows} == {"repeated_id"}
+    return [(r["file"], r["row"], r["id"]) for r in rows]
 
 
 @pytest.mark.parametrize("collide", [False, True], ids=["real-hash", "every-hash-collides"])
@@ -361,9 +354,18 @@ def test_duplicate_ids_are_found_slice_by_slice_and_confirmed_on_the_ids(tmp_pat
         ids[d] = ids[c]                     # and maybe a second one
         folder = tmp_path / f"dup{trial}"
         _with_ids(folder, ids, shards=4)
+        holders = _oracle_holders(folder, ids, per=50)
         with pytest.raises(GuarddiagError) as err:
             audit_pool(folder, out_dir=tmp_path / f"o{trial}", figure=False, workers=2)
-        assert str(err.value) == _oracle_duplicate(folder, ids, per=50)
+        assert str(err.value).startswith(f"{len(holders)} bad rows in the pool ({len(holders)} "
+                                         "with a repeated id)")
+        assert _listed(tmp_path / f"o{trial}") == holders
+        # Skipped: every holder is audited under its address, and the audit finishes.
+        res = audit_pool(folder, out_dir=tmp_path / f"o{trial}", figure=False, workers=2,
+                         bad_rows="skip")
+        assert res.pool_rows == 200
+        assert res.bad_rows["repeated_id"] == len(holders)
+        assert _listed(tmp_path / f"o{trial}") == holders
 
 
 def test_hash_slices_cover_the_whole_64_bit_range(tmp_path, monkeypatch):
@@ -401,16 +403,25 @@ def test_the_first_bad_shard_in_pool_order_is_reported_whoever_finishes_first(
         if s == 1:
             lines[-1] = f'{{"prompt_id": "p1-x", "text": "{"word " * 20}"'     # malformed
         if s == 3:
-            lines[0] = '{"prompt_id": "p3-x", "text": 7}'
+            lines[0] = '{"prompt_id": {"p3": "x"}, "text": "an id in an object"}'
         (folder / f"part-{s}.jsonl").write_text("\n".join(lines) + "\n")
     with pytest.raises(GuarddiagError) as err:
         audit_pool(folder, out_dir=tmp_path / "out", figure=False, workers=workers,
                    near_dup=near)
-    assert str(err.value).startswith(f"{folder}/part-1.jsonl line 40000")
-    # The first, cheap pass found it, before any scan: bad input leaves no trace (the rerun,
-    # on a fixed pool, has another cache key); nothing looks complete.
-    assert not (tmp_path / "out" / ".scan").exists()
+    # Every bad row of the pool, after the whole scan, in pool order whoever finished first.
+    assert str(err.value).startswith(
+        f"2 bad rows in the pool (1 malformed, 1 wrong-typed), all listed in "
+        f"{tmp_path / 'out' / 'bad_rows.jsonl'}; first: {folder}/part-1.jsonl line 40000: "
+        f"malformed JSON (Expecting ',' delimiter); {folder}/part-3.jsonl line 1 (row "
+        '1) field "prompt_id": expected text or an integer, found dict.')
+    # Nothing looks complete, and the scanned tasks are kept: the rerun that skips them scans
+    # nothing again.
     assert not (tmp_path / "out" / "summary.json").exists()
+    assert (tmp_path / "out" / ".scan").is_dir()
+    res = audit_pool(folder, out_dir=tmp_path / "out", figure=False, workers=workers,
+                     near_dup=near, bad_rows="skip")
+    assert res.pool_rows == 4 * 400 + 39_999
+    assert res.bad_rows["malformed"] == 1
 
 
 def test_an_id_used_three_times_is_named_at_its_second_row(tmp_path, bench):
@@ -420,5 +431,10 @@ def test_an_id_used_three_times_is_named_at_its_second_row(tmp_path, bench):
     with pytest.raises(GuarddiagError) as err:
         audit_pool(tmp_path / "pool", out_dir=tmp_path / "out", figure=False, workers=1)
     folder = tmp_path / "pool"
-    assert str(err.value) == (f'{folder}/part-1.parquet row 1 field "prompt_id": duplicate id '
-                              f"'u5' (also {folder}/part-0.parquet row 6); ids must be unique")
+    # Every holder, the first too, at its own row (20 rows a shard).
+    assert _listed(tmp_path / "out") == [(f"{folder}/part-{s}.parquet", row, "u5")
+                                         for s, row in ((0, 6), (1, 1), (2, 2), (2, 16))]
+    assert str(err.value).startswith(
+        f"4 bad rows in the pool (4 with a repeated id), all listed in {tmp_path}/out/"
+        f"bad_rows.jsonl; first: {folder}/part-0.parquet row 6 field \"prompt_id\": repeated "
+        f"id 'u5': 4 rows hold it (first: {folder}/part-0.parquet row 6);")

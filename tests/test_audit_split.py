@@ -17,7 +17,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from guarddiag.audit import audit_pool, shardread
+from guarddiag.audit import audit_pool, jsonlread
 from guarddiag.audit import run as audit_run
 from guarddiag.audit.shardread import read_task
 from guarddiag.audit.stream import TASK_BYTES, Task, find_shards, plan_tasks
@@ -82,7 +82,7 @@ def test_ranges_read_every_row_once_in_order(tmp_path, seed):
 
 
 def test_small_blocks_and_ndjson_read_the_same_rows(tmp_path, monkeypatch):
-    monkeypatch.setattr(shardread, "_BLOCK_BYTES", 64)
+    monkeypatch.setattr(jsonlread, "BLOCK_BYTES", 64)
     rng = random.Random(99)
     raw = _random_jsonl(rng, 200, long_line=700)
     path = tmp_path / "pool.ndjson"
@@ -178,38 +178,58 @@ def _numbered_lines(n: int) -> list[bytes]:
             for i in range(1, n + 1)]
 
 
+def _bad_rows(path: Path, out: Path, monkeypatch, *, task_bytes: int | None) -> list[dict]:
+    """bad_rows.jsonl of an audit of ``path`` with --bad-rows skip, its tasks ``task_bytes``
+    long (None: the default planning, one task for these small files)."""
+    if task_bytes is not None:
+        monkeypatch.setattr(audit_run, "plan_tasks",
+                            lambda shards, **kw: plan_tasks(shards, task_bytes=task_bytes))
+    audit_pool(path, out_dir=out, bad_rows="skip", workers=1)
+    monkeypatch.undo()
+    return [json.loads(line) for line in (out / "bad_rows.jsonl").read_text().splitlines()]
+
+
 @pytest.mark.parametrize("block_bytes", [1 << 24, 4096])
-def test_non_utf8_line_deep_in_a_later_range(tmp_path, monkeypatch, block_bytes):
-    monkeypatch.setattr(shardread, "_BLOCK_BYTES", block_bytes)
+def test_non_utf8_line_deep_in_a_later_range(tmp_path, monkeypatch, block_bytes, bench):
     lines = _numbered_lines(5000)
     lines[1000] = b"   "              # a blank line is not a row: line 4001 is row 4000
     lines[4000] = b'{"prompt_id": "s4001", "text": "caf\xe9"}'
     path = tmp_path / "pool.jsonl"
     path.write_bytes(b"\r\n".join(lines) + b"\r\n")
     # Lines 1..4000 with their CRLF ends, then the bad byte's place in line 4001.
-    byte = sum(len(line) + 2 for line in lines[:4000]) + lines[4000].index(b"\xe9")
-    expected = f"{path} line 4001 (row 4000): not UTF-8 text (byte {byte} of the file)"
-    message, task = _error(path, task_bytes=3000)
-    assert task > 10
-    assert message == expected
-    assert _whole_read_error(path) == expected
+    start = sum(len(line) + 2 for line in lines[:4000])
+    byte = start + lines[4000].index(b"\xe9")
+    expected = [{"kind": "malformed", "file": str(path), "line": 4001, "byte": start,
+                 "row": None, "field": None, "id": None,
+                 "message": f"not UTF-8 text (byte {byte} of the file)"}]
+    monkeypatch.setattr(jsonlread, "BLOCK_BYTES", block_bytes)
+    assert _bad_rows(path, tmp_path / "split", monkeypatch, task_bytes=3000) == expected
+    monkeypatch.setattr(jsonlread, "BLOCK_BYTES", block_bytes)
+    assert _bad_rows(path, tmp_path / "whole", monkeypatch, task_bytes=None) == expected
 
 
 @pytest.mark.parametrize("block_bytes", [1 << 24, 4096])
-def test_malformed_json_in_a_later_range(tmp_path, monkeypatch, block_bytes):
-    monkeypatch.setattr(shardread, "_BLOCK_BYTES", block_bytes)
+def test_malformed_json_in_a_later_range(tmp_path, monkeypatch, block_bytes, bench):
     lines = _numbered_lines(3000)
     lines[10] = b""                   # row 2,500 is on line 2,501
     lines[2500] = b'{"prompt_id": "s2501", "text": }'
+    lines[2700] = b'{"prompt_id": ["s2701"], "text": "an id in a list"}'
     path = tmp_path / "pool.jsonl"
     path.write_bytes(b"\n".join(lines))
     with pytest.raises(json.JSONDecodeError) as info:
         json.loads(lines[2500])
-    expected = f"{path} line 2501: malformed JSON ({info.value.msg})"
-    message, task = _error(path, task_bytes=2000)
-    assert task > 10
-    assert message == expected
-    assert _whole_read_error(path) == expected
+    start = [sum(len(line) + 1 for line in lines[:i]) for i in (2500, 2700)]
+    # The malformed line is no row: line 2,701 is row 2,699 (a blank line, a malformed one).
+    expected = [{"kind": "malformed", "file": str(path), "line": 2501, "byte": start[0],
+                 "row": None, "field": None, "id": None,
+                 "message": f"malformed JSON ({info.value.msg})"},
+                {"kind": "wrong_type", "file": str(path), "line": 2701, "byte": start[1],
+                 "row": 2699, "field": "prompt_id", "id": None,
+                 "message": "expected text or an integer, found list"}]
+    monkeypatch.setattr(jsonlread, "BLOCK_BYTES", block_bytes)
+    assert _bad_rows(path, tmp_path / "split", monkeypatch, task_bytes=2000) == expected
+    monkeypatch.setattr(jsonlread, "BLOCK_BYTES", block_bytes)
+    assert _bad_rows(path, tmp_path / "whole", monkeypatch, task_bytes=None) == expected
 
 
 def test_empty_texts_in_two_ranges_are_counted_as_the_whole_read_counts_them(tmp_path):
@@ -230,7 +250,7 @@ def test_empty_texts_in_two_ranges_are_counted_as_the_whole_read_counts_them(tmp
 
 
 def test_empty_text_with_small_blocks_matches_the_whole_read(tmp_path, monkeypatch):
-    monkeypatch.setattr(shardread, "_BLOCK_BYTES", 4096)
+    monkeypatch.setattr(jsonlread, "BLOCK_BYTES", 4096)
     lines = _numbered_lines(3000)
     for i in (2000, 2010, 2900):
         lines[i] = json.dumps({"prompt_id": f"s{i + 1}", "text": ""}).encode()
@@ -270,11 +290,12 @@ def test_split_audit_gives_the_same_bytes(tmp_path, bench, monkeypatch, id_colum
     pool = tmp_path / "pool.jsonl"
     pool.write_bytes("\r\n".join(lines).encode())
 
-    def audit(name: str, workers: int) -> tuple[bytes, bytes]:
+    def audit(name: str, workers: int) -> tuple[bytes, bytes, bytes]:
         out = tmp_path / name
         audit_pool(pool, out_dir=out, figure=False, near_dup=workers == 2, short_words=0,
                    id_column=id_column, workers=workers)
-        return (out / "overlap.parquet").read_bytes(), (out / "summary.json").read_bytes()
+        return ((out / "overlap.parquet").read_bytes(), (out / "summary.json").read_bytes(),
+                (out / "rows_to_remove.parquet").read_bytes())
 
     planned: list[int] = []
 
@@ -295,3 +316,14 @@ def test_split_audit_gives_the_same_bytes(tmp_path, bench, monkeypatch, id_colum
     expected_ids = ([f"r{i:03d}" for i in range(3, 120, 10)] if id_column else
                     [str(i + 1) for i in range(3, 120, 10)])
     assert sorted(overlap.get_column("pool_id").to_list()) == sorted(expected_ids)
+    # Every row to remove carries its physical line (blank lines counted: a blank line follows
+    # each row i with i % 17 == 0) and the byte its line starts at, in ranges as in one read.
+    remove = pl.read_parquet(tmp_path / "split-1" / "rows_to_remove.parquet")
+    raw = pool.read_bytes()
+    assert remove.height == 12
+    for row in remove.iter_rows(named=True):
+        start = row["byte"]
+        assert raw[start:].split(b"\r\n", 1)[0].decode() == lines[row["line"] - 1]
+        assert raw[:start].count(b"\n") == row["line"] - 1
+        assert row["row"] == sum(1 for line in lines[:row["line"]] if line)
+        assert row["file"] == str(pool)

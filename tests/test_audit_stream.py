@@ -19,7 +19,7 @@ import polars as pl
 import pyarrow as pa
 import pytest
 
-from guarddiag.audit import audit_frames, audit_pool, engine, shardread
+from guarddiag.audit import audit_frames, audit_pool, engine, jsonlread, shardread
 from guarddiag.audit import run as audit_run
 from guarddiag.audit.stream import find_shards, plan_tasks
 from guarddiag.cli import main
@@ -178,7 +178,7 @@ def _finished_before(tmp_path: Path, capsys) -> Path:
 
 def test_non_utf8_row_deep_in_a_jsonl_shard(tmp_path, bench, capsys, monkeypatch):
     # Small blocks, so the bad line sits many blocks into the file (as row 3,000,001 would).
-    monkeypatch.setattr(shardread, "_BLOCK_BYTES", 4096)
+    monkeypatch.setattr(jsonlread, "BLOCK_BYTES", 4096)
     out = _finished_before(tmp_path, capsys)
     ids, texts = _pool_rows()
     shards = tmp_path / "corpus"
@@ -189,8 +189,17 @@ def test_non_utf8_row_deep_in_a_jsonl_shard(tmp_path, bench, capsys, monkeypatch
     lines[3000] = b'{"prompt_id": "s3001", "text": "caf\xe9"}'
     lines[1000] = b"   "              # a blank line is not a row: line 3001 is row 3000
     (shards / "part-1.jsonl.gz").write_bytes(gzip.compress(b"\n".join(lines) + b"\n"))
-    err = _one_line(capsys, ["audit", "--pool", str(shards / "part-*"), "--out", str(out)])
-    assert "part-1.jsonl.gz line 3001 (row 3000): not UTF-8 text" in err
+    assert main(["audit", "--pool", str(shards / "part-*"), "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    # Listed after the whole scan, with its line (blank lines counted) and the byte of the
+    # decompressed file its line starts at.
+    start = sum(len(line) + 1 for line in lines[:3000])
+    byte = start + lines[3000].index(b"\xe9")
+    assert (f"1 bad rows in the pool (1 malformed), all listed in {out / 'bad_rows.jsonl'}; "
+            f"first: {shards / 'part-1.jsonl.gz'} line 3001: not UTF-8 text (byte {byte} of "
+            "the decompressed file).") in err
+    listed = json.loads((out / "bad_rows.jsonl").read_text())
+    assert (listed["line"], listed["byte"], listed["kind"]) == (3001, start, "malformed")
     assert not (out / "summary.json").exists()
     assert not (out / "meta.json").exists()
 
@@ -274,9 +283,13 @@ def test_empty_text_and_duplicate_ids_name_shard_and_row(tmp_path, bench, capsys
     folder.mkdir()
     _frame(["a1", "a2", "a3"], ["x", "y", "z"]).write_parquet(folder / "part-0.parquet")
     _frame(["b1", "a2"], ["u", "v"]).write_parquet(folder / "part-1.parquet")
-    err = _one_line(capsys, ["audit", "--pool", str(folder), "--out", str(tmp_path / "a")])
-    assert (f"part-1.parquet row 2 field \"prompt_id\": duplicate id 'a2' (also "
-            f"{folder / 'part-0.parquet'} row 2)") in err
+    assert main(["audit", "--pool", str(folder), "--out", str(tmp_path / "a")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert (f"2 bad rows in the pool (2 with a repeated id), all listed in "
+            f"{tmp_path / 'a' / 'bad_rows.jsonl'}; first: {folder / 'part-0.parquet'} row 2 "
+            f"field \"prompt_id\": repeated id 'a2': 2 rows hold it (first: "
+            f"{folder / 'part-0.parquet'} row 2); {folder / 'part-1.parquet'} row 2 field "
+            "\"prompt_id\": repeated id 'a2'") in err
     _frame(["b1", "b2"], ["u", "  "]).write_parquet(folder / "part-1.parquet")
     err = _one_line(capsys, ["audit", "--pool", str(folder), "--out", str(tmp_path / "a")])
     assert 'part-1.parquet row 2 field "text": empty text' in err

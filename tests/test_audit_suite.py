@@ -96,7 +96,8 @@ def _prompts() -> list[str]:
     short = [" ".join(rng.choice(vocab, size=7, replace=False).tolist()) for _ in range(10)]
     titled = [f'Generate the lyrics of "Song {chr(65 + i)} Blue" by Singer{i}'
               for i in range(10)]
-    return long + short + titled
+    tiny = [" ".join(rng.choice(vocab, size=4, replace=False).tolist()) for _ in range(10)]
+    return long + short + titled + tiny
 
 
 def test_planted_pool_is_seeded_and_labels_every_row():
@@ -127,9 +128,21 @@ def test_planted_kinds_have_their_documented_shape():
         assert normalise(row) != c.source
         assert template_form(row) == "generate the lyrics of qslot by nslot"
     for c in by_kind[("case_punct", False)]:
-        # One word of a 7-word prompt changed: six of its words left.
+        # Two words of a 7-word prompt changed: five of its words left.
         row_words = set(normalise(text[c.pool_id]).split())
-        assert len(row_words & set(c.source.split())) == 6
+        assert len(row_words & set(c.source.split())) == 5
+    for c in by_kind[("one_word", True)]:
+        # One word of a 7-word prompt substituted, in place, whole or inside a wrapper.
+        row = normalise(text[c.pool_id]).split()
+        source = c.source.split()
+        assert any(sum(a != b for a, b in zip(source, row[k:k + 7], strict=True)) == 1
+                   for k in range(len(row) - 6))
+    for c in by_kind[("escaped", True)]:
+        # Glued to a two-character "\n" on both sides: the plain normal form never holds it.
+        assert "\\n" + text[c.pool_id].split("\\n")[1] + "\\n" in text[c.pool_id]
+        assert f" {c.source} " not in f" {normalise(text[c.pool_id])} "
+    for c in by_kind[("short", False)]:
+        assert " ".join(reversed(c.source.split())) in normalise(text[c.pool_id])
     assert all(normalise(text[c.pool_id]) != c.source for c in by_kind[("paraphrase", True)])
     # An exact copy would make its prompt exact-only: template sources are other prompts.
     exact_sources = {c.source for c in by_kind[("exact", True)]}

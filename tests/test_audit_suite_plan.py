@@ -87,7 +87,7 @@ def test_bench_suite_meets_its_targets_on_the_public_data(real_data_dir, tmp_pat
     doc = json.loads(out.read_text())
     by_kind = {k["kind"]: k for k in doc["kinds"]}
     assert set(by_kind) == {"exact", "case_punct", "rewrapped", "embedded", "template",
-                            "paraphrase"}
+                            "paraphrase", "short", "one_word", "escaped"}
     for kind, k in by_kind.items():
         assert k["precision"] is None or k["precision"] >= 0.99, kind
         if kind != "paraphrase":

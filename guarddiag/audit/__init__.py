@@ -16,16 +16,24 @@ For every benchmark subset the audit counts
   normalised; :mod:`guarddiag.audit.template`) equals the prompt's, for a prompt with no exact
   overlap — the benchmark's sentence asked about other titles. A prompt may be near and
   template at once;
-* **contained** overlaps (``containment=True``), a fourth column: a pool row that holds at least
-  ``containment_threshold`` (default 0.8) of the prompt's distinct word 3-grams, whatever the
-  row's length — the prompt inside a jailbreak wrapper or a quoting post
-  (:mod:`guarddiag.audit.containment`), for a prompt with no exact overlap.
+* **contained** overlaps (``containment=True``), a fourth column: the prompt inside a pool text
+  whatever its length — in a jailbreak wrapper or a quoting post: a prompt of five words or
+  fewer as a whole phrase, a longer one with at most one word substituted in place
+  (:mod:`guarddiag.audit.phrase`), one of ``short_words`` distinct words or more also when the
+  text holds ``containment_threshold`` (default 0.8) of its word 3-grams
+  (:mod:`guarddiag.audit.containment`), for a prompt with no exact overlap. A short prompt
+  found in the texts of ``review_rows`` rows or more is a common phrase: its contained matches
+  are kind ``review``, listed but never gated nor dropped.
 
 It then writes, to ``out_dir`` (default ``work/audit/``)::
 
     rows_to_remove.parquet     one row per pool row with a match, in pool order: pool_id,
-    rows_to_remove.jsonl       fields, texts, kinds, matches (benchmark, prompt_id, kind,
-                               similarity, field); the same as JSON lines
+    rows_to_remove.jsonl       file, row, line, byte (its address), fields, texts, kinds,
+                               matches (benchmark, prompt_id, kind, similarity, field); the
+                               same as JSON lines
+    bad_rows.jsonl             every bad row (malformed, wrong-typed, without a unique id)
+                               with its address (:mod:`~guarddiag.audit.badrows`); absent
+                               when there is none
     overlap.parquet            one row per matched (benchmark prompt, pool row) pair:
                                benchmark, prompt_id, pool_id, kind ("exact" | "near" |
                                "template" | "contained"), similarity (1.0 for exact,
@@ -61,21 +69,26 @@ the rows that can match are kept (:mod:`~guarddiag.audit.engine`: every core, or
 ``engine="ray"``), so memory is bounded by the candidates, not the pool.
 
 Options are one typed model, :class:`~guarddiag.audit.options.AuditOptions`; texts may come
-from nested field paths (:mod:`~guarddiag.audit.fields`: ``messages[].content``), and
-:func:`~guarddiag.audit.gate.check_gate` applies the release gates.
+from nested field paths (:mod:`~guarddiag.audit.fields`: ``messages[].content``, strings or
+lists of content parts), :func:`~guarddiag.audit.gate.check_gate` applies the release gates
+(failing closed on what was not checked), and :func:`~guarddiag.audit.apply.apply_audit`
+writes the cleaned corpus and audits it again.
 
-Modules: :mod:`~guarddiag.audit.result` (result objects), :mod:`~guarddiag.audit.read` (the
-pool table), :mod:`~guarddiag.audit.stream` and :mod:`~guarddiag.audit.shardread` (shards,
-formats, batches, one-line errors naming shard and row), :mod:`~guarddiag.audit.normal` (the
-vectorised normal form), :mod:`~guarddiag.audit.engine` and :mod:`~guarddiag.audit.ray_engine`
-(the parallel candidate scan), :mod:`~guarddiag.audit.exact` (normal-form index, exact overlaps),
-:mod:`~guarddiag.audit.neardup` (the prefix-filter Jaccard join), :mod:`~guarddiag.audit.frames`
-(``audit_frames``), :mod:`~guarddiag.audit.template` (template forms and matches),
-:mod:`~guarddiag.audit.containment` (prompts inside longer rows),
-:mod:`~guarddiag.audit.suite` (``bench audit --suite``: planted cases, precision and recall),
-:mod:`~guarddiag.audit.plan` (``bench audit``'s per-core rates and 100M/1B-row projection),
-:mod:`~guarddiag.audit.outputs` (the audit folder and its chart),
-:mod:`~guarddiag.audit.run` (``audit_pool``), :mod:`~guarddiag.audit.bench` (``bench audit``).
+Modules: :mod:`~guarddiag.audit.result` (result objects), :mod:`~guarddiag.audit.read` (the pool
+table), :mod:`~guarddiag.audit.stream`, :mod:`~guarddiag.audit.unpack`,
+:mod:`~guarddiag.audit.shardread` and :mod:`~guarddiag.audit.jsonlread` (shards, formats,
+batches, one-line errors naming shard and row), :mod:`~guarddiag.audit.badrows` (bad rows),
+:mod:`~guarddiag.audit.normal` (the vectorised normal form), :mod:`~guarddiag.audit.engine` and
+:mod:`~guarddiag.audit.ray_engine` (the parallel candidate scan), :mod:`~guarddiag.audit.exact`
+(normal-form index, exact overlaps), :mod:`~guarddiag.audit.neardup` (the prefix-filter Jaccard
+join), :mod:`~guarddiag.audit.frames` (``audit_frames``), :mod:`~guarddiag.audit.template`
+(template forms and matches), :mod:`~guarddiag.audit.containment` and
+:mod:`~guarddiag.audit.phrase` (prompts inside longer rows), :mod:`~guarddiag.audit.suite`
+(``bench audit --suite``: planted cases, precision and recall), :mod:`~guarddiag.audit.plan`
+(``bench audit``'s per-core rates and 100M/1B-row projection), :mod:`~guarddiag.audit.outputs`
+(the audit folder and its chart), :mod:`~guarddiag.audit.run` (``audit_pool``),
+:mod:`~guarddiag.audit.gate` (the gates), :mod:`~guarddiag.audit.apply` (``audit apply``),
+:mod:`~guarddiag.audit.bench` (``bench audit``).
 """
 
 from guarddiag.audit.frames import audit_frames

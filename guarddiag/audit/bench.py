@@ -271,10 +271,10 @@ def bench_audit(*, rows: int = 1_000_000, near_rows: int = 270_000, threshold: f
 def bench_peer(*, rows: int = 200_000, threshold: float = 0.8, seed: int = 0,
                benchmarks: str | Sequence[str] = "all", data_dir: str | Path | None = None,
                num_perm: int = 128) -> PeerResult:
-    """``bench audit --peer``: on one seeded synthetic pool of ``rows`` rows, the exact and the
-    near-dup audit (whole command, fresh process), the prefix-filter join and datasketch's
-    MinHashLSH (word sets to pairs), each pair finder's recall against the exact oracle
-    (:mod:`guarddiag.audit.peer`)."""
+    """``bench audit --peer``: on one seeded synthetic pool of ``rows`` rows, the exact, the
+    near-dup and the full audit ("full": near-dup, templates, containment; whole command, fresh
+    process), the prefix-filter join and datasketch's MinHashLSH (word sets to pairs), each
+    pair finder's recall against the exact oracle (:mod:`guarddiag.audit.peer`)."""
     require_datasketch()
     if rows < 1:
         raise GuarddiagError(f"bench audit --peer: --near-rows must be >= 1, got {rows}")
@@ -287,11 +287,11 @@ def bench_peer(*, rows: int = 200_000, threshold: float = 0.8, seed: int = 0,
     timed = []
     with tempfile.TemporaryDirectory(prefix="guarddiag-peer-") as tmp:
         timed.append(_time_bare_join(pool, bench_texts, Path(tmp)))
-        for name, near in (("exact", False), ("near-dup", True)):
-            for figure in (False, True):
-                phase = _time_phase(pool, name, rows, near=near, containment=False,
+        for name, near, full in (("exact", 0, 0), ("near-dup", 1, 0), ("full", 1, 1)):
+            for figure in (False, True)[:1 if full else 2]:    # "full": the release check
+                phase = _time_phase(pool, name, rows, near=bool(near), containment=bool(full),
                                     tmp=Path(tmp), benchmarks=benchmarks, data_dir=data_dir,
-                                    threshold=threshold, figure=figure)
+                                    threshold=threshold, figure=figure, templates=bool(full))
                 timed.append(PeerRow(method=audit_method(name, chart=figure),
                                      scope="whole command", wall_s=phase.wall_s,
                                      peak_mib=phase.peak_mib))
@@ -342,14 +342,14 @@ def _run_phases(pool: SyntheticPool, sizes: dict[str, int], *, plan: bool,
 
 def _time_phase(pool: SyntheticPool, name: str, n: int, *, near: bool, containment: bool,
                 tmp: Path, benchmarks: str | Sequence[str], data_dir: str | Path | None,
-                threshold: float, figure: bool = False) -> BenchPhase:
+                threshold: float, figure: bool = False, templates: bool = False) -> BenchPhase:
     """One timed ``audit_pool`` run on the first ``n`` synthetic rows, with what it recovered
-    (``figure``: with the chart, as ``--figure`` draws it)."""
+    (``figure``: with the chart, as ``--figure`` draws it; ``templates`` looked for too)."""
     path = _pool_file(pool, n, tmp)
     logger.info(f"bench audit: {name} audit of {n:,} rows{' with the chart' if figure else ''}")
     options = {"benchmarks": benchmarks, "data_dir": data_dir, "near_dup": near,
                "threshold": threshold, "out_dir": tmp / f"audit-{name}-{n}", "force": True,
-               "containment": containment, "figure": figure}
+               "containment": containment, "figure": figure, "templates": templates}
     overlap, wall, cpu, peak = _in_fresh_process(_audit_measured, path, options)
     exact_ids = set(overlap.filter(pl.col("kind") == "exact").get_column("pool_id").to_list())
     any_ids = set(overlap.get_column("pool_id").to_list())

@@ -4,32 +4,33 @@ A jailbreak wrapper around a benchmark prompt, or a forum post that quotes it, i
 exact overlap (the row holds other text) nor a near duplicate (the word-set Jaccard falls with
 the row's length: a 20-word prompt in a 400-word row has J ≤ 0.05). The audit's
 ``containment=True`` finds such rows by how much of the *prompt* sits in the row, whatever the
-row's length:
+row's length. Words are the space-separated tokens of the normal form
+(:func:`guarddiag.text.normalise`) of the row with escaped line breaks (``\\n`` written as two
+characters) made spaces first (:func:`~guarddiag.audit.phrase.turn_form`), so case,
+punctuation and line wrapping never matter. A row contains a prompt of ``n`` words when
 
-* the words of a text are the space-separated tokens of its normal form
-  (:func:`guarddiag.text.normalise`), so case, punctuation and line wrapping never matter;
-* its **shingles** are the distinct runs of :data:`SHINGLE_WORDS` consecutive words;
-* the **containment** of prompt ``q`` in row ``r`` is ``|S(q) ∩ S(r)| / |S(q)|``.
+* ``n`` ≤ 5: the row holds it as a whole phrase (:mod:`guarddiag.audit.phrase`);
+* ``n`` ≥ 6: the row holds it with at most one word substituted, in place (a prompt of six to
+  nine words, the length where one word costs most of its 3-grams, is found this way);
+* ``n`` ≥ 6 and at least ``short_words`` distinct words (default 10): also when the row holds
+  at least the threshold (default :data:`DEFAULT_CONTAINMENT`, 0.8) of its **shingles**, the
+  distinct runs of :data:`SHINGLE_WORDS` consecutive words. The containment of prompt ``q`` in
+  row ``r`` is ``|S(q) ∩ S(r)| / |S(q)|``: word runs of three keep the order of the prompt (a
+  row holding its words in another order does not match), and one changed word in the middle
+  of a 20-word prompt removes 3 of its 18 shingles (0.83: still found), two remove 6 (0.67: not
+  found; that is the near-duplicate column's job).
 
-A pool row is a contained overlap of a prompt when the containment is at least the threshold
-(default :data:`DEFAULT_CONTAINMENT`, 0.8), the two normal forms differ (equal forms are exact
-overlaps) and the prompt has at least :data:`MIN_CONTAINED_WORDS` words. Word runs of three
-keep the order of the prompt (a row holding its words in another order does not match), and
-one changed word in the middle of a 20-word prompt removes 3 of its 18 shingles (0.83: still
-found), two remove 6 (0.67: not found; that is the near-duplicate column's job). A prompt of
-fewer than ``short_words`` distinct words (the near-duplicate column's short-prompt rule,
-default 10) needs every shingle (containment 1.0): on a short prompt one word is often the
-whole meaning ("… gut a fish" / "… gut a human"). Prompts of five words or fewer are not looked
-for: a run that short ("write a poem about love") is common English, not evidence of a copy.
+The two normal forms must differ (equal forms are exact overlaps). The similarity reported is
+the share of shingles for the shingle rule, else the share of the prompt's words in place.
 
-The search indexes the benchmark side only and streams pool rows through it in batches (polars,
-all cores): a row becomes a candidate for a prompt when it holds two of the prompt's *prefix*
-shingles — the ``m − ⌈t·m⌉ + 2`` of its ``m`` shingles that are rarest among benchmark prompts.
-A row with containment ≥ ``t`` misses at most ``m − ⌈t·m⌉`` of them, so it holds two prefix
-shingles (the prefix-filter lemma of :mod:`guarddiag.audit.neardup`, one step further); every
-candidate is then counted exactly. No pair is lost and none is guessed. Shingles are joined as
-64-bit hashes; a collision can only add a candidate, and every reported pair is recounted on the
-strings.
+The shingle search indexes the benchmark side only and streams pool rows through it in batches
+(polars, all cores): a row becomes a candidate for a prompt when it holds two of the prompt's
+*prefix* shingles — the ``m − ⌈t·m⌉ + 2`` of its ``m`` shingles that are rarest among benchmark
+prompts. A row with containment ≥ ``t`` misses at most ``m − ⌈t·m⌉`` of them, so it holds two
+prefix shingles (the prefix-filter lemma of :mod:`guarddiag.audit.neardup`, one step further);
+every candidate is then counted exactly. No pair is lost and none is guessed. Shingles are
+joined as 64-bit hashes; a collision can only add a candidate, and every reported pair is
+recounted on the strings.
 """
 
 from __future__ import annotations
@@ -40,26 +41,38 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from guarddiag.audit.result import DEFAULT_CONTAINMENT
+from guarddiag.audit.exact import Match
+from guarddiag.audit.phrase import (
+    PHRASE_WORDS,
+    SUBSTITUTED,
+    PhraseIndex,
+    index_phrases,
+    phrase_hits,
+    phrase_matches,
+)
+from guarddiag.audit.result import DEFAULT_CONTAINMENT, DEFAULT_REVIEW_ROWS, REVIEW_DEFINITION
 from guarddiag.errors import GuarddiagError
 
-__all__ = ["CONTAINMENT_DEFINITION", "DEFAULT_CONTAINMENT", "MIN_CONTAINED_WORDS",
+__all__ = ["CONTAINMENT_DEFINITION", "DEFAULT_CONTAINMENT", "DEFAULT_REVIEW_ROWS",
+           "MIN_CONTAINED_WORDS", "REVIEW_DEFINITION",
            "SHINGLE_WORDS", "ContainmentIndex", "check_containment", "contained_matches",
-           "contained_rows", "containment",
-           "index_containment", "shingles"]
+           "contained_rows", "containment", "index_containment", "review_common", "shingles"]
 
 SHINGLE_WORDS = 3
 """Words per shingle. Three keeps word order (a shuffled copy does not match) while one changed
 word costs only three shingles; five-word shingles would lose a 20-word prompt with one word
 changed (11 of 16 left, 0.69)."""
-MIN_CONTAINED_WORDS = 6
-"""Fewest words (of the normal form) a prompt needs to be looked for inside longer rows."""
+MIN_CONTAINED_WORDS = PHRASE_WORDS + 1
+"""Fewest words (of the normal form) a prompt needs for the shingle rule and for a substituted
+word; shorter ones are looked for as whole phrases."""
 CONTAINMENT_DEFINITION = (
-    "containment = share of the prompt's distinct word 3-grams (of the normal form) found in "
-    "one pool row, whatever the row's length; >= {t:g} (1.0 for prompts of fewer than "
-    "{short} distinct words), prompts of at least " + str(MIN_CONTAINED_WORDS) + " words, no "
-    "exact overlap")
+    "contained = the prompt inside one pool text (normal forms; escaped \\n, \\t, \\r "
+    "in the text split words): a prompt of at most " + str(PHRASE_WORDS) + " words as a whole "
+    "phrase; a longer one with at most " + str(SUBSTITUTED) + " word substituted in place; one "
+    "of at least {short} distinct words also when the text holds >= {t:g} of its distinct "
+    "word 3-grams; no exact overlap")
 """How summary.json describes a contained overlap (format with ``t`` and ``short``)."""
+
 
 _EPS = 1e-9
 _PREFIX_HITS = 2
@@ -108,6 +121,8 @@ class ContainmentIndex:
     (prefix shingles a containing row must hold)."""
     vocabulary: pl.DataFrame
     """``h``: every indexed shingle once."""
+    phrases: PhraseIndex
+    """The whole-phrase and substituted-word search over every prompt."""
 
 
 def index_containment(forms: Sequence[str], *, threshold: float = DEFAULT_CONTAINMENT,
@@ -132,11 +147,12 @@ _LAST_INDEX: dict[tuple[float, int], ContainmentIndex] = {}
 def _build_index(forms: tuple[str, ...], *, threshold: float, short_words: int
                  ) -> ContainmentIndex:
     k = SHINGLE_WORDS
+    # Prompts under short_words distinct words are left to the in-place word search.
     words = (pl.DataFrame({"form": list(forms)}, schema={"form": pl.String})
              .with_row_index("key")
              .select("key", pl.col("form").str.split(" ").alias("w"))
-             .filter(pl.col("w").list.len() >= MIN_CONTAINED_WORDS))
-    short = words.select("key", (pl.col("w").list.n_unique() < short_words).alias("short"))
+             .filter(pl.col("w").list.len() >= MIN_CONTAINED_WORDS,
+                     pl.col("w").list.n_unique() >= short_words))
     shingle = pl.concat_str([pl.col("w").shift(-i) for i in range(k)], separator=" ")
     full = (words.explode("w")
             .select("key", shingle.alias("s"),
@@ -148,10 +164,8 @@ def _build_index(forms: tuple[str, ...], *, threshold: float, short_words: int
     # A row holding `need` of the m shingles misses at most m − need, so it holds at least
     # `hits` of the m − need + hits rarest: two hits cut the candidates about in half.
     need = (full.group_by("key").agg(pl.len().cast(pl.UInt32).alias("m"))
-            .join(short, on="key")
-            .with_columns(pl.when(pl.col("short")).then(m)
-                          .otherwise((threshold * m.cast(pl.Float64) - _EPS).ceil()
-                                     .cast(pl.UInt32)).alias("need"))
+            .with_columns((threshold * m.cast(pl.Float64) - _EPS).ceil().cast(pl.UInt32)
+                          .alias("need"))
             .with_columns(pl.min_horizontal(pl.col("need"), pl.lit(_PREFIX_HITS, pl.UInt32))
                           .alias("hits"))
             .select("key", "m", "need", "hits")
@@ -166,7 +180,8 @@ def _build_index(forms: tuple[str, ...], *, threshold: float, short_words: int
         forms=forms, threshold=threshold,
         prefix=prefix.select(_hash(pl.col("s")), "key"),
         full=full.select("key", _hash(pl.col("s"))),
-        need=need, vocabulary=full.select(_hash(pl.col("s"))).unique())
+        need=need, vocabulary=full.select(_hash(pl.col("s"))).unique(),
+        phrases=index_phrases(forms))
 
 
 def _hash(shingle: pl.Expr) -> pl.Expr:
@@ -176,47 +191,83 @@ def _hash(shingle: pl.Expr) -> pl.Expr:
 
 
 def contained_matches(index: ContainmentIndex, pool_forms: Sequence[str] | pl.Series, *,
-                      offset: int = 0) -> list[tuple[int, int, str, float]]:
-    """``(key, pool row, "contained", containment)`` for every pool row that contains
-    benchmark form ``index.forms[key]`` (module docstring); rows are numbered from ``offset``.
-    Sorted by (pool row, key)."""
+                      offset: int = 0, exact_forms: Sequence[str] | None = None
+                      ) -> list[tuple[int, int, str, float]]:
+    """``(key, pool row, "contained", similarity)`` for every pool row that contains benchmark form
+    ``index.forms[key]`` (module docstring); rows are numbered from ``offset``. ``pool_forms``
+    are the rows' turn forms (:func:`~guarddiag.audit.phrase.turn_forms`), ``exact_forms``
+    their normal forms when they differ (a row whose normal form is the prompt's is an exact
+    overlap). Sorted by (pool row, key)."""
     forms = pool_forms if isinstance(pool_forms, pl.Series) else pl.Series(
         "form", list(pool_forms), dtype=pl.String)
-    out: list[tuple[int, int, str, float]] = []
-    if index.need.height == 0:
-        return out
-    need = dict(zip(index.need.get_column("key").to_list(),
-                    index.need.get_column("need").to_list(), strict=True))
-    prompt_sets: dict[int, frozenset[str]] = {}
+    found: dict[tuple[int, int], float] = {}
     for start in range(0, len(forms), _BATCH_ROWS):
         batch = forms.slice(start, _BATCH_ROWS)
-        texts = batch.to_list()
-        last_row, row_set = -1, frozenset[str]()
-        for row, key in _candidates(index, batch).iter_rows():
-            form, row_form = index.forms[key], texts[row]
-            if row_form == form:   # equal forms are exact overlaps
-                continue
-            if row != last_row:    # candidates come sorted by row
-                last_row, row_set = row, shingles(row_form)
-            prompt = prompt_sets.get(key)
-            if prompt is None:
-                prompt = prompt_sets[key] = shingles(form)
-            shared = len(prompt & row_set)
-            if shared >= need[key]:
-                out.append((key, offset + start + row, "contained", shared / len(prompt)))
+        for key, row, held in phrase_matches(index.phrases, batch):
+            found[(key, start + row)] = held
+        if index.need.height:
+            found |= _shingle_matches(index, batch, start)
+    out = []
+    for (key, row), similarity in found.items():
+        exact = (exact_forms[row] if exact_forms is not None else forms[row])
+        if exact != index.forms[key]:      # equal forms are exact overlaps
+            out.append((key, offset + row, "contained", similarity))
     out.sort(key=lambda m: (m[1], m[0]))
     return out
 
 
+def _shingle_matches(index: ContainmentIndex, batch: pl.Series, start: int
+                     ) -> dict[tuple[int, int], float]:
+    """The shingle rule's (key, row from ``start``) → share of shingles, recounted on the
+    strings."""
+    need = dict(zip(index.need.get_column("key").to_list(),
+                    index.need.get_column("need").to_list(), strict=True))
+    texts = batch.to_list()
+    out = {}
+    prompts: dict[int, frozenset[str]] = {}
+    last_row, row_set = -1, frozenset[str]()
+    for row, key in _candidates(index, batch).iter_rows():
+        if row != last_row:    # candidates come sorted by row
+            last_row, row_set = row, shingles(texts[row])
+        prompt = prompts.get(key)
+        if prompt is None:
+            prompt = prompts[key] = shingles(index.forms[key])
+        shared = len(prompt & row_set)
+        if shared >= need[key]:
+            out[(key, start + row)] = shared / len(prompt)
+    return out
+
+
+def review_common(matches: list[Match], forms: Sequence[str], pool_ids: Sequence[str], *,
+                  short_words: int, review_rows: int) -> list[Match]:
+    """``matches`` with every ``contained`` match of a *common phrase* made ``review``: a
+    prompt of fewer than ``short_words`` words that is found in the texts (whole or inside)
+    of at least ``review_rows`` distinct rows (``pool_ids`` of the matches' pool positions) of
+    the corpus. A phrase planted by hand sits in a few rows; one that is common English sits
+    in many (0 turns the rule off). Exact matches stay what they are."""
+    if review_rows <= 0:
+        return matches
+    rows: dict[int, set[str]] = {}
+    for key, p, kind, _ in matches:
+        if kind in ("exact", "contained", "review") and len(forms[key].split(" ")) < short_words:
+            rows.setdefault(key, set()).add(pool_ids[p])
+    common = {key for key, held in rows.items() if len(held) >= review_rows}
+    return [(key, p, "review" if kind == "contained" and key in common else kind, similarity)
+            for key, p, kind, similarity in matches]
+
+
 def contained_rows(index: ContainmentIndex, forms: pl.Series) -> pl.Series:
-    """Per row of ``forms`` (normal forms), whether it may contain an indexed prompt: every
-    row :func:`contained_matches` reports is True (a hash collision may add a row, never lose
+    """Per row of ``forms`` (turn forms), whether it may contain an indexed prompt: every row
+    :func:`contained_matches` reports is True (a hash collision may add a row, never lose
     one). For a pool scan that keeps candidate rows and audits them afterwards."""
     keep = np.zeros(forms.len(), dtype=bool)
-    if index.need.height:
-        for start in range(0, forms.len(), _BATCH_ROWS):
-            rows = _candidates(index, forms.slice(start, _BATCH_ROWS)).get_column("row")
-            keep[rows.to_numpy() + start] = True
+    for start in range(0, forms.len(), _BATCH_ROWS):
+        batch = forms.slice(start, _BATCH_ROWS)
+        rows = phrase_hits(index.phrases, batch).get_column("row")
+        if index.need.height:
+            rows = pl.concat([rows, _candidates(index, batch).get_column("row")
+                              .cast(pl.Int64)])
+        keep[rows.to_numpy() + start] = True
     return pl.Series("contained", keep)
 
 

@@ -6,7 +6,8 @@ its word set has Jaccard ≥ the threshold with some benchmark prompt's other fo
 template form is a benchmark prompt's (template), or if it holds enough of a prompt's word
 3-grams (contained). The scan keeps those rows, or a few more (the exact pass keeps every row
 whose normal form without spaces is a prompt's; the short-prompt rule is applied later), and of
-the rest of the pool only an 8-byte hash of each id, for the duplicate check. Each task's
+the rest of the pool only an 8-byte hash of each id, for the search for repeated ids, and
+every bad row (:mod:`~guarddiag.audit.badrows`). Each task's
 findings go to a :class:`~guarddiag.audit.scanstore.ScanStore` on disk as it finishes, so a
 killed scan resumes where it stopped and the driver holds nothing per pool row. ``audit_frames``
 then runs on the candidates in pool order, so every output is computed by the same code as an
@@ -53,6 +54,7 @@ import numpy as np
 import polars as pl
 
 from guarddiag import files
+from guarddiag.audit.badrows import BadRow
 from guarddiag.audit.containment import ContainmentIndex, contained_rows, index_containment
 from guarddiag.audit.neardup import PrefixIndex, form_index, probe_forms, spaced_forms
 from guarddiag.audit.normal import (
@@ -63,8 +65,10 @@ from guarddiag.audit.normal import (
     normal_forms,
     word_forms,
 )
+from guarddiag.audit.phrase import turn_forms
 from guarddiag.audit.ray_engine import ray_map
 from guarddiag.audit.scanstore import (
+    Candidate,
     PoolScan,
     ScanStore,
     TaskFindings,
@@ -72,7 +76,7 @@ from guarddiag.audit.scanstore import (
     id_hashes,
     sort_hashes,
 )
-from guarddiag.audit.shardread import read_task
+from guarddiag.audit.shardread import PoolBatch, read_task
 from guarddiag.audit.stream import Task, TaskProgress
 from guarddiag.audit.template import template_form
 from guarddiag.cores import meanwhile, usable_cores
@@ -202,45 +206,62 @@ def scan_task(task: Task, spec: ScanSpec, *, threads: int = 1) -> TaskFindings:
     """Read one task's rows in batches and keep the candidate rows (module docstring), each
     batch split over ``threads`` threads (a task scanned alone: see :func:`_local_map`)."""
     state = _state(spec)
-    candidates: list[tuple[int, str, str | None, str | None]] = []
-    offset = python_rows = surrogates = 0
+    candidates: list[Candidate] = []
+    offset = python_rows = surrogates = lines = 0
     missing: dict[str, int] = dict.fromkeys(spec.fields or (), 0)
     empty: dict[str, int] = dict.fromkeys(spec.fields or (), 0)
+    non_text: dict[str, int] = dict.fromkeys(spec.fields or (), 0)
+    bad: list[BadRow] = []
     for batch in read_task(task, text_column=spec.text_column, id_column=spec.id_column,
                            fields=spec.fields):
         surrogates += batch.surrogates
-        for name, n in batch.missing.items():
-            missing[name] += n
-        for name, n in batch.empty.items():
-            empty[name] += n
+        lines = max(lines, batch.lines_read)
+        for counts, mine in ((batch.missing, missing), (batch.empty, empty),
+                             (batch.non_text, non_text)):
+            for name, n in counts.items():
+                mine[name] += n
+        # Rows from 1 within the task, whatever the reader numbered them from.
+        bad += [b if b.row is None else replace(b, row=b.row - batch.first_row + offset + 1)
+                for b in batch.bad]
         if batch.texts.len():
             keep, slow = _candidates_in_parts(batch.texts, state, spec, threads)
             python_rows += slow
-            units = keep.arg_true()
-            texts = batch.texts.gather(units).to_list()
-            rows = batch.rows.gather(units) if batch.rows is not None else units
-            ids = (batch.ids.gather(rows).to_list() if batch.ids is not None
-                   else [None] * len(texts))
-            paths = (batch.paths.gather(units).to_list() if batch.paths is not None
-                     else [None] * len(texts))
-            candidates.extend(zip((rows + offset).to_list(), texts, ids, paths, strict=True))
+            candidates += _kept(batch, keep, offset)
         offset += batch.n_rows
     return TaskFindings(rows=offset, candidates=tuple(candidates), python_rows=python_rows,
-                        missing=missing, empty=empty, surrogates=surrogates)
+                        missing=missing, empty=empty, surrogates=surrogates,
+                        non_text=non_text, bad=tuple(bad), lines=lines)
+
+
+def _kept(batch: PoolBatch, keep: pl.Series, offset: int) -> list[Candidate]:
+    """The batch's candidate texts, as :class:`TaskFindings` stores them."""
+    units = keep.arg_true()
+    texts = batch.texts.gather(units).to_list()
+    rows = batch.rows.gather(units) if batch.rows is not None else units
+    ids = (batch.ids.gather(rows).to_list() if batch.ids is not None
+           else [None] * len(texts))
+    paths = (batch.paths.gather(units).to_list() if batch.paths is not None
+             else [None] * len(texts))
+    at_rows = rows.to_numpy()
+    lines: list[int | None] = ([None] * len(texts) if batch.lines is None
+                               else batch.lines[at_rows].tolist())
+    starts: list[int | None] = ([None] * len(texts) if batch.offsets is None
+                                else batch.offsets[at_rows].tolist())
+    return list(zip((rows + offset).to_list(), texts, ids, paths, lines, starts, strict=True))
 
 
 def ids_task(task: Task, spec: ScanSpec) -> TaskIds:
     """The first, cheap pass over one task: its ids' hashes (for repeated ids) and, for the
     required fields, the rows missing or empty there."""
     hashes: list[np.ndarray] = []
-    rows = 0
+    rows = lines = 0
     missing = dict.fromkeys(spec.require, 0)
     empty = dict.fromkeys(spec.require, 0)
     first_gap: dict[str, int] = {}
     for batch in read_task(task, text_column=spec.text_column, id_column=spec.id_column,
                            fields=spec.require or None, ids_only=not spec.require):
         if batch.ids is not None:
-            hashes.append(id_hashes(batch.ids))
+            hashes.append(id_hashes(batch.ids.drop_nulls()))
         if spec.require and batch.rows is not None:
             for name in spec.require:
                 missing[name] += batch.missing[name]
@@ -248,12 +269,13 @@ def ids_task(task: Task, spec: ScanSpec) -> TaskIds:
                 if name not in first_gap and name in batch.first_gap:
                     first_gap[name] = rows + batch.first_gap[name] + 1
         rows += batch.n_rows
+        lines = max(lines, batch.lines_read)
     sorted_hashes = None
     if spec.id_column is not None:
         sorted_hashes = (sort_hashes(np.concatenate(hashes)) if hashes
                          else np.zeros(0, np.uint64))
     return TaskIds(rows=rows, id_hashes=sorted_hashes, missing=missing, empty=empty,
-                   first_gap=first_gap)
+                   first_gap=first_gap, lines=lines)
 
 
 _MIN_PART = 32_768
@@ -294,7 +316,8 @@ def _candidate_rows(texts: pl.Series, state: _Indexes, spec: ScanSpec) -> tuple[
             keep = keep | _near_rows(words, state.near, plain_ascii=True)
     else:
         forms, slow = normal_forms(texts)
-        keep = forms.is_in(state.forms.implode()) | contained_rows(state.contained, forms)
+        keep = (forms.is_in(state.forms.implode())
+                | contained_rows(state.contained, turn_forms(texts, forms)))
         if state.near is not None:
             keep = keep | _near_rows(forms, state.near)
     if spec.template_forms is not None:
@@ -478,19 +501,19 @@ def scan_pool(tasks: list[Task], spec: ScanSpec, *, store: ScanStore,
               engine: str = "local", workers: int | None = None,
               ray_address: str | None = None) -> PoolScan:
     """First a cheap pass over the ids (and the required fields): rows missing a required
-    field are one error, before the expensive scan; repeated ids anywhere in the pool are one
-    error too, from a check that runs beside the scan's first tasks, before any is kept. Then
-    scan every task ``store`` does not hold yet with ``engine``, storing each task's findings
-    as it finishes, and merge them in task order."""
+    field are one error, before the expensive scan. The search for repeated ids runs beside
+    the scan. Then scan every task ``store`` does not hold yet with ``engine``, storing each
+    task's findings as it finishes, and merge them in task order, the rows of repeated ids
+    under their addresses (:mod:`~guarddiag.audit.badrows`)."""
     count = default_workers() if workers is None else workers
     if engine == "local":
         # The indexes (the exact kernel's key tables, the near-dup index and probe) are built
         # while the id pass reads the pool; the scan's workers wait for them on the state lock.
         # A failure here is met again, and raised, when a worker builds the state itself.
         meanwhile(_state, spec)
-    unique: Future[None] | None = None
+    repeated: Future[list[BadRow]] | None = None
     if spec.id_column is not None or spec.require:
-        unique = _first_pass(tasks, spec, store=store, workers=count)
+        repeated = _first_pass(tasks, spec, store=store, workers=count)
     done = store.finished()
     pending = [(i, t) for i, t in enumerate(tasks) if i not in done]
     if done:
@@ -506,29 +529,19 @@ def scan_pool(tasks: list[Task], spec: ScanSpec, *, store: ScanStore,
         raise AssertionError(engine)    # check_engine raised
     clock = TaskProgress("scan", tasks, done)
     with closing(mapped):
-        try:
-            for index, findings in mapped:
-                if unique is not None:  # no task is kept before the ids are known distinct
-                    check, unique = unique, None
-                    check.result()
-                store.save(index, findings)
-                clock.finished(index, findings.rows)
-        except GuarddiagError:
-            if unique is not None:      # a bad row met first: repeated ids are still the error
-                unique.result()
-            raise
-    if unique is not None:
-        unique.result()
-    return store.merged()
+        for index, findings in mapped:
+            store.save(index, findings)
+            clock.finished(index, findings.rows)
+    return store.merged(id_column=spec.id_column,
+                        repeated=repeated.result() if repeated is not None else ())
 
 
 def _first_pass(tasks: list[Task], spec: ScanSpec, *, store: ScanStore, workers: int
-                ) -> Future[None] | None:
+                ) -> Future[list[BadRow]] | None:
     """Hash every task's ids (threads: the readers release the GIL) and count the required
     fields' gaps; raise for a required field missing in some row (with the true counts). The
-    check for repeated ids (all of them at once, one error) is started and returned: it sorts
-    every id's hash (0.36 s for 10M ids) while the scan starts, and the scan keeps no task
-    before it has passed."""
+    search for repeated ids is started and returned: it sorts every id's hash (0.36 s for 10M
+    ids) and re-reads the rows of the hashes that repeat, while the scan runs."""
     done = store.checked()
     pending = [(i, t) for i, t in enumerate(tasks) if i not in done]
     clock = TaskProgress("id pass", tasks, done)
@@ -539,15 +552,10 @@ def _first_pass(tasks: list[Task], spec: ScanSpec, *, store: ScanStore, workers:
                                        this_one=False):
                 store.save_ids(index, found)
                 clock.finished(index, found.rows)
-    unique = (meanwhile(partial(store.check_unique_ids, id_column=spec.id_column))
-              if spec.id_column is not None else None)
-    try:
-        _check_required(tasks, spec, store)
-    except GuarddiagError:
-        if unique is not None:      # repeated ids are the first error
-            unique.result()
-        raise
-    return unique
+    _check_required(tasks, spec, store)
+    if spec.id_column is None:
+        return None
+    return meanwhile(partial(store.repeated_ids, id_column=spec.id_column))
 
 
 def _check_required(tasks: list[Task], spec: ScanSpec, store: ScanStore) -> None:

@@ -15,6 +15,11 @@ absent or null on the way, or a list with no element selected) or every text it 
 list or object where the path goes on, is an error naming the row and the field. Lone UTF-16
 surrogates (a ``"\\ud800"`` escape in JSON) are replaced by U+FFFD and counted.
 
+Where the path ends at a list of content parts (the OpenAI multimodal form: ``[{"type":
+"text", "text": ...}, {"type": "image_url", ...}]``), the texts are the text parts' (at
+``messages[1].content[0].text``) and the other parts are counted (``non_text``), so
+``messages[].content`` reads a corpus that mixes plain strings with part lists.
+
 Own code, not a JSONPath library: the audit needs the concrete path of every text and the
 missing / empty distinction per row, which the JSONPath libraries do not report.
 """
@@ -28,10 +33,18 @@ from typing import Any
 
 from guarddiag.errors import GuarddiagError
 
-__all__ = ["FieldPath", "Step", "extract", "parse_field", "replace_surrogates"]
+__all__ = ["FieldPath", "Step", "WrongTypeError", "extract", "parse_field", "replace_surrogates"]
 
 _STEP = re.compile(r"^(?P<key>[^.\[\]=]+)(?:\[(?P<sel>[^\[\]]*)\])?$")
 _SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+class WrongTypeError(GuarddiagError):
+    """A value of the wrong type where a path goes: ``where field "path": problem``."""
+
+    def __init__(self, where: str, path: str, problem: str) -> None:
+        super().__init__(f'{where} field "{path}": {problem}')
+        self.path, self.problem = path, problem
 
 
 @dataclass(frozen=True)
@@ -99,6 +112,8 @@ class Found:
     status: str
     """``ok``, ``missing`` or ``empty``."""
     surrogates: int = 0
+    non_text: int = 0
+    """Content parts of another type than text (images, audio), counted, not audited."""
 
 
 def extract(field: FieldPath, value: Any, *, where: str) -> Found:
@@ -114,29 +129,54 @@ def extract(field: FieldPath, value: Any, *, where: str) -> Found:
                 hint = ("" if not isinstance(node, list) else f" (use {path}[{step.key}])"
                         if step.key.isdigit() else
                         f" (use {path}[].{step.key} for every element, or {path}[N])")
-                raise GuarddiagError(f'{where} field "{path}": expected an object with key '
-                                     f"{step.key!r}, found {_kind(node)}{hint}")
+                raise WrongTypeError(where, path, f"expected an object with key {step.key!r}, "
+                                             f"found {_kind(node)}{hint}")
             if step.key in node:
                 nxt.append((f"{path}.{step.key}", node[step.key]))
         reached = _select(step, nxt, where)
     texts: list[tuple[str, str]] = []
-    blank = surrogates = 0
-    for path, node in reached:
+    blank = surrogates = parts = 0
+    for path, node in _text_parts(reached):
         if node is None:
+            continue
+        if node is _NOT_TEXT:
+            parts += 1
             continue
         if not isinstance(node, str):
             hint = (" (name a path into it, e.g. messages[].content)"
                     if isinstance(node, list | dict) else "")
-            raise GuarddiagError(f'{where} field "{path}": expected text, found '
-                                 f"{_kind(node)}{hint}")
+            raise WrongTypeError(where, path, f"expected text, found {_kind(node)}{hint}")
         node, n = replace_surrogates(node)
         surrogates += n
         if node.strip():
             texts.append((path, node))
         else:
             blank += 1
-    status = "ok" if texts else "empty" if blank else "missing"
-    return Found(texts, status, surrogates)
+    status = "ok" if texts else "empty" if blank or parts else "missing"
+    return Found(texts, status, surrogates, parts)
+
+
+_NOT_TEXT = object()
+"""A content part that holds no text (an image, an audio clip): counted, not audited."""
+
+
+def _text_parts(reached: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
+    """``reached`` with every list of content parts (the OpenAI form: objects each with a
+    ``type``; ``{"type": "text", "text": ...}`` holds text) replaced by its parts' texts, at
+    their concrete paths (``messages[1].content[0].text``), and :data:`_NOT_TEXT` for each part
+    of another type. A turn's content may then be a string in one row and parts in the next."""
+    out: list[tuple[str, Any]] = []
+    for path, node in reached:
+        if not (isinstance(node, list) and node
+                and all(isinstance(p, dict) and "type" in p for p in node)):
+            out.append((path, node))
+            continue
+        for j, part in enumerate(node):
+            if part["type"] == "text":
+                out.append((f"{path}[{j}].text", part.get("text")))
+            else:
+                out.append((f"{path}[{j}]", _NOT_TEXT))
+    return out
 
 
 def _select(step: Step, reached: list[tuple[str, Any]], where: str) -> list[tuple[str, Any]]:
@@ -147,7 +187,7 @@ def _select(step: Step, reached: list[tuple[str, Any]], where: str) -> list[tupl
         if node is None:
             continue
         if not isinstance(node, list):
-            raise GuarddiagError(f'{where} field "{path}": expected a list, found {_kind(node)}')
+            raise WrongTypeError(where, path, f"expected a list, found {_kind(node)}")
         for i, item in enumerate(node):
             if step.index is not None and i != step.index:
                 continue

@@ -10,15 +10,19 @@ from typing import Any
 
 import polars as pl
 
+from guarddiag.audit.badrows import Address
 from guarddiag.audit.containment import (
     check_containment,
     contained_matches,
     index_containment,
+    review_common,
 )
-from guarddiag.audit.exact import Match, exact_matches, index_forms
+from guarddiag.audit.exact import FormIndex, Match, exact_matches, index_forms
 from guarddiag.audit.neardup import check_threshold, near_matches
+from guarddiag.audit.phrase import turn_form
 from guarddiag.audit.result import (
     DEFAULT_CONTAINMENT,
+    DEFAULT_REVIEW_ROWS,
     DEFAULT_SHORT_THRESHOLD,
     DEFAULT_SHORT_WORDS,
     DEFAULT_THRESHOLD,
@@ -40,8 +44,11 @@ logger = logging.getLogger(__name__)
 __all__ = ["KINDS", "TWIN_JACCARD", "attribute_twins", "audit_frames", "stricter_for_short"]
 
 _EXAMPLE_CHARS = 300
-KINDS = ("exact", "near", "template", "contained")
-"""Overlap kinds in their sort order; ``Expanded`` holds a kind's index."""
+KINDS = ("exact", "near", "template", "contained", "review")
+"""Overlap kinds in their sort order; ``Expanded`` holds a kind's index. ``review`` is a
+contained match listed for a person to look at, never gated nor dropped
+(:data:`~guarddiag.audit.containment.REVIEW_DEFINITION`)."""
+_REVIEW = KINDS.index("review")
 Expanded = tuple[int, int, int, int, float]
 """(benchmark index, row, kind index in :data:`KINDS`, pool row, similarity)."""
 TWIN_JACCARD = 0.5
@@ -61,7 +68,9 @@ def audit_frames(pool_ids: Sequence[str], pool_texts: Sequence[str],
                  drop_template: bool = False, containment: bool = False,
                  containment_threshold: float = DEFAULT_CONTAINMENT,
                  drop_contained: bool = False, template_min_words: int = MIN_FIXED_WORDS,
-                 pool_fields: Sequence[str] | None = None) -> AuditResult:
+                 pool_fields: Sequence[str] | None = None,
+                 pool_addresses: Sequence[Address] | None = None,
+                 review_rows: int = DEFAULT_REVIEW_ROWS) -> AuditResult:
     """Audit pool rows against benchmark frames (columns ``prompt_id``, ``text``); writes nothing.
 
     Pool ids must be unique and texts non-empty (:func:`guarddiag.audit.read_pool` checks both).
@@ -70,10 +79,12 @@ def audit_frames(pool_ids: Sequence[str], pool_texts: Sequence[str],
     template column (:mod:`guarddiag.audit.template`); ``drop_template`` drops those prompts
     from the decontaminated lists too. ``containment=True`` adds the contained column (a prompt
     embedded in a longer row, :mod:`guarddiag.audit.containment`), ``drop_contained`` drops
-    those prompts too.
+    those prompts too; a contained match likely to be chance is ``review`` instead
+    (``review_rows``: :func:`~guarddiag.audit.containment.review_common`).
 
     ``pool_fields``: each text's field path (nested fields; a pool id may then hold several
-    texts, and overlap.parquet gains a ``field`` column). Twins: :func:`attribute_twins`.
+    texts, and overlap.parquet gains a ``field`` column). ``pool_addresses``: each text's
+    row's (file, row, line, byte), for rows_to_remove. Twins: :func:`attribute_twins`.
     """
     threshold, short_threshold = check_options(
         threshold=threshold, short_threshold=short_threshold, short_words=short_words,
@@ -87,18 +98,13 @@ def audit_frames(pool_ids: Sequence[str], pool_texts: Sequence[str],
 
     logger.info(f"audit: normalising {len(pool_texts):,} pool rows")
     pool_forms = [normalise(t) for t in pool_texts]
-    matches: list[Match] = exact_matches(index, pool_forms)
-    if near_dup:
-        matches += stricter_for_short(
-            near_matches(index.forms, pool_forms, threshold=threshold), index.forms,
-            short_words=short_words, short_threshold=short_threshold)
+    matches = _form_matches(index, pool_texts, pool_forms,
+                            near=threshold if near_dup else None, short_words=short_words,
+                            short_threshold=short_threshold,
+                            containment=containment_threshold if containment else None)
     if containment:
-        logger.info(f"audit: containment of {len(index.forms):,} benchmark texts in "
-                    f"{len(pool_forms):,} pool rows")
-        matches += contained_matches(
-            index_containment(index.forms, threshold=containment_threshold,
-                              short_words=short_words), pool_forms)
-
+        matches = review_common(matches, index.forms, pool_ids, short_words=short_words,
+                                review_rows=review_rows)
     # Expand to (benchmark, prompt) pairs, ordered by benchmark, prompt, kind, pool row.
     expanded: list[Expanded] = [
         (b, row, KINDS.index(kind), p, similarity)
@@ -117,20 +123,48 @@ def audit_frames(pool_ids: Sequence[str], pool_texts: Sequence[str],
         by_bench.setdefault(b, []).append((row, kind, p, similarity))
 
     drop = {1: drop_near, 2: drop_template, 3: drop_contained}
-    on = {1: near_dup, 2: templates, 3: containment}
+    on = {1: near_dup, 2: templates, 3: containment, 4: containment}
     results, decontaminated = _count(names, by_bench, bench_ids, bench_texts, pool_ids,
                                      pool_texts, sha256=sha256 or {}, on=on, drop=drop)
     return AuditResult(benchmarks=tuple(results), unavailable=tuple(unavailable),
                        overlap=_overlap_frame(expanded, names, bench_ids, pool_ids,
                                               pool_fields),
                        rows_to_remove=_rows_to_remove(expanded, names, bench_ids, pool_ids,
-                                                      pool_texts, pool_fields),
+                                                      pool_texts, pool_fields, pool_addresses),
                        decontaminated=decontaminated, pool_rows=len(pool_texts),
                        near_dup=near_dup, threshold=threshold, drop_near=drop_near,
                        short_words=short_words, short_threshold=short_threshold,
                        templates=templates, drop_template=drop_template,
                        containment=containment, containment_threshold=containment_threshold,
-                       drop_contained=drop_contained)
+                       drop_contained=drop_contained, review_rows=review_rows,
+                       short_prompts=_short_prompts(index, short_words) if near_dup else 0)
+
+
+def _form_matches(index: FormIndex, pool_texts: Sequence[str], pool_forms: list[str], *,
+                  near: float | None, short_words: int, short_threshold: float,
+                  containment: float | None) -> list[Match]:
+    """Exact matches, near ones (threshold ``near``) and contained ones (threshold
+    ``containment``, searched in the texts' turn forms) of the pool's normal forms."""
+    matches: list[Match] = exact_matches(index, pool_forms)
+    if near is not None:
+        matches += stricter_for_short(
+            near_matches(index.forms, pool_forms, threshold=near), index.forms,
+            short_words=short_words, short_threshold=short_threshold)
+    if containment is not None:
+        logger.info(f"audit: containment of {len(index.forms):,} benchmark texts in "
+                    f"{len(pool_forms):,} pool rows")
+        turns = [turn_form(t) if "\\" in t else f
+                 for t, f in zip(pool_texts, pool_forms, strict=True)]
+        matches += contained_matches(
+            index_containment(index.forms, threshold=containment, short_words=short_words),
+            turns, exact_forms=pool_forms)
+    return matches
+
+
+def _short_prompts(index: FormIndex, short_words: int) -> int:
+    """Benchmark prompts of fewer than ``short_words`` distinct words."""
+    return sum(len(index.members[key]) for key, form in enumerate(index.forms)
+               if len(set(words_of_normal_form(form))) < short_words)
 
 
 def _check_lengths(pool_ids: Sequence[str], pool_texts: Sequence[str],
@@ -154,16 +188,18 @@ def _count(names: list[str], by_bench: Mapping[int, list[tuple[int, int, int, fl
         part = by_bench.get(b, [])
         exact_rows = {row for row, kind, _, _ in part if kind == 0}
         rows_of = {k: {row for row, kind, _, _ in part if kind == k} - exact_rows
-                   for k in (1, 2, 3)}
+                   for k in (1, 2, 3, 4)}
+        # A prompt counts for review only when nothing else found it.
+        rows_of[4] -= rows_of[1] | rows_of[2] | rows_of[3]
         dropped = exact_rows.union(*(rows_of[k] for k in (1, 2, 3) if drop[k]))
         ids = bench_ids[b]
         decontaminated[name] = tuple(pid for row, pid in enumerate(ids) if row not in dropped)
-        count = {k: len(rows_of[k]) if on[k] else None for k in (1, 2, 3)}
+        count = {k: len(rows_of[k]) if on[k] else None for k in (1, 2, 3, 4)}
         results.append(BenchmarkOverlap(
             benchmark=name, n=len(ids), n_exact=len(exact_rows), n_near=count[1],
             n_kept=len(decontaminated[name]), sha256=sha256.get(name),
             examples=_examples(part, exact_rows, ids, bench_texts[b], pool_ids, pool_texts),
-            n_template=count[2], n_contained=count[3]))
+            n_template=count[2], n_contained=count[3], n_review=count[4]))
     return results, decontaminated
 
 
@@ -247,7 +283,9 @@ def attribute_twins(expanded: list[Expanded], bench_texts: Sequence[Sequence[str
     with a higher similarity (any kind: every similarity is a share of 1.0), its non-exact
     match to A is dropped — the text is B, which only resembles A. Exact matches are never
     dropped, nor matches within one benchmark (a template row matches every prompt of its
-    sentence alike)."""
+    sentence alike). A match listed for review (likely chance) drops nothing, and neither does
+    a prompt whose words are a part of A's ("how to avoid paying taxes" inside "teach people
+    how to avoid paying taxes illegally" is no twin: a text holding A holds it whole)."""
     by_text: dict[int, list[Expanded]] = {}
     for hit in expanded:
         by_text.setdefault(hit[3], []).append(hit)
@@ -268,9 +306,10 @@ def attribute_twins(expanded: list[Expanded], bench_texts: Sequence[Sequence[str
                 continue
             for other in hits:
                 ob, orow, okind, _, osim = other
-                if ob == b or not (okind == 0 or osim > similarity):
+                if ob == b or okind == _REVIEW or not (okind == 0 or osim > similarity):
                     continue
-                if jaccard(words_of(b, row), words_of(ob, orow)) >= TWIN_JACCARD:
+                mine, theirs = words_of(b, row), words_of(ob, orow)
+                if jaccard(mine, theirs) >= TWIN_JACCARD and not theirs < mine:
                     dropped.add(hit)
                     break
     return [hit for hit in expanded if hit not in dropped] if dropped else expanded
@@ -278,9 +317,11 @@ def attribute_twins(expanded: list[Expanded], bench_texts: Sequence[Sequence[str
 
 def _rows_to_remove(expanded: list[Expanded], names: list[str], bench_ids: list[list[str]],
                     pool_ids: Sequence[str], pool_texts: Sequence[str],
-                    pool_fields: Sequence[str] | None) -> pl.DataFrame:
-    """One row per pool row with a match, in pool order: its id, the field paths and texts that
-    matched, the kinds, and every (benchmark, prompt id, kind, similarity, field) it matched."""
+                    pool_fields: Sequence[str] | None,
+                    pool_addresses: Sequence[Address] | None) -> pl.DataFrame:
+    """One row per pool row with a match, in pool order: its id and address, the field paths
+    and texts that matched, the kinds, and every (benchmark, prompt id, kind, similarity,
+    field) it matched."""
     by_row: dict[str, _RemoveRow] = {}
     for b, row, kind, p, similarity in sorted(expanded, key=lambda h: (h[3], h[0], h[1], h[2])):
         entry = by_row.get(pool_ids[p])
@@ -289,8 +330,16 @@ def _rows_to_remove(expanded: list[Expanded], names: list[str], bench_ids: list[
         entry.positions[p] = None
         entry.kinds.add(kind)
         entry.matches.append((b, row, kind, similarity, p))
-    return _remove_frame(list(by_row), list(by_row.values()), names, bench_ids, pool_texts,
-                         pool_fields)
+    rows = list(by_row.values())
+    first = [next(iter(r.positions)) for r in rows]
+    unknown: Address = ("", 0, None, None)
+    places = pl.DataFrame([pool_addresses[p] if pool_addresses is not None else unknown
+                           for p in first], schema=["file", "row", "line", "byte"], orient="row")
+    if pool_addresses is None:
+        places = places.clear(n=len(rows))
+    return pl.concat([places, _remove_frame(list(by_row), rows, names, bench_ids, pool_texts,
+                                            pool_fields)], how="horizontal"
+                     ).select(list(REMOVE_SCHEMA)).cast(pl.Schema(REMOVE_SCHEMA))
 
 
 @dataclass(slots=True)
@@ -334,8 +383,7 @@ def _remove_frame(ids: list[str], rows: list[_RemoveRow], names: list[str],
                  kinds=pl.Series([KINDS[k] for r in rows for k in sorted(r.kinds)],
                                  dtype=pl.String)),
         gathered([i for i, r in enumerate(rows) for _ in r.matches],
-                 matches=match_values.to_struct())], how="horizontal",
-    ).cast(pl.Schema(REMOVE_SCHEMA))
+                 matches=match_values.to_struct())], how="horizontal")
 
 
 def _examples(part: list[tuple[int, int, int, float]], exact_rows: set[int], ids: list[str],

@@ -18,6 +18,7 @@ from pydantic import field_validator, model_validator
 from guarddiag.audit.fields import parse_field
 from guarddiag.audit.result import (
     DEFAULT_CONTAINMENT,
+    DEFAULT_REVIEW_ROWS,
     DEFAULT_SHORT_THRESHOLD,
     DEFAULT_SHORT_WORDS,
     DEFAULT_THRESHOLD,
@@ -63,6 +64,10 @@ class AuditOptions(Model):
     containment: bool = False
     containment_threshold: float = DEFAULT_CONTAINMENT
     drop_contained: bool = False
+    review_rows: int = DEFAULT_REVIEW_ROWS
+    """A short prompt found inside the texts of at least this many rows is a common phrase: its
+    contained matches are listed for review, not gated (0: never;
+    :func:`~guarddiag.audit.containment.review_common`)."""
     fail_above: float | None = None
     """Gate: fail when more than this percent of any benchmark's prompts is hit by a gated
     kind (a share of the benchmark, not of the corpus)."""
@@ -70,6 +75,16 @@ class AuditOptions(Model):
     """Gate: fail when more than this many corpus rows are hit by a gated kind."""
     gate_exclude: tuple[Literal["exact", "near", "template", "contained"], ...] = ()
     """Overlap kinds the gates do not count (every audited kind counts otherwise)."""
+    bad_rows: Literal["fail", "skip"] = "fail"
+    """What bad rows do (:mod:`~guarddiag.audit.badrows`): ``fail``, an error after the whole
+    scan with every one listed in bad_rows.jsonl; ``skip``, the audit goes on without the
+    malformed and wrong-typed ones and with the others under their addresses."""
+    allow_missing_field: bool = False
+    """A gate passes though a text field is found in no row (else it cannot vouch: exit 2)."""
+    allow_unavailable: bool = False
+    """A gate passes though a selected benchmark is unavailable (else exit 2)."""
+    allow_bad_rows: bool = False
+    """A gate passes though ``bad_rows="skip"`` left rows unaudited (else exit 2)."""
     engine: str = "local"
     """``local`` (``workers`` cores of this machine) or ``ray`` (a Ray cluster)."""
     workers: int | None = None
@@ -115,7 +130,7 @@ class AuditOptions(Model):
             raise ValueError("a percentage from 0 to 100 is expected")
         return value
 
-    @field_validator("max_corpus_rows", "template_min_words")
+    @field_validator("max_corpus_rows", "template_min_words", "review_rows")
     @classmethod
     def _count(cls, value: int | None) -> int | None:
         if value is not None and value < 0:

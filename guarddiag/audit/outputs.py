@@ -19,6 +19,7 @@ from guarddiag.audit.result import (
     FORMAT_VERSION,
     OVERLAP_SCHEMA,
     REMOVE_SCHEMA,
+    REVIEW_DEFINITION,
     AuditResult,
     BenchmarkOverlap,
     UnavailableBenchmark,
@@ -86,6 +87,7 @@ def _summary_doc(result: AuditResult) -> dict[str, Any]:
     doc: dict[str, Any] = {
         "format": FORMAT_VERSION,
         "corpus_rows_to_remove": result.n_rows_to_remove,
+        "corpus_rows_for_review": result.n_rows_for_review,
         "benchmark_prompts_covered": result.n_prompts_covered,
         "pool_rows": result.pool_rows,
         "near_dup": result.near_dup,
@@ -104,6 +106,10 @@ def _summary_doc(result: AuditResult) -> dict[str, Any]:
     # the same summary.json as before they existed.
     if result.fields:
         doc |= {"text_fields": {k: dict(v) for k, v in result.fields.items()}}
+    if result.bad_rows:
+        doc |= {"bad_rows": dict(result.bad_rows)}
+    if result.near_dup:
+        doc |= {"short_prompts": result.short_prompts}
     if result.surrogates:
         doc |= {"lone_surrogates_replaced": result.surrogates}
     if result.templates:
@@ -111,7 +117,10 @@ def _summary_doc(result: AuditResult) -> dict[str, Any]:
     if result.containment:
         doc |= {"containment": True, "containment_threshold": result.containment_threshold,
                 "containment_definition": CONTAINMENT_DEFINITION.format(
-                    t=result.containment_threshold, short=result.short_words)}
+                    t=result.containment_threshold, short=result.short_words),
+                "review_rows": result.review_rows,
+                "review_definition": REVIEW_DEFINITION.format(short=result.short_words,
+                                                              rows=result.review_rows)}
     benches = {}
     for b in result.benchmarks:
         entry = {"n": b.n, "n_exact": b.n_exact, "pct_exact": round(b.pct_exact, 4),
@@ -124,7 +133,7 @@ def _summary_doc(result: AuditResult) -> dict[str, Any]:
         if result.containment:
             entry |= {"n_contained": b.n_contained,
                       "pct_contained": None if b.pct_contained is None
-                      else round(b.pct_contained, 4)}
+                      else round(b.pct_contained, 4), "n_review": b.n_review}
         benches[b.benchmark] = entry | {
             "n_kept": b.n_kept, "pct_removed": round(b.pct_removed, 4), "sha256": b.sha256,
             "examples": list(b.examples)}
@@ -132,6 +141,8 @@ def _summary_doc(result: AuditResult) -> dict[str, Any]:
         "benchmarks": benches,
         "benchmark_order": [b.benchmark for b in result.benchmarks],
         "unavailable": {u.benchmark: u.reason for u in result.unavailable},
+        "unavailable_prompts": {u.benchmark: u.n for u in result.unavailable},
+        "not_searched": result.not_searched(),
         "titles": {k: v for k, v in result.titles.items()
                    if k in {b.benchmark for b in result.benchmarks}
                    or k in {u.benchmark for u in result.unavailable}},
@@ -169,7 +180,8 @@ def load_audit(audit_dir: str | Path) -> AuditResult:
         benches.append(BenchmarkOverlap(
             benchmark=name, n=entry["n"], n_exact=entry["n_exact"], n_near=entry["n_near"],
             n_kept=entry["n_kept"], sha256=entry["sha256"], examples=tuple(entry["examples"]),
-            n_template=entry.get("n_template"), n_contained=entry.get("n_contained")))
+            n_template=entry.get("n_template"), n_contained=entry.get("n_contained"),
+            n_review=entry.get("n_review")))
     overlap = files.read_table(audit_dir / "overlap.parquet")
     remove_path = audit_dir / "rows_to_remove.parquet"
     remove = (pl.read_parquet(remove_path) if remove_path.is_file()
@@ -178,7 +190,9 @@ def load_audit(audit_dir: str | Path) -> AuditResult:
             for name in kept}
     return AuditResult(
         benchmarks=tuple(benches),
-        unavailable=tuple(UnavailableBenchmark(k, v) for k, v in doc["unavailable"].items()),
+        unavailable=tuple(UnavailableBenchmark(k, v, doc.get("unavailable_prompts", {}).get(k))
+                          for k, v in doc["unavailable"].items()),
+        bad_rows=doc.get("bad_rows", {}), short_prompts=doc.get("short_prompts", 0),
         overlap=overlap.cast(pl.Schema(OVERLAP_SCHEMA | (
             {"field": pl.String} if "field" in overlap.columns else {}))),
         decontaminated=deco, rows_to_remove=remove,
@@ -188,7 +202,7 @@ def load_audit(audit_dir: str | Path) -> AuditResult:
         templates=bool(doc.get("templates")), out_dir=audit_dir,
         containment=bool(doc.get("containment")),
         containment_threshold=doc.get("containment_threshold", DEFAULT_CONTAINMENT),
-        drop_contained="contained" in drops,
+        drop_contained="contained" in drops, review_rows=doc.get("review_rows", 0),
         titles=doc.get("titles", {}),
         short_words=doc.get("short_words", DEFAULT_SHORT_WORDS),
         short_threshold=doc.get("short_threshold", DEFAULT_SHORT_THRESHOLD))

@@ -99,8 +99,9 @@ class PeerResult:
             return "—" if value is None else format(value, fmt)
 
         peer = self._row("datasketch MinHashLSH")
-        head = (f"{'method':<28} {'time covers':<22} {'wall s':>8} {'pairs':>9} {'true':>9} "
-                f"{'recall':>7} {'precision':>9} {'peak MiB':>9} {'x datasketch':>12}")
+        head = (f"{'method':<28} {'time covers':<22} {'wall s':>8} {'rows/s':>9} {'pairs':>9} "
+                f"{'true':>9} {'recall':>7} {'precision':>9} {'peak MiB':>9} "
+                f"{'x datasketch':>12}")
         lines = [f"peer comparison: {self.pool_rows:,} synthetic pool rows (seed {self.seed}) × "
                  f"{self.prompts:,} distinct benchmark prompts, word-set Jaccard ≥ "
                  f"{self.threshold:g}; exact oracle (sparse product of all pairs): "
@@ -108,7 +109,8 @@ class PeerResult:
                  "-" * len(head)]
         for r in self.rows:
             speed = (peer.wall_s / r.wall_s if peer is not None and r.wall_s > 0 else None)
-            lines.append(f"{r.method:<28} {r.scope:<22} {r.wall_s:>8.2f} "
+            rate = self.pool_rows / r.wall_s if r.wall_s > 0 else None
+            lines.append(f"{r.method:<28} {r.scope:<22} {r.wall_s:>8.2f} {num(rate, ',.0f'):>9} "
                          f"{num(r.pairs, ',d'):>9} {num(r.true_pairs, ',d'):>9} "
                          f"{num(self.recall(r), '.4f'):>7} {num(self.precision(r), '.4f'):>9} "
                          f"{num(r.peak_mib, ',.0f'):>9} {num(speed, '.1f'):>12}")
@@ -124,6 +126,8 @@ class PeerResult:
         for name, plain, charted in (
                 ("exact audit / bare join", (audit_method(exact), bare),
                  (audit_method(exact, chart=True), bare)),
+                ("full audit (near-dup, templates, containment) / bare join",
+                 (audit_method("full"), bare), None),
                 ("near-dup audit / exact audit", (audit_method(near), audit_method(exact)),
                  (audit_method(near, chart=True), audit_method(exact, chart=True))),
                 ("datasketch / prefix join", ("datasketch MinHashLSH", "guarddiag prefix join"),

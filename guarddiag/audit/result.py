@@ -9,10 +9,23 @@ from typing import Any
 
 import polars as pl
 
-__all__ = ["DEFAULT_CONTAINMENT", "DEFAULT_SHORT_THRESHOLD", "DEFAULT_SHORT_WORDS",
-           "DEFAULT_THRESHOLD", "FORMAT_VERSION", "N_EXAMPLES", "OVERLAP_SCHEMA",
-           "REMOVE_MATCH", "REMOVE_SCHEMA", "SAME_WORDS_NOTE", "AuditResult", "BenchmarkOverlap",
-           "UnavailableBenchmark"]
+__all__ = [
+    "DEFAULT_CONTAINMENT",
+    "DEFAULT_REVIEW_ROWS",
+    "DEFAULT_SHORT_THRESHOLD",
+    "DEFAULT_SHORT_WORDS",
+    "DEFAULT_THRESHOLD",
+    "FORMAT_VERSION",
+    "N_EXAMPLES",
+    "OVERLAP_SCHEMA",
+    "REMOVE_MATCH",
+    "REMOVE_SCHEMA",
+    "REVIEW_DEFINITION",
+    "SAME_WORDS_NOTE",
+    "AuditResult",
+    "BenchmarkOverlap",
+    "UnavailableBenchmark",
+]
 
 DEFAULT_THRESHOLD = 0.8
 """Word-set Jaccard at or above which a pool row is a near duplicate of a benchmark prompt.
@@ -25,6 +38,16 @@ DEFAULT_CONTAINMENT = 0.8
 (:mod:`guarddiag.audit.containment`): one changed word in the middle of a 20-word prompt keeps
 15 of its 18 3-grams (0.83) and is found; two changed words keep 12 (0.67) and are left to the
 near-duplicate column."""
+
+DEFAULT_REVIEW_ROWS = 3
+"""A short prompt found inside the texts of at least this many rows is a common phrase
+(:func:`guarddiag.audit.containment.review_common`)."""
+REVIEW_DEFINITION = (
+    "review = a contained match, listed but not gated, of a common phrase: a prompt of fewer "
+    "than {short} words found in the texts of at least {rows} rows of this corpus, whole or "
+    "inside ('if you're', 'what is the meaning of X', 'url'); a phrase planted by hand sits "
+    "in a few rows; exact matches are never review")
+"""How the summary states the review rule (format with ``short`` and ``rows``)."""
 
 DEFAULT_SHORT_WORDS = 10
 """A benchmark prompt with fewer distinct words than this is *short* for near-dup detection."""
@@ -46,11 +69,14 @@ REMOVE_MATCH = pl.Struct({"benchmark": pl.String, "prompt_id": pl.String, "kind"
                           "similarity": pl.Float64, "field": pl.String})
 """One match of a pool row in ``rows_to_remove.parquet``."""
 REMOVE_SCHEMA: dict[str, pl.DataType | type[pl.DataType]] = {
-    "pool_id": pl.String, "fields": pl.List(pl.String), "texts": pl.List(pl.String),
+    "pool_id": pl.String, "file": pl.String, "row": pl.Int64, "line": pl.Int64,
+    "byte": pl.Int64, "fields": pl.List(pl.String), "texts": pl.List(pl.String),
     "kinds": pl.List(pl.String), "matches": pl.List(REMOVE_MATCH)}
 """Columns of ``rows_to_remove.parquet``: one row per pool row with a match, in pool order —
-its id, the field paths and texts that matched (``fields`` is null for the one
-``text_column``), the kinds, and every match."""
+its id, its address (file, row within the file from 1, physical line from 1 counting blank
+lines and byte offset of that line, for JSON lines; null where unknown), the field paths and
+texts that matched (``fields`` is null for the one ``text_column``), the kinds, and every
+match."""
 FORMAT_VERSION = 1
 """Version of the audit folder's layout; a folder of another version is recomputed."""
 
@@ -78,6 +104,9 @@ class BenchmarkOverlap:
     n_contained: int | None = None
     """Prompts contained in a longer pool row but with no exact overlap; None when containment
     was not looked for (:mod:`guarddiag.audit.containment`)."""
+    n_review: int | None = None
+    """Prompts whose only matches are listed for review (likely chance, not gated); None when
+    containment was not looked for."""
 
     @property
     def pct_exact(self) -> float:
@@ -107,6 +136,8 @@ class UnavailableBenchmark:
 
     benchmark: str
     reason: str
+    n: int | None = None
+    """Prompts the subset is expected to hold (its manifest's count), when known."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -139,6 +170,8 @@ class AuditResult:
     """Share of a prompt's word 3-grams a pool row must hold to contain it."""
     drop_contained: bool = False
     """Decontamination drops contained overlaps too."""
+    review_rows: int = 0
+    """A short prompt found inside this many rows is a common phrase, its matches review."""
     rows_to_remove: pl.DataFrame = field(
         repr=False, default_factory=lambda: pl.DataFrame(schema=REMOVE_SCHEMA))
     """One row per pool row with a match (:data:`REMOVE_SCHEMA`)."""
@@ -146,15 +179,31 @@ class AuditResult:
     """Per nested text field: rows ``with_text``, ``missing`` (absent or null), ``empty``."""
     surrogates: int = 0
     """Lone surrogates the reader replaced by U+FFFD."""
+    bad_rows: Mapping[str, int] = field(default_factory=dict)
+    """Bad rows per kind (:mod:`~guarddiag.audit.badrows`; empty when there were none)."""
+    short_prompts: int = 0
+    """Benchmark prompts of fewer than ``short_words`` distinct words (their near duplicates
+    need ``short_threshold``)."""
 
     @property
     def n_rows_to_remove(self) -> int:
-        return self.rows_to_remove.height
+        """Rows of rows_to_remove with a match other than ``review``."""
+        return self.rows_to_remove.height - self.n_rows_for_review
+
+    @property
+    def n_rows_for_review(self) -> int:
+        """Rows of rows_to_remove whose every match is listed for review (likely chance)."""
+        if not self.rows_to_remove.height:
+            return 0
+        only = self.rows_to_remove.get_column("kinds").list.eval(pl.element() == "review")
+        return int(only.list.all().sum())
 
     @property
     def n_prompts_covered(self) -> int:
-        """Benchmark prompts the rows to remove match (each benchmark's prompts counted)."""
-        return self.overlap.select("benchmark", "prompt_id").unique().height
+        """Benchmark prompts the rows to remove match (each benchmark's prompts counted),
+        matches for review left out."""
+        return (self.overlap.filter(pl.col("kind") != "review")
+                .select("benchmark", "prompt_id").unique().height)
 
     def to_frame(self) -> pl.DataFrame:
         """Per benchmark: counts and percentages (``n_template``, ``pct_template`` only when
@@ -170,9 +219,11 @@ class AuditResult:
             for row, b in zip(rows, self.benchmarks, strict=True):
                 row |= {"n_template": b.n_template, "pct_template": b.pct_template}
         if self.containment:
-            schema |= {"n_contained": pl.Int64, "pct_contained": pl.Float64}
+            schema |= {"n_contained": pl.Int64, "pct_contained": pl.Float64,
+                       "n_review": pl.Int64}
             for row, b in zip(rows, self.benchmarks, strict=True):
-                row |= {"n_contained": b.n_contained, "pct_contained": b.pct_contained}
+                row |= {"n_contained": b.n_contained, "pct_contained": b.pct_contained,
+                        "n_review": b.n_review}
         return pl.DataFrame(rows, schema=schema)
 
     @property
@@ -189,6 +240,8 @@ class AuditResult:
         the surviving prompt ids per benchmark."""
         doc: dict[str, Any] = {
             "corpus_rows_to_remove": self.n_rows_to_remove,
+            "corpus_rows_for_review": self.n_rows_for_review, "bad_rows": dict(self.bad_rows),
+            "not_searched": self.not_searched(),
             "benchmark_prompts_covered": self.n_prompts_covered,
             "pool_rows": self.pool_rows, "near_dup": self.near_dup,
             "threshold": self.threshold, "short_words": self.short_words,
@@ -208,6 +261,41 @@ class AuditResult:
         """Benchmarks whose decontamination removes more than ``pct`` percent of prompts."""
         return [b for b in self.benchmarks if b.pct_removed > pct]
 
+    @property
+    def skipped_rows(self) -> int:
+        """Bad rows not audited at all (malformed lines, rows holding a wrong-typed value)."""
+        return self.bad_rows.get("malformed", 0) + self.bad_rows.get("wrong_type", 0)
+
+    @property
+    def fields_without_text(self) -> tuple[str, ...]:
+        """The nested text fields that held text in no row (a wrong path, most likely)."""
+        return tuple(name for name, c in self.fields.items() if c.get("with_text", 0) == 0)
+
+    def not_searched(self) -> list[str]:
+        """What the audit did not search (``not searched: ...``), or searched less closely
+        (``searched less closely: ...``), one line each: the summary states them whatever the
+        gates say (``--quiet`` included)."""
+        never, less = [], []
+        if self.unavailable:
+            never.append("benchmarks unavailable: " + ", ".join(
+                u.benchmark + ("" if u.n is None else f" ({u.n:,} prompts)")
+                for u in self.unavailable))
+        never += [f"field {name}: text in no row (check the path)"
+                  for name in self.fields_without_text]
+        if self.skipped_rows:
+            never.append(f"{self.skipped_rows:,} bad rows skipped (bad_rows.jsonl)")
+        if not self.containment:
+            never.append("prompts inside longer texts (containment off: whole texts only)")
+        fallback = self.bad_rows.get("missing_id", 0) + self.bad_rows.get("repeated_id", 0)
+        if fallback:
+            less.append(f"{fallback:,} rows without a unique id, named by their address "
+                        "(bad_rows.jsonl)")
+        if self.near_dup and self.short_words > 0 and self.short_prompts:
+            less.append(f"{self.short_prompts:,} prompts of fewer than {self.short_words} "
+                        f"distinct words need Jaccard ≥ {self.short_threshold:g} to be near")
+        return ([f"not searched: {line}" for line in never]
+                + [f"searched less closely: {line}" for line in less])
+
     def render(self) -> str:
         """The per-benchmark table as fixed-width text (what ``guarddiag audit`` prints)."""
         short = (f" (≥ {self.short_threshold:g} for prompts under {self.short_words} words)"
@@ -216,16 +304,22 @@ class AuditResult:
                 else "near-dup off")
         template = "; template = same sentence, other titles" if self.templates else ""
         if self.containment:
-            template += (f"; contained = ≥ {self.containment_threshold:g} of the prompt's word "
-                         "3-grams in one row")
+            template += (f"; contained = the prompt in one text: ≤ 5 words as a phrase, more "
+                         f"with ≤ 1 word substituted in place, or ≥ "
+                         f"{self.containment_threshold:g} of its word 3-grams")
         remove = (f"corpus rows to remove: {self.n_rows_to_remove:,} of {self.pool_rows:,} "
                   f"(they hold {self.n_prompts_covered:,} benchmark prompts; listed in "
                   "rows_to_remove.parquet)")
+        review = ([f"listed for review, not gated: {self.n_rows_for_review:,} rows whose only "
+                   "matches are likely chance (" + REVIEW_DEFINITION.format(
+                       short=self.short_words, rows=self.review_rows) + ")"]
+                  if self.n_rows_for_review else [])
         fields = [f"field {name}: text in {c['with_text']:,} rows, {c['missing']:,} missing, "
                   f"{c['empty']:,} empty (skipped)" for name, c in self.fields.items()]
         lines = [remove, *fields,
                  f"pool: {self.pool_rows:,} rows; exact = equal after normalisation; {near}"
                  f"{template}; decontamination drops {self.drops.replace('+', ' + ')}",
+                 *self.not_searched(), *review,
                  f"{'benchmark':<28}{'n':>7}{'exact':>8}{'%':>7}{'near':>7}{'%':>7}"
                  + (f"{'templ':>7}{'%':>7}" if self.templates else "")
                  + (f"{'contd':>7}{'%':>7}" if self.containment else "") + f"{'kept':>7}"]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import shutil
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
@@ -24,7 +25,15 @@ import polars as pl
 
 from guarddiag import data, files
 from guarddiag.audit import merge
-from guarddiag.audit.engine import check_engine, make_spec, scan_pool
+from guarddiag.audit.badrows import (
+    BAD_ROWS_FILE,
+    bad_counts,
+    bad_rows_failure,
+    describe_counts,
+    read_bad_rows,
+    write_bad_rows,
+)
+from guarddiag.audit.engine import check_engine, default_workers, make_spec, scan_pool
 from guarddiag.audit.exact import index_forms
 from guarddiag.audit.frames import audit_frames, check_options
 from guarddiag.audit.kernelchoice import compiled_scan_pays, warm_exact_kernel
@@ -45,8 +54,17 @@ from guarddiag.audit.result import (
 )
 from guarddiag.audit.scanstore import PoolScan, ScanStore
 from guarddiag.audit.shardread import arrow_allocator
-from guarddiag.audit.stream import TASK_BYTES, Shard, Task, find_shards, plan_tasks, pool_digest
+from guarddiag.audit.stream import (
+    TASK_BYTES,
+    Shard,
+    Task,
+    TaskProgress,
+    find_shards,
+    plan_tasks,
+    pool_digest,
+)
 from guarddiag.audit.template import template_form
+from guarddiag.audit.unpack import UNPACK_FOLDER, unpack_big
 from guarddiag.cores import meanwhile, objects_alive_now_frozen
 from guarddiag.errors import GuarddiagError
 
@@ -94,7 +112,8 @@ def audit_pool(pool: str | Path, options: AuditOptions | None = None, *,
         meanwhile(warm_compiled_probe if opts.near_dup else warm_exact_kernel)
     bench_set = data.load_benchmarks(opts.benchmarks, data_dir=data_dir,
                                      derived_dir=derived_dir)
-    unavailable = tuple(UnavailableBenchmark(benchmark=s.id, reason=_reason(s))
+    unavailable = tuple(UnavailableBenchmark(benchmark=s.id, reason=_reason(s),
+                                             n=getattr(s, "expected", None))
                         for s in bench_set.unavailable)
     recorded = _key_options(opts, threshold=threshold, short_threshold=short_threshold)
     covered = [*bench_set.frames, *(u.benchmark for u in unavailable)]
@@ -108,43 +127,47 @@ def audit_pool(pool: str | Path, options: AuditOptions | None = None, *,
     # add to or refuse, a saved result, a scan to resume); otherwise the scan starts meanwhile.
     keep = merge.previous_to_keep(out_dir, pool_sha256=digest.result, options=recorded,
                                   covered=covered)
-    cached = None if force else _saved(out_dir, key, figure=opts.figure)
+    cached = None if force else _saved(out_dir, key, figure=opts.figure, bad_rows=opts.bad_rows)
     if cached is not None:
         return cached
     if keep is not None:
         merge.keep_previous(keep, out_dir)
     # A failed run must not leave the previous run's summary vouching for this folder.
     _forget_finished(out_dir)
-    tasks = plan_tasks(shards)
-    _log_unresumable(shards)
+    tasks = _planned(shards, out_dir, opts)
     frame_options: dict[str, Any] = {
         "near_dup": opts.near_dup, "threshold": threshold, "short_words": opts.short_words,
         "short_threshold": short_threshold, "drop_near": opts.drop_near,
         "templates": opts.templates, "drop_template": opts.drop_template,
         "template_min_words": opts.template_min_words, "containment": opts.containment,
         "drop_contained": opts.drop_contained,
-        "containment_threshold": opts.containment_threshold,
+        "containment_threshold": opts.containment_threshold, "review_rows": opts.review_rows,
         "sha256": bench_set.sha256, "unavailable": unavailable}
     with (_resumable(out_dir, key=key, tasks=tasks, fresh=force) as store, arrow_allocator(),
           objects_alive_now_frozen()):
         result = _audit_with_titles(
             shards, tasks, store, bench_set.frames, opts, frame_options=frame_options,
-            derived_dir=derived_dir, data_dir=data_dir)
+            derived_dir=derived_dir, data_dir=data_dir, bad_rows=out_dir / BAD_ROWS_FILE)
         inputs = ({"pool": digest.result()}
                   | {f"benchmark:{k}": v for k, v in bench_set.sha256.items()})
         result = _write_outputs(result, out_dir, keep=keep, figure=opts.figure, meta={
             "inputs": inputs, "pool_path": str(pool), "options": recorded,
-            "cache_key": key.result()})
+            "audit_options": opts.model_dump(mode="json"), "cache_key": key.result()})
     merge.finish_merge(out_dir)
     return replace(result, out_dir=out_dir)
 
 
-def _saved(out_dir: Path, key: Future[str], *, figure: bool) -> AuditResult | None:
+def _saved(out_dir: Path, key: Future[str], *, figure: bool, bad_rows: str
+           ) -> AuditResult | None:
     """The folder's saved audit if ``key`` says it is this one, its chart drawn if ``figure``
-    and it has none; else None."""
+    and it has none; else None. A saved audit of a pool with bad rows (saved by a run that
+    skipped them) is the ``--bad-rows fail`` error again."""
     if not (out_dir / "meta.json").is_file():
         return None
     cached = load_if_current(out_dir, key.result())
+    listed = out_dir / BAD_ROWS_FILE
+    if cached is not None and bad_rows == "fail" and listed.is_file():
+        raise GuarddiagError(bad_rows_failure(read_bad_rows(listed), listed))
     if cached is not None:
         logger.info(f"audit: {out_dir} is up to date with this pool and these benchmarks "
                     "(use --force to recompute)")
@@ -172,21 +195,29 @@ def _key_options(opts: AuditOptions, *, threshold: float, short_threshold: float
                     "template_min_words": opts.template_min_words}
     if opts.containment:
         options |= {"containment": True, "containment_threshold": opts.containment_threshold,
-                    "drop_contained": opts.drop_contained}
+                    "drop_contained": opts.drop_contained, "review_rows": opts.review_rows}
     return options
 
 
-def _log_unresumable(shards: list[Shard]) -> None:
-    """Up front: a big compressed shard is one task (a gzip or zstd stream cannot be entered in
-    the middle), so a killed run starts it over; say how to make it resumable."""
-    big = [s.path for s in shards if s.path.endswith((".gz", ".zst"))
-           and Path(s.path).stat().st_size > TASK_BYTES // 4]
-    if big:
-        name = big[0] if len(big) == 1 else f"{len(big)} compressed shards ({big[0]}, ...)"
-        logger.info(f"audit: {name}: a compressed shard is scanned as one task, so a killed run "
-                    "starts it over; to make the scan resumable, decompress it (plain .jsonl is "
-                    "split into 64 MB parts) or split it into shards, e.g. `zcat corpus.jsonl.gz | "
-                    "split -l 500000 -d --additional-suffix=.jsonl - corpus/part-`")
+def _planned(shards: list[Shard], out_dir: Path, opts: AuditOptions) -> list[Task]:
+    """The scan's tasks, big compressed shards decompressed first, said in the first line."""
+    planned = unpack_big(shards, out_dir / UNPACK_FOLDER)
+    tasks = plan_tasks(planned)
+    _log_start(planned, tasks, opts)
+    return tasks
+
+
+def _log_start(shards: list[Shard], tasks: list[Task], opts: AuditOptions) -> None:
+    """The first status line, before any reading, for a pool of :data:`TASK_BYTES` or more
+    on disk, decompressed copies counted (a smaller one is done in seconds, and a bad row of
+    it is then the only line on stderr): what is scanned, in how many parts, how."""
+    size = sum(Path(s.path).stat().st_size for s in shards)
+    if size < TASK_BYTES:
+        return
+    workers = opts.workers or default_workers()
+    logger.info(f"audit: scanning {len(shards):,} shard(s), {size / 2**20:,.1f} MiB, in "
+                f"{len(tasks):,} task(s) on {workers} worker(s) ({opts.engine} engine): the ids "
+                f"first, then the texts; a status line at most every {TaskProgress.EVERY:g} s")
 
 
 def _write_outputs(result: AuditResult, out_dir: Path, *, keep: merge.PreviousAudit | None,
@@ -219,20 +250,31 @@ def _resumable(out_dir: Path, *, key: Future[str], tasks: list[Task], fresh: boo
     store = ScanStore(out_dir / SCAN_FOLDER, key=key, tasks=tasks, fresh=fresh)
     try:
         yield store
-    except GuarddiagError:
+    except GuarddiagError as exc:
         if not store.finished():
             store.clear()
+            shutil.rmtree(out_dir / UNPACK_FOLDER, ignore_errors=True)
             if out_dir.is_dir() and not any(out_dir.iterdir()):
                 out_dir.rmdir()
-        raise
+        raise _named(exc, tasks) from None
     store.clear()
+    shutil.rmtree(out_dir / UNPACK_FOLDER, ignore_errors=True)
+
+
+def _named(exc: GuarddiagError, tasks: list[Task]) -> GuarddiagError:
+    """``exc`` naming the compressed shards rather than their decompressed copies."""
+    text = str(exc)
+    for task in tasks:
+        if task.source is not None:
+            text = text.replace(task.path, task.source)
+    return exc if text == str(exc) else GuarddiagError(text)
 
 
 def _audit_with_titles(shards: list[Shard], tasks: list[Task], store: ScanStore,
                        frames: Mapping[str, pl.DataFrame], opts: AuditOptions, *,
                        frame_options: Mapping[str, Any],
-                       derived_dir: str | Path | None, data_dir: str | Path | None
-                       ) -> AuditResult:
+                       derived_dir: str | Path | None, data_dir: str | Path | None,
+                       bad_rows: Path) -> AuditResult:
     """:func:`_scan_and_audit`, with the benchmarks' titles for the chart."""
     with ThreadPoolExecutor(max_workers=1) as background:
         # This process mostly waits on the scan's workers: read the manifests' titles and
@@ -241,7 +283,7 @@ def _audit_with_titles(shards: list[Shard], tasks: list[Task], store: ScanStore,
                                       data_dir=data_dir)
         chart = background.submit(_import_chart_library if opts.figure else lambda: None)
         result = _scan_and_audit(shards, tasks, store, frames, opts,
-                                 frame_options=frame_options)
+                                 frame_options=frame_options, bad_rows=bad_rows)
         chart.result()
         return replace(result, titles={k: m.title for k, m in manifests.result().items()})
 
@@ -256,9 +298,11 @@ def _import_chart_library() -> None:
 
 def _scan_and_audit(shards: list[Shard], tasks: list[Task], store: ScanStore,
                     frames: Mapping[str, pl.DataFrame], opts: AuditOptions, *,
-                    frame_options: Mapping[str, Any]) -> AuditResult:
+                    frame_options: Mapping[str, Any], bad_rows: Path) -> AuditResult:
     """Scan the pool for the rows that can match, then audit those rows (``frame_options`` are
-    :func:`audit_frames`'s); the result counts every pool row."""
+    :func:`audit_frames`'s); the result counts every pool row. The pool's bad rows are listed
+    in ``bad_rows``, whatever ``--bad-rows`` says; with ``fail`` they are the error, after the
+    whole scan (its finished tasks kept for a rerun with ``skip``)."""
     bench_texts = [frame.get_column("text").to_list() for frame in frames.values()]
     templates = None
     if opts.templates:
@@ -269,9 +313,14 @@ def _scan_and_audit(shards: list[Shard], tasks: list[Task], store: ScanStore,
     # No progress line before the scan: a bad pool row must be the only line on stderr.
     scan = scan_pool(tasks, spec, store=store, engine=opts.engine, workers=opts.workers,
                      ray_address=opts.ray_address)
+    listed = write_bad_rows(scan.bad, bad_rows)
+    if listed is not None and opts.bad_rows == "fail":
+        raise GuarddiagError(bad_rows_failure(scan.bad, listed))
     if scan.rows == 0:
         raise GuarddiagError(f"{shards[0].path if len(shards) == 1 else 'the pool shards'}: "
-                             "the pool has no rows")
+                             "the pool has no rows"
+                             + (f" ({describe_counts(bad_counts(scan.bad))} line(s))"
+                                if scan.bad else ""))
     logger.info(f"audit: scanned {scan.rows:,} pool rows in {len(shards):,} shard(s), "
                 f"{len(tasks):,} task(s), {opts.engine} engine ({scan.python_rows:,} rows "
                 f"normalised by the Python path); {len(scan.ids):,} "
@@ -281,8 +330,10 @@ def _scan_and_audit(shards: list[Shard], tasks: list[Task], store: ScanStore,
         logger.info(f"audit: replaced {scan.surrogates:,} lone surrogate(s) (a \\ud800-style "
                     "escape with no pair) by U+FFFD")
     result = audit_frames(scan.ids, scan.texts, frames, pool_fields=scan.fields,
-                          **frame_options)
-    return replace(result, pool_rows=scan.rows, fields=counts, surrogates=scan.surrogates)
+                          pool_addresses=scan.addresses, **frame_options)
+    bad = bad_counts(scan.bad) if scan.bad else {}
+    return replace(result, pool_rows=scan.rows, fields=counts, surrogates=scan.surrogates,
+                   bad_rows=bad)
 
 
 def _field_counts(scan: PoolScan, opts: AuditOptions) -> dict[str, dict[str, int]]:
@@ -293,8 +344,10 @@ def _field_counts(scan: PoolScan, opts: AuditOptions) -> dict[str, dict[str, int
     counts = {}
     for name in opts.text_fields:
         missing, empty = scan.missing.get(name, 0), scan.empty.get(name, 0)
+        skipped = sum(1 for b in scan.bad if b.kind == "wrong_type")
         counts[name] = {"missing": missing, "empty": empty,
-                        "with_text": scan.rows - missing - empty}
+                        "with_text": scan.rows - missing - empty - skipped,
+                        "non_text_parts": scan.non_text.get(name, 0)}
         note = (" — in no row at all: check the path" if missing == scan.rows and scan.rows
                 else "")
         logger.info(f"audit: field {name}: text in {scan.rows - missing - empty:,} rows; skipped "

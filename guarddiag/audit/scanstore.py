@@ -2,11 +2,14 @@
 driver's memory flat.
 
 The first, cheap pass over ids leaves ``task-NNNNNN.ids.npy``, the 64-bit hashes of all the
-task's ids, sorted, and ``task-NNNNNN.ids.json`` (its row count and the rows each required
-field misses), written last. A task the scan finished leaves ``task-NNNNNN.parquet``, its
-candidate texts (row within the task, text, id, field path), and, written last,
-``task-NNNNNN.json`` (its row count and per-field counts), which is what marks the task
-finished. Each file is
+task's ids, sorted, and ``task-NNNNNN.ids.json`` (its row and line counts and the rows each
+required field misses), written last. A task the scan finished leaves ``task-NNNNNN.parquet``,
+its candidate texts (row within the task, text, id, field path, physical line within the task,
+byte offset of the line), and, written last, ``task-NNNNNN.json`` (its row and line counts,
+per-field counts and bad rows), which is what marks the task finished. A byte-range task
+numbers its rows and lines from 1; the merge moves them on by the rows and lines of the tasks
+before it in its shard (:meth:`ScanStore.shifts`), so every address is the shard's own. Each
+file is
 written whole or not at all, so a scan killed at any moment leaves only finished tasks marked,
 and the rerun skips them. ``store.json`` names the audit's cache key and the task list; a store
 written for other inputs, options, code or tasks, or without it, is emptied before use. The key
@@ -15,19 +18,20 @@ while it is computed and names itself as soon as it is known, at the latest befo
 first task's findings (the id pass's files are kept meanwhile; a run killed before then leaves a
 store the rerun empties).
 
-Duplicate ids are found from the hash files one slice of the 64-bit range at a time (each file
+Repeated ids are found from the hash files one slice of the 64-bit range at a time (each file
 is sorted, so its share of a slice is one binary search), so the driver holds at most about
 :data:`SLICE_HASHES` hashes whatever the pool's size; a repeated hash is confirmed on the ids
-themselves, re-read from the pool, because two different ids may share a hash.
+themselves, re-read from the pool, because two different ids may share a hash. Every row of a
+repeated id is a bad row (:mod:`~guarddiag.audit.badrows`) named by its address.
 """
 
 from __future__ import annotations
 
 import hashlib
 import shutil
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from concurrent.futures import Future
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -35,12 +39,13 @@ import numpy as np
 import polars as pl
 
 from guarddiag import files
+from guarddiag.audit.badrows import BAD_KINDS, Address, BadRow, address
 from guarddiag.audit.shardread import read_task
 from guarddiag.audit.stream import Task
-from guarddiag.errors import GuarddiagError, at
+from guarddiag.errors import GuarddiagError
 
-__all__ = ["SLICE_HASHES", "PoolScan", "ScanStore", "TaskFindings", "TaskIds", "id_hashes",
-           "repeated_hashes", "sort_hashes"]
+__all__ = ["SLICE_HASHES", "Candidate", "PoolScan", "ScanStore", "TaskFindings",
+           "TaskIds", "id_hashes", "repeated_hashes", "sort_hashes"]
 
 SLICE_HASHES = 1 << 23
 """Hashes (8 bytes each) the duplicate check gathers and sorts at once: about 64 MiB."""
@@ -52,14 +57,18 @@ def id_hashes(ids: pl.Series) -> np.ndarray:
     return ids.hash(seed=0).to_numpy()
 
 
+Candidate = tuple[int, str, "str | None", "str | None", "int | None", "int | None"]
+"""(0-based row within the task, text, id, field path or None, physical line within the task
+or None, byte offset of the line in the file or None) of a candidate text."""
+
+
 @dataclass(frozen=True)
 class TaskFindings:
     """What one task's scan found."""
 
     rows: int
-    candidates: tuple[tuple[int, str, str | None, str | None], ...]
-    """(0-based row within the task, text, id, field path or None) of every candidate text,
-    in order."""
+    candidates: tuple[Candidate, ...]
+    """Every candidate text, in order."""
     python_rows: int = 0
     """Rows normalised by the Python path (non-ASCII), for the progress line."""
     missing: dict[str, int] = field(default_factory=dict)
@@ -68,6 +77,12 @@ class TaskFindings:
     """Rows whose text field holds only blank text."""
     surrogates: int = 0
     """Lone surrogates replaced."""
+    non_text: dict[str, int] = field(default_factory=dict)
+    """Content parts of another type than text, per field."""
+    bad: tuple[BadRow, ...] = ()
+    """Bad lines and rows, rows and lines numbered within the task from 1."""
+    lines: int = 0
+    """Physical lines the task read (JSON lines): the next byte range's lines follow them."""
 
 
 @dataclass(frozen=True)
@@ -82,6 +97,8 @@ class TaskIds:
     first_gap: dict[str, int] = field(default_factory=dict)
     """Per required field, the 1-based row (within the task) of its first missing or empty
     text."""
+    lines: int = 0
+    """Physical lines the task read (JSON lines)."""
 
 
 @dataclass(frozen=True)
@@ -90,6 +107,7 @@ class PoolScan:
 
     rows: int
     ids: list[str]
+    """Each text's row id; a row without a unique id has its address instead."""
     texts: list[str]
     python_rows: int
     fields: list[str] | None = None
@@ -97,9 +115,15 @@ class PoolScan:
     missing: dict[str, int] = field(default_factory=dict)
     empty: dict[str, int] = field(default_factory=dict)
     surrogates: int = 0
+    addresses: list[Address] = field(default_factory=list)
+    """Each text's row's address."""
+    non_text: dict[str, int] = field(default_factory=dict)
+    bad: list[BadRow] = field(default_factory=list)
+    """Every bad row of the pool (:mod:`~guarddiag.audit.badrows`), in pool order."""
 
 
-_CANDIDATES = {"row": pl.Int64, "text": pl.String, "id": pl.String, "field": pl.String}
+_CANDIDATES = {"row": pl.Int64, "text": pl.String, "id": pl.String, "field": pl.String,
+               "line": pl.Int64, "byte": pl.Int64}
 
 
 class ScanStore:
@@ -164,7 +188,8 @@ class ScanStore:
             with files.atomic_path(self._path(index, ".ids.npy")) as tmp, open(tmp, "wb") as fh:
                 np.save(fh, found.id_hashes, allow_pickle=False)
         files.write_json({"rows": found.rows, "missing": found.missing, "empty": found.empty,
-                          "first_gap": found.first_gap}, self._path(index, ".ids.json"))
+                          "first_gap": found.first_gap, "lines": found.lines},
+                         self._path(index, ".ids.json"))
 
     def first_pass(self, index: int) -> dict[str, Any]:
         return dict(files.read_json(self._path(index, ".ids.json")))
@@ -174,50 +199,87 @@ class ScanStore:
         The store is named first, so that every finished task can be resumed (the key is
         usually known by then: the scan's first task ends after the id pass)."""
         self._name(wait=True)
-        rows, texts, ids, paths = (zip(*findings.candidates, strict=True)
-                                   if findings.candidates else ((), (), (), ()))
-        frame = pl.DataFrame({"row": list(rows), "text": list(texts), "id": list(ids),
-                              "field": list(paths)}, schema=_CANDIDATES)
+        columns = (list(zip(*findings.candidates, strict=True)) if findings.candidates
+                   else [()] * len(_CANDIDATES))
+        frame = pl.DataFrame({name: list(values) for name, values
+                              in zip(_CANDIDATES, columns, strict=True)}, schema=_CANDIDATES)
         files.write_parquet(frame, self._path(index, ".parquet"))
         files.write_json({"rows": findings.rows, "python_rows": findings.python_rows,
                           "missing": findings.missing, "empty": findings.empty,
-                          "surrogates": findings.surrogates}, self._path(index, ".json"))
+                          "surrogates": findings.surrogates, "non_text": findings.non_text,
+                          "bad": [b.to_dict() for b in findings.bad], "lines": findings.lines},
+                         self._path(index, ".json"))
 
-    def merged(self) -> PoolScan:
-        """Every task's candidate rows in pool order; rows without ids are numbered from 1
-        over the whole pool. The store is named first: a run killed after this resumes."""
+    def shifts(self, *, first_pass: bool = False) -> list[tuple[int, int]]:
+        """Per task, the (rows, physical lines) of the tasks before it in its shard: what moves
+        a task's own numbers (from 1) on to its shard's. From the scan's counts, or from the
+        first pass's with ``first_pass``."""
+        out: list[tuple[int, int]] = []
+        before: dict[int, tuple[int, int]] = {}
+        for i, task in enumerate(self.tasks):
+            doc = files.read_json(self._path(i, ".ids.json" if first_pass else ".json"))
+            rows, lines = before.get(task.shard, (0, 0))
+            out.append((rows, lines))
+            before[task.shard] = (rows + doc["rows"], lines + doc.get("lines", 0))
+        return out
+
+    def merged(self, *, id_column: str | None, repeated: Sequence[BadRow] = ()) -> PoolScan:
+        """Every task's candidate rows in pool order, with their addresses; rows without ids
+        are numbered from 1 over the whole pool, and a row whose id is missing or among
+        ``repeated`` (the rows of repeated ids) has its address as its id. The store is named
+        first: a run killed after this resumes."""
         self._name(wait=True)
         total = python_rows = surrogates = 0
         ids: list[str] = []
         texts: list[str] = []
         paths: list[str | None] = []
-        missing: dict[str, int] = {}
-        empty: dict[str, int] = {}
-        for i in range(len(self.tasks)):
-            counts = files.read_json(self._path(i, ".json"))
+        addresses: list[Address] = []
+        counts: dict[str, dict[str, int]] = {"missing": {}, "empty": {}, "non_text": {}}
+        bad: list[BadRow] = []
+        taken = {b.id for b in repeated}
+        for i, (rows_before, lines_before) in enumerate(self.shifts()):
+            doc = files.read_json(self._path(i, ".json"))
             frame = pl.read_parquet(self._path(i, ".parquet"))
+            path = self.tasks[i].named
             texts.extend(frame.get_column("text").to_list())
             paths.extend(frame.get_column("field").to_list())
-            numbered = (frame.get_column("row") + (total + 1)).cast(pl.String)
-            ids.extend(frame.get_column("id").fill_null(numbered).to_list())
-            total += counts["rows"]
-            python_rows += counts["python_rows"]
-            surrogates += counts.get("surrogates", 0)
-            for mine, theirs in ((missing, counts.get("missing", {})),
-                                 (empty, counts.get("empty", {}))):
-                for name, n in theirs.items():
-                    mine[name] = mine.get(name, 0) + n
+            shard_rows = (frame.get_column("row") + rows_before + 1).to_list()
+            lines = (frame.get_column("line") + lines_before).to_list()
+            addresses += zip([path] * frame.height, shard_rows, lines,
+                             frame.get_column("byte").to_list(), strict=True)
+            if id_column is None:
+                ids += (frame.get_column("row") + (total + 1)).cast(pl.String).to_list()
+            else:
+                ids += [pid if pid is not None and pid not in taken
+                        else address(path, line=line, row=row)
+                        for pid, row, line in zip(frame.get_column("id").to_list(), shard_rows,
+                                                  lines, strict=True)]
+            bad += [replace(BadRow(**b), file=path).shifted(lines=lines_before, rows=rows_before)
+                    for b in doc.get("bad", [])]
+            total += doc["rows"]
+            python_rows += doc["python_rows"]
+            surrogates += doc.get("surrogates", 0)
+            for name, mine in counts.items():
+                for key, n in doc.get(name, {}).items():
+                    mine[key] = mine.get(key, 0) + n
         named = [p for p in paths if p is not None]
+        order = {t.named: t.shard for t in self.tasks}
+        bad = sorted([*bad, *repeated], key=lambda b: (order.get(b.file, -1), b.line or 0,
+                                                       b.row or 0, BAD_KINDS.index(b.kind)))
         return PoolScan(rows=total, ids=ids, texts=texts, python_rows=python_rows,
-                        fields=named if missing or named else None, missing=missing,
-                        empty=empty, surrogates=surrogates)
+                        fields=named if counts["missing"] or named else None,
+                        missing=counts["missing"], empty=counts["empty"],
+                        surrogates=surrogates, addresses=addresses,
+                        non_text=counts["non_text"], bad=bad)
 
-    def check_unique_ids(self, *, id_column: str) -> None:
-        """Repeated ids anywhere in the pool are one error: how many ids repeat, and the first
-        ten (in pool order), each at its second row with its first."""
+    def repeated_ids(self, *, id_column: str) -> list[BadRow]:
+        """Every row whose id another row holds too, in pool order, as ``repeated_id`` bad
+        rows (all of them: the first holder too)."""
         repeated = repeated_hashes([self._path(i, ".ids.npy") for i in range(len(self.tasks))])
-        if repeated.size:
-            _confirm_duplicates(self.tasks, repeated, id_column=id_column)
+        if not repeated.size:
+            return []
+        return _confirm_duplicates(self.tasks, repeated, id_column=id_column,
+                                   shifts=self.shifts(first_pass=True))
 
 
 def _read_stamp(path: Path) -> object:
@@ -264,39 +326,33 @@ def repeated_hashes(paths: list[Path]) -> np.ndarray:
     return np.concatenate(repeated) if repeated else np.zeros(0, dtype=np.uint64)
 
 
-def _confirm_duplicates(tasks: list[Task], repeated: np.ndarray, *, id_column: str) -> None:
-    """Re-read the pool for the ids whose hash repeats; raise on a real duplicate."""
+def _confirm_duplicates(tasks: list[Task], repeated: np.ndarray, *, id_column: str,
+                        shifts: list[tuple[int, int]]) -> list[BadRow]:
+    """Re-read the pool for the ids whose hash repeats: every row of an id that really
+    repeats (two different ids may share a hash), with its address."""
     wanted = pl.Series(repeated).implode()
-    first: dict[str, tuple[int, str, int]] = {}      # id → (pool position, shard, row)
-    second: dict[str, tuple[str, int]] = {}
-    position = 0
-    shard_rows: dict[int, int] = {}                   # rows read so far in each shard
-    for task in tasks:
+    seen: dict[str, list[BadRow]] = {}
+    for task, (rows_before, lines_before) in zip(tasks, shifts, strict=True):
+        task_row = 0
         for batch in read_task(task, text_column="", id_column=id_column, ids_only=True):
             assert batch.ids is not None
-            before = shard_rows.get(task.shard, 0)
             hits = pl.Series(id_hashes(batch.ids)).is_in(wanted).arg_true().to_list()
             for i in hits:
                 value = batch.ids[i]
-                if value not in first:
-                    first[value] = (position + i, task.path, before + i + 1)
-                elif value not in second:
-                    second[value] = (task.path, before + i + 1)
-            position += batch.ids.len()
-            shard_rows[task.shard] = before + batch.ids.len()
-    if not second:
-        return     # only hashes collided
-    ordered = sorted(second, key=lambda v: first[v][0])
-    places = []
-    for value in ordered[:10]:
-        _, path1, row1 = first[value]
-        path2, row2 = second[value]
-        also = f"row {row1}" if path1 == path2 else f"{path1} row {row1}"
-        places.append(f"{at(path2, row=row2, field=id_column)}: duplicate id {value!r} "
-                      f"(also {also})")
-    if len(ordered) == 1:
-        raise GuarddiagError(f"{places[0]}; ids must be unique")
-    listed = "; ".join(places)
-    more = f"; first ten: {listed}" if len(ordered) > 10 else f": {listed}"
-    raise GuarddiagError(f"{len(ordered):,} ids repeat in the pool (field \"{id_column}\"; ids "
-                         f"must be unique){more}")
+                if value is None:
+                    continue
+                line = None if batch.lines is None else int(batch.lines[i]) + lines_before
+                byte = None if batch.offsets is None else int(batch.offsets[i])
+                seen.setdefault(value, []).append(BadRow(
+                    kind="repeated_id", file=task.named, line=line, byte=byte,
+                    row=rows_before + task_row + i + 1, field=id_column, id=value,
+                    message=""))
+            task_row += batch.n_rows
+    out = []
+    for value, holders in seen.items():
+        if len(holders) < 2:
+            continue    # only hashes collided
+        first = holders[0].where
+        out += [replace(h, message=f"repeated id {value!r}: {len(holders)} rows hold it "
+                                   f"(first: {first})") for h in holders]
+    return out

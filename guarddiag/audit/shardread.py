@@ -1,15 +1,21 @@
 """Reading one :class:`~guarddiag.audit.stream.Task` in checked batches of (texts, ids).
 
 Every format is read as a stream (parquet by polars, a run of rows at a time; Arrow IPC and CSV
-by pyarrow; JSON lines in blocks cut at line ends), so a worker holds one batch at a time. Each
-batch is checked as :func:`guarddiag.audit.read_pool` checks a whole file; a bad row is reported
-with its shard and its row (or, for bytes that are not UTF-8 in a text format, its line) within
-the shard. Duplicate ids span shards, so the engine checks those over the whole pool.
+by pyarrow; JSON lines in blocks cut at line ends, :mod:`~guarddiag.audit.jsonlread`), so a
+worker holds one batch at a time. Each batch is checked as :func:`guarddiag.audit.read_pool`
+checks a whole file. A problem of the file (a missing column, a CSV it cannot parse, bytes that
+are not UTF-8 in a typed column) is an error naming the shard and its row (or, for bytes that
+are not UTF-8 in a text format, its line). A problem of one row is a
+:class:`~guarddiag.audit.badrows.BadRow` carried by its batch, and the read goes on: a
+malformed JSON line, a value of the wrong type (the row is skipped), a missing id (the row is
+audited under its address). Duplicate ids span shards, so the engine checks those over the
+whole pool.
 
 A byte-range task of a JSON lines shard starts at the first line that starts in its range and
-numbers its rows from 1. A bad row there is reported as the whole shard's read reports it (the
-read is redone, on the error path only, from the whole read's block holding the range's first
-line, after counting the rows before it): the shard's own line, row and byte.
+numbers its rows and lines from 1 (the scan store moves them on by the tasks before it). An
+error there is reported as the whole shard's read reports it (the read is redone, on the error
+path only, from the whole read's block holding the range's first line, after counting the rows
+before it): the shard's own line, row and byte.
 """
 
 from __future__ import annotations
@@ -17,22 +23,24 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
-from collections.abc import Generator, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from dataclasses import field as dc_field
 from typing import Any, cast
 
+import numpy as np
 import polars as pl
 
 from guarddiag import files
-from guarddiag.audit.fields import extract, parse_field, replace_surrogates
+from guarddiag.audit import jsonlread
+from guarddiag.audit.badrows import BadRow
+from guarddiag.audit.fields import WrongTypeError, extract, parse_field
+from guarddiag.audit.jsonlread import RawBatch, ReadCheck, nested_hint, read_jsonl
 from guarddiag.audit.stream import BATCH_ROWS, Task
 from guarddiag.errors import GuarddiagError, at
 
 __all__ = ["PoolBatch", "arrow_allocator", "check_batch", "read_task"]
 
-_BLOCK_BYTES = 1 << 24
-"""Decompressed bytes a text-format reader takes at a time (cut at the last line end)."""
 _ID_TYPES = (pl.String, pl.Int64, pl.Int32, pl.UInt64, pl.UInt32, pl.Int16, pl.Int8, pl.UInt16,
              pl.UInt8)
 
@@ -62,10 +70,19 @@ class PoolBatch:
     first_gap: dict[str, int] = dc_field(default_factory=dict)
     """With ``fields``: the first row (0-based, within the batch) missing or empty in each
     field that has one."""
+    non_text: dict[str, int] = dc_field(default_factory=dict)
+    """With ``fields``: content parts of another type than text (images), per field."""
+    lines: np.ndarray | None = None
+    """Per row, its physical line (JSON lines; numbered within the task); else None."""
+    offsets: np.ndarray | None = None
+    """Per row, the byte offset of its line in the (decompressed) file."""
+    bad: tuple[BadRow, ...] = ()
+    """Bad lines and rows of the batch, rows numbered within the task from 1."""
+    lines_read: int = 0
+    """Physical lines the task has read through this batch (JSON lines)."""
 
 
-Raw = Iterator[tuple[int, pl.DataFrame, int]]
-"""(first row, frame of the needed columns, lone surrogates replaced while reading)."""
+Raw = Iterator[RawBatch]
 
 
 def read_task(task: Task, *, text_column: str, id_column: str | None,
@@ -78,8 +95,8 @@ def read_task(task: Task, *, text_column: str, id_column: str | None,
                                  if fields else [text_column])
     needed = roots + ([id_column] if id_column is not None else [])
     loose = frozenset(roots) if fields else frozenset()
-    check = _Check(text_column=None if ids_only or fields else text_column,
-                   id_column=id_column, fields=None if ids_only else fields)
+    check = ReadCheck(text_column=None if ids_only or fields else text_column,
+                      id_column=id_column, fields=None if ids_only else fields)
     if task.byte_range is not None:
         yield from _jsonl_range(task.path, task.byte_range, needed, check, loose)
         return
@@ -91,47 +108,70 @@ def read_task(task: Task, *, text_column: str, id_column: str | None,
     elif task.fmt in ("csv", "tsv"):
         raw = _csv(task.path, needed, tab=task.fmt == "tsv")
     elif task.fmt == "jsonl":
-        raw = _jsonl(task.path, needed, _blocks(task.path), check=check, loose=loose)
+        raw = read_jsonl(task.path, needed, jsonlread.blocks(task.path), check=check,
+                         loose=loose)
     else:
-        raw = iter([(1, files.read_table(task.path, columns=needed), 0)])
+        raw = iter([RawBatch(1, files.read_table(task.path, columns=needed))])
     yield from _checked(raw, task.path, check)
 
 
-@dataclass(frozen=True)
-class _Check:
-    """How a batch is checked: one strict text column, nested fields, or ids alone."""
-
-    text_column: str | None
-    id_column: str | None
-    fields: tuple[str, ...] | None = None
+def _checked(raw: Iterable[RawBatch], path: str, check: ReadCheck) -> Iterator[PoolBatch]:
+    for one in raw:
+        if one.frame.height or one.bad or one.lines_read:
+            yield _batch(one, path, check)
 
 
-def _checked(raw: Iterable[tuple[int, pl.DataFrame, int]], path: str, check: _Check
-             ) -> Iterator[PoolBatch]:
-    for first_row, frame, replaced in raw:
-        if frame.height:
-            yield _batch(frame, path, first_row, check, replaced)
-
-
-def _batch(frame: pl.DataFrame, path: str, first_row: int, check: _Check, replaced: int
-           ) -> PoolBatch:
+def _batch(raw: RawBatch, path: str, check: ReadCheck) -> PoolBatch:
+    frame, first_row = raw.frame, raw.first_row
+    address: dict[str, Any] = {"lines": raw.lines, "offsets": raw.offsets,
+                               "lines_read": raw.lines_read}
+    if not frame.height:    # only bad lines, or only the count of lines read
+        return PoolBatch(first_row=first_row, texts=pl.Series("text", [], dtype=pl.String),
+                         ids=None if check.id_column is None else pl.Series([], dtype=pl.String),
+                         n_rows=0, bad=tuple(raw.bad), missing=dict.fromkeys(
+                             check.fields or (), 0), empty=dict.fromkeys(check.fields or (), 0),
+                         rows=None if not check.fields else pl.Series([], dtype=pl.Int64),
+                         **address)
     ids = None
+    bad = list(raw.bad)
     if check.id_column is not None:
         ids = _ids(frame.get_column(check.id_column), path, first_row, check.id_column)
+        bad += _missing_ids(ids, raw, path, check.id_column)
     if check.fields:
-        return _field_batch(frame, path, first_row, check.fields, ids, replaced)
+        return _field_batch(raw, path, check.fields, ids, bad, address)
     if check.text_column is None:
         return PoolBatch(first_row=first_row, texts=pl.Series("text", [], dtype=pl.String),
-                         ids=ids, n_rows=frame.height, surrogates=replaced)
-    texts = _texts(frame.get_column(check.text_column), path, first_row, check.text_column)
+                         ids=ids, n_rows=frame.height, surrogates=raw.replaced,
+                         bad=tuple(bad), **address)
+    texts = frame.get_column(check.text_column)
+    rows = None
+    if raw.skip is not None:    # rows holding a wrong-typed value: not audited
+        kept = pl.Series(~raw.skip)
+        rows = pl.Series("row", np.flatnonzero(~raw.skip), dtype=pl.Int64)
+        texts = texts.filter(kept)
+    texts = _texts(texts, path, first_row, check.text_column)
     return PoolBatch(first_row=first_row, texts=texts, ids=ids, n_rows=frame.height,
-                     surrogates=replaced)
+                     surrogates=raw.replaced, rows=rows, bad=tuple(bad), **address)
 
 
-def _field_batch(frame: pl.DataFrame, path: str, first_row: int, fields: tuple[str, ...],
-                 ids: pl.Series | None, replaced: int) -> PoolBatch:
+def _missing_ids(ids: pl.Series, raw: RawBatch, path: str, column: str) -> list[BadRow]:
+    """A ``missing_id`` bad row per row without an id (not counting rows already skipped)."""
+    absent = ids.is_null().to_numpy().copy()
+    if raw.skip is not None:
+        absent &= ~raw.skip
+    return [BadRow(kind="missing_id", file=path, row=raw.first_row + i, field=column,
+                   line=None if raw.lines is None else int(raw.lines[i]),
+                   byte=None if raw.offsets is None else int(raw.offsets[i]),
+                   message="missing id (absent or null)")
+            for i in np.flatnonzero(absent).tolist()]
+
+
+def _field_batch(raw: RawBatch, path: str, fields: tuple[str, ...], ids: pl.Series | None,
+                 bad: list[BadRow], address: dict[str, Any]) -> PoolBatch:
     """Every text the field paths reach, row by row, and the rows missing or empty per
-    field."""
+    field; a row where a path meets a value of the wrong type is a ``wrong_type`` bad row
+    and none of its texts is audited."""
+    frame, first_row, replaced = raw.frame, raw.first_row, raw.replaced
     parsed = [parse_field(f) for f in fields]
     values = {p.root: frame.get_column(p.root).to_list() if p.root in frame.columns
               else [None] * frame.height for p in parsed}
@@ -140,16 +180,28 @@ def _field_batch(frame: pl.DataFrame, path: str, first_row: int, fields: tuple[s
     paths: list[str] = []
     missing = dict.fromkeys(fields, 0)
     empty = dict.fromkeys(fields, 0)
+    non_text = dict.fromkeys(fields, 0)
     first_gap: dict[str, int] = {}
     for i in range(frame.height):
-        where = f"{path} row {first_row + i}"
-        for spec in parsed:
-            found = extract(spec, values[spec.root][i], where=where)
-            replaced += found.surrogates
-            if found.status != "ok":
-                (missing if found.status == "missing" else empty)[spec.text] += 1
+        if raw.skip is not None and raw.skip[i]:
+            continue
+        where = (f"{path} line {raw.lines[i]}" if raw.lines is not None
+                 else f"{path} row {first_row + i}")
+        try:
+            found = [extract(spec, values[spec.root][i], where=where) for spec in parsed]
+        except WrongTypeError as exc:
+            bad.append(BadRow(kind="wrong_type", file=path, row=first_row + i,
+                              line=None if raw.lines is None else int(raw.lines[i]),
+                              byte=None if raw.offsets is None else int(raw.offsets[i]),
+                              field=exc.path, message=exc.problem))
+            continue
+        for spec, one in zip(parsed, found, strict=True):
+            replaced += one.surrogates
+            non_text[spec.text] += one.non_text
+            if one.status != "ok":
+                (missing if one.status == "missing" else empty)[spec.text] += 1
                 first_gap.setdefault(spec.text, i)
-            for concrete, text in found.texts:
+            for concrete, text in one.texts:
                 texts.append(text)
                 rows.append(i)
                 paths.append(concrete)
@@ -157,14 +209,15 @@ def _field_batch(frame: pl.DataFrame, path: str, first_row: int, fields: tuple[s
                      ids=ids, n_rows=frame.height,
                      rows=pl.Series("row", rows, dtype=pl.Int64),
                      paths=pl.Series("field", paths, dtype=pl.String), missing=missing,
-                     empty=empty, surrogates=replaced, first_gap=first_gap)
+                     empty=empty, surrogates=replaced, first_gap=first_gap,
+                     non_text=non_text, bad=tuple(bad), **address)
 
 
 def _require(path: str, found: list[str], needed: list[str]) -> None:
     missing = [c for c in needed if c not in found]
     if missing:
         raise GuarddiagError(f"{path}: missing column(s) {', '.join(missing)}; found "
-                             f"{', '.join(found)}{_nested_hint(missing)}")
+                             f"{', '.join(found)}{nested_hint(missing)}")
 
 
 def _cannot(path: str, fmt: str, exc: BaseException) -> GuarddiagError:
@@ -218,7 +271,7 @@ def _parquet(task: Task, needed: list[str], batch_rows: int) -> Raw:
             except pl.exceptions.PolarsError as exc:
                 raise (_parquet_not_utf8(parquet, task, needed, first - start, rows)
                        or _cannot(task.path, "parquet", exc)) from None
-            yield row, frame, 0
+            yield RawBatch(row, frame)
     except (OSError, pa.ArrowException, pl.exceptions.PolarsError) as exc:
         raise _cannot(task.path, "parquet", exc) from None
 
@@ -270,61 +323,14 @@ def _arrow(path: str, needed: list[str], batch_rows: int) -> Raw:
             pending.append(batch.select(needed))
             count += batch.num_rows
             if count >= batch_rows:
-                yield row, cast(pl.DataFrame, pl.from_arrow(pa.Table.from_batches(pending))), 0
+                yield RawBatch(row, cast(pl.DataFrame,
+                                         pl.from_arrow(pa.Table.from_batches(pending))))
                 row, pending, count = row + count, [], 0
         if pending:
-            yield row, cast(pl.DataFrame, pl.from_arrow(pa.Table.from_batches(pending))), 0
+            yield RawBatch(row, cast(pl.DataFrame,
+                                     pl.from_arrow(pa.Table.from_batches(pending))))
     except (OSError, pa.ArrowException) as exc:
         raise _cannot(path, "arrow", exc) from None
-
-
-def _blocks(path: str, *, start: int = 0, end: int | None = None, line: int = 1
-            ) -> Generator[tuple[int, int, bytes], None, None]:
-    """Decompressed blocks cut at line ends, with the line number (counted from ``line``) of
-    each block's first line and its byte offset in the (decompressed) file. With ``end`` (a
-    plain file), only the lines from the one starting at byte ``start`` to the one holding byte
-    ``end - 1``."""
-    import pyarrow as pa
-
-    offset, carry = start, b""
-    with pa.input_stream(path, compression="detect") as fh:
-        if start:
-            fh.seek(start)      # a plain file (only those are split into ranges)
-        while True:
-            chunk = fh.read(_BLOCK_BYTES)
-            data = carry + chunk
-            if not data:
-                return
-            if end is not None and end - 1 - offset < len(data):
-                last = data.find(b"\n", max(end - 1 - offset, 0))
-                if last >= 0:       # the line holding byte end - 1 ends here
-                    yield line, offset, data[:last + 1]
-                    return
-            cut = data.rfind(b"\n") + 1 if chunk else len(data)
-            if cut == 0:        # one line longer than a block: read on
-                carry = data
-                continue
-            block, carry = data[:cut], data[cut:]
-            yield line, offset, block
-            line += block.count(b"\n")
-            offset += len(block)
-
-
-def _check_utf8(path: str, block: bytes, line: int, offset: int, *,
-                rows_before: int | None = None) -> None:
-    """A block that is not UTF-8 is an error naming the line (and, for JSON lines, where a
-    line is a row, the row) of its first bad byte."""
-    try:
-        block.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        where = line + block.count(b"\n", 0, exc.start)
-        row = ""
-        if rows_before is not None:
-            before = block[:block.rfind(b"\n", 0, exc.start) + 1]
-            row = f" (row {rows_before + _count_rows(before) + 1})"
-        packed = "decompressed " if path.endswith((".gz", ".zst")) else ""
-        raise GuarddiagError(f"{path} line {where}{row}: not UTF-8 text (byte "
-                             f"{offset + exc.start} of the {packed}file)") from None
 
 
 def _csv(path: str, needed: list[str], *, tab: bool) -> Raw:
@@ -334,8 +340,8 @@ def _csv(path: str, needed: list[str], *, tab: bool) -> Raw:
     # A first pass checks the bytes (a quoted field may hold line ends, so the parser's rows are
     # not lines; the line of a bad byte is only known from the raw bytes).
     header: list[str] | None = None
-    for line, offset, block in _blocks(path):
-        _check_utf8(path, block, line, offset)
+    for line, offset, block in jsonlread.blocks(path):
+        jsonlread.check_utf8(path, block, line, offset)
         if header is None:
             header = _csv_header(block, tab=tab)
     _require(path, header or [], needed)
@@ -343,7 +349,7 @@ def _csv(path: str, needed: list[str], *, tab: bool) -> Raw:
     try:
         reader = pcsv.open_csv(
             pa.input_stream(path, compression="detect"),
-            read_options=pcsv.ReadOptions(block_size=_BLOCK_BYTES),
+            read_options=pcsv.ReadOptions(block_size=jsonlread.BLOCK_BYTES),
             parse_options=pcsv.ParseOptions(delimiter=delimiter, quote_char='"',
                                             newlines_in_values=True),
             convert_options=pcsv.ConvertOptions(
@@ -351,7 +357,7 @@ def _csv(path: str, needed: list[str], *, tab: bool) -> Raw:
                 quoted_strings_can_be_null=False))
         row = 1
         for batch in reader:
-            yield row, cast(pl.DataFrame, pl.from_arrow(batch)), 0
+            yield RawBatch(row, cast(pl.DataFrame, pl.from_arrow(batch)))
             row += batch.num_rows
     except (OSError, pa.ArrowException) as exc:
         raise _cannot(path, "tsv" if tab else "csv", exc) from None
@@ -364,184 +370,50 @@ def _csv_header(block: bytes, *, tab: bool) -> list[str]:
     return next(csv.reader([first], delimiter="\t" if tab else ","), [])
 
 
-def _jsonl(path: str, needed: list[str], blocks: Iterable[tuple[int, int, bytes]], *,
-           check: _Check, loose: frozenset[str] = frozenset(), row: int = 1) -> Raw:
-    """Frames of ``blocks`` (line, byte offset, bytes cut at line ends), the first row being
-    number ``row``. The ``loose`` columns (the roots of nested field paths) may hold any JSON
-    value and be absent from a block (its rows then miss them)."""
-    import pyarrow as pa
-    import pyarrow.json as pjson
-
-    for line, offset, block in blocks:
-        _check_utf8(path, block, line, offset, rows_before=row - 1)
-        try:
-            table = pjson.read_json(pa.BufferReader(block),
-                                    read_options=pjson.ReadOptions(block_size=1 << 22))
-        except pa.ArrowInvalid:
-            # Types that change between rows, or malformed JSON: parse line by line, which
-            # also names the line of a malformed one.
-            frame, replaced = _jsonl_by_line(path, block, line, needed, check, loose)
-        else:
-            frame, replaced = _jsonl_frame(path, block, line, row, table, needed, check, loose)
-        yield row, frame, replaced
-        row += frame.height
-
-
-def _jsonl_frame(path: str, block: bytes, line: int, row: int, table: Any,
-                 needed: list[str], check: _Check, loose: frozenset[str]
-                 ) -> tuple[pl.DataFrame, int]:
-    """The needed columns of a block pyarrow read as ``table``."""
-    import pyarrow as pa
-
-    retyped = [c for c in needed if c in table.column_names and (
-        pa.types.is_temporal(t := table.schema.field(c).type)
-        or (c == check.id_column and pa.types.is_floating(t)))]
-    if retyped or any(c in table.column_names and _has_temporal(table.schema.field(c).type)
-                      for c in loose):
-        # pyarrow made timestamps of date-like strings, or floats of integers past 64 bits,
-        # when every value of the block was one: read the values as written (a block's extent
-        # must not decide whether a row is valid).
-        return _jsonl_by_line(path, block, line, needed, check, loose)
-    if loose:
-        present = [c for c in needed if c in table.column_names]
-        frame = cast(pl.DataFrame, pl.from_arrow(table.select(present)))
-        absent = [c for c in loose if c not in table.column_names]
-        if absent:
-            frame = frame.with_columns(pl.lit(None).alias(c) for c in absent)
-        needed = [c for c in needed if c not in loose or c in table.column_names or c in absent]
-    missing = [c for c in needed if c not in table.column_names and c not in loose]
-    if missing and table.num_rows:
-        raise GuarddiagError(
-            f"{at(path, row=row)}: missing column(s) {', '.join(missing)} (line "
-            f"{line}); found {', '.join(table.column_names)}{_nested_hint(missing)}")
-    if loose:
-        return frame, 0
-    return (cast(pl.DataFrame, pl.from_arrow(table.select(needed))) if not missing
-            else pl.DataFrame()), 0
-
-
-def _has_temporal(kind: Any) -> bool:
-    import pyarrow as pa
-
-    if pa.types.is_temporal(kind):
-        return True
-    if pa.types.is_struct(kind):
-        return any(_has_temporal(kind.field(i).type) for i in range(kind.num_fields))
-    if pa.types.is_list(kind) or pa.types.is_large_list(kind):
-        return _has_temporal(kind.value_type)
-    return False
-
-
-def _jsonl_by_line(path: str, block: bytes, first_line: int, needed: list[str], check: _Check,
-                   loose: frozenset[str]) -> tuple[pl.DataFrame, int]:
-    """The needed columns, parsed line by line; lone surrogates in text and ids are replaced
-    (and counted), the ``loose`` columns kept as Python values for the field paths."""
-    columns: dict[str, list[Any]] = {c: [] for c in needed}
-    replaced = 0
-    seen: set[str] = set()
-    for n, doc in files.json_lines(block, path, first_line=first_line):
-        if not isinstance(doc, dict):
-            raise GuarddiagError(f"{path} line {n}: expected a JSON object")
-        if len(seen) < 64:
-            seen.update(doc)
-        for c in needed:
-            value = doc.get(c)
-            if c in loose:
-                columns[c].append(value)
-                continue
-            # The text must be text; an id may be text or an integer (mixed ids become text).
-            text = c != check.id_column
-            allowed = (str,) if text else (str, int)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, allowed)):
-                hint = (" (name a path into it with --text-field, e.g. "
-                        f"{c}[].content)" if text and isinstance(value, list | dict) else "")
-                raise GuarddiagError(f"{path} line {n} field \"{c}\": expected "
-                                     f"{'text' if text else 'text or an integer'}, found "
-                                     f"{type(value).__name__}{hint}")
-            if isinstance(value, str):
-                value, count = replace_surrogates(value)
-                replaced += count
-            columns[c].append(None if value is None else str(value))
-    absent = [c for c in needed if c not in loose and c not in seen]
-    if absent and columns[needed[0]]:
-        # As the block reader says it: a column no row of the block holds.
-        raise GuarddiagError(f"{path} line {first_line}: missing column(s) {', '.join(absent)}; "
-                             f"found {', '.join(sorted(seen))}{_nested_hint(absent)}")
-    return pl.DataFrame({c: pl.Series(c, values, dtype=pl.Object if c in loose else pl.String)
-                         for c, values in columns.items()}), replaced
-
-
-def _nested_hint(names: list[str]) -> str:
-    nested = [c for c in names if "." in c or "[" in c]
-    return (f" ({nested[0]} looks like a nested path: name it with --text-field)"
-            if nested else "")
-
-
 # ─── byte ranges of JSON lines ──────────────────────────────────────────────────────────────────
 
-def _jsonl_range(path: str, byte_range: tuple[int, int], needed: list[str], check: _Check,
+def _jsonl_range(path: str, byte_range: tuple[int, int], needed: list[str], check: ReadCheck,
                  loose: frozenset[str]) -> Iterator[PoolBatch]:
-    """The rows of the lines that start in ``byte_range``, numbered from 1; a bad row raises the
-    whole shard's read's error (module docstring)."""
+    """The rows of the lines that start in ``byte_range``, rows and lines numbered from 1; an
+    error raises the whole shard's read's error (module docstring)."""
     start, end = byte_range
-    first = _line_start(path, start)
+    first = jsonlread.line_start(path, start)
     if first >= end:
         return      # no line starts in this range (it lies inside a longer line)
     try:
-        yield from _checked(_jsonl(path, needed, _blocks(path, start=first, end=end),
-                                   check=check, loose=loose), path, check)
+        yield from _checked(read_jsonl(path, needed, jsonlread.blocks(path, start=first,
+                                                                      end=end),
+                                       check=check, loose=loose), path, check)
     except GuarddiagError as exc:
         _raise_as_whole_read(path, first, end, needed, check, loose)
         raise exc from None     # not reached unless the whole read found no error (see there)
 
 
-def _line_start(path: str, start: int) -> int:
-    """Offset of the first line starting at or after ``start``: just after the first line end at
-    or after ``start - 1`` (the file's size if there is none)."""
-    if start == 0:
-        return 0
-    with open(path, "rb") as fh:
-        fh.seek(start - 1)
-        pos = start - 1
-        while chunk := fh.read(1 << 16):
-            cut = chunk.find(b"\n")
-            if cut >= 0:
-                return pos + cut + 1
-            pos += len(chunk)
-    return pos
-
-
-def _count_rows(block: bytes) -> int:
-    """JSON lines rows of a block: its lines that are not blank (as :func:`_jsonl_by_line`
-    and :func:`_check_utf8` count them; ~500 MB/s)."""
-    return sum(1 for line in block.splitlines() if line.strip())
-
-
-def _raise_as_whole_read(path: str, first: int, end: int, needed: list[str], check: _Check,
+def _raise_as_whole_read(path: str, first: int, end: int, needed: list[str], check: ReadCheck,
                          loose: frozenset[str]) -> None:
     """Raise the error the whole shard's read gives for the range starting at line start
     ``first``: that read's blocks before the one holding ``first`` are only counted (their rows
-    belong to earlier tasks), and from there on it is redone, batches discarded, up to the
-    range's end. Returns if it raised nothing there."""
+    belong to earlier tasks; a malformed line there counts as a row), and from there on it is
+    redone, batches discarded, up to the range's end. Returns if it raised nothing there."""
     row = 1
-    with contextlib.closing(_blocks(path)) as blocks:
+    with contextlib.closing(jsonlread.blocks(path)) as blocks:
         for found in blocks:
             if found[1] + len(found[2]) > first:
                 break
-            row += _count_rows(found[2])
+            row += jsonlread.count_rows(found[2])
         else:
             return
         covering = itertools.takewhile(lambda b: b[1] < end, itertools.chain([found], blocks))
-        for _ in _checked(_jsonl(path, needed, covering, check=check, loose=loose, row=row),
+        for _ in _checked(read_jsonl(path, needed, covering, check=check, loose=loose, row=row),
                           path, check):
             pass
     line, offset, block = found
     # The whole read's blocks passed (which only a difference in pyarrow's typing of a smaller
     # block could cause): raise the range's own error with the shard's numbers.
     head = block[:first - offset]
-    ranged = _blocks(path, start=first, end=end, line=line + head.count(b"\n"))
-    for _ in _checked(_jsonl(path, needed, ranged, check=check, loose=loose,
-                             row=row + _count_rows(head)), path, check):
+    ranged = jsonlread.blocks(path, start=first, end=end, line=line + head.count(b"\n"))
+    for _ in _checked(read_jsonl(path, needed, ranged, check=check, loose=loose,
+                                 row=row + jsonlread.count_rows(head)), path, check):
         pass
 
 
@@ -551,7 +423,7 @@ def check_batch(frame: pl.DataFrame, path: str, first_row: int, *, text_column: 
                 id_column: str | None) -> tuple[pl.Series, pl.Series | None]:
     """Texts (non-empty UTF-8 strings) and ids (strings, none missing) of one batch, with the
     errors of :func:`guarddiag.audit.read_pool` naming the shard's own row numbers."""
-    batch = _batch(frame, path, first_row, _Check(text_column, id_column), 0)
+    batch = _batch(RawBatch(first_row, frame), path, ReadCheck(text_column, id_column))
     return batch.texts, batch.ids
 
 
@@ -593,8 +465,5 @@ def _ids(series: pl.Series, path: str, first_row: int, column: str) -> pl.Series
     if series.dtype not in _ID_TYPES:
         raise GuarddiagError(f"{at(path, field=column)}: expected string or integer ids, found "
                              f"{series.dtype}")
-    series = series.cast(pl.String)
-    if series.is_null().any():
-        row = cast(int, series.is_null().arg_max()) + first_row
-        raise GuarddiagError(f"{at(path, row=row, field=column)}: missing id")
-    return series
+    # A missing id is a bad row (_missing_ids): the row is audited under its address.
+    return series.cast(pl.String)

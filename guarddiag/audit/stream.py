@@ -58,6 +58,9 @@ class Shard:
     path: str
     fmt: str
     """``parquet``, ``arrow``, ``csv``, ``tsv``, ``jsonl`` or ``json``."""
+    source: str | None = None
+    """The compressed shard ``path`` was decompressed from (:mod:`~guarddiag.audit.unpack`);
+    addresses name it."""
 
 
 @dataclass(frozen=True)
@@ -79,6 +82,13 @@ class Task:
     """(start, end) byte offsets in the file: the task reads every line whose first byte lies in
     [start, end) (its last line may run past end). The ranges of a shard tile the file, so each
     line is read by exactly one task."""
+    source: str | None = None
+    """The shard's :attr:`Shard.source`: the file addresses name, when not ``path``."""
+
+    @property
+    def named(self) -> str:
+        """The file the task's rows are reported in."""
+        return self.source or self.path
 
 
 def shard_format(path: str | Path) -> str:
@@ -158,7 +168,8 @@ def plan_tasks(shards: list[Shard], *, task_rows: int = TASK_ROWS,
             size = os.path.getsize(shard.path)
             if size > task_bytes:
                 tasks.extend(Task(shard=s, path=shard.path, fmt=shard.fmt, row_groups=None,
-                                  first_row=1, byte_range=(start, min(start + task_bytes, size)))
+                                  first_row=1, byte_range=(start, min(start + task_bytes, size)),
+                                  source=shard.source)
                              for start in range(0, size, task_bytes))
                 continue
         if shard.fmt != "parquet":

@@ -9,14 +9,25 @@ kind          planted copy (must be found)          distractor (must not match)
 ============  ====================================  =========================================
 exact         the prompt verbatim                   its first ~55% of words
 case_punct    case changed, punctuation added or    a short prompt (6-9 distinct words) with
-              removed                               one word changed, case changed
+              removed                               two words changed, case changed
 rewrapped     newlines, tabs, runs of spaces         re-wrapped, second half replaced
 embedded      inside a wrapper or post 5-50× its    the prompt's first ~45% of words, or all
               length                                its words shuffled, in such a wrapper
 template      another title in the quoted slot      the same title in another sentence
 paraphrase    two synonym swaps or word-order       ~45% of its words replaced
               changes
+short         a prompt of 3-5 words inside a        its words in reverse order in such a
+              wrapper                               wrapper
+one_word      a prompt of 6-9 words with one word   two words substituted, in such a wrapper
+              substituted, whole or in a wrapper
+escaped       a prompt of 3-5 words glued to an     glued to ``\\x`` (not a line break)
+              escaped line break (``\\n`` written
+              as two characters) in a wrapper
 ============  ====================================  =========================================
+
+A planted row counts as found when the audit pairs it with its source prompt by a gated kind;
+a pair listed for ``review`` (likely chance, :data:`~guarddiag.audit.result.REVIEW_DEFINITION`)
+is shown in "found as" but neither found nor false.
 
 The real audit (:func:`guarddiag.audit.audit_pool`, with near duplicates, templates and
 containment on) runs on the pool file. A planted row counts as found when the audit pairs it with
@@ -60,7 +71,8 @@ logger = logging.getLogger(__name__)
 __all__ = ["SUITE_KINDS", "KindScore", "PlantedCase", "SuiteResult", "plant_suite",
            "run_suite", "score_suite"]
 
-SUITE_KINDS = ("exact", "case_punct", "rewrapped", "embedded", "template", "paraphrase")
+SUITE_KINDS = ("exact", "case_punct", "rewrapped", "embedded", "template", "paraphrase",
+               "short", "one_word", "escaped")
 """Planted kinds in table order."""
 TARGET_PRECISION = 0.99
 TARGET_RECALL = 0.95
@@ -228,17 +240,18 @@ def score_suite(cases: Sequence[PlantedCase], overlap: pl.DataFrame,
         for case in mine:
             hits = pairs.get(case.pool_id, [])
             by = {k for form, k in hits if form == case.source}
+            gated = by - {"review"}
             if not case.planted:
-                false += bool(by)
+                false += bool(gated)
                 other += bool(hits) and not by
                 continue
-            found += bool(by)
+            found += bool(gated)
             found_as.update(by)
         scores.append(KindScore(kind=kind, planted=sum(c.planted for c in mine), found=found,
                                 distractors=sum(not c.planted for c in mine),
                                 false_matches=false, other_matches=other,
                                 found_as=dict(found_as)))
-    background = sum(pid in pairs for pid in background_ids)
+    background = sum(any(k != "review" for _, k in pairs.get(pid, ())) for pid in background_ids)
     return tuple(scores), background
 
 
@@ -292,14 +305,14 @@ def plant_suite(prompts: Sequence[str], *, cases: int = 200, background: int = 2
             rng.permutation(words).tolist()
         add("embedded", False, i, _embed(" ".join(cut), rng, vocab))
         add("paraphrase", False, i, _replace_share(words, 0.45, rng, vocab))
+    # Words substituted in the text are words of the normal form: one split for both.
     short = _unique([i for i, f in enumerate(forms) if 6 <= len(f.split()) <= 9
-                     and len(set(f.split())) == len(f.split())
+                     and len(set(f.split())) == len(f.split()) == len(prompts[i].split())
                      and template_form(prompts[i]) is None], forms)
     for i in pick(short, cases):
-        words = prompts[i].split()
-        at = int(rng.integers(len(words)))
-        words[at] = _fresh_word(rng, vocab, forms[i])
-        add("case_punct", False, i, _case_punct(" ".join(words), rng))
+        add("case_punct", False, i, _case_punct(_substituted(prompts[i], 2, rng, vocab,
+                                                             forms[i]), rng))
+    _plant_short(prompts, forms, rng, pick, cases, add, vocab, short)
     # A prompt with an exact copy has no template overlap (the audit counts it as exact), so
     # template sources are other prompts.
     _plant_templates(prompts, forms, rng, pick, cases, add, avoid={forms[i] for i in copied})
@@ -334,6 +347,38 @@ def _plant_templates(prompts: Sequence[str], forms: Sequence[str], rng: np.rando
         own = match.group(1) or match.group(2)
         sentence = _DISTRACTOR_SENTENCES[int(rng.integers(len(_DISTRACTOR_SENTENCES)))]
         add("template", False, i, sentence.format(title=own))
+
+
+def _plant_short(prompts: Sequence[str], forms: Sequence[str], rng: np.random.Generator,
+                 pick: Callable[[list[int], int], list[int]], cases: int,
+                 add: Callable[[str, bool, int, str], None], vocab: Sequence[str],
+                 short: list[int]) -> None:
+    """The kinds a 3-gram measure misses: short prompts inside a wrapper (as they are, or glued
+    to an escaped line break) and 6-9-word prompts with one word substituted."""
+    tiny = _unique([i for i, f in enumerate(forms) if 3 <= len(f.split()) <= 5
+                    and len(set(f.split())) == len(f.split()) == len(prompts[i].split())],
+                   forms)
+    for i in pick(tiny, cases):
+        add("short", True, i, _embed(_case_punct(prompts[i], rng), rng, vocab))
+        add("short", False, i, _embed(" ".join(reversed(prompts[i].split())), rng, vocab))
+    for i in pick(tiny, cases):
+        glued = _embed("\\n" + prompts[i] + "\\n", rng, vocab).replace(" \\n", "\\n")
+        add("escaped", True, i, glued)
+        add("escaped", False, i, glued.replace("\\n", "\\x"))
+    for n, i in enumerate(pick(short, cases)):
+        one = _substituted(prompts[i], 1, rng, vocab, forms[i])
+        add("one_word", True, i, one if n % 2 else _embed(one, rng, vocab))
+        add("one_word", False, i, _embed(_substituted(prompts[i], 2, rng, vocab, forms[i]),
+                                         rng, vocab))
+
+
+def _substituted(text: str, n: int, rng: np.random.Generator, vocab: Sequence[str],
+                 form: str) -> str:
+    """``text`` with ``n`` of its words (at random places) replaced by words it lacks."""
+    words = text.split()
+    for at in rng.choice(len(words), size=n, replace=False).tolist():
+        words[at] = _fresh_word(rng, vocab, form)
+    return " ".join(words)
 
 
 def _picker(rng: np.random.Generator) -> Callable[[list[int], int], list[int]]:

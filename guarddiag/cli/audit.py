@@ -12,6 +12,7 @@ from guarddiag.cli import add_parser, add_work_paths, work_paths_from
 from guarddiag.paths import resolve_data_dir
 
 if TYPE_CHECKING:
+    from guarddiag.audit.gate import GateResult
     from guarddiag.audit.options import AuditOptions
 
 logger = logging.getLogger(__name__)
@@ -40,8 +41,10 @@ save_to_disk folder, in parquet, Arrow, CSV/TSV or JSON lines (.gz/.zst too); it
 batches on every core (or on a Ray cluster with --engine ray), so its size is bounded by disk,
 not memory; a big plain JSON-lines file is split into byte ranges. Each finished part is kept in
 <out>/.scan until the outputs are written, so a killed or failed run resumes where it stopped
-when run again (--force starts over). A bad row is reported with its shard and row, and leaves
-no summary.json behind.
+when run again (--force starts over). Bad rows (malformed JSON lines, wrong-typed fields or
+ids, missing or repeated ids) are all listed in bad_rows.jsonl with file, physical line and
+byte offset in one pass; --bad-rows fail (the default) then exits 2 after the whole scan,
+leaving no summary.json, and --bad-rows skip audits the rest.
 
 Audits add up: --benchmarks new_set into an --out that holds an audit of other benchmarks adds
 new_set's list and keeps theirs, when that audit is of the same pool with the same options (it
@@ -50,13 +53,17 @@ wrote its list (pool digest, options, benchmark digest); predict copies it besid
 
 Texts may come from nested fields (--text-field, repeatable): a chat corpus is audited on both
 sides of the conversation with --text-field 'messages[].content' --text-field prompt
---text-field response; rows missing a field are skipped and counted per field. Repeated ids
-are all reported at once by a first cheap pass, before any scanned task is kept.
-rows_to_remove.parquet and .jsonl list every corpus row with a match (id, field paths, texts,
-the benchmark prompts and kinds); the printed summary leads with their count.
+--text-field response; rows missing a field are skipped and counted per field, and a turn's
+content may be text or a list of parts ({"type": "text", "text": ...}; other parts counted).
+rows_to_remove.parquet and .jsonl list every corpus row with a match (id, address: file, row,
+physical line and byte offset; field paths, texts, the benchmark prompts and kinds); the
+printed summary leads with their count.
 
 Exit status: 0 = done (gates passed), 1 = a gate failed (--fail-above, --max-corpus-rows),
-2 = bad input, 3 = internal error.
+2 = bad input, or a gate could not check (a --text-field held text in no row, a selected
+benchmark is unavailable, bad rows were skipped; --allow-missing-field, --allow-unavailable,
+--allow-bad-rows accept each), 3 = internal error. The summary always lists what was not
+searched.
 
 Examples:
   guarddiag audit --pool work/pool/pool.parquet --near-dup --fail-above 5
@@ -147,17 +154,7 @@ def register(sub: argparse._SubParsersAction, bench: argparse._SubParsersAction)
     parser.add_argument("--drop-template", action="store_true",
                         help="decontaminated lists drop template overlaps too; needs "
                              "--templates")
-    parser.add_argument("--containment", action="store_true",
-                        help="also find contained overlaps: a benchmark prompt inside a longer "
-                             "pool row (a jailbreak wrapper, a post quoting it), whatever the "
-                             "row's length")
-    parser.add_argument("--containment-threshold", type=float, default=None, metavar="C",
-                        help="share of the prompt's three-word runs a row must hold "
-                             "(default 0.8; prompts of fewer than --short-words words need "
-                             "all of them)")
-    parser.add_argument("--drop-contained", action="store_true",
-                        help="decontaminated lists drop contained overlaps too; needs "
-                             "--containment")
+    _add_containment(parser)
     _add_gates(parser)
     parser.add_argument("--out", type=Path, default=None, metavar="DIR",
                         help="output folder (default <work-dir>/audit)")
@@ -181,8 +178,59 @@ def register(sub: argparse._SubParsersAction, bench: argparse._SubParsersAction)
                         help="Ray cluster to join ('auto' for the one `ray start` made; default: "
                              "start a local one)")
     parser.set_defaults(handler=_run_audit)
-
+    _register_apply(parser)
     _register_bench(bench)
+
+
+_APPLY_DESCRIPTION = """\
+Write the cleaned corpus an audit asks for, and audit it again.
+
+Every shard of the audited pool is written to --out under its own name and in its own format
+without the audit's rows to remove (found by their address: file, physical line and byte
+offset for JSON lines, row for tables) and its skipped bad rows; JSON lines are copied byte for
+byte, blank lines and line ends included. The removed rows go to --out/removed/, and the
+cleaned corpus is audited again into --out/audit/ with the audit's own options; the exit status
+is that audit's gates' (0 passed, 1 failed, 2 could not check). Rows listed for review are
+removed too unless --keep-review.
+
+Example:
+  guarddiag audit --pool chat.jsonl --id-column id --text-field 'messages[].content' \\
+      --containment --fail-above 0 --out work/audit-chat
+  guarddiag audit apply --audit-dir work/audit-chat --out work/chat-clean"""
+
+
+def _register_apply(audit: argparse.ArgumentParser) -> None:
+    sub = audit.add_subparsers(dest="audit_command", metavar="apply")
+    parser = add_parser(sub, "apply", help="write the cleaned corpus and audit it again",
+                        description=_APPLY_DESCRIPTION)
+    add_work_paths(parser, "audit", "derived",
+                   help={"audit": "the finished audit whose rows to remove are applied"})
+    parser.add_argument("--out", type=Path, required=True, metavar="DIR",
+                        help="folder for the cleaned shards (same names and formats), "
+                             "removed/ and the new audit/")
+    parser.add_argument("--keep-review", action="store_true",
+                        help="keep the rows whose only matches are listed for review")
+    parser.set_defaults(handler=_run_apply)
+
+
+def _add_containment(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--containment", action="store_true",
+                        help="also find contained overlaps: a benchmark prompt inside a longer "
+                             "pool row (a jailbreak wrapper, a post quoting it), whatever the "
+                             "row's length")
+    parser.add_argument("--containment-threshold", type=float, default=None, metavar="C",
+                        help="share of the prompt's three-word runs a row must hold, for "
+                             "prompts of --short-words distinct words or more (default 0.8); "
+                             "every prompt is also found as a whole phrase (5 words or fewer) "
+                             "or with one word substituted in place (6 or more)")
+    parser.add_argument("--drop-contained", action="store_true",
+                        help="decontaminated lists drop contained overlaps too; needs "
+                             "--containment")
+    parser.add_argument("--review-rows", type=int, default=None, metavar="N",
+                        help="a prompt of fewer than --short-words words found in the texts "
+                             "of N rows or more (whole or inside) is a common phrase: its "
+                             "contained matches are listed for review, not gated (0: never; "
+                             "default 3)")
 
 
 def _add_fields(parser: argparse.ArgumentParser) -> None:
@@ -209,6 +257,21 @@ def _add_gates(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--gate-exclude", action="append", metavar="KIND",
                         choices=("exact", "near", "template", "contained"),
                         help="an overlap kind the gates do not count (repeatable)")
+    parser.add_argument("--bad-rows", choices=("fail", "skip"), default=None,
+                        help="bad rows (malformed JSON lines, wrong-typed fields or ids, "
+                             "missing or repeated ids) are all listed in bad_rows.jsonl with "
+                             "file, line and byte; fail: exit 2 after the whole scan; skip: "
+                             "audit the rest, rows without a unique id under their address "
+                             "(default fail)")
+    parser.add_argument("--allow-missing-field", action="store_true",
+                        help="a gate may pass though a --text-field held text in no row "
+                             "(else it could not check: exit 2)")
+    parser.add_argument("--allow-unavailable", action="store_true",
+                        help="a gate may pass though a selected benchmark is unavailable "
+                             "(else exit 2)")
+    parser.add_argument("--allow-bad-rows", action="store_true",
+                        help="a gate may pass though --bad-rows skip left rows unsearched "
+                             "(else exit 2)")
 
 
 def _register_bench(bench: argparse._SubParsersAction) -> None:
@@ -271,7 +334,7 @@ def _register_bench(bench: argparse._SubParsersAction) -> None:
 # default"): the defaults are declared once, in guarddiag.audit.options.
 _OPTION_FLAGS = ("benchmarks", "threshold", "short_words", "short_threshold",
                  "containment_threshold", "template_min_words", "fail_above", "max_corpus_rows",
-                 "workers", "ray_address")
+                 "workers", "ray_address", "bad_rows", "review_rows")
 
 
 def audit_options_from(args: argparse.Namespace) -> AuditOptions:
@@ -295,7 +358,8 @@ def audit_options_from(args: argparse.Namespace) -> AuditOptions:
         gate_exclude=tuple(args.gate_exclude or ()), near_dup=args.near_dup,
         drop_near=args.drop_near, templates=args.templates, drop_template=args.drop_template,
         containment=args.containment, drop_contained=args.drop_contained, engine=args.engine,
-        figure=args.figure)
+        figure=args.figure, allow_missing_field=args.allow_missing_field,
+        allow_unavailable=args.allow_unavailable, allow_bad_rows=args.allow_bad_rows)
 
 
 def _run_audit(args: argparse.Namespace) -> int:
@@ -311,12 +375,26 @@ def _run_audit(args: argparse.Namespace) -> int:
     chart = "overlap.png, overlap.pdf, " if options.figure else ""
     logger.info(f"audit: wrote {out}/ (rows_to_remove.parquet/.jsonl, overlap.parquet, "
                 f"decontaminated/, summary.json, {chart}meta.json)")
-    gate = check_gate(result, options)
-    if not gate.passed:
-        for failure in gate.failures:
-            print(f"guarddiag: audit gate failed: {failure}", file=sys.stderr)
-        return 1
-    return 0
+    return _gate_status(check_gate(result, options))
+
+
+def _run_apply(args: argparse.Namespace) -> int:
+    from guarddiag.audit.apply import apply_audit
+
+    paths = work_paths_from(args)
+    applied = apply_audit(paths.audit, out=args.out, keep_review=args.keep_review,
+                          data_dir=resolve_data_dir(args.data_dir), derived_dir=paths.derived)
+    print(applied.render())
+    return _gate_status(applied.gate)
+
+
+def _gate_status(gate: GateResult) -> int:
+    """Say on stderr which gates failed and what they could not check; the exit status."""
+    for failure in gate.failures:
+        print(f"guarddiag: audit gate failed: {failure}", file=sys.stderr)
+    for unchecked in gate.unchecked:
+        print(f"guarddiag: audit gate could not check: {unchecked}", file=sys.stderr)
+    return gate.status
 
 
 def _run_bench(args: argparse.Namespace) -> int:
