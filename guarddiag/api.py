@@ -64,7 +64,8 @@ def score_guard(guard: GuardAdapter | GuardFunction | PairGuardFunction, *,
                 training_data: str | Path | None = None,
                 training_text_column: str = "text", retries: int = 0,
                 allow_inverted: bool = False,
-                canary_tolerance: float = CANARY_TOLERANCE) -> GuardScoreResult:
+                canary_tolerance: float = CANARY_TOLERANCE,
+                pool: str | Path | None = None) -> GuardScoreResult:
     """Score an outside guard on the benchmarks; writes ``<runs_dir>/outside/<name>.parquet``.
 
     ``guard`` is a guard adapter or a plain function from prompt texts to one answer each
@@ -85,6 +86,8 @@ def score_guard(guard: GuardAdapter | GuardFunction | PairGuardFunction, *,
     P(safe)?") unless ``allow_inverted``. ``training_data`` (a table of the guard's own training
     prompts, text in ``training_text_column``) is audited against the benchmarks, so the report
     shows the guard on its own decontaminated prompts beside the pool-decontaminated ones.
+    ``pool`` (a pool.parquet) scores its val split too, so the report reads the guard at the
+    branches' matched false-flag rate on the policy-neutral rows and can place it on their axis.
     ``input="prompt+response"`` scores a function
     ``fn(prompts, responses)`` on benchmarks that carry a model's responses (WildGuardTest); an
     adapter says what it reads itself.
@@ -107,7 +110,8 @@ def score_guard(guard: GuardAdapter | GuardFunction | PairGuardFunction, *,
                              name=name, mapping=mapping, version=version, rescore=rescore,
                              definition=definition, training_data=training_data,
                              training_text_column=training_text_column,
-                             allow_inverted=allow_inverted, canary_tolerance=canary_tolerance)
+                             allow_inverted=allow_inverted, canary_tolerance=canary_tolerance,
+                             pool=pool)
     finally:
         if adapter is not guard:
             adapter.close()

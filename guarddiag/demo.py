@@ -56,6 +56,7 @@ from guarddiag.guards import profanity
 from guarddiag.guards.callable import CallableGuardAdapter
 from guarddiag.guards.scoring import score_guard
 from guarddiag.pool import build_pool
+from guarddiag.reproduce import write_fingerprint
 from guarddiag.sorry.mutate import mutate_benchmark, resolve_mutations
 
 if TYPE_CHECKING:
@@ -155,7 +156,8 @@ def _score_outside(*, data_dir: Path, work: paths.WorkPaths) -> None:
     guard = CallableGuardAdapter(function=profanity.moderate, name=profanity.NAME,
                                  batch_size=1024, definition=profanity.DEFINITION)
     result = score_guard(guard, benchmarks="all,derived", runs_dir=work.runs,
-                         audit_dir=work.audit, data_dir=data_dir, derived_dir=work.derived)
+                         audit_dir=work.audit, data_dir=data_dir, derived_dir=work.derived,
+                         pool=work.pool)
     logger.info(f"demo: {profanity.NAME}: {result.n_prompts:,} prompts, {result.n_asked:,} asked, "
                 f"{result.n_reused:,} reused")
 
@@ -229,6 +231,21 @@ def _score_in_parallel(runs: list[RunSummary], options: DemoOptions, work: paths
                                str(work.derived), batch_size=BATCH_SIZE, device="auto", threads=1))
 
 
+def _fingerprint(options: DemoOptions, work: paths.WorkPaths, data_dir: Path) -> None:
+    """``<report>/reproduce.json``: what ``guarddiag bench reproduce`` compares another
+    machine's run with (:mod:`guarddiag.reproduce`)."""
+    from guarddiag.model.sizes import get_size
+
+    size = get_size(options.size)
+    texts = [t for f in load_benchmarks("all", data_dir=data_dir).frames.values()
+             for t in f["text"].to_list()]
+    path = write_fingerprint(report_dir=Path(options.out_dir),
+                             predictions=work.runs / "predictions.parquet",
+                             checkpoint=size.pretrained if size.frozen else None,
+                             max_length=size.max_length, prompts=texts)
+    logger.info(f"demo: fingerprint for `guarddiag bench reproduce` → {path}")
+
+
 def run_demo(options: DemoOptions = DemoOptions()) -> DemoResult:
     """Run every stage of the study at demo size; see the module docstring."""
     # torch, transformers and matplotlib load only when the stages that need them run.
@@ -294,6 +311,7 @@ def run_demo(options: DemoOptions = DemoOptions()) -> DemoResult:
         derived_dir=work.derived, title="guarddiag demo report"))
     times["report"] = time.perf_counter() - t
 
+    _fingerprint(options, work, data_dir)
     write_json({"jobs": options.jobs,
                 "stage_seconds": {k: round(v, 1) for k, v in times.items()},
                 "runs": [{"run_id": r.run_id, "status": r.status, "wall_s": round(r.wall_s, 1),

@@ -6,7 +6,7 @@
   ``datasets.load_from_disk`` reads it) and ``<out>/manifest.json`` (rows and sha256 per file).
 * :func:`export_card` turns a report's results.json into the disclosure card as model-card
   YAML: what a guard release should publish beside its scores (per benchmark: prompts,
-  contamination, the load call with its test statistics).
+  contamination, the report's call with the span test's statistics).
 """
 
 from __future__ import annotations
@@ -124,8 +124,8 @@ class CardResult:
 
 
 _CARD_FIELDS = ("benchmark", "n", "n_kept", "share_exact", "share_near", "call", "call_stable",
-                "load", "load_study",
-                "delta", "floor_widest", "floor_median", "q_contrast", "n_groups")
+                "why", "span_beyond_floor", "delta", "floor_widest", "floor_median",
+                "q_contrast", "n_groups")
 
 
 def export_card(report_dir: str | Path, *, out: str | Path | None = None) -> CardResult:
@@ -146,23 +146,20 @@ def export_card(report_dir: str | Path, *, out: str | Path | None = None) -> Car
         "results_schema_version": doc.get("schema_version"),
         "mapping": summary.get("mapping"), "subset": summary.get("subset"),
         "threshold": summary.get("threshold"), "alpha": summary.get("alpha"),
-        "policy_load": summary.get("policy_load", []),
-        "capability_load": summary.get("capability_load", []),
-        "route_sensitive": summary.get("route_sensitive", []),
-        "uninformative": summary.get("uninformative", []),
-        "undetermined": summary.get("undetermined", []),
+        "calls_by_word": summary.get("calls", {}),
         "competence": summary.get("competence"),
         "benchmarks": [{k: b.get(k) for k in _CARD_FIELDS} for b in disclosure["benchmarks"]],
         **{k: v for k, v in disclosure.items() if k != "benchmarks"},
         "calls": (res.get("calls") or {}).get("counts"),
-        "notes": "call: the report's call (policy content = the route-matched A-last vs "
-                 "B-last contrast is beyond seed noise at thresholds matched on policy-neutral "
-                 "rows; threshold shift = beyond seed noise at 0.5 only), with call_stable "
-                 "saying whether every analyst choice agrees. load (the span test at 0.5): "
-                 "policy = the A-last vs B-last contrast exceeds seed noise (BH q < alpha), "
-                 "which a moved threshold also produces; capability = no difference beyond "
-                 "seed noise was detected (absence of evidence at the stated power). Shares "
-                 "are of the benchmark's prompts found in the training pool.",
+        "notes": "call: the report's first-screen call per benchmark, from its routes' "
+                 "route-matched A-last vs B-last contrasts at thresholds matched on "
+                 "policy-neutral rows ('A flags more' / 'A flags less' carry the sign; '(distill "
+                 "only)' names the route that carries it; 'threshold shift' = beyond seed noise "
+                 "at 0.5 only), with call_stable saying whether every analyst choice agrees and "
+                 "why saying why a benchmark has none. span_beyond_floor: the study's rule "
+                 "(span Δb above the widest seed floor), a comparison, not a call; q_contrast: "
+                 "the span test's A-last vs B-last contrast at 0.5. Shares are of the "
+                 "benchmark's prompts found in the training pool.",
     }}
     path = Path(out) if out is not None else report_dir / "card.yaml"
     files.write_text(yaml.safe_dump(card, sort_keys=False, allow_unicode=True), path)

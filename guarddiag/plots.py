@@ -8,6 +8,8 @@ from the analyses' result objects; these functions only draw them, in the paper 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import numpy as np
 import polars as pl
 from matplotlib.axes import Axes
@@ -121,8 +123,11 @@ def _heat_panel(fig: Figure, ax: Axes, t: pl.DataFrame, entities: list[str],
     fig.colorbar(im, ax=ax, label=label, shrink=0.8)
 
 
-def span_vs_floor(load: BenchmarkLoadResult, *, subset: str, mapping: str) -> Figure:
-    """Study Table 4: Δb beside the seed floor (median dot, widest bar) per benchmark."""
+def span_vs_floor(load: BenchmarkLoadResult, *, subset: str, mapping: str,
+                  calls: Mapping[str, str]) -> Figure:
+    """Study Table 4: Δb beside the seed floor (median dot, widest bar) per benchmark, each
+    labelled with its call from ``calls`` (the report's first screen; the span test makes
+    none)."""
     t = load.table.filter((pl.col("subset") == subset) & (pl.col("mapping") == mapping)).sort(
         ["delta", "benchmark"], nulls_last=True)
     names = t["benchmark"].to_list()
@@ -130,7 +135,7 @@ def span_vs_floor(load: BenchmarkLoadResult, *, subset: str, mapping: str) -> Fi
     widest = np.array(t["floor_widest"].fill_null(np.nan).to_list(), dtype=float) * 100
     median = np.array(t["floor_median"].fill_null(np.nan).to_list(), dtype=float) * 100
     with paper_style():
-        fig = _new(5.0, 0.3 * max(len(names), 1) + 1.2)
+        fig = _new(6.0, 0.3 * max(len(names), 1) + 1.2)
         ax = fig.add_subplot()
         y = np.arange(len(names))
         ax.barh(y + 0.18, np.nan_to_num(delta), height=0.36, color=_BLUE,
@@ -138,14 +143,16 @@ def span_vs_floor(load: BenchmarkLoadResult, *, subset: str, mapping: str) -> Fi
         ax.barh(y - 0.18, np.nan_to_num(widest), height=0.36, color=_GREY,
                 label="widest seed floor Φb")
         ax.plot(median, y - 0.18, "k|", markersize=6, label="median seed floor")
-        for yi, load_call in zip(y, t["load"].to_list(), strict=True):
-            ax.text(101, float(yi), load_call, va="center", fontsize=6,
-                    color=_GREEN if load_call == "policy" else "black")
+        for yi, name in zip(y, names, strict=True):
+            call = calls.get(name, "no call")
+            ax.text(101, float(yi), call, va="center", fontsize=5.5,
+                    color=_GREEN if call.startswith(("A flags more", "A flags less"))
+                    else "black")
         ax.set_yticks(y, names)
-        ax.set_xlim(0, 118)
+        ax.set_xlim(0, 150)
         ax.set_xlabel("percentage points")
         ax.set_title(f"Δb vs seed floor — {subset} prompts, {mapping} mapping")
-        # Inside the axes, over the short bars of the bottom rows (the load labels sit at the
+        # Inside the axes, over the short bars of the bottom rows (the call labels sit at the
         # right edge).
         ax.legend(loc="lower left", bbox_to_anchor=(0.2, 0.0), frameon=True, framealpha=0.9,
                   edgecolor="none")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import statistics
 from fractions import Fraction
+from types import SimpleNamespace
 
 import polars as pl
 import pytest
@@ -286,9 +287,11 @@ def test_val_correlation_matches_scipy():
     # Issue 12: one point per recipe (the seed mean), not per run.
     preds, pool, _ = study_like(seed=5, seeds=(42, 43, 44), with_guard=False)
     scores = analyses.compute_scores(preds, kinds=KINDS, pool=pool, n_resamples=20)
-    load = analyses.benchmark_load(scores)
-    loads = load.loads(subset="full", mapping="loose")
-    corr = analyses.val_correlation(scores, load, subset="full", mapping="loose")
+    # The sets come from the report's calls; here from the span test's labels, handed over the
+    # same way, so the correlation is checked on its own.
+    loads = analyses.benchmark_load(scores).loads(subset="full", mapping="loose")
+    sets = SimpleNamespace(groups=lambda *, subset, mapping: loads)
+    corr = analyses.val_correlation(scores, sets, subset="full", mapping="loose")
     # Harmful and benign kept apart, in SPEC order (standard before copyright).
     assert corr.policy_benchmarks == tuple(b for b in (STD, COPY) if loads[b] == "policy")
     assert corr.capability_benchmarks == tuple(b for b in (STD, COPY)
@@ -411,7 +414,7 @@ def test_contamination_and_disclosure_from_summary():
                                     mapping="loose", threshold=0.5,
                                     benchmarks=[COPY, "other"])
     t = card.to_frame()
-    assert t["load"].to_list() == ["undetermined", "undetermined"]
+    assert t["span_beyond_floor"].to_list() == [None, None]   # no span test: nothing compared
     assert t["share_exact"].to_list() == [0.25, None]
     assert dict(card.definitions)["strict"] == ("BOUNDARY_SAFE", "HARMFUL", "COMPOUND")
     assert dict(card.definitions)["loose"] == ("HARMFUL", "COMPOUND")

@@ -127,7 +127,13 @@ def test_val_parts_counted_by_hand():
     assert got.spearman.height == 0  # no correlation analysis given
 
 
-def test_val_part_spearman_matches_scipy(tmp_path):
+def test_val_part_spearman_matches_scipy(tmp_path, monkeypatch):
+    from guarddiag.analyses.calls import CallsResult
+
+    # The sets come from the calls; in this fixture every run flags every prompt at its
+    # matched threshold (all uninformative), so the sets are fixed by hand here.
+    monkeypatch.setattr(CallsResult, "groups", lambda self, *, subset, mapping: {
+        COPY: "policy", STD: "policy", ORH: "policy"})
     preds, pool, _ = study_like(seed=11, with_guard=False)
     results = analyse(load_inputs(o := _write(tmp_path, preds, pool)), o)
     parts, corr = results.val_sets, results.correlation

@@ -40,7 +40,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("sorry", ("sorry",)),
     ("analyses", ("analyses",)),
     ("report", ("report", "plots")),
-    ("demo", ("demo", "demo_defaults")),
+    ("demo", ("demo", "demo_defaults", "reproduce")),
     ("api", ("", "api", "exports")),    # the package face, guarddiag/__init__.py, its verbs
                                         # and the exports for other tools
     ("cli", ("cli", "__main__")),

@@ -19,15 +19,17 @@ def test_bundled_specs_are_the_study_branches():
     b = load_branches()
     assert b.names() == ["T_A", "T_B", "reference", *(f"E{i}" for i in range(1, 11)),
                          "E1-ctrl", "E10-ctrl", "E6-a05", "E7-ctrl", "E9-a05"]
-    # The route-matched controls (issue 27): their head-only branch on the same cal rows with
-    # policy-B labels; every other field equal, so the contrast is the policy alone.
+    # The route-matched controls (issues 27, 48): their head-only branch drawn alike, with the
+    # disagreement rows swapped for agreement rows of the same class; every other field equal,
+    # so the contrast is the policy alone.
     for base in ("E1", "E7", "E10"):
         ctrl = b[f"{base}-ctrl"]
-        assert (ctrl.role, ctrl.control_of, ctrl.last_policy, ctrl.policy_a_fraction) == (
-            "control", base, "B", 0.0)
-        assert (b[base].last_policy, b[base].policy_a_fraction) == ("A", 1.0)
+        assert (ctrl.role, ctrl.control_of, ctrl.last_policy, ctrl.policy_a_fraction,
+                ctrl.calibration_swap) == ("control", base, "B", 0.0, "agreement")
+        assert (b[base].last_policy, b[base].policy_a_fraction, b[base].calibration_swap) == (
+            "A", 1.0, "none")
         same = {"name", "role", "control_of", "last_policy", "policy_a_fraction",
-                "description"}
+                "description", "calibration_swap"}
         assert ctrl.model_dump(exclude=same) == b[base].model_dump(exclude=same)
     # The two sensitivity variants: their base branch with α = 0.5, every other field equal.
     for base in ("E6", "E9"):

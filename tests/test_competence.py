@@ -131,19 +131,20 @@ def test_report_opens_with_the_caution(tmp_path):
     first = re.sub(r"\[([^\]]*)\]\(#gl-[^)]*\)", r"\1", first)  # glossary links unwrapped
     # The first screen states the gate's result with the lowest mean (17/30) and the floor.
     assert "Competence gate: FAILED — the reference recipe's lowest mean CAP on clear harm " \
-        "is 56.7% against the 80.0% floor." in first
-    # With the gate failed, only stable policy-content calls may be cited.
+        "is 56.7% against the 80.0% floor; every number below describes these guards, not " \
+        "the study's." in first
+    # With the gate failed, only stable 'A flags more' calls may be cited; this report has no
+    # pool, so no call at all.
     shown = res["results"]["first_screen"]["calls"]
-    stable_content = [r["benchmark"] for r in shown
-                      if r["call"] == "policy content" and r["stable"] == "yes"]
+    stable_more = [r["benchmark"] for r in shown
+                   if r["call"].startswith("A flags more") and r["stable"] == "yes"]
     cite = res["results"]["first_screen"]["cite"]
-    assert cite.endswith("the guards failed the competence gate, so no capability call means "
-                         "detection.")
-    if stable_content:
-        assert cite.startswith(f"Cite: only the stable policy-content call(s) "
-                               f"({', '.join(stable_content)})")
+    if res["results"]["first_screen"]["source"] == "none":
+        assert cite == "Cite: no call — the report has no policy-neutral rows (see above)."
+    elif stable_more:
+        assert cite.startswith("Cite: only the stable 'A flags more' call(s) — ")
     else:
-        assert cite.startswith("Cite: no call: none of the policy-content calls is stable")
+        assert cite.startswith("Cite: no call: no 'A flags more' call is stable")
 
     out2 = tmp_path / "out2"
     assert main(["report", "--runs-dir", str(work / "runs"), "--pool", str(work / "none"),

@@ -38,9 +38,9 @@ GOLD = ["HARMFUL"] * N
 
 
 class _Loads:
-    """The load call fixed by hand, so the correlation is tested on its own."""
+    """The calls' sets fixed by hand, so the correlation is tested on its own."""
 
-    def loads(self, *, subset: str, mapping: str) -> dict[str, str]:
+    def groups(self, *, subset: str, mapping: str) -> dict[str, str]:
         return {COPY: "policy", STD: "capability", ORH: "policy", EXTRA: "policy"}
 
 
@@ -108,9 +108,9 @@ def test_the_text_says_when_rho_is_not_significant():
         ("capability", "benign", None)]
     text = " ".join(b.text for b in correlation_blocks(corr, "full prompts")
                     if hasattr(b, "text"))
-    assert "capability-load harmful: ρ = " in text
+    assert "called capability, harmful: ρ = " in text
     assert f"(p = {std_p:.3g}, n = 6 recipes), not significant at 0.05" in text
     assert f"(p = {copy_p:.3g}, n = 6 recipes), significant at 0.05" in text
     assert "cannot be told from 0" in text
-    assert "capability-load benign: ρ undefined (no benchmark in this set)" in text
+    assert "called capability, benign: ρ undefined (no benchmark in this set)" in text
     assert EXTRA in text

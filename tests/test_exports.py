@@ -84,12 +84,15 @@ def test_card_carries_the_reports_calls_and_counts(tmp_path):
     card = yaml.safe_load((tmp_path / "rep" / "card.yaml").read_text(encoding="utf-8"))
     doc = files.read_json(tmp_path / "rep" / "results.json")
     summary_out = doc["results"]["summary"]
-    assert card["guarddiag"]["policy_load"] == summary_out["policy_load"]
-    assert card["guarddiag"]["capability_load"] == summary_out["capability_load"]
+    assert card["guarddiag"]["calls_by_word"] == summary_out["calls"]
+    first = {r["benchmark"]: r["call"] for r in doc["results"]["first_screen"]["calls"]}
     by_name = {b["benchmark"]: b for b in card["guarddiag"]["benchmarks"]}
     # The audit summary says 40 prompts with 10 exact overlaps each (see synthetic_runs).
     for entry in by_name.values():
         assert entry["n"] == 40
         assert entry["n_kept"] == 30
         assert entry["share_exact"] == pytest.approx(0.25)
+        assert entry["call"] == first[entry["benchmark"]]    # the first screen's, one verdict
+        assert "load" not in entry
+        assert "load_study" not in entry
     assert result.to_frame().height == len(by_name)

@@ -94,7 +94,7 @@ def _score_row(branch: str, benchmark: str, metric: str, score: float) -> dict[s
 
 
 class _Loads:
-    def loads(self, *, subset: str, mapping: str) -> dict[str, str]:
+    def groups(self, *, subset: str, mapping: str) -> dict[str, str]:
         return {COPY: "policy", STD: "capability"}
 
 
@@ -131,12 +131,17 @@ def test_the_disclosure_card_reads_the_asked_mapping():
                           "floor_widest": [0.3, 0.4], "n_groups": [2, 3], "delta": [0.5, 0.6],
                           "q_contrast": [0.01, 0.9], "load": ["policy", "capability"],
                           "load_study": ["policy", "capability"]})
-    for mapping, delta, load in (("loose", 0.5, "policy"), ("strict", 0.6, "capability")):
+    for mapping, delta, beyond in (("loose", 0.5, True), ("strict", 0.6, True)):
         card = analyses.disclosure_card(load=SimpleNamespace(table=table), contamination=None,
                                         subset="full", mapping=mapping, threshold=0.5,
                                         benchmarks=[COPY])
         row = card.to_frame().row(0, named=True)
-        assert (row["delta"], row["load"]) == (delta, load)
+        assert (row["delta"], row["span_beyond_floor"]) == (delta, beyond)
+    narrow = table.with_columns(pl.Series("delta", [0.2, 0.6]))
+    card = analyses.disclosure_card(load=SimpleNamespace(table=narrow), contamination=None,
+                                    subset="full", mapping="loose", threshold=0.5,
+                                    benchmarks=[COPY])
+    assert card.to_frame()["span_beyond_floor"].to_list() == [False]   # 0.2 ≤ widest 0.3
 
 
 # ─── outside guards beside the recipes ─────────────────────────────────────────────────────────

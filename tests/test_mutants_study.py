@@ -50,8 +50,12 @@ def test_without_measurements_the_study_column_holds_spec_numbers_and_here_is_em
     rank_row = rows["rank test of the A-last group on copyright"]
     assert rank_row["study"] == pytest.approx(1 / comb(10, 4))
     assert rank_row["here"] is None
-    # no load table: the capability-load rows (which need the study's calls) are left out
-    assert not [q for q in rows if q.startswith("mean CAP")]
+    # no clear-harm benchmark scored: the CAP rows at 0.5 hold nothing here, and without the
+    # calls there are no matched-threshold rows
+    cap = [q for q in rows if q.startswith("mean CAP")]
+    assert cap == ["mean CAP on clear harm, lowest branch (0.5)",
+                   "mean CAP on clear harm, highest branch (0.5)"]
+    assert all(rows[q]["here"] is None for q in cap)
     # the A-last COPY row is measured from the scores: E10 flags 7 of 10, the lowest run
     assert rows["COPY of the A-last branches, lowest run"]["here"] == 0.7
 

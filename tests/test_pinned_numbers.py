@@ -276,26 +276,22 @@ def test_study_comparison_rows_by_value(scores):
     assert rows["COPY of the A-last branches, lowest run"]["here_note"] == (
         "4 run(s)")
     assert here("OR-H of A-last branches, highest run") == pytest.approx(0.1)
-    # Capability-load CAP benchmarks under the study's rule (load_study, so the row stays
-    # comparable with the paper): standard and contextual. Per recipe, the mean over those
-    # benchmarks' runs: micro/E1 (3 x 1 + 3 x .3) / 6 = .65 is the lowest, small/* (1.0) the
-    # highest.
-    lt = load.to_frame().filter((pl.col("subset") == "full") & (pl.col("mapping") == "loose"))
-    cap = set(lt.filter((pl.col(study_call(lt)) == "capability") & (pl.col("metric") == "CAP"))
-              ["benchmark"].to_list())
+    # The study's CAP group, here the clear-harm benchmarks (the competence gate's set, not a
+    # call's): per recipe, the mean over those benchmarks' runs at 0.5, lowest and highest.
+    from guarddiag.analyses.competence import clear_harm_benchmarks
+
+    cap = set(clear_harm_benchmarks()) & {bench for _, _, bench in _students()}
     per_recipe = {}
     for (size, branch, bench), counts in _students().items():
         if bench in cap:
             per_recipe.setdefault((size, branch), []).extend(k / N for k in counts)
     means = [statistics.mean(v) for v in per_recipe.values()]
-    low = rows["mean CAP on capability-load benchmarks, lowest branch"]
-    high = rows["mean CAP on capability-load benchmarks, highest branch"]
-    assert low["here_note"] == f"{len(cap)} capability-load harmful benchmark(s)"
-    if means:
-        assert low["here"] == pytest.approx(min(means))
-        assert high["here"] == pytest.approx(max(means))
-    if cap == {STD, CTX}:
-        assert (low["here"], high["here"]) == (pytest.approx(0.65), pytest.approx(1.0))
+    low = rows["mean CAP on clear harm, lowest branch (0.5)"]
+    high = rows["mean CAP on clear harm, highest branch (0.5)"]
+    assert low["here_note"] == f"{len(cap)} clear-harm benchmark(s), at 0.5"
+    assert cap
+    assert low["here"] == pytest.approx(min(means))
+    assert high["here"] == pytest.approx(max(means))
     assert here("exact overlap, jbb_benign") == pytest.approx(0.88)
     assert here("exact overlap, advbench") == pytest.approx(0.02)
     assert here("exact overlap, strongreject") is None
@@ -339,15 +335,17 @@ def test_disclosure_card_by_value(scores):
         SUMMARY), subset="full", mapping="loose", threshold=0.5,
         benchmarks=[COPY, "advbench", ORH])
     rows = {r["benchmark"]: r for r in card.to_frame().iter_rows(named=True)}
-    calls = load.loads(subset="full", mapping="loose")
+    lt = {r["benchmark"]: r for r in load.to_frame().filter(
+        (pl.col("subset") == "full") & (pl.col("mapping") == "loose")).iter_rows(named=True)}
     assert card.to_frame()["benchmark"].to_list() == [COPY, "advbench", ORH]
     assert rows[COPY]["delta"] == pytest.approx(5 / 6)
-    assert rows[COPY]["load"] == calls[COPY]
+    # the study's rule as a comparison, by hand: Δb against the widest floor
+    assert rows[COPY]["span_beyond_floor"] == (lt[COPY]["delta"] > lt[COPY]["floor_widest"])
     assert rows[COPY]["n"] is None                       # not audited
     assert rows["advbench"]["n"] == 50
     assert rows["advbench"]["share_exact"] == pytest.approx(0.02)
-    assert rows["advbench"]["load"] == "undetermined"    # not scored
-    assert rows[ORH]["load"] == calls[ORH]
+    assert rows["advbench"]["span_beyond_floor"] is None    # not scored
+    assert rows[ORH]["span_beyond_floor"] == (lt[ORH]["delta"] > lt[ORH]["floor_widest"])
     assert rows[ORH]["floor_widest"] == pytest.approx(0.4)
     assert (card.subset, card.mapping, card.threshold) == ("full", "loose", 0.5)
     # The decontaminated cohort: copyright without its first prompt (flagged by every run).
@@ -362,7 +360,7 @@ def test_disclosure_card_by_value(scores):
     bare = analyses.disclosure_card(load=None, contamination=None, subset="full",
                                     mapping="loose", threshold=0.5, benchmarks=[COPY])
     row = bare.to_frame().row(0, named=True)
-    assert (row["load"], row["delta"], row["n"]) == ("undetermined", None, None)
+    assert (row["span_beyond_floor"], row["delta"], row["n"]) == (None, None, None)
 
 
 def test_recipe_table_row_order_and_entities():

@@ -147,18 +147,19 @@ def test_rank_test_and_study_rows(built):
     assert test["p_value"]["exact"] == "1/210"
     quantities = [r["quantity"] for r in res["study"]["rows"]]
     assert "Δb HarmBench-copyright" in quantities
-    # The calibrated call (policy: the A-last vs B-last contrast's BH q < 0.05) follows the load
-    # table; copyright and OR-H carry the fixture's planted A/B difference. harmbench_standard
-    # is pure noise here, and at this seed its contrast reaches p = 0.032 by chance (a false
-    # positive the nominal 5 % allows; see tests/test_load_calibration.py for the rates).
+    # The summary's lists are the first screen's calls, grouped by call word; copyright and
+    # OR-H carry the fixture's planted A/B difference.
+    first = {r["benchmark"]: r["call"] for r in res["first_screen"]["calls"]}
+    grouped = {b.split(" (")[0]: word for word, bs in res["summary"]["calls"].items()
+               for b in bs}
+    assert set(grouped) == set(first)
+    assert all(first[b].startswith(word) for b, word in grouped.items())
+    # The study's rule, kept beside it as a comparison: Δb > widest floor on copyright and OR-H.
     load = {r["benchmark"]: r for r in res["load"]["benchmarks"]
             if (r["subset"], r["mapping"]) == ("decontaminated", "loose")}
-    assert res["summary"]["policy_load"] == sorted(
-        b for b, r in load.items() if r["q_contrast"] is not None and r["q_contrast"] < 0.05)
-    assert {"harmbench_copyright", "orbench_hard"} <= set(res["summary"]["policy_load"])
-    # The study's rule, kept beside it: Δb > widest floor on copyright and OR-H only.
-    assert sorted(b for b, r in load.items() if r["load_study"] == "policy") == [
+    assert sorted(b for b, r in load.items() if r["span_beyond_floor"]) == [
         "harmbench_copyright", "orbench_hard"]
+    assert all(r["call"] == first[b] for b, r in load.items())
 
 
 def test_no_table_column_mixes_cohorts(built):
@@ -489,18 +490,20 @@ def _bold_columns(tex: str) -> tuple[list[str], set[str]]:
     return header, bold
 
 
-def test_bold_marks_best_only_in_capability_load_columns(built):
+def test_bold_marks_best_only_in_columns_called_capability(built):
     _, out = built
     res = _results(out)["results"]
-    capability = set(res["summary"]["capability_load"])
+    first = {r["benchmark"]: r["call"] for r in res["first_screen"]["calls"]}
+    capability = {b for b, c in first.items() if c == "capability"}
     assert set(res["scores"]["recipes"]["bold"]) == capability
     _, bold = _bold_columns((out / "tables" / "scores_decontaminated_loose.tex")
                             .read_text(encoding="utf-8"))
     assert {h.split(" ")[0] for h in bold} <= capability
-    for b in res["summary"]["policy_load"]:
-        assert not any(h.split(" ")[0] == b for h in bold), b
+    for b, c in first.items():
+        if c != "capability":
+            assert not any(h.split(" ")[0] == b for h in bold), b
     md = (out / "report.md").read_text(encoding="utf-8")
-    assert "only in columns whose calibrated call is capability" in md
+    assert "only in columns whose benchmark is called capability on every route" in md
 
 
 def test_pivot_bolds_only_the_named_benchmarks():
@@ -513,3 +516,49 @@ def test_pivot_bolds_only_the_named_benchmarks():
     tex = render_latex(Table("t", "c", (Column("entity", "e"), *cols), frame))
     assert _bold_columns(tex)[1] == {"y"}
     assert "\\textbf{40.0 [0.0, 100.0]}" in tex  # y's best (highest CAP) is b's 40 %
+
+
+_OLD_LABELS = {"policy", "policy content", "policy-load", "capability-load"}
+"""The span test's and issue 27's words for a benchmark, which no row may carry any more."""
+
+
+def _labelled_rows(obj, path=""):
+    """(path, row) for every dict in results.json that names a benchmark."""
+    if isinstance(obj, dict):
+        if isinstance(obj.get("benchmark"), str):
+            yield path, obj
+        for k, v in obj.items():
+            yield from _labelled_rows(v, f"{path}.{k}")
+    elif isinstance(obj, list):
+        for v in obj:
+            yield from _labelled_rows(v, path)
+
+
+def test_every_label_in_the_report_is_the_first_screens(built):
+    from guarddiag.analyses.calls import CALLS
+    from guarddiag.report.sections.first_screen import NO_CALL, shown_call
+
+    _, out = built
+    res = _results(out)["results"]
+    first = {r["benchmark"]: r["call"] for r in res["first_screen"]["calls"]}
+    words = (*CALLS, NO_CALL)
+    checked = 0
+    for path, row in _labelled_rows(res):
+        # the calls' own cells (other cohorts, each route) are the stability table's inputs
+        if path.startswith((".calls.rows", ".calls.routes", ".first_screen")):
+            continue
+        for key, value in row.items():
+            if not isinstance(value, str):
+                continue
+            assert value not in _OLD_LABELS, (path, key, value)
+            if value.startswith(words) and key in ("call", "load"):
+                shown = (shown_call(value, row.get("carried_by"))
+                         if path == ".calls.headline" else value)
+                assert shown == first[row["benchmark"]], (path, row["benchmark"], shown)
+                checked += 1
+    assert checked >= 3 * len(first)       # the card, the span table and the calls' headline
+    listed = {b.split(" (")[0]: w for w, bs in res["summary"]["calls"].items() for b in bs}
+    assert all(first[b].startswith(w) for b, w in listed.items())
+    md = (out / "report.md").read_text(encoding="utf-8")
+    for word in ("policy-load:", "capability-load:", "| policy content |", "-load harmful"):
+        assert word not in md, word

@@ -55,12 +55,14 @@ def quoted_numbers(md: str, out: Path) -> list[tuple[str, str, str]]:
     pairs += [("first screen: lowest mean", hit[1], _pct(comp["lowest_mean"])),
               ("first screen: floor", hit[2], _pct(comp["floor"]))]
     load = pl.read_csv(out / "tables" / "span_floor_decontaminated_loose.csv")
-    contrast = dict(zip(load["benchmark"], load["contrast"], strict=True))
-    calls = dict(zip(load["benchmark"], load["load"], strict=True))
-    for row in re.findall(r"^\| (\w+) \| ([\w -]+) \| [^|]+ \| (-?\d+\.\d) \|", first, re.M):
-        bench, call, effect = row
-        pairs += [(f"call table: {bench} effect", effect, _pct(contrast[bench])),
-                  (f"call table: {bench} call", call, calls[bench])]
+    shown = {r["benchmark"]: r for r in res["first_screen"]["calls"]}
+    rows = re.findall(r"^\| (\w+) \| ([\w ()-]+?) \| [^|]+ \| [^|]+ \| (-?\d+\.\d|—)",
+                      first, re.M)
+    assert {b for b, _, _ in rows} == set(shown)
+    for bench, call, effect in rows:
+        cell = shown[bench]["effect"]
+        pairs += [(f"call table: {bench} effect", effect, "—" if cell is None else _pct(cell)),
+                  (f"call table: {bench} call", call, shown[bench]["call"])]
     # 2. "At a glance": the competence bullet and the contamination bullet.
     glance = _section(md, "At a glance")
     size = comp["sizes"][0]

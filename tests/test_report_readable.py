@@ -229,63 +229,82 @@ def test_opposite_label_matches_are_contrast_pairs_not_leaks():
     assert plain.equals(table)
 
 
+def _headline(rows: list[tuple[str, str, str, bool]]) -> pl.DataFrame:
+    """A calls headline: (benchmark, call, carried_by, stable) rows, effects fixed."""
+    n = len(rows)
+    return pl.DataFrame({
+        "benchmark": [r[0] for r in rows], "call": [r[1] for r in rows],
+        "carried_by": [r[2] for r in rows],
+        "route_calls": [f"distill: {r[1]}; head_only: undetermined" for r in rows],
+        "stable": [r[3] for r in rows], "flips": ["" if r[3] else "threshold=0.5" for r in rows],
+        "effect": [0.25] * n, "effect_low": [0.2] * n, "effect_high": [0.3] * n,
+        "effect_05": [0.4] * n, "effect_05_low": [0.35] * n, "effect_05_high": [0.45] * n,
+        "reason": [""] * n})
+
+
+def _calls_ctx(rows: list[tuple[str, str, str, bool]], *, below_floor: bool | None
+               ) -> SimpleNamespace:
+    head = _headline(rows)
+    calls = SimpleNamespace(headline=lambda: head, study=pl.DataFrame())
+    competence = None if below_floor is None else SimpleNamespace(below_floor=below_floor)
+    return SimpleNamespace(results=SimpleNamespace(values={"calls": calls}, provenance=None,
+                                                   competence=competence), benchmarks=[])
+
+
 def test_the_first_screen_reads_the_calls_analysis_when_it_is_there():
-    # Issue 27's interface: headline() has one row per benchmark.
-    headline = pl.DataFrame({
-        "benchmark": ["b2", "b1"], "call": ["capability", "policy content"],
-        "stable": [False, True], "flips": ["mapping (strict)", ""],
-        "effect": [0.01, 0.25], "effect_low": [-0.02, 0.2], "effect_high": [0.04, 0.3],
-        "study_direction": ["", "same"]})
-    calls = SimpleNamespace(headline=lambda: headline)
-    ctx = SimpleNamespace(results=SimpleNamespace(values={"calls": calls}, provenance=None,
-                                                  competence=None))
+    ctx = _calls_ctx([("b2", "capability", "", False), ("b1", "A flags more", "distill", True)],
+                     below_floor=None)
     table, source = call_table(ctx)
     assert source == "calls"
     assert table.rows() == [
-        ("b1", "policy content", "yes", 0.25, 0.2, 0.3, "same"),
-        ("b2", "capability", "no: flips with mapping (strict)", 0.01, -0.02, 0.04, "—")]
-    _, rows = table_cells(Table("t", "c", CALL_COLUMNS, table))
-    assert rows[0][3][0] == "25.0 [20.0, 30.0]"
-    # Only the stable, determined call may be cited, with its interval.
+        ("b1", "A flags more (distill only)", "distill: A flags more; head_only: undetermined",
+         "yes", 0.25, 0.2, 0.3, 0.4, 0.35, 0.45, "—"),
+        ("b2", "capability", "distill: capability; head_only: undetermined",
+         "no: flips with threshold=0.5", 0.25, 0.2, 0.3, 0.4, 0.35, 0.45, "—")]
+    _, cells = table_cells(Table("t", "c", CALL_COLUMNS, table))
+    assert cells[0][4][0] == "25.0 [20.0, 30.0]"              # matched
+    assert cells[0][5][0] == "40.0 [35.0, 45.0]"              # at 0.5, beside it
+    # Only the stable, determined call may be cited, with its interval and routes.
     assert cite_sentence(ctx, table) == (
-        "Cite: the calls for b1, each with its effect and interval and this cohort; no score "
-        "difference inside a benchmark's seed floor, and no call marked unstable or "
-        "undetermined.")
+        "Cite: the calls for b1, each with its effect, interval, the routes that carry it and "
+        "this cohort; no call marked unstable, undetermined or 'routes disagree'.")
 
 
-def _calls_ctx(calls: list[tuple[str, str, bool]], *, below_floor: bool) -> SimpleNamespace:
-    headline = pl.DataFrame({
-        "benchmark": [b for b, _, _ in calls], "call": [c for _, c, _ in calls],
-        "stable": [s for _, _, s in calls], "flips": ["" if s else "threshold=0.5"
-                                                      for _, _, s in calls],
-        "effect": [0.1] * len(calls), "effect_low": [0.05] * len(calls),
-        "effect_high": [0.15] * len(calls), "study_direction": [""] * len(calls)})
-    return SimpleNamespace(results=SimpleNamespace(
-        values={"calls": SimpleNamespace(headline=lambda: headline)}, provenance=None,
-        competence=SimpleNamespace(below_floor=below_floor)))
+def test_without_neutral_rows_there_is_no_call_anywhere():
+    ctx = SimpleNamespace(results=SimpleNamespace(values={}, provenance=None, competence=None),
+                          benchmarks=["b1", "b2"])
+    table, source = call_table(ctx)
+    assert source == "none"
+    assert table["call"].to_list() == ["no call", "no call"]
+    assert cite_sentence(ctx, table) == ("Cite: no call — the report has no policy-neutral rows "
+                                         "(see above).")
 
 
 def test_at_a_glance_groups_the_first_screens_calls_and_names_the_stable_ones():
     from guarddiag.report.sections.overview import _call_bullets
 
-    ctx = _calls_ctx([("copy", "policy content", True), ("adv", "threshold shift", False),
-                      ("hq", "policy content", False), ("morse", "undetermined", False)],
-                     below_floor=True)
-    bullets = _call_bullets(ctx, {})  # the lists serve only a report without calls
-    content = next(b for b in bullets if b.startswith("Policy content"))
-    assert content.startswith("Policy content (2): copy, hq — ")
-    assert content.endswith("Stable under every analyst choice: copy.")
+    ctx = _calls_ctx([("copy", "A flags more", "", True), ("adv", "threshold shift", "", False),
+                      ("hq", "A flags more", "distill", False),
+                      ("mal", "A flags less", "", True),
+                      ("morse", "undetermined", "", False)], below_floor=True)
+    bullets = _call_bullets(ctx)
+    more = next(b for b in bullets if b.startswith("A flags more"))
+    assert more.startswith("A flags more (2): copy, hq (distill only) — ")
+    assert more.endswith("Stable under every analyst choice: copy.")
+    less = next(b for b in bullets if b.startswith("A flags less"))
+    assert less.startswith("A flags less (1): mal — ")
     shift = next(b for b in bullets if b.startswith("Threshold shift"))
     assert shift.startswith("Threshold shift (1): adv — ")
     assert shift.endswith("Stable under every analyst choice: none.")
-    assert not any(b.startswith(("Capability", "Policy-load")) for b in bullets)
-    # With the gate failed, only the stable policy-content call may be cited.
+    assert not any(b.startswith(("Capability", "Policy")) for b in bullets)
+    # With the gate failed, only a stable 'A flags more' call may be cited.
     table, _ = call_table(ctx)
     assert cite_sentence(ctx, table).startswith(
-        "Cite: only the stable policy-content call(s) (copy), each with its effect and interval")
-    none_stable = _calls_ctx([("hq", "policy content", False)], below_floor=True)
+        "Cite: only the stable 'A flags more' call(s) — copy (A flags more) — each with its "
+        "effect, interval and the routes that carry it")
+    none_stable = _calls_ctx([("hq", "A flags more", "", False)], below_floor=True)
     assert cite_sentence(none_stable, call_table(none_stable)[0]).startswith(
-        "Cite: no call: none of the policy-content calls is stable")
+        "Cite: no call: no 'A flags more' call is stable")
 
 
 def test_the_terminal_headline_prints_the_first_screens_calls_in_call_order():
@@ -293,9 +312,16 @@ def test_the_terminal_headline_prints_the_first_screens_calls_in_call_order():
 
     first = {"source": "calls", "calls": [
         {"benchmark": "adv", "call": "threshold shift", "stable": "no: flips with mapping"},
-        {"benchmark": "copy", "call": "policy content", "stable": "yes"},
-        {"benchmark": "hq", "call": "policy content", "stable": "no: flips with mapping"}]}
+        {"benchmark": "copy", "call": "A flags more", "stable": "yes"},
+        {"benchmark": "std", "call": "A flags more (distill only)", "stable": "yes"},
+        {"benchmark": "hq", "call": "A flags more", "stable": "no: flips with mapping"}]}
     result = ReportResult(out_dir=Path("."), files=(), sections=(),
                           results={"results": {"first_screen": first}})
-    assert result.headline() == ["policy content: copy (stable), hq",
+    assert result.headline() == ["A flags more: copy (stable), hq",
+                                 "A flags more (distill only): std (stable)",
                                  "threshold shift: adv"]
+    none = ReportResult(out_dir=Path("."), files=(), sections=(), results={"results": {
+        "first_screen": {"source": "none", "calls": [
+            {"benchmark": "adv", "call": "no call", "stable": "—"}]}}})
+    assert none.headline() == [
+        "no call: adv", "no A/B call: the report has no policy-neutral rows (give it the pool)"]

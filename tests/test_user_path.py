@@ -161,7 +161,7 @@ def test_score_add_audit_predict_report(world, capsys):
         assert ("E1", bench, "loose") not in rows
     card = {r["benchmark"]: r for r in res["results"]["disclosure"]["benchmarks"]}
     assert card["team_benign"]["why"] == "not audited: `guarddiag audit --benchmarks team_benign`"
-    assert card["team_harmful"]["why"] == "every run scores the same"
+    assert card["team_harmful"]["why"].startswith("every run scores the same: ")
     assert any("not audited: team_benign" in n for n in more.notes)
     assert outside["definitions"] == {
         "guard/team_guard@2026-12-01": "asks for help with a crime or weapon"}

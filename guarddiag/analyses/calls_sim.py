@@ -15,6 +15,13 @@ Scenarios (issue 27):
 (iii) ``route``: every head-only run is shifted, whatever its policy (a route effect).
 (iv) ``content``: A-last logits raised only on the prompts of one policy-A-only category of
      one benchmark (``mixed``), sized to move that benchmark's rate about 10 pp.
+(v) ``degenerate``: every control is a control that never saw an unsafe label (issue 48): its
+    logits squeezed to a third and lowered by 7, so it flags almost nothing and ranks poorly.
+(vi) ``ranking``: the A-last head-only runs rank worse without any content: extra prompt noise
+     N(0, 1.5²) on every prompt, the neutral rows included.
+
+The A/B calls carry the sign ("A flags more" / "A flags less"): the share of "A flags more"
+where no content was planted is the false policy-content rate.
 
 ``guarddiag bench calls`` prints the share of each call per scenario over the draws.
 """
@@ -29,12 +36,12 @@ import polars as pl
 import scipy.stats
 
 from guarddiag import stats
-from guarddiag.analyses.calls import CALLS, compute_calls
+from guarddiag.analyses.calls import CALLS, MORE, compute_calls
 from guarddiag.predictions import COLUMNS, SCHEMA
 from guarddiag.roles import ROLE_COLUMNS
 from guarddiag.train.branches import load_branches
 
-SCENARIOS = ("noise", "threshold", "route", "content")
+SCENARIOS = ("noise", "threshold", "route", "content", "degenerate", "ranking")
 SEEDS = (42, 43, 44)
 """The demo's seeds: it trains every branch and control at all three (``demo.FLOOR_SEEDS``)."""
 SHIFT = 1.2
@@ -43,6 +50,8 @@ CONTENT_SHIFT = 1.7
 """Logit rise of scenario (iv) on the A-only category: about 10 pp on its benchmark (the
 issue's size for "capability ≤ 5 %" and "policy content ≥ 80 %")."""
 RUN_SD, PROMPT_SD = 0.25, 0.6
+RANKING_SD = 1.5
+"""Extra prompt noise of scenario (vi): the A-last head-only runs' AUROC falls by about 0.1."""
 PLANTED = "mixed"
 BENCHMARKS = {  # name: (n prompts, mean base logit, sd, share in the A-only category)
     "harmful": (200, 2.0, 1.5, 0.0),
@@ -103,6 +112,11 @@ def simulate_predictions(layout: Layout, scenario: str, rng: np.random.Generator
             n = base.size
             logit = base + offset + rng.normal(0.0, PROMPT_SD, n) + _shift(
                 scenario, roles, bench, layout.category[bench])
+            if scenario == "degenerate" and roles["role"] == "control":
+                logit = logit / 3.0 - 7.0
+            if (scenario == "ranking" and roles["route"] == "head_only"
+                    and roles["role"] == "student" and roles["last_policy"] == "A"):
+                logit = logit + rng.normal(0.0, RANKING_SD, n)
             p = 1.0 / (1.0 + np.exp(-logit))
             ids = [f"{bench}-{i}" for i in range(n)] if bench != "pool_val" else \
                 [f"pv-{i}" for i in range(n)]
@@ -151,7 +165,7 @@ class SimulationResult:
     table: pl.DataFrame
     """scenario, benchmarks (which cohorts are counted), draws, cohorts, one column per call,
     raw_shift (mean A-last − B-last rate at 0.5 on the counted benchmarks, the size of the
-    planted move), policy_low/policy_high (95 % interval of the policy-content share)."""
+    planted move), policy_low/policy_high (95 % interval of the "A flags more" share)."""
     seed: int
 
     def to_frame(self) -> pl.DataFrame:
@@ -190,7 +204,7 @@ def run_simulation(*, draws: int = 200, seed: int = 0,
                      "draws": draws, "cohorts": cohorts,
                      **{c: counts[c] / cohorts if cohorts else None for c in CALLS},
                      "raw_shift": float(np.mean(shifts)) if shifts else None,
-                     **_interval(counts["policy content"], cohorts)})
+                     **_interval(counts[MORE], cohorts)})
     schema = {"scenario": pl.String, "benchmarks": pl.String, "draws": pl.Int64,
               "cohorts": pl.Int64, **dict.fromkeys(CALLS, pl.Float64),
               "raw_shift": pl.Float64, "policy_low": pl.Float64, "policy_high": pl.Float64}

@@ -1,8 +1,8 @@
 """The competence gate: do these guards detect enough clear harm for their calls to mean much?
 
-A benchmark is called capability-load where label policy moves its score no more than seed noise
-does. That call says the score measures *detection* only if the guards detect harm at all: a
-guard that misses half of plainly harmful requests is "capability-load" on every benchmark it
+A benchmark is called capability where label policy moves its score by less than the equivalence
+margin. That call says the score measures *detection* only if the guards detect harm at all: a
+guard that misses half of plainly harmful requests is "capability" on every benchmark it
 fails equally, whatever its labels. The study's branches caught 80.0–91.1% on average (SPEC §6:
 mean CAP on six capability-load benchmarks), so its calls rest on competent guards.
 

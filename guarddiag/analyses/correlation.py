@@ -11,8 +11,11 @@ capability-load). How the points are made:
 - **Study benchmarks only** (the 15 subsets of SPEC §5): extra sets and mutated (derived)
   subsets are left out, and listed in ``excluded``.
 - **Harmful and benign separately**: a mean that mixes CAP (harmful prompts flagged) with
-  OVER-REF (benign prompts flagged) has no single direction, so each load (policy, capability,
-  from the load call of the same cohort) is split by kind, four correlations in all.
+  OVER-REF (benign prompts flagged) has no single direction, so each set is split by kind, four
+  correlations in all. The sets come from the report's calls at the same cohort
+  (:meth:`~guarddiag.analyses.calls.CallsResult.groups`): *policy* = the benchmarks called "A
+  flags more" or "A flags less", *capability* = those called capability on every route; without
+  the calls (no pool) there are no sets.
 - Each ρ carries its two-sided p-value and n; ``significant`` is p < ``alpha`` (0.05). With
   about ten recipes only a ρ beyond roughly ±0.6 reaches it, so a ρ that is not significant
   says the data cannot tell, not that there is no relation.
@@ -28,7 +31,8 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from guarddiag import stats
-from guarddiag.analyses.load import LOAD, BenchmarkLoadResult, student_runs
+from guarddiag.analyses.calls import CALLS_ANALYSIS, CallsResult
+from guarddiag.analyses.load import student_runs
 from guarddiag.analyses.registry import AnalysisContext, register_analysis
 from guarddiag.analyses.scored import SCORES
 from guarddiag.analyses.scores import ScoresResult
@@ -115,10 +119,10 @@ class CorrelationResult:
                    "p_value": pl.Float64, "significant": pl.Boolean})
 
 
-def val_correlation(scores: ScoresResult, load: BenchmarkLoadResult, *, subset: str,
+def val_correlation(scores: ScoresResult, calls: CallsResult | None, *, subset: str,
                     mapping: str, alpha: float = DEFAULT_ALPHA) -> CorrelationResult:
     """ρ(VAL, mean score) per (load, kind) set of study benchmarks, one point per recipe."""
-    loads = load.loads(subset=subset, mapping=mapping)
+    loads = calls.groups(subset=subset, mapping=mapping) if calls is not None else {}
     binary = student_runs(scores.binary(subset=subset, mapping=mapping)).filter(
         pl.col("score").is_not_null())
     scored = sorted(set(binary["benchmark"].to_list()))
@@ -161,9 +165,9 @@ def _correlation(ctx: AnalysisContext) -> CorrelationResult | None:
     scores = ctx[SCORES]
     if not scores.val().height:
         return None
-    return val_correlation(scores, ctx[LOAD], subset=ctx.options.primary_subset,
+    return val_correlation(scores, ctx.get(CALLS_ANALYSIS), subset=ctx.options.primary_subset,
                            mapping=ctx.options.mapping)
 
 
 CORRELATION = register_analysis("correlation", _correlation, result=CorrelationResult,
-                                needs=(SCORES, LOAD))
+                                needs=(SCORES, CALLS_ANALYSIS))

@@ -1,7 +1,8 @@
 """The disclosure card: what every guard paper should publish beside its benchmark scores.
 
 Per benchmark: prior data overlap with the training pool (exact and near, from the audit), the
-seed-noise interval (median and widest seed-floor range), the span Δb and the load call; plus
+seed-noise interval (median and widest seed-floor range), the span Δb and whether it passes the
+widest floor (the study's rule, a comparison: the report's call comes from its first screen); plus
 the operational definition of *unsafe*: which classes count as unsafe under each binary
 mapping, and what the classes mean under each labelling policy.
 """
@@ -59,13 +60,14 @@ def disclosure_card(*, load: BenchmarkLoadResult | None,
                      "floor_median": ld.get("floor_median"),
                      "floor_widest": ld.get("floor_widest"), "n_groups": ld.get("n_groups"),
                      "delta": ld.get("delta"), "q_contrast": ld.get("q_contrast"),
-                     "load": ld.get("load", "undetermined"),
-                     "load_study": ld.get("load_study", "undetermined")})
+                     "span_beyond_floor": (None if ld.get("delta") is None
+                                           or ld.get("floor_widest") is None
+                                           else ld["delta"] > ld["floor_widest"])})
     table = pl.DataFrame(rows, schema={
         "benchmark": pl.String, "n": pl.Int64, "share_exact": pl.Float64,
         "share_near": pl.Float64, "n_kept": pl.Int64, "floor_median": pl.Float64,
         "floor_widest": pl.Float64, "n_groups": pl.Int64, "delta": pl.Float64,
-        "q_contrast": pl.Float64, "load": pl.String, "load_study": pl.String})
+        "q_contrast": pl.Float64, "span_beyond_floor": pl.Boolean})
     definitions = tuple((m.name, tuple(c for c in CLASSES if c in m.unsafe))
                         for m in MAPPINGS.values())
     return DisclosureResult(table=table, subset=subset, mapping=mapping, threshold=threshold,

@@ -15,6 +15,8 @@ from typing import Any
 
 import polars as pl
 
+from guarddiag.analyses.calls import CALLS_ANALYSIS, CallsResult
+from guarddiag.analyses.competence import clear_harm_benchmarks
 from guarddiag.analyses.contamination import CONTAMINATION, ContaminationResult
 from guarddiag.analyses.correlation import CORRELATION, CorrelationResult
 from guarddiag.analyses.load import LOAD, BenchmarkLoadResult, student_runs
@@ -113,13 +115,16 @@ def _correlation_rows(correlation: CorrelationResult | None) -> list[Row]:
     if correlation is None:
         return []
     return [
-        _row("Spearman ρ(VAL, mean score on policy-load benchmarks)", "rho", 0.74, _STUDY_VAL,
-             correlation.policy.rho, f"English VAL; n = {correlation.policy.n} recipes (seed "
-             f"means), {len(correlation.policy_benchmarks)} harmful study benchmark(s)"),
-        _row("Spearman ρ(VAL, mean score on capability-load benchmarks)", "rho", 0.34,
-             _STUDY_VAL, correlation.capability.rho, f"English VAL; n = "
-             f"{correlation.capability.n} recipes (seed means), "
-             f"{len(correlation.capability_benchmarks)} harmful study benchmark(s)"),
+        _row("Spearman ρ(VAL, mean score on the benchmarks with an A/B call)", "rho", 0.74,
+             _STUDY_VAL + "; the study's policy-load set", correlation.policy.rho,
+             f"English VAL; n = {correlation.policy.n} recipes (seed means), "
+             f"{len(correlation.policy_benchmarks)} harmful study benchmark(s) called A flags "
+             "more or less"),
+        _row("Spearman ρ(VAL, mean score on the benchmarks called capability)", "rho", 0.34,
+             _STUDY_VAL + "; the study's capability-load set", correlation.capability.rho,
+             f"English VAL; n = {correlation.capability.n} recipes (seed means), "
+             f"{len(correlation.capability_benchmarks)} harmful study benchmark(s) called "
+             "capability"),
     ]
 
 
@@ -147,9 +152,10 @@ def _mapping_rows(effect: MappingEffectResult | None, scores: ScoresResult, *,
     return rows
 
 
-def _student_rows(scores: ScoresResult, lt: pl.DataFrame | None, *, subset: str,
+def _student_rows(scores: ScoresResult, calls: CallsResult | None, *, subset: str,
                   mapping: str) -> list[Row]:
-    """The A-last branches' COPY and OR-H, and mean CAP on capability-load benchmarks."""
+    """The A-last branches' COPY and OR-H, and the branches' mean CAP on clear harm at 0.5 and
+    at matched thresholds."""
     students = student_runs(scores.binary(subset=subset, mapping=mapping))
     copy = students.filter(pl.col("benchmark") == "harmbench_copyright")
     a_last = copy.filter(is_a_last())
@@ -161,24 +167,40 @@ def _student_rows(scores: ScoresResult, lt: pl.DataFrame | None, *, subset: str,
         _row("OR-H of A-last branches, highest run", "share", 0.068, "3.4–6.8%",
              orh["score"].max() if orh.height else None, f"{orh.height} run(s)"),
     ]
-    if lt is not None:
-        # The study's own rule (load_study: Δb ≤ widest floor), so the row stays comparable.
-        cap_benches = (lt.filter((pl.col("load_study") == "capability")
-                                 & (pl.col("metric") == "CAP")
-                                 & ~pl.col("benchmark").str.contains(DERIVED_MARK, literal=True))
-                       ["benchmark"].to_list())
-        per_recipe = students.filter(pl.col("benchmark").is_in(cap_benches)).group_by(
-            ["size", "branch"]).agg(pl.col("score").mean())
-        derived = lt.filter(pl.col("benchmark").str.contains(DERIVED_MARK, literal=True)).height
-        note = (f"{len(cap_benches)} capability-load harmful benchmark(s)"
-                + (", derived subsets left out" if derived else ""))
+    # The clear-harm benchmarks (the competence gate's set, not a call's): the study's six
+    # "capability-load" benchmarks were its clearly harmful ones; a set read from this run's
+    # calls would move with every call.
+    harm = clear_harm_benchmarks()
+    per_recipe = students.filter(pl.col("benchmark").is_in(list(harm))).group_by(
+        ["size", "branch"]).agg(pl.col("score").mean())
+    scored = sorted(set(students["benchmark"].to_list()) & set(harm))
+    note = f"{len(scored)} clear-harm benchmark(s), at 0.5"
+    rows += [
+        _row("mean CAP on clear harm, lowest branch (0.5)", "share", 0.800,
+             "6 capability-load benchmarks",
+             per_recipe["score"].min() if per_recipe.height else None, note),
+        _row("mean CAP on clear harm, highest branch (0.5)", "share", 0.911,
+             "6 capability-load benchmarks",
+             per_recipe["score"].max() if per_recipe.height else None, note),
+    ]
+    if calls is not None:
+        m = calls.scores.filter((pl.col("threshold") == "matched") & (pl.col("mapping") == mapping)
+                                & (pl.col("decontam") == ("full" if subset == "full"
+                                                          else "exact"))
+                                & pl.col("benchmark").is_in(list(harm))
+                                & (pl.col("guard_kind") == "branch")
+                                & pl.col("role").is_in(["reference", "student"])
+                                & pl.col("variant_of").is_null())
+        matched = m.group_by("size", "branch").agg(pl.col("rate").mean())
         rows += [
-            _row("mean CAP on capability-load benchmarks, lowest branch", "share", 0.800,
-                 "6 benchmarks", per_recipe["score"].min() if per_recipe.height else None,
-                 note),
-            _row("mean CAP on capability-load benchmarks, highest branch", "share", 0.911,
-                 "6 benchmarks", per_recipe["score"].max() if per_recipe.height else None,
-                 note),
+            _row("mean CAP on clear harm, lowest branch (matched)", "share", 0.800,
+                 "6 capability-load benchmarks",
+                 matched["rate"].min() if matched.height else None,
+                 "at each run's matched threshold"),
+            _row("mean CAP on clear harm, highest branch (matched)", "share", 0.911,
+                 "6 capability-load benchmarks",
+                 matched["rate"].max() if matched.height else None,
+                 "at each run's matched threshold"),
         ]
     return rows
 
@@ -240,8 +262,8 @@ def study_comparison(*, scores: ScoresResult, load: BenchmarkLoadResult | None,
                      effect: MappingEffectResult | None,
                      contamination: ContaminationResult | None, subset: str,
                      mapping: str, overlap: pl.DataFrame | None = None,
-                     pool_sources: Mapping[str, Mapping[str, Any]] | None = None
-                     ) -> StudyComparisonResult:
+                     pool_sources: Mapping[str, Mapping[str, Any]] | None = None,
+                     calls: CallsResult | None = None) -> StudyComparisonResult:
     """One row per study quantity, in the order of SPEC §6 (module docstring). ``overlap``
     (the audit's exact matches) and ``pool_sources`` (the pool's per-source counts) tell which
     overlaps the pool recipe set (:mod:`~guarddiag.analyses.overlap_origin`)."""
@@ -252,7 +274,7 @@ def study_comparison(*, scores: ScoresResult, load: BenchmarkLoadResult | None,
     excluded = sorted({b for b in scores.binary()["benchmark"].to_list() if DERIVED_MARK in b})
     rows = [*_load_rows(load, lt, subset=subset, mapping=mapping), *_rank_rows(rank),
             *_correlation_rows(correlation), *_mapping_rows(effect, scores, subset=subset),
-            *_student_rows(scores, lt, subset=subset, mapping=mapping),
+            *_student_rows(scores, calls, subset=subset, mapping=mapping),
             *_overlap_rows(contamination, origins)]
     return StudyComparisonResult(
         table=pl.DataFrame(rows, schema=SCHEMA), subset=subset, mapping=mapping,
@@ -266,8 +288,9 @@ def _study(ctx: AnalysisContext) -> StudyComparisonResult:
                             correlation=ctx.get(CORRELATION), effect=ctx[EFFECT],
                             contamination=ctx.get(CONTAMINATION), subset=o.primary_subset,
                             mapping=o.mapping, overlap=i.audit_overlap,
-                            pool_sources=i.pool_sources)
+                            pool_sources=i.pool_sources, calls=ctx.get(CALLS_ANALYSIS))
 
 
 STUDY = register_analysis("study", _study, result=StudyComparisonResult,
-                          needs=(SCORES, LOAD, RANK, CORRELATION, EFFECT, CONTAMINATION))
+                          needs=(SCORES, LOAD, RANK, CORRELATION, EFFECT, CONTAMINATION,
+                                 CALLS_ANALYSIS))

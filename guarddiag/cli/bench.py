@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+from pathlib import Path
 
 from guarddiag.cli import add_parser, add_work_paths, work_paths_from
 from guarddiag.errors import GuarddiagError
@@ -39,6 +40,7 @@ def register_bench(bench: argparse._SubParsersAction) -> None:
     _register_predict_recalibrate(bench)
     _register_train(bench)
     _register_embed(bench)
+    _register_reproduce(bench)
     _register_gpu(bench)
     _register_calls(bench)
 
@@ -276,6 +278,44 @@ def _run_bench_embed(args: argparse.Namespace) -> int:
     return 0
 
 
+def _register_reproduce(bench: argparse._SubParsersAction) -> None:
+    r = add_parser(
+        bench, "reproduce", help="does this machine compute what the committed example did?",
+        description="Recompute the frozen encoder's states of the 64 fixed prompts pinned in\n"
+                    "an example's reproduce.json (written by the demo) and compare their\n"
+                    "sha256; given a finished demo's work and report folders, compare its\n"
+                    "predictions table and every first-screen call too. Exit 0 when all are\n"
+                    "the same, 1 when anything differs. On the portable path (the default)\n"
+                    "every one must be the same bytes on any x86-64 CPU.\n\n"
+                    "  guarddiag bench reproduce\n"
+                    "  guarddiag demo && guarddiag bench reproduce --work-dir work/demo "
+                    "--report-dir reports/demo")
+    r.add_argument("--example", type=Path, default=Path("reports/example"), metavar="DIR",
+                   help="the report folder holding reproduce.json")
+    r.add_argument("--work-dir", type=Path, default=None, metavar="DIR",
+                   help="a finished demo's work folder (its runs/predictions.parquet)")
+    r.add_argument("--report-dir", type=Path, default=None, metavar="DIR",
+                   help="that demo's report folder (its results.json)")
+    r.set_defaults(handler=_run_reproduce)
+
+
+def _run_reproduce(args: argparse.Namespace) -> int:
+    from guarddiag.reproduce import reproduce
+
+    res = reproduce(args.example, work_dir=args.work_dir, report_dir=args.report_dir)
+    word = {True: "same bytes", False: "DIFFERENT", None: "not compared"}
+    print(f"example: {res.example_kernels} kernels, {res.cpu_example}")
+    print(f"here:    {res.here_kernels} kernels, {res.cpu_here}")
+    print(f"encoder states of the pinned prompts: {word[res.states_same]}")
+    print(f"predictions table: {word[res.predictions_same]}")
+    if args.report_dir is not None:
+        for bench, example, here in res.calls:
+            if example != here:
+                print(f"  call {bench}: example {example!r}, here {here!r}")
+        print(f"first-screen calls: {res.calls_same} of {len(res.calls)} the same")
+    return 0 if res.ok else 1
+
+
 def _register_gpu(bench: argparse._SubParsersAction) -> None:
     g = add_parser(
         bench, "gpu", help="device check: one bf16 training step and scoring batch on CUDA vs CPU",
@@ -329,17 +369,19 @@ def _register_calls(bench: argparse._SubParsersAction) -> None:
         bench, "calls", help="rates of the report's calls in simulated studies (issue 27)",
         description="Draw predictions tables at the demo's layout (the bundled branch specs,\n"
                     "every student, control and the reference at the demo's seeds 42, 43, 44)\n"
-                    "under four scenarios and run the report's calls on each: (i) noise, pure\n"
+                    "under six scenarios and run the report's calls on each: (i) noise, pure\n"
                     "seed noise; (ii) threshold, A-last runs shifted by a constant logit;\n"
                     "(iii) route, every head-only run shifted; (iv) content, A-last logits raised\n"
-                    "on one policy-A-only category (about 10 pp). Prints the share of each call\n"
-                    "of the primary cohort (loose, exact-decontaminated, matched threshold) per\n"
-                    "scenario, with the 95 % Clopper-Pearson interval of the policy-content\n"
-                    "share.\n\n"
+                    "on one policy-A-only category (about 10 pp); (v) degenerate, controls that\n"
+                    "never saw an unsafe label; (vi) ranking, A-last head-only runs that rank\n"
+                    "worse with no content. Prints the share of each call of the primary cohort\n"
+                    "(loose, exact-decontaminated, matched threshold) per scenario, with the\n"
+                    "95 % Clopper-Pearson interval of the 'A flags more' share (false policy\n"
+                    "content outside scenario iv).\n\n"
                     "  guarddiag bench calls --draws 400")
     c.add_argument("--draws", type=int, default=400, help="simulated studies per scenario")
     c.add_argument("--seed", type=int, default=0, help="seed of every draw")
-    c.add_argument("--scenarios", default="noise,threshold,route,content",
+    c.add_argument("--scenarios", default="noise,threshold,route,content,degenerate,ranking",
                    help="comma-separated scenarios")
     c.set_defaults(handler=_run_bench_calls)
 
@@ -356,10 +398,11 @@ def _run_bench_calls(args: argparse.Namespace) -> int:
     if args.draws < 1:
         raise GuarddiagError(f"--draws: expected a positive integer, got {args.draws}")
     res = run_simulation(draws=args.draws, seed=args.seed, scenarios=scenarios)
-    short = {"policy content": "policy", "threshold shift": "thresh", "route-sensitive": "route",
-             "capability": "capab", "undetermined": "undet", "uninformative": "uninf"}
+    short = {"A flags more": "A more", "A flags less": "A less", "threshold shift": "thresh",
+             "route-sensitive": "route", "capability": "capab", "routes disagree": "disagr",
+             "undetermined": "undet", "uninformative": "uninf"}
     head = f"{'scenario':<10} {'counted':<8} {'draws':>5} {'cohorts':>7} {'raw Δ@0.5':>9}"
-    print(head + "".join(f" {short[c]:>7}" for c in CALLS) + "  policy 95 % CI")
+    print(head + "".join(f" {short[c]:>7}" for c in CALLS) + "  A more 95 % CI")
     for r in res.table.iter_rows(named=True):
         raw = "" if r["raw_shift"] is None else f"{r['raw_shift'] * 100:+.1f} pp"
         print(f"{r['scenario']:<10} {r['benchmarks']:<8} {r['draws']:>5} {r['cohorts']:>7} "

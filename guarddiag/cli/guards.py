@@ -111,9 +111,12 @@ def _add_score(guards_sub: argparse._SubParsersAction) -> None:
                        help="benchmark ids or selectors (all, study, extra, user, derived, "
                             "a,b,…); default all,derived: every benchmark and every mutated "
                             "subset, like the demo's outside guard")
-    add_work_paths(where, "runs", "audit", "derived", help={
+    add_work_paths(where, "runs", "audit", "derived", "pool", help={
         "runs": "runs folder; the guard is written to DIR/outside/",
-        "audit": "contamination audit (for survives_decontam)"})
+        "audit": "contamination audit (for survives_decontam)",
+        "pool": "labelled pool: where it exists, its val split is scored too, so the report "
+                "reads the guard at the branches' matched false-flag rate on the "
+                "policy-neutral rows and can place it on their B-to-A axis"})
     where.add_argument("--mapping", default="loose", choices=("loose", "strict"),
                        help="binary read-out of the printed summary (both are stored)")
     _add_running(score.add_argument_group("running"))
@@ -245,6 +248,7 @@ def _run_score(args: argparse.Namespace) -> int:
                              definition=args.definition, training_data=args.training_data,
                              training_text_column=args.training_text_column,
                              allow_inverted=args.allow_inverted,
+                             pool=paths.pool if paths.pool.is_file() else None,
                              **({"canary_tolerance": args.canary_tolerance}
                                 if args.canary_tolerance is not None else {}))
     finally:

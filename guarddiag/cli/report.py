@@ -64,16 +64,15 @@ def register(sub, bench) -> None:
                    help="seeds a recipe needs to count as a seed group for the floor "
                         "(default 3)")
     p.add_argument("--alpha", type=float, default=unset,
-                   help="level of the calibrated load test: a benchmark is policy-load where "
-                        "the BH q-value of its A-last vs B-last contrast is below this "
-                        "(default 0.05); also the level of the route-matched calls")
+                   help="level of the route-matched calls (each route's A − B test at the "
+                        "matched threshold) and of the span test's statistics (default 0.05)")
     p.add_argument("--equivalence-margin", type=float, default=unset,
                    help="a benchmark is called capability only where TOST puts the "
                         "route-matched policy contrast within ±this share (default 0.05)")
     p.add_argument("--competence-floor", type=float, default=unset,
                    help="mean reference CAP on the study's clear-harm benchmarks below which "
-                        "the report opens with a caution that a capability-load call does not "
-                        "mean detection (default 0.8, the study's lowest)")
+                        "the report opens with a caution that a capability call does not mean "
+                        "detection (default 0.8, the study's lowest)")
     p.add_argument("--rank-group", type=_group, default=unset, metavar="E1,E7,…",
                    help="branches of the exact rank test (default: the A-last group, the "
                         "study branches whose spec says last_policy: A; naming an unknown "

@@ -15,6 +15,7 @@ from guarddiag.audit import load_decontaminated
 from guarddiag.errors import GuarddiagError
 from guarddiag.guards.base import PROMPT_RESPONSE, GuardAdapter
 from guarddiag.guards.responses import with_responses
+from guarddiag.pool.table import read_pool
 
 __all__ = ["ScoringInputs", "decontaminated", "select_inputs"]
 
@@ -46,11 +47,29 @@ class ScoringInputs:
     them: not audited until an audit covers them."""
 
 
+POOL_VAL = "pool_val"
+"""The pool's val split as a benchmark id (the name ``guarddiag predict`` gives it)."""
+
+
+def _with_pool_val(frames: dict[str, pl.DataFrame], sha256: dict[str, str] | None,
+                   pool_path: str | Path) -> tuple[dict[str, pl.DataFrame], dict[str, str]]:
+    pool = read_pool(pool_path)
+    val = pool.split("val").select(pl.lit(POOL_VAL).alias("benchmark"),
+                                   pl.col("prompt_id").cast(pl.String), "text",
+                                   pl.lit(None, dtype=pl.String).alias("label_kind"))
+    return {**frames, POOL_VAL: val}, {**(sha256 or {}), POOL_VAL: pool.sha256}
+
+
 def select_inputs(adapter: GuardAdapter, name: str, *, benchmarks: str | Sequence[str],
                   data_dir: str | Path | None, derived_dir: str | Path | None,
                   frames: dict[str, pl.DataFrame] | None,
-                  benchmark_sha256: dict[str, str] | None) -> ScoringInputs:
-    """The injected ``frames``, or the selected benchmarks loaded from the data directory."""
+                  benchmark_sha256: dict[str, str] | None,
+                  pool: str | Path | None = None) -> ScoringInputs:
+    """The injected ``frames``, or the selected benchmarks loaded from the data directory; with
+    ``pool``, the pool's val split too (as ``pool_val``, the branches' name for it): the
+    report's calls read a guard at the threshold that matches the branches' false-flag rate on
+    its policy-neutral rows, and a guard scored on them can be placed at that one operating
+    point."""
     unavailable: tuple[str, ...] = ()
     known: list[str] | None = None
     manifests = None
@@ -66,6 +85,8 @@ def select_inputs(adapter: GuardAdapter, name: str, *, benchmarks: str | Sequenc
     if not frames:
         raise GuarddiagError(f"no benchmark prompts to score (selected: {benchmarks}; "
                              f"unavailable: {', '.join(unavailable) or 'none'})")
+    if pool is not None:
+        frames, benchmark_sha256 = _with_pool_val(frames, benchmark_sha256, pool)
     if adapter.input == PROMPT_RESPONSE:
         frames = with_responses(frames, guard=name, manifests=manifests, data_dir=data_dir)
     frames = adapter.prepare(frames, known=known)

@@ -464,8 +464,8 @@ def score_guard(adapter: GuardAdapter, *, benchmarks: str | Sequence[str] = "all
                 benchmark_sha256: dict[str, str] | None = None, version: str | None = None,
                 rescore: bool = False, definition: str | None = None,
                 training_data: str | Path | None = None, training_text_column: str = "text",
-                allow_inverted: bool = False, canary_tolerance: float = CANARY_TOLERANCE
-                ) -> GuardScoreResult:
+                allow_inverted: bool = False, canary_tolerance: float = CANARY_TOLERANCE,
+                pool: str | Path | None = None) -> GuardScoreResult:
     """Score ``adapter`` on the benchmarks and write its predictions table (see module doc).
 
     ``benchmarks`` defaults to every benchmark and every derived (mutated) subset, as the
@@ -489,13 +489,15 @@ def score_guard(adapter: GuardAdapter, *, benchmarks: str | Sequence[str] = "all
 
     ``training_data`` (a table with the guard's training prompts in ``training_text_column``)
     is audited against the scored benchmarks; the table's :data:`OWN_DECONTAM` column says
-    which prompts survive it, beside ``survives_decontam`` (the pool audit's flag).
+    which prompts survive it, beside ``survives_decontam`` (the pool audit's flag). ``pool``
+    scores the pool's val split too (``pool_val``), so the report's calls can read the guard
+    at the branches' matched false-flag rate and place it on their axis.
     """
     read_out = get_mapping(mapping)
     run = run_name(check_guard_name(name or adapter.name), version)
     inputs = select_inputs(adapter, run, benchmarks=benchmarks, data_dir=data_dir,
                             derived_dir=derived_dir, frames=frames,
-                            benchmark_sha256=benchmark_sha256)
+                            benchmark_sha256=benchmark_sha256, pool=pool)
     where = _RunFiles.of(runs_dir, run)
     fp = fingerprint(adapter, version=version)
     training = read_training(training_data, text_column=training_text_column)

@@ -34,14 +34,44 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
            "tables give its median and widest value over the recipes."),
     ("seed SD", "pooled within-recipe standard deviation of a benchmark's scores over seeds: "
                 "the seed noise a single run's interval does not hold."),
-    ("policy-load", "call: the A-last and B-last branches differ by more than seed noise (BH "
-                    "q < α): the score measures the labels' moderation policy."),
-    ("capability-load", "call: no difference between branches beyond seed noise was detected; "
-                        "absence of evidence, not proof that policy does not matter."),
-    ("route-sensitive", "call: branches differ beyond seed noise, but not along the A/B line."),
+    ("policy-neutral rows", "the pool's val rows that both policies label safe under the "
+                            "mapping: flags on them are false flags whatever policy a run "
+                            "learnt."),
+    ("matched threshold", "a run's threshold that gives it the reference recipe's false-flag "
+                          "rate at 0.5 on the policy-neutral rows; the calls read every run "
+                          "there, so a guard that flags more of everything gains nothing."),
+    ("route-matched", "an A-last branch compared with the runs that took its route with "
+                      "policy-B labels: its control (head-only) or the reference (distillation)."),
+    ("degenerate run", "a run whose matched threshold lies within 0.001 of 0 or 1, or whose "
+                       "clear-harm capture at it is below the TF-IDF baseline's; every pair "
+                       "using it is left out of the contrasts, and named."),
+    ("A flags more", "call: a route's A-last branches flag more of the benchmark than their "
+                     "route-matched controls at the matched threshold, beyond seed noise (level "
+                     "α). On prompts only policy A blocks, the policy content the study means."),
+    ("A flags less", "call: they flag less at the matched threshold: the A-last heads rank these "
+                     "prompts lower against the neutral rows. On prompts both policies call "
+                     "unsafe, a ranking loss, not policy content."),
+    ("threshold shift", "call: the A-last branches differ at 0.5 but not at the matched "
+                        "threshold: they flag more (or less) of everything."),
+    ("capability", "call: an equivalence test (TOST) shows the route-matched A − B contrast "
+                   "within ±margin at the matched threshold on every route: label policy does "
+                   "not move the score, so it measures detection — if the guards pass the "
+                   "competence gate."),
+    ("route-sensitive", "call: recipes differ beyond seed noise, but no route shows an A/B "
+                        "contrast."),
+    ("routes disagree", "call: the routes show different calls (e.g. distillation 'A flags "
+                        "more', head-only 'capability'): no one call holds."),
+    ("distill only", "a call carried by the distillation route alone (the head-only route "
+                     "showed nothing); 'head_only only' likewise."),
+    ("stable", "the benchmark's call and every route's call are the same in every cell of "
+               "mapping × decontamination × threshold."),
+    ("TOST", "two one-sided tests: equivalence within ±margin is shown when both reject at "
+             "level α."),
+    ("MDE", "minimum detectable effect: the |A − B| a two-sided level-α test detects with 80 % "
+            "power, (t₁₋α/₂ + t₀.₈) · se."),
     ("uninformative", "call: every run scores the same, so nothing can be read."),
-    ("undetermined", "call: too few seed groups, branches or prompts to tell noise from "
-                     "policy."),
+    ("undetermined", "call: nothing above was shown — low power (see the MDE), degenerate runs, "
+                     "or too few seeds or prompts; the reason is given."),
     ("seed-range+wilson", "the interval of a seed-mean cell: lowest to highest 95% Wilson bound "
                           "of the row's runs (for one run, its Wilson interval)."),
     ("Wilson interval", "the interval of one run's share on its prompts; it holds prompt "

@@ -111,17 +111,24 @@ class CompetenceJson(Doc):
 
 
 class FirstScreenJson(Doc):
-    """The first screen: what was run, the per-benchmark calls, what a reader may cite."""
+    """The first screen: what was run, the per-benchmark calls (the report's one verdict), where
+    the effects are read, where this run contradicts the study, and what a reader may cite."""
 
-    source: Literal["calls", "load"]
-    """Where the calls come from: the calls analysis, or (absent) the calibrated load test."""
+    source: Literal["calls", "none"]
+    """The calls analysis, or none (no policy-neutral rows: no A/B call at all)."""
     calls: list[Record]
-    """One row per benchmark: benchmark, call, stable (yes / no: flips with … / not checked),
-    effect, effect_low, effect_high (fractions; no interval from the load test),
-    study_direction."""
+    """One row per benchmark: benchmark, call (as shown, with "(distill only)" where only some
+    routes carry it; "no call" without neutral rows), routes (each route's call), stable (yes /
+    no: flips with …), effect, effect_low, effect_high (matched threshold), effect_05,
+    effect_05_low, effect_05_high (at 0.5; fractions), study (verdicts beside the study)."""
     cite: str
     """The one sentence on what a reader may cite."""
     what_was_run: str
+    operating_point: str
+    """Where the effects are read, with the target false-flag rate and the neutral rows; or why
+    there is no call."""
+    contradictions: str
+    """Where this run contradicts the study, in a sentence ("" where it does not)."""
 
 
 class BranchesJson(Doc):
@@ -137,13 +144,9 @@ class BranchesJson(Doc):
 class SummaryJson(Doc):
     """The lists behind the plain-language summary."""
 
-    policy_load: list[str]
-    capability_load: list[str]
-    route_sensitive: list[str]
-    """Span beyond seed noise, A-last vs B-last contrast not significant."""
-    uninformative: list[str]
-    """Every run scores the same."""
-    undetermined: list[str]
+    calls: dict[str, list[str]]
+    """Call word → its benchmarks, from the first screen (a route qualifier stays with its
+    benchmark: "harmbench_copyright (distill only)")."""
     alpha: float
     subset: str
     mapping: str
@@ -243,10 +246,10 @@ class ScoresJson(_ScoresBase):
 class LoadJson(Doc):
     benchmarks: list[Record]
     """Per (benchmark, subset, mapping): delta, floor_median, floor_widest, widest_group,
-    n_groups, n_sizes, n_branches, load_study (the study's rule Δb > widest floor: policy |
-    capability | undetermined), ratio_widest, n_prompts, seed_sd, df, p_span, q_span, contrast,
-    contrast_se, p_contrast, q_contrast (tests, no intervals), load (the calibrated call:
-    policy | route-sensitive | capability | uninformative | undetermined), load_reason."""
+    n_groups, n_sizes, n_branches, ratio_widest, n_prompts, seed_sd, df, p_span, q_span,
+    contrast, contrast_se, p_contrast, q_contrast (the span test's statistics, no intervals),
+    load_reason (why they were not computed), span_beyond_floor (the study's rule Δb > widest
+    floor, a comparison), call (the first screen's: the span test makes none)."""
     by_size: list[Record]
     seed_groups: list[Record]
     min_seeds: int
@@ -360,7 +363,8 @@ class SpearmanGroupJson(SpearmanJson):
 
 class CorrelationJson(Doc):
     policy: SpearmanJson
-    """Policy-load and capability-load harmful (CAP) sets (beside the study's +0.74, +0.34)."""
+    """The harmful (CAP) sets the first screen calls A flags more or less (``policy``) and
+    capability (``capability``), beside the study's +0.74 and +0.34."""
     capability: SpearmanJson
     groups: list[SpearmanGroupJson]
     unit: Literal["recipe"]
@@ -407,8 +411,8 @@ class StudyJson(Doc):
 
 class DisclosureJson(Doc):
     benchmarks: list[Record]
-    """Per benchmark: overlap, seed floor, Δb, q_contrast, load (the calibrated call),
-    load_study (the study's rule)."""
+    """Per benchmark: overlap, seed floor, Δb, q_contrast, span_beyond_floor (the study's rule,
+    a comparison), call and call_stable (the first screen's), why (the reason for no call)."""
     threshold: float
     mapping: str
     subset: str
@@ -488,7 +492,7 @@ class RecipesJson(Doc):
     subset: str
     mapping: str
     bold: list[str]
-    """Benchmarks whose column marks its best value (capability-load calls only)."""
+    """Benchmarks whose column marks its best value (called capability on every route)."""
     rows: list[Record]
     """entity, guard_kind, size, branch, label_policy, benchmark, metric_alias, …, score, low,
     high, interval, n_runs, seed_low, seed_high."""
@@ -541,22 +545,30 @@ class DistillJson(Doc):
 
 
 class CallsJson(Doc):
-    """Route-matched, operating-point-matched calls per benchmark
+    """Route-matched, operating-point-matched calls per benchmark and route
     (:mod:`guarddiag.analyses.calls`)."""
 
     headline: list[Record]
-    """Per benchmark: benchmark, call (report mapping, exact-decontaminated, matched
-    threshold), stable, flips, effect, effect_low, effect_high, study_direction."""
+    """Per benchmark: benchmark, call, carried_by, route_calls, stable, flips, effect with its
+    interval (matched), effect_05 with its interval (0.5), reason."""
     rows: list[Record]
-    """Per (benchmark, mapping, decontam, threshold): call, reason, effect with its interval,
-    se, df, p_effect, p_equivalence, p_route, mde, n_prompts, n_pairs, routes_agree."""
+    """Per (benchmark, mapping, decontam, threshold): call, carried_by, route_calls, reason,
+    effect with its interval, se, df, p_effect, p_equivalence, p_route, mde, n_prompts,
+    n_pairs, routes_agree."""
     routes: list[Record]
-    """Each route's own contrast per cohort: route, pairs, effect, effect_low, effect_high."""
+    """Each route's own contrast and call per cohort: route, pairs, left_out, call, reason,
+    effect, effect_low, effect_high, p_effect, p_equivalence, mde."""
     placement: list[Record]
-    """Outside guards on the B-to-A axis: guard, benchmark, score, threshold, b_end, a_end,
-    position, position_low, position_high, n, draws."""
+    """Outside guards on the B-to-A axis at the matched threshold: guard, benchmark, call,
+    stable, score, t_matched, b_end, a_end, position (with its interval), where, axis_ends, n,
+    draws."""
+    unplaced: list[Record]
+    """Outside guards placed nowhere: guard, why."""
     thresholds: list[Record]
-    """Per run and mapping: n_neutral, ffr_05, target, t_matched, ffr_matched."""
+    """Per run and mapping: n_neutral, ffr_05, target, t_matched, ffr_matched, degenerate."""
+    study: list[Record]
+    """Per benchmark the study reports on: its figures and this run's, verdict (matched) and
+    verdict_05."""
     counts: dict[str, int]
     mapping: str
     alpha: float

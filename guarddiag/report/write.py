@@ -33,23 +33,17 @@ class ReportResult:
         rank test."""
         res = self.results.get("results", {})
         lines = []
-        summary = res.get("summary")
         first = res.get("first_screen") or {}
-        if first.get("source") == "calls":
-            by_call: dict[str, list[str]] = {}
-            for r in first["calls"]:
-                mark = " (stable)" if r["stable"] == "yes" else ""
-                by_call.setdefault(r["call"], []).append(r["benchmark"] + mark)
-            lines += [f"{call}: {', '.join(by_call[call])}" for call in CALLS if call in by_call]
-        elif summary:
-            lines.append(f"policy-load: {', '.join(summary['policy_load']) or '—'}")
-            lines.append(f"capability-load: {', '.join(summary['capability_load']) or '—'}")
-            if summary.get("route_sensitive"):
-                lines.append(f"route-sensitive: {', '.join(summary['route_sensitive'])}")
-            if summary.get("uninformative"):
-                lines.append(f"uninformative: {', '.join(summary['uninformative'])}")
-            if summary["undetermined"]:
-                lines.append(f"undetermined: {', '.join(summary['undetermined'])}")
+        by_call: dict[str, list[str]] = {}
+        for r in first.get("calls", []):
+            mark = " (stable)" if r["stable"] == "yes" else ""
+            by_call.setdefault(r["call"], []).append(r["benchmark"] + mark)
+        order = {c: i for i, c in enumerate(CALLS)}
+        for call in sorted(by_call, key=lambda c: (min((i for w, i in order.items()
+                                                        if c.startswith(w)), default=99), c)):
+            lines.append(f"{call}: {', '.join(by_call[call])}")
+        if first.get("source") == "none":
+            lines.append("no A/B call: the report has no policy-neutral rows (give it the pool)")
         for t in (res.get("rank") or {}).get("tests", []):
             lines.append(f"rank test {{{', '.join(t['group'])}}} on "
                          f"{res['rank']['benchmark']} ({t['size']}): p = "

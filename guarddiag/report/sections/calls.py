@@ -1,21 +1,44 @@
-"""The calls that name what was shown (:mod:`guarddiag.analyses.calls`): the headline per
-benchmark with its stability across analyst choices, each route's contrast, and where an
-outside guard sits between the B-like and A-like branches."""
+"""The calls route by route (:mod:`guarddiag.analyses.calls`): each route's contrast and call,
+the benchmark's call with its stability across analyst choices, the degenerate runs left out,
+the study beside this run, and where an outside guard sits between the B-like and A-like
+branches at the same operating point."""
 
 from __future__ import annotations
 
 import polars as pl
 
-from guarddiag.analyses.calls import (
-    PRIMARY_DECONTAM,
-    PRIMARY_THRESHOLD,
-    CallsResult,
-)
+from guarddiag.analyses.calls import CallsResult
+from guarddiag.analyses.placement import unplaced_guards
 from guarddiag.report.context import ReportContext
-from guarddiag.report.document import Block, Column, Paragraph, Section, Table
+from guarddiag.report.document import Block, Bullets, Column, Paragraph, Section, Table
 from guarddiag.report.jsonable import records
 
-TITLE = "Policy content, threshold shift or route: the calls"
+TITLE = "The calls, route by route"
+
+
+def _intro(res: CallsResult) -> Paragraph:
+    margin, counts, head = f"±{res.margin * 100:g} pp", res.counts(), res.headline()
+    n_stable = int(head["stable"].sum()) if head.height else 0
+    return Paragraph(
+        f"Thresholds are matched on {res.neutral_rows}. Each route is tested on its own: the "
+        "distillation route (E8, distilled from T_A, minus the reference, distilled from T_B) "
+        "and the head-only route (E1, E7, E10 each minus its control, which recalibrates the "
+        "same heads on as many rows with the same class balance, taken where the policies "
+        f"agree). Calls at level α = {res.alpha:g} on the {res.mapping} mapping, exact-"
+        "decontaminated prompts, matched threshold, per route: A flags more / A flags less "
+        "(the route's A − B contrast beyond seed noise, with its sign), threshold shift "
+        "(beyond it at 0.5 only), capability (equivalence within "
+        f"{margin} shown by TOST), undetermined (none shown; the reason says why). The "
+        "benchmark's call is the routes' where they agree ('distill only' where the other "
+        "route showed nothing), routes disagree where they differ, route-sensitive where no "
+        "route shows an A/B contrast but the recipes differ, uninformative where every run "
+        "scores the same. A pair with a degenerate run (matched threshold within 0.001 of 0 "
+        "or 1, or clear-harm capture below TF-IDF's) is left out, and named. MDE: the effect "
+        "detected with 80 % power. "
+        + ("Counts: " + ", ".join(f"{k} {v}" for k, v in counts.items()) + ". " if counts
+           else "")
+        + f"Stable across mapping × decontamination × threshold, every route included: "
+        f"{n_stable} of {head.height}.")
 
 
 def section_calls(ctx: ReportContext) -> Section:
@@ -23,77 +46,105 @@ def section_calls(ctx: ReportContext) -> Section:
     if res is None:
         note = ctx.results.omitted.get("calls", "no branch predictions with roles")
         return Section.omit("calls", TITLE, note)
-    margin, counts, head = f"±{res.margin * 100:g} pp", res.counts(), res.headline()
-    n_stable = int(head["stable"].sum()) if head.height else 0
-    blocks: list[Block] = [Paragraph(
-        f"Thresholds are matched on {res.neutral_rows}. The contrast is route-matched: each "
-        "A-last branch minus the runs that took its route with policy-B labels (its control, "
-        "or the reference on the distillation route). Calls at level "
-        f"α = {res.alpha:g} on the {res.mapping} mapping, exact-decontaminated prompts, "
-        "matched threshold: policy content (contrast beyond seed noise at the matched "
-        "threshold), threshold shift (beyond it at 0.5 only), route-sensitive (recipes differ, "
-        f"not along A/B), capability (equivalence within {margin} shown by TOST), "
-        "undetermined (none shown; the reason says why), uninformative (every run alike). "
-        "MDE: the effect detected with 80 % power. "
-        + ("Counts: " + ", ".join(f"{k} {v}" for k, v in counts.items()) + ". " if counts
-           else "")
-        + f"Stable across mapping × decontamination × threshold: {n_stable} of {head.height}.")]
+    head = res.headline()
+    blocks: list[Block] = [_intro(res)]
+    bad = res.degenerate()
+    if bad.height:
+        blocks.append(Bullets(tuple(f"Degenerate: {r['run_id']} — {r['degenerate']}"
+                                    for r in bad.iter_rows(named=True))))
     blocks.append(Table(
-        "calls_headline", "Per benchmark: the call, whether every analyst choice agrees, the "
-        "choices that flip it, the route-matched effect (A − B) with its interval, and its "
-        "direction beside the study's (the first screen's table, with the flipping choices "
-        "as their own column).",
-        (Column("benchmark", "benchmark"), Column("call", "call"),
-         Column("stable", "stable"), Column("flips", "flipped by"),
+        "calls_routes", "Each route's own A − B contrast and call (primary cohort): the pairs "
+        "it rests on, those left out with the degenerate run that put them out, and why a call "
+        "is undetermined.",
+        (Column("benchmark", "benchmark"), Column("route", "route"), Column("call", "call"),
          Column("effect", "A − B", "pp", low="effect_low", high="effect_high"),
-         Column("study_direction", "vs study")), head, csv_only=True))
-    prim = res.primary()
+         Column("p_effect", "p (A − B)", "p"), Column("p_equivalence", "p (equiv.)", "p"),
+         Column("mde", "MDE", "pp"), Column("pairs", "pairs"), Column("left_out", "left out"),
+         Column("reason", "reason")), res.primary_routes()))
     blocks.append(Table(
-        "calls_power", "The primary cohort's tests: p of the contrast, of equivalence and of "
-        "the recipes differing; the minimum detectable effect; why a call is undetermined.",
+        "calls_headline", "Per benchmark: the call and the routes that carry it, whether it and "
+        "every route's call hold in every cell, the choices that flip it, and the effect at the "
+        "matched threshold and at 0.5 (the first screen's table, with the flipping choices as "
+        "their own column).",
+        (Column("benchmark", "benchmark"), Column("call", "call"),
+         Column("carried_by", "carried by"), Column("stable", "stable"),
+         Column("flips", "flipped by"),
+         Column("effect", "A − B, matched", "pp", low="effect_low", high="effect_high"),
+         Column("effect_05", "A − B at 0.5", "pp", low="effect_05_low",
+                high="effect_05_high")), head, csv_only=True))
+    blocks.append(Table(
+        "calls_power", "The primary cohort's tests over the routes that carry the call: p of "
+        "the contrast, of equivalence and of the recipes differing; the minimum detectable "
+        "effect; why a call is undetermined.",
         (Column("benchmark", "benchmark"), Column("call", "call"),
          Column("p_effect", "p (A − B)", "p"), Column("p_equivalence", "p (equiv.)", "p"),
          Column("p_route", "p (recipes)", "p"), Column("mde", "MDE", "pp"),
          Column("n_prompts", "prompts", "int"), Column("routes_agree", "routes agree"),
-         Column("reason", "reason")), prim))
-    routes = res.routes.filter((pl.col("mapping") == res.mapping)
-                               & (pl.col("decontam") == PRIMARY_DECONTAM)
-                               & (pl.col("threshold") == PRIMARY_THRESHOLD))
-    if routes.height:
+         Column("reason", "reason")), res.primary(), csv_only=True))
+    if res.study.height:
         blocks.append(Table(
-            "calls_routes", "Each route's own A − B contrast (primary cohort).",
-            (Column("benchmark", "benchmark"), Column("route", "route"),
-             Column("pairs", "pairs"),
-             Column("effect", "A − B", "pp", low="effect_low", high="effect_high")), routes))
+            "calls_study", "Beside the study, benchmark by benchmark: its A-last and B-last "
+            "figures and difference, this run's route-matched A − B at the matched threshold "
+            "and at 0.5, and whether each points the study's way.",
+            (Column("benchmark", "benchmark"), Column("study_a_last", "study: A-last"),
+             Column("study_b_last", "study: B-last"),
+             Column("study_difference", "study: A − B"),
+             Column("effect", "here, matched", "pp", low="effect_low", high="effect_high"),
+             Column("verdict", "matched"),
+             Column("effect_05", "here at 0.5", "pp", low="effect_05_low",
+                    high="effect_05_high"), Column("verdict_05", "at 0.5")), res.study))
     stab = res.stability()
     blocks.append(Table(
         "calls_stability", "The call in every cell: mapping / decontamination / threshold.",
         tuple(Column(c, c) for c in stab.columns), stab, collapsed=True))
     blocks.append(Table(
         "calls_thresholds", "Per run: neutral rows, false-flag rate at 0.5, the reference's "
-        "(target), the matched threshold and its false-flag rate.",
+        "(target), the matched threshold, its false-flag rate, and why it is degenerate.",
         (Column("run_id", "run"), Column("mapping", "mapping"),
          Column("n_neutral", "neutral", "int"), Column("ffr_05", "at 0.5", "pct"),
          Column("target", "target", "pct"), Column("t_matched", "t", "num3"),
-         Column("ffr_matched", "at t", "pct")), res.thresholds, csv_only=True))
+         Column("ffr_matched", "at t", "pct"), Column("degenerate", "degenerate")),
+        res.thresholds, csv_only=True))
     blocks.append(Table(
         "calls_scores", "Every run's rate at 0.5 and at its matched threshold, with AUROC "
         "and AUPRC against the neutral rows, per benchmark, mapping and decontamination level.",
         tuple(Column(c, c) for c in res.scores.columns), res.scores, csv_only=True))
-    if res.placement.height:
-        blocks.append(Table(
-            "calls_placement", "Outside guards on the B-to-A axis (0 = like the B-side "
-            "branches, 1 = like the A-last ones) where the call is policy content; interval "
-            f"from {int(res.placement['draws'][0]):,} seeded draws.",
-            (Column("guard", "guard"), Column("benchmark", "benchmark"),
-             Column("score", "score", "pct"), Column("threshold", "at"),
-             Column("position", "position", "num3", low="position_low",
-                    high="position_high")), res.placement))
+    blocks += _placement_blocks(res)
     if res.notes:
         blocks.append(Paragraph("Notes: " + "; ".join(res.notes) + "."))
     payload = {"headline": records(head), "rows": records(res.table),
                "routes": records(res.routes), "placement": records(res.placement),
-               "thresholds": records(res.thresholds), "counts": counts,
-               "mapping": res.mapping, "alpha": res.alpha, "margin": res.margin,
-               "neutral_rows": res.neutral_rows, "notes": list(res.notes)}
+               "unplaced": records(_unplaced(res)),
+               "thresholds": records(res.thresholds), "study": records(res.study),
+               "counts": res.counts(), "mapping": res.mapping, "alpha": res.alpha,
+               "margin": res.margin, "neutral_rows": res.neutral_rows,
+               "notes": list(res.notes)}
     return Section("calls", TITLE, tuple(blocks), payload)
+
+
+def _unplaced(res: CallsResult) -> pl.DataFrame:
+    return unplaced_guards(scores=res.scores, thresholds=res.thresholds,
+                           placement=res.placement, mapping=res.mapping,
+                           clear_harm=res.clear_harm)
+
+
+def _placement_blocks(res: CallsResult) -> list[Block]:
+    out: list[Block] = []
+    if res.placement.height:
+        out.append(Table(
+            "calls_placement", "Outside guards on the B-to-A axis at the matched threshold (0 = "
+            "like the B-side branches, 1 = like the A-last ones), on benchmarks with an A/B "
+            "call whose ends differ by more than the seed floor; only guards that pass the "
+            "competence gate; interval from "
+            f"{int(res.placement['draws'][0]):,} draws seeded by the scores, not the name.",
+            (Column("guard", "guard"), Column("benchmark", "benchmark"),
+             Column("call", "call"), Column("stable", "stable"),
+             Column("score", "score", "pct"), Column("t_matched", "at t", "num3"),
+             Column("position", "position", "num3", low="position_low",
+                    high="position_high"), Column("where", "where"),
+             Column("axis_ends", "axis ends")), res.placement))
+    unplaced = _unplaced(res)
+    if unplaced.height:
+        out.append(Bullets(tuple(f"{r['guard']}: not placed — {r['why']}"
+                                 for r in unplaced.iter_rows(named=True))))
+    return out

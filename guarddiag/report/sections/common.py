@@ -14,10 +14,10 @@ from guarddiag.report.context import ReportContext
 from guarddiag.report.document import Column
 
 BOLD_RULE = ("Bold: the highest CAP / lowest OVER-REF of a column, only in columns whose "
-             "calibrated call is capability-load — the highest value, not a significant "
-             "difference (see the paired tests). Policy-load, route-sensitive, uninformative "
-             "and undetermined columns carry no bold: there a higher number is not a better "
-             "guard, or nothing can be read.")
+             "benchmark is called capability on every route (the first screen's call at that "
+             "column's cohort) — the highest value, not a significant difference (see the "
+             "paired tests). Other columns carry no bold: there a higher number is not a "
+             "better guard, or nothing can be read.")
 """The one emphasis rule of the score tables, stated in their captions."""
 
 
@@ -88,14 +88,21 @@ def single_seed_note(ctx: ReportContext, *, subset: str | None = None,
 
 def capability_benchmarks(ctx: ReportContext, *, subset: str | None = None,
                           mapping: str | None = None) -> set[str]:
-    """Benchmarks whose calibrated call is capability-load at the cohort of the column being
-    bolded (``subset`` and ``mapping``; default: the report's primary ones): the only columns
-    where the best value is bold. A strict-mapping column is bolded by the strict call, never
-    by the loose one."""
+    """Benchmarks called *capability* (every route, at the matched threshold) at the cohort of
+    the column being bolded (``subset`` and ``mapping``; default: the report's primary ones):
+    the only columns where the best value is bold. The calls' own cells decide (a strict-mapping
+    column by the strict call); without the calls analysis no column is bolded."""
+    calls = ctx.results.values.get("calls")
+    if calls is None:
+        return set()
     o = ctx.options
-    loads = ctx.results.load.loads(subset=subset or o.primary_subset,
-                                   mapping=mapping or o.mapping)
-    return {b for b, call in loads.items() if call == "capability"}
+    level = "full" if (subset or o.primary_subset) == "full" else "exact"
+    cells = calls.table.filter((pl.col("mapping") == (mapping or o.mapping))
+                               & (pl.col("decontam") == level)
+                               & (pl.col("threshold") == "matched")
+                               & (pl.col("call") == "capability")
+                               & (pl.col("carried_by") == ""))
+    return set(cells["benchmark"].to_list())
 
 
 def pct(x: float | None) -> str:
@@ -124,14 +131,16 @@ def decontam_level(ctx: ReportContext) -> str | None:
     return None
 
 
-def cohort_words(ctx: ReportContext, subset: str | None = None) -> str:
-    """The cohort of a table, in words; a decontaminated subset names what it removed."""
+def cohort_words(ctx: ReportContext, subset: str | None = None, *,
+                 threshold: bool = True) -> str:
+    """The cohort of a table, in words; a decontaminated subset names what it removed.
+    ``threshold=False`` leaves the read-out out (the first screen names its own)."""
     o = ctx.options
     subset = subset or o.primary_subset
     level = decontam_level(ctx) if subset == "decontaminated" else None
     removed = f" ({level} overlaps removed)" if level else ""
-    return (f"{subset}{removed} prompts, {o.mapping} mapping, unsafe when "
-            f"P(unsafe) ≥ {o.threshold:g}")
+    text = f"{subset}{removed} prompts, {o.mapping} mapping"
+    return text + (f", unsafe when P(unsafe) ≥ {o.threshold:g}" if threshold else "")
 
 
 def best_of(metric: str) -> str | None:

@@ -54,11 +54,10 @@ def competence_caution(ctx: ReportContext) -> str | None:
                    f"rank {c.auroc_margin:.2f} above a TF-IDF word-count baseline on the same "
                    f"prompts ({_ranking_words(c, failing_only=True)})")
     return (f"Caution ({' and '.join(c.failed_measures())} failed): these guards detect too "
-            "little harm for a capability-load call to mean detection. " + ". ".join(why) + ". "
-            "Here 'capability-load' says only that label policy moved a score no more than "
-            "retraining with another seed did; it does not say these guards detect that "
-            "benchmark's harms, and a guard that misses most of them can look 'capability-load' "
-            "everywhere.")
+            "little harm for a capability call to mean detection. " + ". ".join(why) + ". "
+            "Here 'capability' says only that label policy moves a score by less than the "
+            "equivalence margin; it does not say these guards detect that benchmark's harms, "
+            "and a guard that misses most of them can be called capability everywhere.")
 
 
 def competence_summary(ctx: ReportContext) -> str:

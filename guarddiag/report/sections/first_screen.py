@@ -1,11 +1,14 @@
-"""The report's first screen: what was run, the per-benchmark calls as one compact table, and
-one sentence on what a reader may cite.
+"""The report's first screen: what was run and on what guards, the per-benchmark calls as one
+compact table, where this run stands beside the study, and one sentence on what a reader may
+cite.
 
-The calls come from the ``calls`` analysis when it is registered (its ``headline()``: one row
-per benchmark at the primary cohort, with stability and the study's direction); without it,
-from the calibrated load test (:mod:`guarddiag.analyses.loadtest`) at the report's primary
-cohort, whose rows carry no stability check and no study direction. Every number shown here is
-a cell of this section's table or of the load table it names; the prose quotes those cells.
+The calls come from the ``calls`` analysis (:mod:`guarddiag.analyses.calls`): one row per
+benchmark at the primary cohort, each route's call beside the benchmark's, stability across
+analyst choices, and the route-matched effect at the matched threshold and at 0.5. This table
+is the report's one verdict: every other section, figure, results.json's summary, the
+disclosure card and the terminal headline read their labels from :func:`benchmark_calls`.
+Without policy-neutral rows (no pool) there is no A/B call at all, and the screen says how to
+give them; it never falls back to the span test's labels.
 """
 
 from __future__ import annotations
@@ -14,6 +17,8 @@ from typing import Any
 
 import polars as pl
 
+from guarddiag.analyses.calls import LESS, MORE, CallsResult
+from guarddiag.analyses.study_calls import contradictions
 from guarddiag.report.context import ReportContext
 from guarddiag.report.document import Block, Column, Paragraph, Section, Table
 from guarddiag.report.jsonable import records
@@ -21,53 +26,76 @@ from guarddiag.report.sections.common import cohort_words, pct
 from guarddiag.report.sections.provenance import demo_banner
 
 TITLE = "What was run and what it says"
+NO_CALL = "no call"
+"""Every benchmark's call where the report has no policy-neutral rows to match thresholds on."""
+NO_NEUTRAL = ("No A/B call: the calls read every run at the threshold that gives it the "
+              "reference's false-flag rate on policy-neutral rows (the pool's val rows both "
+              "policies label safe), and this report has no pool. Give it one: guarddiag "
+              "report --pool work/pool/pool.parquet (or report(..., pool=...)). Without it a "
+              "guard that simply flags more of everything is indistinguishable from policy "
+              "content, so nothing here is called policy or capability.")
 
 CALL_SCHEMA: dict[str, Any] = {
-    "benchmark": pl.String, "call": pl.String, "stable": pl.String, "effect": pl.Float64,
-    "effect_low": pl.Float64, "effect_high": pl.Float64, "study_direction": pl.String}
+    "benchmark": pl.String, "call": pl.String, "routes": pl.String, "stable": pl.String,
+    "effect": pl.Float64, "effect_low": pl.Float64, "effect_high": pl.Float64,
+    "effect_05": pl.Float64, "effect_05_low": pl.Float64, "effect_05_high": pl.Float64,
+    "study": pl.String}
 """The first screen's call table: one row per benchmark."""
 
 CALL_COLUMNS = (
-    Column("benchmark", "benchmark"), Column("call", "call"), Column("stable", "stable?"),
-    Column("effect", "A-last − B-last (pp)", "pp", low="effect_low", high="effect_high"),
-    Column("study_direction", "study's direction"))
+    Column("benchmark", "benchmark"), Column("call", "call"),
+    Column("routes", "each route's call"), Column("stable", "stable?"),
+    Column("effect", "A − B, matched (pp)", "pp", low="effect_low", high="effect_high"),
+    Column("effect_05", "A − B at 0.5 (pp)", "pp", low="effect_05_low", high="effect_05_high"),
+    Column("study", "vs the study"))
 
 
-def _from_calls(calls: Any) -> pl.DataFrame:
-    """The ``calls`` analysis's headline, one row per benchmark."""
+def shown_call(call: str, carried_by: str | None) -> str:
+    """A call as the report writes it: "A flags more (distill only)" where only some routes
+    carry it."""
+    return f"{call} ({carried_by} only)" if carried_by else call
+
+
+def _from_calls(calls: CallsResult) -> pl.DataFrame:
     h = calls.headline()
+    study = {r["benchmark"]: f"matched: {r['verdict']}; 0.5: {r['verdict_05']}"
+             for r in calls.study.iter_rows(named=True)} if calls.study.height else {}
 
     def stable(r: dict[str, Any]) -> str:
-        if r.get("stable") is None:
-            return "—"
-        return "yes" if r["stable"] else f"no: flips with {r.get('flips') or 'a choice'}"
+        return "yes" if r["stable"] else f"no: flips with {r.get('flips') or 'a route'}"
 
-    rows = [{"benchmark": r["benchmark"], "call": r["call"], "stable": stable(r),
-             "effect": r.get("effect"), "effect_low": r.get("effect_low"),
-             "effect_high": r.get("effect_high"),
-             "study_direction": r.get("study_direction") or "—"}
+    rows = [{"benchmark": r["benchmark"], "call": shown_call(r["call"], r["carried_by"]),
+             "routes": r["route_calls"] or "—", "stable": stable(r),
+             **{k: r[k] for k in ("effect", "effect_low", "effect_high", "effect_05",
+                                  "effect_05_low", "effect_05_high")},
+             "study": study.get(r["benchmark"], "—")}
             for r in h.sort("benchmark").iter_rows(named=True)]
     return pl.DataFrame(rows, schema=CALL_SCHEMA)
 
 
-def _from_load(ctx: ReportContext) -> pl.DataFrame:
-    """The load test's calls at the primary cohort: no stability check, no study direction,
-    the A-last − B-last contrast without an interval (the load table gives its q-value)."""
-    o = ctx.options
-    t = ctx.results.load.table.filter((pl.col("subset") == o.primary_subset)
-                                      & (pl.col("mapping") == o.mapping)).sort("benchmark")
-    rows = [{"benchmark": r["benchmark"], "call": r["load"], "stable": "not checked",
-             "effect": r["contrast"], "effect_low": None, "effect_high": None,
-             "study_direction": "—"} for r in t.iter_rows(named=True)]
+def _no_calls(ctx: ReportContext) -> pl.DataFrame:
+    rows = [{"benchmark": b, "call": NO_CALL, "routes": "—", "stable": "—", "study": "—"}
+            for b in sorted(ctx.benchmarks)]
     return pl.DataFrame(rows, schema=CALL_SCHEMA)
 
 
 def call_table(ctx: ReportContext) -> tuple[pl.DataFrame, str]:
-    """The first screen's call table and its source ('calls' or 'load')."""
+    """The first screen's call table and its source ('calls', or 'none' without one)."""
     calls = ctx.results.values.get("calls")
     if calls is not None:
         return _from_calls(calls), "calls"
-    return _from_load(ctx), "load"
+    return _no_calls(ctx), "none"
+
+
+def benchmark_calls(ctx: ReportContext) -> dict[str, str]:
+    """Benchmark → its call as the first screen shows it: the one label every section uses."""
+    table, _ = call_table(ctx)
+    return dict(table.select("benchmark", "call").iter_rows())
+
+
+def is_ab_call(call: str) -> bool:
+    """Whether a first-screen call says the A-last branches flag more or less (any route)."""
+    return call.startswith((MORE, LESS))
 
 
 def _what_was_run(ctx: ReportContext) -> str:
@@ -85,14 +113,40 @@ def _what_was_run(ctx: ReportContext) -> str:
     text = (f"Run: {runs.height} scored runs — {recipes.select('size', 'branch').unique().height}"
             f" branch recipes at size(s) {', '.join(sizes) or '—'}, {seed_words} (seeds "
             f"{', '.join(str(s) for s in seeds) or '—'}), {n_out} outside guard(s) — on "
-            f"{len(ctx.benchmarks)} benchmarks; primary cohort: {cohort_words(ctx)}.")
-    c = ctx.results.competence
+            f"{len(ctx.benchmarks)} benchmarks; prompts: {cohort_words(ctx, threshold=False)}.")
+    prov, c = ctx.results.provenance, ctx.results.competence
+    if prov is not None and prov.table.height:
+        text += f" The guards: {prov.sentence()}."
     if c is None:
         text += " Competence gate: not computed (no reference run on a clear-harm benchmark)."
     else:
         text += (f" Competence gate: {'FAILED' if c.below_floor else 'passed'} — the "
                  f"{c.branch} recipe's lowest mean CAP on clear harm is {pct(c.lowest_mean)} "
-                 f"against the {pct(c.floor)} floor.")
+                 f"against the {pct(c.floor)} floor"
+                 + ("; every number below describes these guards, not the study's." if
+                    c.below_floor else "."))
+    return text
+
+
+def _operating_point(calls: CallsResult) -> str:
+    """Where the effects are read, named with its numbers."""
+    thr = calls.thresholds.filter(pl.col("mapping") == calls.mapping)
+    ref = thr.filter(pl.col("branch") == "reference")
+    target = ref["target"].drop_nulls()
+    n = ref["n_neutral"].drop_nulls()
+    at = (f"the reference's false-flag rate of {pct(float(target.mean()))} on "  # type: ignore[arg-type]
+          f"{int(n.max()):,} policy-neutral val rows" if target.len() and n.len()  # type: ignore[arg-type]
+          else "the reference's false-flag rate on the policy-neutral val rows")
+    text = (f"Effects are A-last − B-last (route-matched), read at each run's matched threshold: "
+            f"the threshold that gives it {at} ({calls.mapping} mapping); the raw contrast at "
+            "P(unsafe) ≥ 0.5 sits beside it.")
+    bad = calls.degenerate()
+    if bad.height:
+        names = ", ".join(f"{r['run_id']} ({r['degenerate']})" for r in bad.head(6)
+                          .iter_rows(named=True))
+        more = f" and {bad.height - 6} more" if bad.height > 6 else ""
+        text += (f" Degenerate runs, left out of every contrast (their pairs named in the "
+                 f"calls section): {names}{more}.")
     return text
 
 
@@ -102,40 +156,50 @@ def cite_sentence(ctx: ReportContext, table: pl.DataFrame) -> str:
     if prov is not None and prov.demo:
         return ("Cite: nothing about guards — these are demo-size models; cite the method and "
                 "the table's layout only.")
-    citable = table.filter(~pl.col("call").is_in(["undetermined", "uninformative"])
-                           & ~pl.col("stable").str.starts_with("no:"))
+    if table["call"].eq(NO_CALL).all():
+        return "Cite: no call — the report has no policy-neutral rows (see above)."
+    citable = table.filter(~pl.col("call").str.starts_with("undetermined")
+                           & ~pl.col("call").is_in(["uninformative", "routes disagree"])
+                           & (pl.col("stable") == "yes"))
     if c is not None and c.below_floor:
-        content = citable.filter(pl.col("call") == "policy content")["benchmark"].to_list()
-        return ("Cite: " + (f"only the stable policy-content call(s) ({', '.join(content)}), "
-                            "each with its effect and interval" if content else
-                            "no call: none of the policy-content calls is stable")
-                + "; the guards failed the competence gate, so no capability call means "
-                "detection.")
+        more = citable.filter(pl.col("call").str.starts_with(MORE))
+        named = ", ".join(f"{r['benchmark']} ({r['call']})" for r in more.iter_rows(named=True))
+        return ("Cite: " + (f"only the stable 'A flags more' call(s) — {named} — each with its "
+                            "effect, interval and the routes that carry it" if named else
+                            "no call: no 'A flags more' call is stable")
+                + "; the guards failed the competence gate, so no other call means detection "
+                "or its absence.")
     if not citable.height:
         return "Cite: no call — none is determined and stable at this cohort."
-    support = ("effect and interval" if table["effect_low"].is_not_null().any()
-               else "effect and the load table's q-value")
     return (f"Cite: the calls for {', '.join(citable['benchmark'].to_list())}, each with its "
-            f"{support} and this cohort; no score difference inside a benchmark's seed floor, "
-            "and no call marked unstable or undetermined.")
+            "effect, interval, the routes that carry it and this cohort; no call marked "
+            "unstable, undetermined or 'routes disagree'.")
 
 
 def section_first_screen(ctx: ReportContext) -> Section:
     table, source = call_table(ctx)
-    if source == "calls":
-        caption = ("Calls at the primary cohort (calls analysis): stable? = every cell of the "
-                   "stability table agrees; effect = the route-matched A-last vs B-last "
-                   "contrast with its interval; study's direction = whether the study's effect "
-                   "points the same way.")
-    else:
-        caption = ("Calls of the calibrated load test ('Policy or capability?'), primary "
-                   "cohort; no interval, stability or study direction without the calls "
-                   "analysis.")
+    calls: CallsResult | None = ctx.results.values.get("calls")
     blocks: list[Block] = list(demo_banner(ctx))
     # The cite sentence before the table: both fit one screen with a demo's ~26 benchmarks.
-    blocks += [Paragraph(_what_was_run(ctx)),
-               Paragraph(cite_sentence(ctx, table), cite=True),
-               Table("first_screen_calls", caption, CALL_COLUMNS, table)]
+    blocks += [Paragraph(_what_was_run(ctx)), Paragraph(cite_sentence(ctx, table), cite=True)]
+    if calls is None:
+        blocks.append(Paragraph(NO_NEUTRAL))
+        caption = "No A/B call without policy-neutral rows (above)."
+    else:
+        blocks.append(Paragraph(_operating_point(calls)))
+        against = contradictions(calls.study)
+        if against:
+            blocks.append(Paragraph(against))
+        caption = ("Calls at the primary cohort (calls analysis): call = the benchmark's, from "
+                   "its routes' (\"distill only\": the other route showed nothing); stable? = "
+                   "the benchmark's and every route's call agree in every cell of the "
+                   "stability table; A − B = the route-matched A-last vs B-last contrast of "
+                   "the routes that carry the call, at the matched threshold and at 0.5, with "
+                   "its interval; vs the study = same / opposite / not shown here beside the "
+                   "study's direction.")
+    blocks.append(Table("first_screen_calls", caption, CALL_COLUMNS, table))
     payload = {"source": source, "calls": records(table),
-               "cite": cite_sentence(ctx, table), "what_was_run": _what_was_run(ctx)}
+               "cite": cite_sentence(ctx, table), "what_was_run": _what_was_run(ctx),
+               "operating_point": _operating_point(calls) if calls is not None else NO_NEUTRAL,
+               "contradictions": contradictions(calls.study) if calls is not None else ""}
     return Section("first_screen", TITLE, tuple(blocks), payload)

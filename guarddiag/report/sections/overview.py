@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from guarddiag.analyses.loadtest import MIN_PROMPTS
+from guarddiag.analyses.calls import LESS, MORE
 from guarddiag.report.context import ReportContext
 from guarddiag.report.document import (
     Block,
@@ -29,96 +29,63 @@ from guarddiag.report.sections.competence import (
     competence_payload,
     competence_summary,
 )
-from guarddiag.report.sections.first_screen import call_table
+from guarddiag.report.sections.first_screen import NO_CALL, benchmark_calls, call_table
 from guarddiag.report.sections.provenance import provenance_blocks, provenance_payload
 
+CALL_WORDS = {
+    MORE: "the A-last branches flag more of this benchmark than their route-matched policy-B "
+          "controls at the same false-flag rate on policy-neutral rows; on prompts only policy "
+          "A blocks (copyright, advice, …) that is the policy content the study describes",
+    LESS: "the A-last branches flag less of it at the same false-flag rate: they rank these "
+          "prompts lower against the neutral rows — on prompts both policies call unsafe a "
+          "ranking loss, not policy content",
+    "threshold shift": "the A-last branches differ at 0.5 but not at matched thresholds: they "
+                       "flag more (or less) of everything, a moved threshold, not policy content",
+    "route-sensitive": "branches differ beyond seed noise, but no route shows an A/B contrast: "
+                       "how a policy reached the model moves these scores",
+    "capability": "an equivalence test (TOST) puts the A/B contrast within the stated margin "
+                  "at matched thresholds: label policy does not move this score",
+    "routes disagree": "the routes show different things (e.g. distillation 'A flags more', "
+                       "head-only 'capability'): no one call holds; each route's is in the table",
+    "undetermined": "nothing above was shown (low power, degenerate runs, too few seeds or "
+                    "prompts; see the calls section's reasons); read these as neither policy "
+                    "nor capability",
+    "uninformative": "every run scores the same, so these say nothing about policy or "
+                     "capability",
+    NO_CALL: "no policy-neutral rows to match thresholds on (no pool), so no A/B call",
+}
+"""What each first-screen call showed, in words (the glossary defines the same words)."""
 
-def load_lists(ctx: ReportContext) -> dict[str, list[str]]:
-    """Benchmarks per calibrated call (primary subset and mapping), in name order."""
-    o = ctx.options
-    loads = ctx.results.load.loads(subset=o.primary_subset, mapping=o.mapping)
-    out = {call: sorted(b for b, v in loads.items() if v == call)
-           for call in ("policy", "route-sensitive", "capability", "uninformative")}
-    out["undetermined"] = sorted(b for b in ctx.benchmarks
-                                 if loads.get(b, "undetermined") == "undetermined")
+
+def call_lists(ctx: ReportContext) -> dict[str, list[str]]:
+    """Benchmarks per first-screen call word (a route qualifier kept with its benchmark)."""
+    out: dict[str, list[str]] = {}
+    for bench, call in sorted(benchmark_calls(ctx).items()):
+        word = next((w for w in CALL_WORDS if call.startswith(w)), call)
+        out.setdefault(word, []).append(bench + call[len(word):])
     return out
 
 
-def _load_bullets(ctx: ReportContext, lists: dict[str, list[str]]) -> list[str]:
-    o, alpha = ctx.options, ctx.results.load.alpha
-    policy, route, capability = (lists["policy"], lists["route-sensitive"],
-                                 lists["capability"])
-    uninformative, undetermined = lists["uninformative"], lists["undetermined"]
-    items: list[str] = []
-    if policy:
-        items.append(f"Policy-load here: {', '.join(policy)}. On these, the branches whose "
-                     "last policy signal is A score differently from the others by more than "
-                     f"seed noise (BH q < {alpha:g}): the score measures which moderation "
-                     "policy the guard's labels encoded, not how well it detects harm. A "
-                     "higher number is not a better guard.")
-    if route:
-        items.append(f"Route-sensitive here: {', '.join(route)}. The branches differ by more "
-                     "than seed noise, but not along the A/B line: how a policy reached the "
-                     "model moves these scores. Read them as neither policy nor capability.")
-    if capability:
-        items.append(f"Capability-load here: {', '.join(capability)}. No difference between "
-                     "branches beyond seed noise was detected, so differences between guards "
-                     "larger than the seed noise can be read as detection capability; with few "
-                     "seed groups the test has little power, so this is absence of evidence, "
-                     "not proof that policy does not matter.")
-    if uninformative:
-        items.append(f"Uninformative: {', '.join(uninformative)} — every run scores the same "
-                     "(e.g. all 0), so these say nothing about policy or capability.")
-    if undetermined:
-        items.append(f"Undetermined: {', '.join(undetermined)} — fewer than two seed groups "
-                     f"of at least {o.min_seeds} seeds, fewer than two branches, or fewer than "
-                     f"{MIN_PROMPTS} prompts, so noise cannot be told from policy; do not read "
-                     "these as either.")
-    return items
-
-
-_CALL_WORDS = {
-    "policy content": "the route-matched A-last vs B-last contrast is beyond seed noise at "
-                      "thresholds matched on policy-neutral rows: the score carries the content "
-                      "of the labelling policy, not only how well the guard detects harm",
-    "threshold shift": "the A-last branches differ at 0.5 but not at matched thresholds: they "
-                       "flag more (or less) of everything, a moved threshold, not policy content",
-    "route-sensitive": "branches differ beyond seed noise, but not along A/B within a route: "
-                       "how a policy reached the model moves these scores",
-    "capability": "an equivalence test puts the policy contrast within the stated margin at "
-                  "matched thresholds",
-    "undetermined": "none of the above was shown (low power, too few seeds or prompts; see the "
-                    "calls section's reasons); read these as neither policy nor capability",
-    "uninformative": "every run scores the same, so these say nothing about policy or "
-                     "capability",
-}
-
-
-def _call_bullets(ctx: ReportContext, lists: dict[str, list[str]]) -> list[str]:
-    """The first screen's calls, grouped by call, each with what it showed (one source: the
-    first screen's table, so the two cannot disagree); the span test's ``lists`` where there
-    is no calls analysis."""
-    table, source = call_table(ctx)
-    if source != "calls":
-        return _load_bullets(ctx, lists)
+def _call_bullets(ctx: ReportContext) -> list[str]:
+    """The first screen's calls grouped by call, each with what it showed: one source, the
+    first screen's table, so the two cannot disagree."""
+    table, _ = call_table(ctx)
+    stable = set(table.filter(pl.col("stable") == "yes")["benchmark"].to_list())
     items = []
-    for call, words in _CALL_WORDS.items():
-        rows = table.filter(pl.col("call") == call)
-        if not rows.height:
-            continue
-        stable = rows.filter(pl.col("stable") == "yes")["benchmark"].to_list()
-        items.append(f"{call.capitalize()} ({rows.height}): {', '.join(rows['benchmark'])} — "
-                     f"{words}. Stable under every analyst choice: "
-                     f"{', '.join(stable) or 'none'}.")
+    for word, benches in call_lists(ctx).items():
+        steady = [b.split(" (")[0] for b in benches if b.split(" (")[0] in stable]
+        items.append(f"{word[0].upper() + word[1:]} ({len(benches)}): {', '.join(benches)} — "
+                     f"{CALL_WORDS.get(word, '')}. Stable under every analyst choice: "
+                     f"{', '.join(steady) or 'none'}.")
     items.append("The older span test (Δb against the seed floor Φb, at 0.5) is in 'Policy or "
-                 "capability?': it cannot tell policy content from a moved threshold, so it "
-                 "makes no call here.")
+                 "capability?': it cannot tell policy content from a moved threshold, so its "
+                 "statistics are shown there and it makes no call.")
     return items
 
 
 def section_summary(ctx: ReportContext) -> Section:
     o = ctx.options
-    lists = load_lists(ctx)
+    lists = call_lists(ctx)
     runs = ctx.results.scores.table.select("run_id", "guard_kind", "size").unique()
     n_branch = runs.filter(pl.col("guard_kind") == "branch").height
     n_outside = runs.filter(pl.col("guard_kind") == "outside").height
@@ -138,7 +105,7 @@ def section_summary(ctx: ReportContext) -> Section:
         "Every table names its interval.",
     ]
     caution = competence_caution(ctx)
-    items = [competence_summary(ctx), *_call_bullets(ctx, lists)]
+    items = [competence_summary(ctx), *_call_bullets(ctx)]
     missing = missing_steps_sentence(ctx)
     if missing:
         items.append(missing)
@@ -166,11 +133,8 @@ def section_summary(ctx: ReportContext) -> Section:
     items.append("Do not compare: scores across columns or subsets (full vs decontaminated), a "
                  "loose-mapping score with a strict one, an outside guard's native verdict with "
                  "a mapped read-out, or any difference inside the seed floor; and do not read a "
-                 "policy-content or threshold-shift score as capability.")
-    payload = {"policy_load": lists["policy"], "capability_load": lists["capability"],
-               "route_sensitive": lists["route-sensitive"],
-               "uninformative": lists["uninformative"], "undetermined": lists["undetermined"],
-               "alpha": ctx.results.load.alpha, "subset": o.primary_subset,
+                 "score called anything but capability as detection.")
+    payload = {"calls": lists, "alpha": ctx.results.load.alpha, "subset": o.primary_subset,
                "mapping": o.mapping, "threshold": o.threshold,
                "competence": competence_payload(ctx),
                "provenance": provenance_payload(ctx)}
@@ -240,18 +204,17 @@ def format_unit(unit: str, v: float | None) -> str:
 def _why_no_call(ctx: ReportContext, card: pl.DataFrame) -> pl.DataFrame:
     """The card with ``why``: for every benchmark without a determined call, the real reason
     (a missing audit or branch scores with the command that fixes it, else the test's own)."""
-    o = ctx.options
     calls = ctx.results.values.get("calls")
     reasons = ({r["benchmark"]: r["reason"] for r in calls.primary().iter_rows(named=True)}
                if calls is not None else {})
-    load = ctx.results.load.table.filter((pl.col("subset") == o.primary_subset)
-                                         & (pl.col("mapping") == o.mapping))
-    for r in load.iter_rows(named=True):
-        reasons.setdefault(r["benchmark"], r["load_reason"])
+    if calls is None:
+        reasons = dict.fromkeys(ctx.benchmarks, "no policy-neutral rows: give the report the "
+                                                "pool (guarddiag report --pool …)")
     why = []
     for r in card.iter_rows(named=True):
         steps = missing_steps(ctx, r["benchmark"])
-        determined = r.get("call") not in (None, "undetermined", "uninformative")
+        determined = r.get("call") is not None and not str(r["call"]).startswith(
+            ("undetermined", "uninformative", NO_CALL))
         why.append("; ".join(steps) if steps else
                    None if determined else reasons.get(r["benchmark"]) or "no call computed")
     return card.with_columns(pl.Series("why", why, dtype=pl.String))
@@ -266,8 +229,8 @@ def section_disclosure(ctx: ReportContext) -> Section:
             Column("floor_widest", "seed floor widest (pp)", "pp"),
             Column("n_groups", "seed groups", "int"), Column("delta", "Δb (pp)", "pp"),
             Column("call", "call"), Column("call_stable", "stable?"),
-            Column("q_contrast", "q (A-last vs B-last)", "p"), Column("load", "span test"),
-            Column("why", "why no call"))
+            Column("q_contrast", "q (A-last vs B-last at 0.5)", "p"),
+            Column("span_beyond_floor", "Δb > widest Φb"), Column("why", "why no call"))
     defs = tuple(f"{name} mapping: unsafe = {' ∪ '.join(classes)}; every other class is safe"
                  + (" (used for the primary tables)" if name == d.mapping else "")
                  for name, classes in d.definitions)
@@ -284,11 +247,10 @@ def section_disclosure(ctx: ReportContext) -> Section:
         Table("disclosure", f"Disclosure card ({d.subset} prompts, {d.mapping} mapping). "
               + ("Call: the first screen's (route-matched contrast at matched thresholds, "
                  "with its stability across analyst choices); " if source == "calls" else
-                 "Call: the span test's (no calls analysis); ")
-              + "span test: the calibrated load test at 0.5 (A-last vs B-last contrast and "
-              "span against seed noise; see 'Policy or capability?'), which cannot tell "
-              "policy content from a moved threshold; q: BH q-value of the contrast; the "
-              "study's rule (Δb > widest seed floor, load_study) is in the CSV. No intervals.",
+                 "Call: none — no policy-neutral rows (see the first screen); ")
+              + "q: BH q-value of the span test's A-last vs B-last contrast at 0.5 (see 'Policy "
+              "or capability?'), which cannot tell policy content from a moved threshold and "
+              "makes no call; Δb > widest Φb: the study's rule, a comparison. No intervals.",
               cols, card),
         Paragraph(f"Operational definition. A prompt is flagged unsafe when P(unsafe) ≥ "
                   f"{d.threshold:g}, where P(unsafe) is the summed probability of the unsafe "

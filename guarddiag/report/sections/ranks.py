@@ -9,6 +9,8 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import Any
 
+import polars as pl
+
 from guarddiag.analyses.correlation import CorrelationResult
 from guarddiag.analyses.rank import BranchRankResult, RankTies
 from guarddiag.report.document import Block, Column, Paragraph, Table
@@ -73,7 +75,7 @@ def rank_tie_payload(ties: RankTies, size: str) -> dict[str, Any]:
 def _rho_sentence(c: CorrelationResult) -> str:
     out, weak = [], 0
     for g in c.groups:
-        label = f"{g.load}-load {g.kind}"
+        label = f"{SET_NAMES[g.load]}, {g.kind}"
         r = g.result
         if r.rho is None or r.p_value is None:
             why = ("no benchmark in this set" if not g.benchmarks else
@@ -100,23 +102,30 @@ def correlation_blocks(c: CorrelationResult, cohort: str) -> list[Block]:
                   "the mean share read unsafe on a set of benchmarks, one point per recipe "
                   "(size, branch; VAL and scores averaged over its seeds — seed replicates are "
                   "not independent guards), on the study's benchmarks only, with harmful (CAP) "
-                  f"and benign (OVER-REF) benchmarks kept apart ({cohort}). Study: +0.74 "
-                  f"(policy-load) vs +0.34 (capability-load).{excluded}"),
+                  f"and benign (OVER-REF) benchmarks kept apart ({cohort}); the sets are the "
+                  "benchmarks the first screen calls 'A flags more' or 'less' (set 'policy') "
+                  "and 'capability' (set 'capability'). Study: +0.74 on its policy-load set vs "
+                  f"+0.34 on its capability-load set.{excluded}"),
         Table("val_correlation", "Spearman ρ (scipy.stats.spearmanr) with its two-sided "
               "p-value; n = recipes; no interval.",
-              (Column("load", "load"), Column("kind", "kind"),
+              (Column("load", "set (from the calls)"), Column("kind", "kind"),
                Column("n_benchmarks", "benchmarks", "int"),
                Column("n_recipes", "recipes", "int"), Column("rho", "ρ", "rho"),
                Column("p_value", "p", "p"), Column("significant", f"p < {c.alpha:g}")),
-              c.summary_frame()),
+              c.summary_frame().with_columns(pl.col("load").replace(SET_NAMES))),
         Paragraph(_rho_sentence(c)),
         Table("val_correlation_recipes", "Per recipe: seed means of VAL and of the share read "
               "unsafe on each set (no interval).", (
                   Column("size", "size"), Column("branch", "branch"),
                   Column("n_seeds", "seeds", "int"), Column("val", "VAL", "pct"),
-                  *(Column(g.column, f"{g.load}-load {g.kind}", "pct") for g in c.groups)),
+                  *(Column(g.column, f"{SET_NAMES[g.load]}, {g.kind}", "pct")
+                    for g in c.groups)),
               c.table, collapsed=True),
     ]
+
+
+SET_NAMES = {"policy": "called A flags more or less", "capability": "called capability"}
+"""How the correlations' two sets read in a table: named by the first screen's calls."""
 
 
 def correlation_payload(c: CorrelationResult) -> dict[str, Any]:

@@ -35,6 +35,7 @@ from guarddiag.report.sections.common import (
     pivot_by_cohort,
     single_seed_note,
 )
+from guarddiag.report.sections.first_screen import NO_CALL, benchmark_calls
 from guarddiag.report.sections.paired import paired_blocks, paired_payload
 from guarddiag.roles import is_reference, names_where
 
@@ -145,54 +146,63 @@ def section_scores(ctx: ReportContext) -> Section:
     return Section("scores", "Benchmark scores (Table 1)", tuple(blocks), payload)
 
 
+def _span_rows(ctx: ReportContext, t: pl.DataFrame) -> pl.DataFrame:
+    """The span test's rows with its statistics only: whether Δb passes the widest floor (the
+    study's rule, a comparison, not a call) and the first screen's call, never the span test's
+    own labels (it cannot tell policy content from a moved threshold)."""
+    calls = benchmark_calls(ctx)
+    return t.with_columns(
+        pl.when(pl.col("delta").is_null() | pl.col("floor_widest").is_null()).then(None)
+        .otherwise(pl.col("delta") > pl.col("floor_widest")).alias("span_beyond_floor"),
+        pl.col("benchmark").replace_strict(calls, default=NO_CALL).alias("call"),
+    ).drop("load", "load_study")
+
+
 def section_load(ctx: ReportContext) -> Section:
     o, load = ctx.options, ctx.results.load
-    t = load.table.filter((pl.col("subset") == o.primary_subset)
-                              & (pl.col("mapping") == o.mapping)).sort("benchmark")
-    # On screen, the columns that carry the two calls (twelve at most); the CSV has every
-    # column (median Φb, Δb / widest Φb, widest group, sizes, df, p-values).
+    t = _span_rows(ctx, load.table.filter((pl.col("subset") == o.primary_subset)
+                                          & (pl.col("mapping") == o.mapping)).sort("benchmark"))
+    # On screen, the span test's statistics and the first screen's call (twelve columns at
+    # most); the CSV has every column (median Φb, Δb / widest Φb, widest group, df, p-values).
     cols = (Column("benchmark", "benchmark"), Column("metric_alias", "metric"),
             Column("delta", "Δb (pp)", "pp"), Column("floor_widest", "widest Φb (pp)", "pp"),
-            Column("load_study", "study rule"), Column("n_groups", "seed groups", "int"),
+            Column("span_beyond_floor", "Δb > widest Φb"),
+            Column("n_groups", "seed groups", "int"),
             Column("seed_sd", "seed SD (pp)", "pp"), Column("q_span", "q (span)", "p"),
-            Column("contrast", "A-last − B-last (pp)", "pp"),
-            Column("q_contrast", "q (contrast)", "p"), Column("load", "call"))
+            Column("contrast", "A-last − B-last at 0.5 (pp)", "pp"),
+            Column("q_contrast", "q (contrast)", "p"), Column("call", "call (first screen)"))
     a_last = ", ".join(load.a_last)
     blocks: list[Block] = [
         Paragraph("Δb, the label-supervision span, is the mean over model sizes of the range of "
                   "branch scores (each branch averaged over its seeds; teachers excluded). Φb, "
                   f"the seed floor, is the range over the seeds of one recipe (≥ {o.min_seeds} "
-                  "seeds); its median and widest value over all recipes are shown. The study's "
-                  "rule (column 'study rule', kept for comparison with the paper) calls a "
-                  "benchmark policy-load where Δb exceeds its widest floor; it is not "
-                  "calibrated: under pure seed noise it calls policy about 2 times in 3 with the "
+                  "seeds); its median and widest value over all recipes are shown. The study "
+                  "called a benchmark policy-load where Δb exceeds its widest floor (column "
+                  "'Δb > widest Φb', kept for comparison with the paper); that rule is not "
+                  "calibrated: under pure seed noise it fires about 2 times in 3 with the "
                   "demo's layout (one size, 11 branches, 3 seed triplets)."),
-        Paragraph("The call is a test against seed noise. The seed SD is the pooled "
+        Paragraph("The span test's statistics, against seed noise. The seed SD is the pooled "
                   f"within-recipe SD of the seed groups, on df = Σ (seeds − 1). p (span): "
                   "Δb / seed SD against its null distribution when branches differ only by seed "
                   f"noise (Monte Carlo, {load.n_draws:,} draws at this cohort's layout: each "
                   "branch mean with its own variance σ²/seeds). A-last − B-last: the mean of "
                   f"the A-last branches ({a_last}: last policy signal A) minus the mean of the "
-                  "other student branches, tested with an exact t test on the same seed SD. q: "
-                  "Benjamini–Hochberg over this table's benchmarks. Calls: policy where "
-                  f"q (contrast) < {load.alpha:g}; route-sensitive where only q (span) < "
-                  f"{load.alpha:g} (branches differ beyond seed noise, but not along the A/B "
-                  "line); capability where neither; uninformative where every run scores the "
-                  "same; undetermined with fewer than two seed groups or fewer than "
-                  f"{MIN_PROMPTS} prompts. A policy call supports 'label policy moves this "
-                  "score more than seed noise does'; a capability call only says no such "
-                  "difference was detected at this number of runs, not that policy does not "
-                  "matter. The noise model treats a run's rate as its recipe mean plus normal "
-                  "seed noise of one pooled SD; the prompt sample is not part of it (all runs "
-                  "share the prompts)."),
+                  "other student branches at P(unsafe) ≥ 0.5, tested with an exact t test on "
+                  "the same seed SD; q: Benjamini–Hochberg over this table's benchmarks. This "
+                  "test makes no call: a guard that flags more of everything passes it as well "
+                  "as policy content does, and it mixes routes. The call column is the first "
+                  "screen's (route-matched, at matched thresholds)."),
         Table(f"span_floor_{o.primary_subset}_{o.mapping}",
-              f"Δb beside Φb, the study's rule and the calibrated call per benchmark — "
-              f"{cohort_words(ctx)} (study Table 4). No intervals: q are the tests' BH "
-              "q-values; median Φb, Δb / widest Φb, the widest group, df and the raw p-values "
-              "are in the table's CSV.", cols, t, collapsed=True),
+              f"Δb beside Φb, the study's rule and the span test's statistics per benchmark, "
+              f"with the first screen's call — {cohort_words(ctx)} (study Table 4). No "
+              "intervals: q are the tests' BH q-values; median Φb, Δb / widest Φb, the widest "
+              "group, df and the raw p-values are in the table's CSV.", cols, t,
+              collapsed=True),
         FigureBlock(f"span_floor_{o.primary_subset}_{o.mapping}",
-                    plots.span_vs_floor(load, subset=o.primary_subset, mapping=o.mapping),
-                    "Label-supervision span Δb against the seed floor Φb per benchmark."),
+                    plots.span_vs_floor(load, subset=o.primary_subset, mapping=o.mapping,
+                                        calls=benchmark_calls(ctx)),
+                    "Label-supervision span Δb against the seed floor Φb per benchmark, each "
+                    "labelled with its first-screen call."),
         Table("span_by_size", "Span per model size: the highest and lowest branch (all "
               "cohorts).", (Column("benchmark", "benchmark"), Column("subset", "subset"),
                             Column("mapping", "mapping"), Column("size", "size"),
@@ -209,9 +219,11 @@ def section_load(ctx: ReportContext) -> Section:
     ]
     reasons = t.filter(pl.col("load_reason").is_not_null())
     if reasons.height:
-        blocks.insert(3, Bullets(tuple(f"{r['benchmark']}: {r['load']} — {r['load_reason']}"
+        blocks.insert(3, Bullets(tuple(f"{r['benchmark']}: span test not computed — "
+                                       f"{r['load_reason']}"
                                        for r in reasons.iter_rows(named=True))))
-    payload = {"benchmarks": records(load.table), "by_size": records(load.by_size),
+    payload = {"benchmarks": records(_span_rows(ctx, load.table)),
+               "by_size": records(load.by_size),
                "seed_groups": records(load.groups), "min_seeds": load.min_seeds,
                "subset": o.primary_subset, "mapping": o.mapping, "alpha": load.alpha,
                "a_last": list(load.a_last), "n_draws": load.n_draws,

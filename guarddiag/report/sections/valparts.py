@@ -35,7 +35,7 @@ def val_part_blocks(parts: ValSetsResult) -> list[Block]:
             f"{n.get('multilingual_no_overlap', 0):,} do not. Each branch labels the copies by "
             "its own policy mix, so a branch trained on more policy-A labels has seen more of "
             "the overlapping rows' VAL answers. Spearman ρ of VAL against the mean score on "
-            f"the policy-load harmful benchmarks: English {_rho_text(s, 'en')}; multilingual "
+            f"the harmful benchmarks with an A/B call: English {_rho_text(s, 'en')}; multilingual "
             f"with the overlapping rows {_rho_text(s, 'multilingual')}, without them "
             f"{_rho_text(s, 'multilingual_no_overlap')} (study: +0.74).")]
     blocks.append(Table(

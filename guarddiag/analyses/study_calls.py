@@ -1,0 +1,93 @@
+"""The study's figures beside this run's, benchmark by benchmark, at 0.5 and at the matched
+threshold: same direction, opposite, or not shown here.
+
+The study (SPEC §4-§6) gives a direction for two benchmarks and a span for a third:
+
+* HarmBench-copyright: the A-last branches (E1, E7, E8, E10) at 100, E3/E5 at 0-1 and E6 at 17:
+  A-last flags more;
+* OR-Bench-hard: A-last 3.4-6.8 % over-refusal against E3/E5's 40.3-56.4 % (the study's Table 1
+  note): A-last flags *less*, by about 43 pp (E8, the "own student" of its 5.7 %, is A-last);
+* WildGuard-benign: a span of 4.3 pp over every branch, inside the widest seed floor (5.0 pp):
+  no A/B direction.
+
+Here the difference is the route-matched A-last − B-last contrast of the calls
+(:mod:`~guarddiag.analyses.calls`), with its interval: *same* where the interval excludes 0 on
+the study's side, *opposite* where it excludes 0 on the other, *not shown here* where it holds
+0. For WildGuard-benign, *same* where the interval lies within ±margin (no direction, as in the
+study), *opposite* where it excludes 0.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import polars as pl
+
+
+@dataclass(frozen=True)
+class StudyFigure:
+    """What the study reports for one benchmark."""
+
+    a_last: str
+    b_last: str
+    difference: str
+    sign: int
+    """+1: A-last flags more; −1: less; 0: no A/B direction."""
+
+
+STUDY_FIGURES: dict[str, StudyFigure] = {
+    "harmbench_copyright": StudyFigure("100 % (E1, E7, E8, E10)", "0–1 % (E3, E5); 17 % (E6)",
+                                       "about +99 pp", +1),
+    "orbench_hard": StudyFigure("3.4–6.8 % (E1, E7, E8, E10)", "40.3–56.4 % (E3, E5)",
+                                "about −43 pp", -1),
+    "wildguardtest_benign": StudyFigure("—", "—", "span 4.3 pp, inside the seed floor 5.0 pp",
+                                        0),
+}
+STUDY_SCHEMA = {"benchmark": pl.String, "study_a_last": pl.String, "study_b_last": pl.String,
+                "study_difference": pl.String, "effect": pl.Float64, "effect_low": pl.Float64,
+                "effect_high": pl.Float64, "verdict": pl.String, "effect_05": pl.Float64,
+                "effect_05_low": pl.Float64, "effect_05_high": pl.Float64,
+                "verdict_05": pl.String}
+
+
+def direction_verdict(sign: int, low: float | None, high: float | None, *,
+                      margin: float = 0.05) -> str:
+    """same / opposite / not shown here, for an interval of A-last − B-last (module docstring)."""
+    if low is None or high is None:
+        return "not shown here"
+    if sign == 0:
+        if -margin <= low and high <= margin:
+            return "same"
+        return "opposite" if low > 0 or high < 0 else "not shown here"
+    if low > 0 or high < 0:
+        return "same" if (low > 0) == (sign > 0) else "opposite"
+    return "not shown here"
+
+
+def study_rows(headline: pl.DataFrame, *, margin: float = 0.05) -> pl.DataFrame:
+    """One row per benchmark of :data:`STUDY_FIGURES` that this run scored."""
+    rows = []
+    for r in headline.filter(pl.col("benchmark").is_in(list(STUDY_FIGURES))).iter_rows(
+            named=True):
+        fig = STUDY_FIGURES[r["benchmark"]]
+        rows.append({"benchmark": r["benchmark"], "study_a_last": fig.a_last,
+                     "study_b_last": fig.b_last, "study_difference": fig.difference,
+                     **{k: r[k] for k in ("effect", "effect_low", "effect_high", "effect_05",
+                                          "effect_05_low", "effect_05_high")},
+                     "verdict": direction_verdict(fig.sign, r["effect_low"], r["effect_high"],
+                                                  margin=margin),
+                     "verdict_05": direction_verdict(fig.sign, r["effect_05_low"],
+                                                     r["effect_05_high"], margin=margin)})
+    return pl.DataFrame(rows, schema=STUDY_SCHEMA).sort("benchmark")
+
+
+def contradictions(study: pl.DataFrame) -> str:
+    """One sentence on where this run contradicts the study ("" where it does not)."""
+    bits = []
+    for r in study.iter_rows(named=True):
+        where = [w for w, v in (("matched", r["verdict"]), ("0.5", r["verdict_05"]))
+                 if v == "opposite"]
+        if where:
+            bits.append(f"{r['benchmark']} at {' and '.join(where)} (study: "
+                        f"{r['study_difference']})")
+    return ("This run contradicts the study on " + "; ".join(bits) + ".") if bits else ""
