@@ -26,13 +26,13 @@ import polars as pl
 
 from guarddiag import stats
 from guarddiag.analyses.callwords import LESS, MORE, PRIMARY_DECONTAM, PRIMARY_THRESHOLD
+from guarddiag.analyses.competence import DEFAULT_COMPETENCE_FLOOR
 from guarddiag.analyses.contrast import contrast_side, pooled_variance, route_pairs
 
 PLACEMENT_DRAWS = 2000
 """Monte-Carlo draws of a placement interval (a ratio of noisy ends has no exact one here)."""
-COMPETENCE_FLOOR = 0.80
-"""Mean clear-harm capture a guard (or the axis's reference) needs: the study's lowest branch
-mean (SPEC §6), as the competence gate's default."""
+COMPETENCE_FLOOR = DEFAULT_COMPETENCE_FLOOR
+"""Mean clear-harm capture a guard (or the axis's reference) needs: the competence gate's."""
 PLACEMENT_SCHEMA = {"guard": pl.String, "benchmark": pl.String, "call": pl.String,
                     "stable": pl.Boolean, "score": pl.Float64, "t_matched": pl.Float64,
                     "b_end": pl.Float64, "a_end": pl.Float64, "position": pl.Float64,
