@@ -142,11 +142,16 @@ def _operating_point(calls: CallsResult) -> str:
             "P(unsafe) ≥ 0.5 sits beside it.")
     bad = calls.degenerate()
     if bad.height:
-        names = ", ".join(f"{r['run_id']} ({r['degenerate']})" for r in bad.head(6)
-                          .iter_rows(named=True))
-        more = f" and {bad.height - 6} more" if bad.height > 6 else ""
-        text += (f" Degenerate runs, left out of every contrast (their pairs named in the "
-                 f"calls section): {names}{more}.")
+        by_branch: dict[str, list[str]] = {}
+        for r in bad.iter_rows(named=True):
+            by_branch.setdefault(f"{r['size']}/{r['branch']}", []).append(
+                r["run_id"].rsplit("seed=", 1)[-1])
+        runs = "; ".join(f"{b} (seed {', '.join(seeds)})" for b, seeds in by_branch.items())
+        edge = int(bad["degenerate"].str.contains("matched threshold").sum())
+        weak = int(bad["degenerate"].str.contains("below TF-IDF").sum())
+        text += (f" Degenerate runs, left out of every contrast they belong to: {runs} — "
+                 f"{edge} with a matched threshold within 0.001 of 0 or 1, {weak} catching less "
+                 "clear harm than TF-IDF (each reason in the calls section).")
     return text
 
 
