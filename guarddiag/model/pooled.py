@@ -25,7 +25,7 @@ from guarddiag import numerics
 from guarddiag.errors import GuarddiagError
 from guarddiag.model.guard import GuardHeads, GuardOutput, seeded_init
 from guarddiag.model.portable import PortableLinear
-from guarddiag.model.sizes import ModelSize, get_size, head_param_count
+from guarddiag.model.sizes import POOLINGS, ModelSize, get_size, head_param_count
 from guarddiag.model.states import FrozenEncoder, frozen_encoder
 from guarddiag.model.weights import load_weights, save_weights, state_to_cpu
 from guarddiag.runs import MODEL_FILE
@@ -81,7 +81,8 @@ def pooled_meta(model: PooledGuard, encoder: FrozenEncoder, *, size: str) -> dic
     return {"size": size, "kind": POOLED_KIND, "max_length": encoder.max_length,
             "checkpoint": encoder.checkpoint, "encoder": "frozen " + str(
                 encoder.model.config.model_type), "encoder_key": encoder.key,
-            "numeric": encoder.numeric, "kernels": numerics.active().tag, "in_size": model.in_size,
+            "numeric": encoder.numeric, "kernels": numerics.active().tag,
+            "pooling": encoder.pooling.name, "in_size": model.in_size,
             "body_hidden": get_size(size).body_hidden, "body_layers": get_size(size).body_layers,
             "n_params": n_encoder + n_trainable, "n_encoder_params": n_encoder,
             "n_trainable_params": n_trainable, "n_head_params": n_head,
@@ -107,7 +108,8 @@ def load_pooled(folder: str | Path, model_section: dict[str, Any]
     folder = Path(folder)
     sec = model_section
     encoder = frozen_encoder(str(sec["checkpoint"]), max_length=int(sec["max_length"]),
-                             numeric=str(sec.get("numeric", "fp32")))
+                             numeric=str(sec.get("numeric", "fp32")),
+                             pooling=str(sec.get("pooling", "mean")))
     if encoder.key != sec.get("encoder_key"):
         raise GuarddiagError(
             f"{folder}: checkpoint {sec['checkpoint']} is not the encoder this run was trained "
@@ -150,7 +152,8 @@ def trainable_param_counts(size: str) -> tuple[int, int]:
     """(body + head parameters, head parameters) of a frozen size, on the meta device."""
     spec = get_size(size)
     with torch.device("meta"):
-        model = build_pooled(spec, seed=0, in_size=spec.hidden_size)
+        model = build_pooled(spec, seed=0,
+                             in_size=POOLINGS[spec.pooling].out_size(spec.hidden_size))
     heads = sum(p.numel() for p in model.heads.parameters())
     if heads != head_param_count(model.width):  # the heads are the study's three
         raise GuarddiagError(f"model size {size}: unexpected head shape")

