@@ -53,6 +53,7 @@ from guarddiag.analyses.scores import VAL_BENCHMARK
 from guarddiag.cores import usable_cores
 from guarddiag.data import load_benchmarks, subset_status
 from guarddiag.errors import GuarddiagError
+from guarddiag.files import read_json, write_json
 from guarddiag.labels import MAPPINGS
 from guarddiag.numerics import cpu_flags
 from guarddiag.pool.table import read_pool
@@ -66,6 +67,7 @@ T_A only for the copyright gap)."""
 COPYRIGHT = "harmbench_copyright"
 DEFAULT_FFR = 0.05
 """False-flag rate on the policy-neutral val rows that sets each run's threshold."""
+COSTS_DIR = "bench-costs"
 EMBED_SAMPLE = 512
 """Prompts of the fixed sample whose uncached encoder pass times a size's embedding."""
 
@@ -88,6 +90,7 @@ class SizeCost:
     """Peak resident memory of the process that trained and scored this size."""
     n_train_rows: int
     threads: int
+    """torch threads each run trained with (the encoder sample: every usable core)."""
 
 
 @dataclass(frozen=True)
@@ -251,26 +254,27 @@ class _SizeTask:
 
 
 def _bench_size(task: _SizeTask) -> SizeCost:
-    """In a process of its own: time the encoder on the sample, train the size's runs (or find
-    them finished) and fill their score caches; its peak memory is this process's."""
-    import torch
-
+    """In a process of its own: time the encoder on the sample, train the size's runs and fill
+    their score caches; its peak memory is this process's. Where every run was already
+    finished, the cost recorded when they were trained (``<runs>/bench-costs/<size>.json``)."""
     from guarddiag.model.sizes import size_up
+    from guarddiag.model.threads import auto_threads
     from guarddiag.predict.options import BATCH_SIZE
     from guarddiag.predict.runner import fill_score_cache, scoring_inputs
     from guarddiag.train import load_branches, plan_runs, train_branches
     from guarddiag.train.options import TrainOptions
     from guarddiag.train.pooled import encoder_for
 
+    runs_dir = Path(task.runs_dir)
+    stored = runs_dir / COSTS_DIR / f"{task.size}.json"
+    plan = plan_runs(load_branches(), names=list(BENCH_BRANCHES), sizes=[task.size],
+                     seeds=list(task.seeds))
     encoder = encoder_for(task.size, TrainOptions())
     t0 = time.perf_counter()
     encoder.embed(list(task.sample))
     embed_s = time.perf_counter() - t0
-    plan = plan_runs(load_branches(), names=list(BENCH_BRANCHES), sizes=[task.size],
-                     seeds=list(task.seeds))
-    runs_dir = Path(task.runs_dir)
-    train_branches(branches=load_branches(), plan=plan, runs_dir=runs_dir,
-                   pool_path=task.pool_path)
+    trained = train_branches(branches=load_branches(), plan=plan, runs_dir=runs_dir,
+                             pool_path=task.pool_path)
     inputs, _, _ = scoring_inputs(pool_path=Path(task.pool_path), benchmarks=task.benchmarks,
                                   data_dir=Path(task.data_dir) if task.data_dir else None,
                                   derived_dir=None)
@@ -282,11 +286,14 @@ def _bench_size(task: _SizeTask) -> SizeCost:
         kind = "reference" if run.branch == "reference" else "teacher"
         per_1k[kind].append(1000 * float(train["wall_s"]) / int(train["n_rows"]))
         n_rows = int(train["n_rows"])
+    if stored.is_file() and all(r.status == "skipped" for r in trained.runs):
+        return SizeCost(**read_json(stored))
     peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return SizeCost(task.size, size_up(task.size),
-                    1000 * embed_s / len(task.sample), float(np.mean(per_1k["reference"])),
-                    float(np.mean(per_1k["teacher"])), peak_kib / 1024, n_rows,
-                    torch.get_num_threads())
+    cost = SizeCost(task.size, size_up(task.size), 1000 * embed_s / len(task.sample),
+                    float(np.mean(per_1k["reference"])), float(np.mean(per_1k["teacher"])),
+                    peak_kib / 1024, n_rows, auto_threads([task.size]) or 0)
+    write_json(asdict(cost), stored)
+    return cost
 
 
 def bench_benchmarks(data_dir: Path | None) -> tuple[str, ...]:
