@@ -107,6 +107,9 @@ def test_the_table_prints_auroc_beside_tfidf():
     assert minilm.split()[1:3] == ["33.3%", "66.7%"]
     assert "1.000/0.500" in minilm
     assert "+50.0 pp" in minilm
+    caps = res.to_caps_table().splitlines()
+    assert caps[0].split() == ["subset", "minilm", "tfidf"]
+    assert caps[1].split() == [ADV, "33.3%", "/", "66.7%", "16.7%", "/", "66.7%"]
 
 
 def test_a_size_that_is_not_frozen_is_one_line(tmp_path, capsys):

@@ -134,8 +134,21 @@ class CompetenceBenchResult:
             lines.append(
                 f"{r['size']:<18} {_pct(r['cap_ffr']):>10} {_pct(r['cap_05']):>8}"
                 + "".join(cells) + f" {_pp(r['copy_gap']):>12}"
-                f" {_num(r.get('embed_s_per_1k')):>10} {_num(r.get('train_s_per_1k')):>10}"
-                f" {_num(r.get('teacher_s_per_1k')):>10} {_num(r.get('peak_mib'), 0):>8}")
+                f" {_num(r.get('embed_s_per_1k')):>10} {_num(r.get('train_s_per_1k'), 2):>10}"
+                f" {_num(r.get('teacher_s_per_1k'), 2):>10} {_num(r.get('peak_mib'), 0):>8}")
+        return "\n".join(lines)
+
+    def to_caps_table(self) -> str:
+        """CAP per clear-harm subset and size, at the matched threshold / at 0.5."""
+        sizes = self.sizes["size"].to_list()
+        lines = [f"{'subset':<22}" + "".join(f" {s[:17]:>17}" for s in sizes)]
+        for b in dict.fromkeys(self.caps["benchmark"].to_list()):
+            cells = []
+            for s in sizes:
+                hit = self.caps.filter((pl.col("size") == s) & (pl.col("benchmark") == b))
+                cells.append(f" {_pct(hit['cap_ffr'][0]) + ' / ' + _pct(hit['cap_05'][0]):>17}"
+                             if hit.height else f" {'':>17}")
+            lines.append(f"{b:<22}" + "".join(cells))
         return "\n".join(lines)
 
 

