@@ -24,7 +24,7 @@ cache afterwards; finished runs and score caches are reused, so a second bench o
 
 Example (CPU; the first run embeds about 70k prompts, 5-20 minutes on 2 cores)::
 
-    guarddiag bench competence --sizes minilm,minilm-cat4 --work-dir work
+    guarddiag bench competence --sizes minilm,minilm-mean-l256 --work-dir work
 """
 
 from __future__ import annotations

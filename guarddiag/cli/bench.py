@@ -9,7 +9,7 @@ Examples::
     guarddiag bench recalibrate
     guarddiag bench train --encoder /models/all-MiniLM-L6-v2
     guarddiag bench embed
-    guarddiag bench competence --sizes minilm,minilm-cat4
+    guarddiag bench competence --sizes minilm,minilm-mean-l256
     guarddiag bench gpu
     guarddiag bench calls --draws 200
 """
@@ -292,7 +292,7 @@ def _register_competence(bench: argparse._SubParsersAction) -> None:
                     "1,000 prompts and peak memory, with the CPU and the load. Needs a pool and\n"
                     "an audit (guarddiag pool build, guarddiag audit); runs, score caches and\n"
                     "states are reused, so a second call only renders.\n\n"
-                    "  guarddiag bench competence --sizes minilm,minilm-cat4 --work-dir work")
+                    "  guarddiag bench competence --sizes minilm,minilm-mean-l256 --work-dir work")
     c.add_argument("--sizes", default="minilm", help="comma-separated frozen sizes")
     c.add_argument("--seeds", default="42,43,44", help="seeds of the reference recipe")
     c.add_argument("--ffr", type=float, default=0.05,
