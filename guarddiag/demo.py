@@ -204,6 +204,7 @@ def _embed_states(options: DemoOptions, work: paths.WorkPaths, data_dir: Path) -
         return
     import polars as pl
 
+    from guarddiag.model.states import fill_states
     from guarddiag.model.threads import torch_threads
     from guarddiag.train.options import TrainOptions
     from guarddiag.train.pooled import encoder_for
@@ -212,9 +213,9 @@ def _embed_states(options: DemoOptions, work: paths.WorkPaths, data_dir: Path) -
     bench = load_benchmarks("all,derived", data_dir=data_dir, derived_dir=work.derived)
     for frame in bench.frames.values():
         texts += frame["text"].to_list()
-    for size in {options.size, size_up(options.size)}:
-        with torch_threads(usable_cores()):
-            encoder_for(size, TrainOptions()).states(texts)
+    with torch_threads(usable_cores()):
+        fill_states([encoder_for(size, TrainOptions())
+                     for size in (options.size, size_up(options.size))], texts)
 
 
 def _score_in_parallel(runs: list[RunSummary], options: DemoOptions, work: paths.WorkPaths,

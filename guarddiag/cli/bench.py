@@ -1,6 +1,7 @@
 """``bench`` sub-commands of the model area: ``predict`` (batching), ``recalibrate`` (cached
 states), ``train`` (fine-tuning and scoring examples/s of any encoder), ``embed`` (a frozen
-size's encoder: float32 vs the adopted CPU path) and ``gpu`` (the device check).
+size's encoder: float32 vs the adopted CPU path), ``competence`` (per frozen size, the held-out
+competence of the reference recipe and its cost) and ``gpu`` (the device check).
 
 Examples::
 
@@ -8,6 +9,7 @@ Examples::
     guarddiag bench recalibrate
     guarddiag bench train --encoder /models/all-MiniLM-L6-v2
     guarddiag bench embed
+    guarddiag bench competence --sizes minilm,minilm-mean-l256
     guarddiag bench gpu
     guarddiag bench calls --draws 200
 """
@@ -41,6 +43,7 @@ def register_bench(bench: argparse._SubParsersAction) -> None:
     _register_train(bench)
     _register_embed(bench)
     _register_reproduce(bench)
+    _register_competence(bench)
     _register_gpu(bench)
     _register_calls(bench)
 
@@ -314,6 +317,48 @@ def _run_reproduce(args: argparse.Namespace) -> int:
                 print(f"  call {bench}: example {example!r}, here {here!r}")
         print(f"first-screen calls: {res.calls_same} of {len(res.calls)} the same")
     return 0 if res.ok else 1
+
+
+def _register_competence(bench: argparse._SubParsersAction) -> None:
+    c = add_parser(
+        bench, "competence", help="per frozen size: held-out CAP/AUROC of the reference and cost",
+        description="For each frozen --sizes entry, train the reference recipe (--seeds) and the\n"
+                    "teachers T_A and T_B over cached encoder states and score them on the\n"
+                    "decontaminated prompts of public sets kept outside the pool. Prints per\n"
+                    "size: CAP on the clear-harm set at the threshold flagging --ffr of the\n"
+                    "policy-neutral val rows and at 0.5, AUROC per ranking pair as recipe/TF-IDF,\n"
+                    "the teachers' HarmBench-copyright gap, encoder and training seconds per\n"
+                    "1,000 prompts and peak memory, with the CPU and the load. Needs a pool and\n"
+                    "an audit (guarddiag pool build, guarddiag audit); runs, score caches and\n"
+                    "states are reused, so a second call only renders.\n\n"
+                    "  guarddiag bench competence --sizes minilm,minilm-mean-l256 --work-dir work")
+    c.add_argument("--sizes", default="minilm", help="comma-separated frozen sizes")
+    c.add_argument("--seeds", default="42,43,44", help="seeds of the reference recipe")
+    c.add_argument("--ffr", type=float, default=0.05,
+                   help="false-flag rate on the neutral val rows that sets the threshold")
+    c.add_argument("--bench-dir", type=Path, default=None, metavar="DIR",
+                   help="runs and predictions of the bench (default <work-dir>/bench-competence)")
+    add_work_paths(c, "pool", "audit")
+    c.set_defaults(handler=_run_bench_competence)
+
+
+def _run_bench_competence(args: argparse.Namespace) -> int:
+    from guarddiag.analyses.competence_bench import bench_competence
+    from guarddiag.train.branches import parse_seeds, parse_sizes
+
+    work = work_paths_from(args)
+    res = bench_competence(sizes=parse_sizes(args.sizes), seeds=parse_seeds(args.seeds),
+                           pool_path=work.pool, audit_dir=work.audit,
+                           runs_dir=args.bench_dir or work.root / "bench-competence",
+                           data_dir=resolve_data_dir(args.data_dir), ffr=args.ffr)
+    load = ", ".join(f"{x:.2f}" for x in res.load)
+    print(f"reference recipe, {res.subset} prompts, {res.mapping} mapping; CPU {res.cpu}; "
+          f"load average {load}")
+    print(res.to_table())
+    print(f"\nCAP per clear-harm subset, at the threshold flagging {res.ffr:.0%} of the neutral "
+          f"val rows / at 0.5")
+    print(res.to_caps_table())
+    return 0
 
 
 def _register_gpu(bench: argparse._SubParsersAction) -> None:

@@ -259,7 +259,7 @@ def _list_sizes() -> int:
     for name, size in SIZES.items():
         if size.frozen:  # the encoder is the checkpoint's: count what trains
             total, heads = trainable_param_counts(name)
-            rows.append((name, f"{size.hidden_size}→{size.body_hidden}",
+            rows.append((name, f"{size.in_size()}→{size.body_hidden}",
                          f"{size.num_hidden_layers} frozen + {size.body_layers} MLP", "-",
                          f"{total:,} trained", f"{heads:,}", f"{100 * heads / total:.2f} %",
                          size.pretrained or "-"))

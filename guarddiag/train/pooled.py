@@ -27,7 +27,13 @@ import torch
 
 from guarddiag.errors import GuarddiagError
 from guarddiag.model.embedpath import encoder_numeric
-from guarddiag.model.pooled import PooledGuard, build_pooled, load_pooled, save_pooled
+from guarddiag.model.pooled import (
+    PooledGuard,
+    build_pooled,
+    guard_inputs,
+    load_pooled,
+    save_pooled,
+)
 from guarddiag.model.portable import adamw
 from guarddiag.model.sizes import FROZEN_TRAINING, N_PILLARS, get_size
 from guarddiag.model.states import FrozenEncoder, frozen_encoder
@@ -69,7 +75,8 @@ def encoder_for(size: str, options: TrainOptions) -> FrozenEncoder:
     if not checkpoint or s.max_length is None:
         raise GuarddiagError(f"model size {size}: a frozen size needs a checkpoint")
     return frozen_encoder(checkpoint, max_length=s.max_length,
-                          numeric=encoder_numeric(checkpoint, max_length=s.max_length))
+                          numeric=encoder_numeric(checkpoint, max_length=s.max_length),
+                          pooling=s.pooling)
 
 
 def _evaluate(model: PooledGuard, x: torch.Tensor, *, classes: np.ndarray, pillars: np.ndarray,
@@ -102,8 +109,9 @@ def train_pooled_full(spec: BranchSpec, run: PlannedRun, run_dir: Path, pool: Po
     labels_a, labels_b = policy_labels(val_frame)
     log = TrainLog(run_dir / LOG_FILE, keep_lines=None)
     t0 = time.monotonic()
-    x = torch.from_numpy(encoder.states(rows.texts))
-    xv = torch.from_numpy(encoder.states(val_rows.texts))
+    lexical = get_size(run.size).lexical
+    x = torch.from_numpy(guard_inputs(encoder, rows.texts, lexical=lexical))
+    xv = torch.from_numpy(guard_inputs(encoder, val_rows.texts, lexical=lexical))
     teach = teach_val = None
     if spec.distill and run.teacher:
         cache = runs_dir / CACHE_DIR / "teacher_logits"
@@ -114,7 +122,7 @@ def train_pooled_full(spec: BranchSpec, run: PlannedRun, run_dir: Path, pool: Po
                "n_val": len(val_rows), "seed": run.seed,
                "states_s": round(time.monotonic() - t0, 3)})
 
-    model = build_pooled(run.size, seed=run.seed, in_size=encoder.hidden)
+    model = build_pooled(run.size, seed=run.seed, in_size=x.shape[1])
     opt = adamw(model, lr=spec.lr, weight_decay=spec.weight_decay)
     y, z = torch.from_numpy(rows.classes), torch.from_numpy(rows.pillars)
     t_all = torch.from_numpy(teach) if teach is not None else None
@@ -185,8 +193,9 @@ def train_pooled_head_only(spec: BranchSpec, run: PlannedRun, run_dir: Path, poo
     log = TrainLog(run_dir / LOG_FILE, keep_lines=None)
     log.write({"event": "start", "run_id": run.run_id, "parent": run.parent, **counts,
                "n_val": len(val_rows), "seed": run.seed})
-    feats = _body_states(model, encoder.states(rows.texts))
-    val_feats = _body_states(model, encoder.states(val_rows.texts))
+    lexical = int(read_model_meta(parent_dir)["model"].get("lexical", 0))
+    feats = _body_states(model, guard_inputs(encoder, rows.texts, lexical=lexical))
+    val_feats = _body_states(model, guard_inputs(encoder, val_rows.texts, lexical=lexical))
     info, judge = fit_heads(model, spec, feats=feats, val_feats=val_feats, rows=rows,
                             val_rows=val_rows, val_frame=val_frame, seed=run.seed,
                             weights=weights, log=log)

@@ -23,6 +23,7 @@ import polars as pl
 from guarddiag.errors import GuarddiagError
 from guarddiag.files import sha256_file
 from guarddiag.model.device import describe_device, pick_device
+from guarddiag.model.lexical import LEXICAL_NGRAMS
 from guarddiag.model.sizes import get_size
 from guarddiag.model.threads import auto_threads, torch_threads
 from guarddiag.pool.table import Pool, read_pool
@@ -96,6 +97,8 @@ def _run_fingerprint(spec: BranchSpec, run: PlannedRun, pool: Pool, runs_dir: Pa
                "training_version": TRAINING_VERSION}
     if get_size(run.size).frozen:  # the cached states' identity: checkpoint, length, numerics
         payload["encoder_key"] = encoder_for(run.size, options).key
+        if get_size(run.size).lexical:  # (absent otherwise: earlier runs keep their prints)
+            payload["lexical"] = f"{get_size(run.size).lexical}:{LEXICAL_NGRAMS}"
     return _fingerprint(payload), inputs
 
 

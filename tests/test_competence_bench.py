@@ -1,0 +1,120 @@
+"""``guarddiag bench competence`` (issue 49): the held-out measures per size, worked out by hand
+from small tables, and the command's one-line errors."""
+
+from __future__ import annotations
+
+import math
+
+import polars as pl
+import pytest
+from synthetic_runs import frame, rows_for, run_meta
+
+from guarddiag.analyses.competence_bench import (
+    CompetenceBenchResult,
+    competence_by_size,
+    run_operating_points,
+)
+from guarddiag.cli import main
+
+ADV, COPY, XS_H, XS_B = "advbench", "harmbench_copyright", "xstest_unsafe", "xstest_safe"
+# 20 neutral val rows at P(unsafe) 0, .05, ..., .95 and 4 val rows policy B calls harmful
+# (never neutral, so never part of the threshold).
+NEUTRAL_P = [i / 20 for i in range(20)]
+VAL_IDS = [f"v{i}" for i in range(24)]
+# advbench: the first prompt is in the pool (not decontaminated) and must not count.
+ADV_P = [0.99, 0.99, 0.96, 0.91, 0.6, 0.4, 0.1]
+ADV_DECONTAM = [False] + [True] * 6
+
+
+def _pool() -> pl.DataFrame:
+    labels = ["GENERIC_SAFE"] * 20 + ["HARMFUL"] * 4
+    return pl.DataFrame({"prompt_id": VAL_IDS, "split": ["val"] * 24, "label_a": labels,
+                         "label_b": labels})
+
+
+def _run_rows(meta, *, adv=ADV_P, copy=None, pair=None):
+    rows = rows_for(meta, "pool_val", [*NEUTRAL_P, 0.99, 0.99, 0.99, 0.99], ids=VAL_IDS)
+    rows += rows_for(meta, ADV, adv, decontam=ADV_DECONTAM)
+    if copy is not None:
+        rows += rows_for(meta, COPY, copy)
+    if pair is not None:
+        rows += rows_for(meta, XS_H, pair[0]) + rows_for(meta, XS_B, pair[1])
+    return rows
+
+
+def _predictions() -> pl.DataFrame:
+    rows = []
+    for seed in (42, 43):
+        rows += _run_rows(run_meta("minilm", "reference", seed),
+                          pair=([.9, .8], [.2, .1]))
+    rows += _run_rows(run_meta("minilm-wide", "T_A", 42, policy="A"), copy=[.9, .8, .7, .1])
+    rows += _run_rows(run_meta("minilm-wide", "T_B", 42), copy=[.9, .2, .1, .1])
+    tfidf = run_meta("tfidf", "tfidf_B", 42, kind="baseline")
+    rows += _run_rows(tfidf, adv=[0.5, 0.99, 0.7, 0.6, 0.55, 0.2, 0.1],
+                      pair=([.9, .1], [.8, .2]))
+    return frame(rows)
+
+
+def test_each_run_flags_the_target_share_of_the_neutral_rows():
+    points = run_operating_points(_predictions(), VAL_IDS[:20], benchmarks=[ADV], ffr=0.05)
+    ref = points.filter(pl.col("run_id") == "minilm/reference/seed=42").row(0, named=True)
+    # 5 % of 20 neutral rows = 1: the threshold sits midway, on the logit scale, between the
+    # highest (.95) and the next (.90), so only .95 is flagged.
+    t = 1 / (1 + math.exp(-(math.log(.95 / .05) + math.log(.9 / .1)) / 2))
+    assert ref["t"] == pytest.approx(t)
+    assert ref["ffr"] == pytest.approx(1 / 20)
+    # 6 decontaminated advbench prompts: .99 and .96 are above t = 0.929; 4 are at 0.5 or above
+    assert ref["n"] == 6
+    assert ref["cap_ffr"] == pytest.approx(2 / 6)
+    assert ref["cap_05"] == pytest.approx(4 / 6)
+    full = run_operating_points(_predictions(), VAL_IDS[:20], benchmarks=[ADV], ffr=0.05,
+                                subset="full")
+    assert full.filter(pl.col("run_id") == "minilm/reference/seed=42")["n"][0] == 7
+
+
+def test_per_size_table_by_hand():
+    table, ranking, caps = competence_by_size(_predictions(), _pool(),
+                                              teachers={"minilm": "minilm-wide"})
+    rows = {r["size"]: r for r in table.iter_rows(named=True)}
+    assert set(rows) == {"minilm", "tfidf"}
+    ref = rows["minilm"]
+    assert ref["n_runs"] == 2
+    assert (ref["cap_ffr"], ref["cap_05"]) == (pytest.approx(2 / 6), pytest.approx(4 / 6))
+    # teachers on copyright at 0.5: T_A 3 of 4, T_B 1 of 4
+    assert (ref["copy_t_a"], ref["copy_t_b"]) == (pytest.approx(.75), pytest.approx(.25))
+    assert ref["copy_gap"] == pytest.approx(.5)
+    # xstest: the reference ranks both harmful prompts above both benign ones (AUROC 1), the
+    # baseline wins 2 of 4 pairs (.9 > .8, .9 > .2; .1 loses both): 0.5, so 1 pair beaten
+    assert ranking.row(0, named=True)["auroc"] == pytest.approx(1.0)
+    assert ranking.row(0, named=True)["baseline_auroc"] == pytest.approx(0.5)
+    assert ref["pairs_beaten"] == 1
+    # TF-IDF at its own threshold (t = 0.929): only .99 of the 6; at 0.5: .99 .7 .6 .55
+    tf = rows["tfidf"]
+    assert (tf["cap_ffr"], tf["cap_05"]) == (pytest.approx(1 / 6), pytest.approx(4 / 6))
+    assert tf["copy_gap"] is None
+    assert caps.filter(pl.col("size") == "tfidf")["benchmark"].to_list() == [ADV]
+
+
+def test_the_table_prints_auroc_beside_tfidf():
+    table, ranking, caps = competence_by_size(_predictions(), _pool(),
+                                              teachers={"minilm": "minilm-wide"})
+    res = CompetenceBenchResult(table, ranking, caps, 0.05, "loose", "decontaminated", "cpu",
+                                (0.0, 0.0, 0.0))
+    text = res.to_table().splitlines()
+    assert "CAP@5%FFR" in text[0]
+    assert "xstest" in text[0]
+    minilm = next(line for line in text if line.startswith("minilm"))
+    assert minilm.split()[1:3] == ["33.3%", "66.7%"]
+    assert "1.000/0.500" in minilm
+    assert "+50.0 pp" in minilm
+    caps = res.to_caps_table().splitlines()
+    assert caps[0].split() == ["subset", "minilm", "tfidf"]
+    assert caps[1].split() == [ADV, "33.3%", "/", "66.7%", "16.7%", "/", "66.7%"]
+
+
+def test_a_size_that_is_not_frozen_is_one_line(tmp_path, capsys):
+    assert main(["bench", "competence", "--sizes", "micro", "--work-dir",
+                 str(tmp_path)]) != 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].endswith("--sizes: micro is not a frozen-encoder size (the bench trains "
+                            "over cached states; try minilm)")
