@@ -134,13 +134,16 @@ class GenerativeGuard(GuardAdapter):
         return [[{"role": "user", "content": t}] for t in texts]
 
     def score(self, texts: Sequence[str]) -> list[GuardVerdict]:
+        convs = self.conversations(texts)
         gens = self.generator.generate(
-            self.conversations(texts), max_new_tokens=self.max_new_tokens, temperature=0.0,
+            convs, max_new_tokens=self.max_new_tokens, temperature=0.0,
             seed=0, top_logprobs=self.top_logprobs, template_kwargs=self.template_kwargs())
-        return [self.read(g, shown=t) for g, t in zip(gens, texts, strict=True)]
+        return [self.read(g, shown="\n".join(str(m["content"]) for m in c))
+                for g, c in zip(gens, convs, strict=True)]
 
     def read(self, gen: Generation, *, shown: str = "") -> GuardVerdict:
-        """One generation → one verdict; ``shown`` is the prompt the guard judged."""
+        """One generation → one verdict; ``shown`` is what the guard was given (an answer
+        repeating it is an echo; a refusal phrase it already holds is no refusal)."""
         if not gen.ok:
             return GuardVerdict.failed(gen.error or "no answer", answered=False)
         verdict = self._read_answer(gen, shown)
