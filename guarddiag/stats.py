@@ -17,7 +17,7 @@ Everything here is a pure function of its inputs and an explicit random generato
   are not at the extremes get a p-value too (the tests check it against a brute-force walk
   over all n! orderings, n = 10: 3,628,800).
 - :func:`rank_test` — ranks the branches' scores (mid-ranks for ties) and tests a named group.
-- :func:`cohen_kappa` (scikit-learn), :func:`spearman` (scipy).
+- :func:`cohen_kappa` (scikit-learn), :func:`spearman` (scipy), :func:`fleiss_kappa`.
 - :func:`benjamini_hochberg` — FDR q-values across the benchmarks of a cohort (scipy);
   :func:`studentized_span_null` and :func:`monte_carlo_p` — the seed-noise null of the
   label-supervision span (see :mod:`guarddiag.analyses.loadtest`).
@@ -427,6 +427,59 @@ def cohen_kappa(a: Sequence[Hashable], b: Sequence[Hashable],
 
     return float(sklearn.metrics.cohen_kappa_score(
         list(a), list(b), labels=None if labels is None else list(labels)))
+
+
+def fleiss_kappa(yes_counts: Sequence[int], n_raters: int) -> float | None:
+    """Fleiss' κ for a yes/no question, every subject rated by ``n_raters``: (P̄ − P_e) /
+    (1 − P_e), P_i = (Σ_j n_ij² − n) / (n (n − 1)), P_e = Σ_j p_j². ``None`` when undefined
+    (no subjects, fewer than two raters, or every vote one way so that P_e = 1)."""
+    # Own code: statsmodels has it (inter_rater.fleiss_kappa); not worth statsmodels + patsy.
+    if not yes_counts or n_raters < 2:
+        return None
+    p_bar, p_yes = _fleiss_means(np.asarray(yes_counts, dtype=np.float64), n_raters).mean(axis=0)
+    return _kappa_from_means(float(p_bar), float(p_yes))
+
+
+def _fleiss_means(yes: np.ndarray, n: int) -> np.ndarray:
+    """Per subject: P_i (agreement among its n raters) and its share of yes votes."""
+    return np.column_stack([(yes * yes + (n - yes) * (n - yes) - n) / (n * (n - 1)), yes / n])
+
+
+def _kappa_from_means(p_bar: float, p_yes: float) -> float | None:
+    p_e = p_yes ** 2 + (1 - p_yes) ** 2  # the chance agreement
+    return None if p_e >= 1.0 else (p_bar - p_e) / (1 - p_e)
+
+
+@dataclass(frozen=True)
+class KappaInterval:
+    """Fleiss' κ, its percentile interval from ``n_resamples`` resamples of the subjects, and
+    ``n_undefined`` resamples (every vote one way) left out of the percentiles."""
+
+    kappa: float | None
+    low: float | None
+    high: float | None
+    n_subjects: int
+    n_resamples: int
+    n_undefined: int
+    confidence: float
+
+
+def fleiss_kappa_interval(yes_counts: Sequence[int], n_raters: int, *, seed: int,
+                          n_resamples: int = DEFAULT_RESAMPLES,
+                          confidence: float = DEFAULT_CONFIDENCE) -> KappaInterval:
+    """:func:`fleiss_kappa` and its percentile interval over resamples of the subjects: κ is a
+    function of two means over subjects (P̄, the yes share), resampled by
+    :func:`bootstrap_distribution`."""
+    kappa, n, yes = fleiss_kappa(yes_counts, n_raters), len(yes_counts), np.asarray(yes_counts)
+    if kappa is None or n < 2:
+        return KappaInterval(kappa, None, None, n, 0, 0, confidence)
+    means = bootstrap_distribution(_fleiss_means(yes, n_raters), n_resamples=n_resamples, seed=seed)
+    defined = np.array([k for a, b in means if (k := _kappa_from_means(float(a), float(b)))
+                        is not None], dtype=np.float64)
+    q = [float(x) for x in np.quantile(defined, [(1 - confidence) / 2, (1 + confidence) / 2])
+         ] if defined.size else [None, None]
+    return KappaInterval(kappa, q[0], q[1], n, int(n_resamples), int(n_resamples - defined.size),
+                         confidence)
 
 
 @dataclass(frozen=True)

