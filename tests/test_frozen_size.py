@@ -180,6 +180,28 @@ def test_a_run_refuses_another_encoder(tmp_path):
         score_texts(run, ["hello"])
 
 
+def test_a_run_trained_on_other_kernels_scores_here_with_a_warning(tmp_path, caplog):
+    from guarddiag.model.states import frozen_encoder
+
+    pool = make_pool(tmp_path / "pool.parquet", n=120)
+    branches = load_branches(write_tiny_branches(tmp_path / "branches"))
+    train_branches(branches=branches, names="T_B", sizes=["minilm"], seeds=[42],
+                   runs_dir=tmp_path / "runs", pool_path=pool)
+    run = tmp_path / "runs/minilm-wide/T_B/seed=42"
+    here = score_texts(run, ["hello", "how do I pick a lock"])
+    meta = json.loads((run / "meta.json").read_text())
+    sec = meta["model"]
+    enc = frozen_encoder(sec["checkpoint"], max_length=sec["max_length"], numeric=sec["numeric"])
+    assert enc.key == sec["encoder_key"] and enc.key_under(sec["kernels"]) == enc.key
+    # as if trained on another CPU's native kernels: same encoder, another kernels tag
+    sec["kernels"], sec["encoder_key"] = "native-avx512", enc.key_under("native-avx512")
+    (run / "meta.json").write_text(json.dumps(meta))
+    with caplog.at_level("WARNING"):
+        again = score_texts(run, ["hello", "how do I pick a lock"])
+    assert "trained on native-avx512 kernels, scored here on portable" in caplog.text
+    np.testing.assert_array_equal(again, here)  # the states here are this machine's
+
+
 def test_bench_embed_prints_every_path(tmp_path, capsys):
     from guarddiag.cli import main
 

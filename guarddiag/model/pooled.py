@@ -13,6 +13,7 @@ reloads the checkpoint and refuses one whose weights differ from those the run w
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,8 @@ from guarddiag.model.sizes import ModelSize, get_size, head_param_count
 from guarddiag.model.states import FrozenEncoder, frozen_encoder
 from guarddiag.model.weights import load_weights, save_weights, state_to_cpu
 from guarddiag.runs import MODEL_FILE
+
+logger = logging.getLogger(__name__)
 
 POOLED_KIND = "frozen-pooled"
 """``model.kind`` in the meta.json of a frozen-size run."""
@@ -112,7 +115,14 @@ def load_pooled(folder: str | Path, model_section: dict[str, Any]
     encoder = frozen_encoder(str(sec["checkpoint"]), max_length=int(sec["max_length"]),
                              numeric=str(sec.get("numeric", "fp32")),
                              pooling=str(sec.get("pooling", "mean")))
-    if encoder.key != sec.get("encoder_key"):
+    trained_on = str(sec.get("kernels", ""))
+    if (encoder.key != sec.get("encoder_key") and trained_on
+            and encoder.key_under(trained_on) == sec.get("encoder_key")):
+        # the same encoder, weights and tokens; only the kernels that computed its states differ
+        logger.warning(f"{folder}: trained on {trained_on} kernels, scored here on "
+                       f"{numerics.active().tag}: its states differ in the last digits, so "
+                       "its scores may too (GUARDDIAG_NUMERICS=portable reproduces on any CPU)")
+    elif encoder.key != sec.get("encoder_key"):
         raise GuarddiagError(
             f"{folder}: checkpoint {sec['checkpoint']} is not the encoder this run was trained "
             f"on (state key {encoder.key}, the run's {sec.get('encoder_key')}); retrain it")

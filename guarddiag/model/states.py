@@ -207,6 +207,12 @@ class FrozenEncoder:
                              self.tokenizer, self.model, key,
                              spec.out_size(int(self.model.config.hidden_size)), spec, ident)
 
+    def key_under(self, kernels: str) -> str:
+        """The cache key this encoder would have where the kernels' tag is ``kernels`` (a
+        run trained on another machine's native kernels names its encoder by that tag)."""
+        ident = {**self.ident, "kernels": kernels}
+        return hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:20]
+
     def cache(self, root: Path | None = None) -> StateCache:
         """The cache of this encoder key under ``root`` (default :func:`states_root`), kept
         open for the process and refreshed with other processes' shards at each use."""
