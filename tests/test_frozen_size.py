@@ -192,7 +192,8 @@ def test_a_run_trained_on_other_kernels_scores_here_with_a_warning(tmp_path, cap
     meta = json.loads((run / "meta.json").read_text())
     sec = meta["model"]
     enc = frozen_encoder(sec["checkpoint"], max_length=sec["max_length"], numeric=sec["numeric"])
-    assert enc.key == sec["encoder_key"] and enc.key_under(sec["kernels"]) == enc.key
+    assert enc.key == sec["encoder_key"]
+    assert enc.key_under(sec["kernels"]) == enc.key
     # as if trained on another CPU's native kernels: same encoder, another kernels tag
     sec["kernels"], sec["encoder_key"] = "native-avx512", enc.key_under("native-avx512")
     (run / "meta.json").write_text(json.dumps(meta))
