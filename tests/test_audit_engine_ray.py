@@ -83,11 +83,11 @@ def test_a_scan_interrupted_locally_resumes_under_ray(tmp_path, monkeypatch, ray
     audit_pool(pool, out_dir=tmp_path / "clean", near_dup=True, engine="local", workers=1)
     real, calls = engine.scan_task, []
 
-    def dies_on_the_fourth(task, spec):
+    def dies_on_the_fourth(task, spec, **kw):
         calls.append(task)
         if len(calls) == 4:
             raise KeyboardInterrupt
-        return real(task, spec)
+        return real(task, spec, **kw)
 
     monkeypatch.setattr(engine, "scan_task", dies_on_the_fourth)
     with pytest.raises(KeyboardInterrupt):

@@ -68,9 +68,9 @@ def _counting(monkeypatch) -> list[tuple[int, int]]:
     """Scan for real from now on, recording (shard, first row) of every task scanned."""
     seen: list[tuple[int, int]] = []
 
-    def scan(task, spec):
+    def scan(task, spec, **kw):
         seen.append((task.shard, task.first_row))
-        return REAL_SCAN(task, spec)
+        return REAL_SCAN(task, spec, **kw)
 
     monkeypatch.setattr(engine, "scan_task", scan)
     return seen
@@ -88,11 +88,11 @@ def test_a_scan_interrupted_after_some_tasks_rescans_only_the_rest(tmp_path, ben
     out = tmp_path / "out"
     real, calls = REAL_SCAN, []
 
-    def dies_on_the_fifth(task, spec):
+    def dies_on_the_fifth(task, spec, **kw):
         calls.append(task)
         if len(calls) == 5:
             raise KeyboardInterrupt     # what Ctrl-C does in the middle of a task
-        return real(task, spec)
+        return real(task, spec, **kw)
 
     monkeypatch.setattr(engine, "scan_task", dies_on_the_fifth)
     with pytest.raises(KeyboardInterrupt):
@@ -159,11 +159,11 @@ def test_a_really_killed_process_resumes(tmp_path):
         run.plan_tasks = functools.partial(plan_tasks, task_rows={TASK_ROWS})
         if sys.argv[1] == "kill":
             real, calls = engine.scan_task, []
-            def scan(task, spec):
+            def scan(task, spec, **kw):
                 calls.append(task)
                 if len(calls) == 3:
                     os.kill(os.getpid(), signal.SIGKILL)
-                return real(task, spec)
+                return real(task, spec, **kw)
             engine.scan_task = scan
         sys.exit(main(["audit", "--pool", sys.argv[2], "--out", sys.argv[3], "--near-dup",
                        "--workers", "1"]))
@@ -194,11 +194,11 @@ def test_findings_for_other_options_a_changed_pool_or_force_are_not_reused(tmp_p
     out = tmp_path / "out"
     real, calls = REAL_SCAN, []
 
-    def dies_on_the_third(task, spec):
+    def dies_on_the_third(task, spec, **kw):
         calls.append(task)
         if len(calls) == 3:
             raise KeyboardInterrupt
-        return real(task, spec)
+        return real(task, spec, **kw)
 
     def interrupted(**options) -> None:
         calls.clear()

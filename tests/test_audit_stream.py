@@ -532,3 +532,23 @@ def test_the_readers_allocate_from_jemalloc_and_the_default_pool_comes_back(
     with pytest.raises(GuarddiagError):
         _audit(bad, tmp_path / "c", workers=1)
     assert pa.default_memory_pool().backend_name == before
+
+
+def test_a_lone_csv_task_says_how_far_it_has_read(tmp_path, bench, monkeypatch, caplog):
+    # A CSV file is one task however big; its progress is counted in rows as batches arrive.
+    from guarddiag.audit.stream import TaskProgress
+
+    monkeypatch.setattr(TaskProgress, "EVERY", 0.0)
+    monkeypatch.setattr(jsonlread, "BLOCK_BYTES", 4096)  # many small batches from one file
+    n = 3000
+    pool = tmp_path / "pool.csv"
+    pool.write_text("prompt_id,text\n" + "".join(f"p{i},row number {i} of the corpus\n"
+                                                 for i in range(n)), encoding="utf-8")
+    with caplog.at_level("INFO", logger="guarddiag.audit.stream"):
+        res = _audit(pool, tmp_path / "a", workers=1)
+    assert res.pool_rows == n
+    counts = [int(m.split(": ")[2].split(" rows")[0].replace(",", ""))
+              for m in caplog.messages if m.startswith("audit: scan of pool.csv: ")]
+    assert len(counts) >= 5  # 3,000 rows of ~30 bytes in 4 KiB blocks: about 20 batches
+    assert counts == sorted(set(counts))
+    assert counts[-1] == n

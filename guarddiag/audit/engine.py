@@ -77,7 +77,7 @@ from guarddiag.audit.scanstore import (
     sort_hashes,
 )
 from guarddiag.audit.shardread import PoolBatch, read_task
-from guarddiag.audit.stream import Task, TaskProgress
+from guarddiag.audit.stream import RowClock, Task, TaskProgress
 from guarddiag.audit.template import template_form
 from guarddiag.cores import meanwhile, usable_cores
 from guarddiag.errors import GuarddiagError
@@ -202,10 +202,13 @@ def _build_state(spec: ScanSpec) -> _Indexes:
     return state
 
 
-def scan_task(task: Task, spec: ScanSpec, *, threads: int = 1) -> TaskFindings:
+def scan_task(task: Task, spec: ScanSpec, *, threads: int = 1,
+              progress: bool = False) -> TaskFindings:
     """Read one task's rows in batches and keep the candidate rows (module docstring), each
-    batch split over ``threads`` threads (a task scanned alone: see :func:`_local_map`)."""
+    batch split over ``threads`` threads (a task scanned alone: see :func:`_local_map`);
+    ``progress`` logs the rows read inside the task (tasks scanned one at a time)."""
     state = _state(spec)
+    clock = RowClock("scan", task) if progress else None
     candidates: list[Candidate] = []
     offset = python_rows = surrogates = lines = 0
     missing: dict[str, int] = dict.fromkeys(spec.fields or (), 0)
@@ -228,6 +231,8 @@ def scan_task(task: Task, spec: ScanSpec, *, threads: int = 1) -> TaskFindings:
             python_rows += slow
             candidates += _kept(batch, keep, offset)
         offset += batch.n_rows
+        if clock is not None:
+            clock.rows(offset)
     return TaskFindings(rows=offset, candidates=tuple(candidates), python_rows=python_rows,
                         missing=missing, empty=empty, surrogates=surrogates,
                         non_text=non_text, bad=tuple(bad), lines=lines)
@@ -390,7 +395,7 @@ def _local_map(pending: Pending, spec: ScanSpec, workers: int
         # A lone task (a pool of one row group) would leave the other cores idle: its
         # batches are split over them instead (threads only: the kernels release the GIL).
         threads = workers if _threads_suffice(spec) else 1
-        scan = partial(scan_task, threads=threads) if threads > 1 else scan_task
+        scan = partial(scan_task, threads=threads, progress=True)
         for index, task in pending:
             yield index, scan(task, spec)
         return

@@ -250,6 +250,25 @@ class TaskProgress:
                     f"{self.rows:,} rows in {_clock(spent)}, about {_clock(eta)} left")
 
 
+class RowClock:
+    """Progress inside one task (a CSV, TSV or Arrow file is one task however big): one line
+    at most every :attr:`TaskProgress.EVERY` seconds with the rows read so far and the rate.
+    Its length in rows is unknown until the end, so no time left is given."""
+
+    def __init__(self, what: str, task: Task) -> None:
+        self.what, self.name = what, Path(task.path).name
+        self.start = self.last = time.monotonic()
+
+    def rows(self, done: int) -> None:
+        now = time.monotonic()
+        if now - self.last < TaskProgress.EVERY:
+            return
+        self.last = now
+        spent = now - self.start
+        logger.info(f"audit: {self.what} of {self.name}: {done:,} rows in {_clock(spent)} "
+                    f"({done / max(spent, 1e-9):,.0f} rows/s)")
+
+
 def task_weight(task: Task) -> int:
     """A task's share of its pool's work: its bytes, row groups or file size."""
     if task.byte_range is not None:
