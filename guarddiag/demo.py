@@ -25,7 +25,7 @@ Stages (each a library verb; a re-run skips or reuses what is finished):
                  (skipped with a note when the ``demo`` extra is not installed);
 8. report      - ``reports/demo/`` from the saved tables only.
 
-Example (about 10-25 minutes on 2 CPU cores)::
+Example (minutes on 2 CPU cores; measured times in docs/guide/study.md)::
 
     GUARDDIAG_DATA=../shared/data guarddiag demo
 """

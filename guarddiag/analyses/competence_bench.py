@@ -22,7 +22,7 @@ The states every size reads are embedded first, once per encoder pass for all th
 share a checkpoint (:func:`~guarddiag.model.states.fill_states`), and reused from the state
 cache afterwards; finished runs and score caches are reused, so a second bench only renders.
 
-Example (CPU; the first run embeds about 70k prompts, 5-20 minutes on 2 cores)::
+Example (CPU; the first run embeds about 70k prompts, minutes on 2 cores: docs/decisions.md)::
 
     guarddiag bench competence --sizes minilm,minilm-mean-l256 --work-dir work
 """

@@ -385,9 +385,9 @@ def _local_map(pending: Pending, spec: ScanSpec, workers: int
     code).
 
     With processes, this one scans tasks too, taking the next one whenever the others are busy,
-    so a worker that starts slowly (imports take about a second) costs only its share. Threads
-    are handed their next task as each finishes, this one only keeping the findings (a thread
-    waiting for this one to end its own task idled 0.02-0.2 s per task). A bad row stops new
+    so a worker that starts slowly (its imports) costs only its share. Threads are handed their
+    next task as each finishes, this one only keeping the findings (a thread waiting for this
+    one to end its own task idled; docs/decisions.md, 2026-12-05). A bad row stops new
     tasks; the tasks already running finish (and are kept), and the error raised is the one of
     the first bad task in pool order, as a scan in order would raise.
     """

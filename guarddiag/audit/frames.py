@@ -357,8 +357,8 @@ def _remove_frame(ids: list[str], rows: list[_RemoveRow], names: list[str],
                   bench_ids: list[list[str]], pool_texts: Sequence[str],
                   pool_fields: Sequence[str] | None) -> pl.DataFrame:
     """:data:`REMOVE_SCHEMA`'s frame, each list column gathered from flat values by their row
-    (polars builds a frame of nested dicts one small Series per list: 0.9 s for the 10,580 rows
-    of a 10M-row pool's audit, against 0.03 s)."""
+    (polars builds a frame of nested dicts one small Series per list, many times slower: the
+    measurement is in docs/decisions.md, 2026-12-05)."""
     def gathered(row_of: list[int], **values: pl.Series) -> pl.DataFrame:
         # Every row holds at least one value of each list, so the groups are rows 0..n-1.
         flat = pl.DataFrame({"row": pl.Series(row_of, dtype=pl.Int64), **values})

@@ -1,16 +1,14 @@
 """When the audit's scan runs its compiled kernels (:mod:`guarddiag.audit.kernels`).
 
 Either kernel keeps the rows its vectorised counterpart keeps, so the choice is one of speed.
-numba's import and its first load of cached machine code cost a process about 0.5-0.6
-CPU-seconds (and about 140 MB of memory), started beside the benchmark loading
-(:func:`guarddiag.cores.meanwhile`) but mostly holding the GIL. In a process that has imported
-the audit: the import 0.13-0.19 s, the first cached load 0.33-0.37 s (numba then loads its NumPy
-typing and lowering registries, whose BLAS check imports ``scipy.linalg``, which the exact audit
-does not otherwise import), each later load about 0.03 s. The kernels save, per million
-rows of the synthetic pool, about 3 CPU-seconds in the near-dup scan and 0.5 in the exact one.
-So each scan runs its kernel from a pool size on, measured on whole audits
-(:data:`COMPILED_NEAR_BYTES`, :data:`COMPILED_EXACT_BYTES`), and :data:`SCAN_KERNEL_ENV` forces
-either everywhere.
+numba's import and its first load of cached machine code cost a process CPU time and memory,
+started beside the benchmark loading (:func:`guarddiag.cores.meanwhile`) but mostly holding the
+GIL (the first cached load has numba load its NumPy typing and lowering registries, whose BLAS
+check imports ``scipy.linalg``, which the exact audit does not otherwise import). The kernels
+save CPU time per pool row in both scans, the near-dup scan most. So each scan runs its kernel
+from a pool size on, measured on whole audits (:data:`COMPILED_NEAR_BYTES`,
+:data:`COMPILED_EXACT_BYTES`; the figures: docs/decisions.md, 2026-12-05), and
+:data:`SCAN_KERNEL_ENV` forces either everywhere.
 """
 
 from __future__ import annotations

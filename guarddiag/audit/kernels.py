@@ -18,10 +18,10 @@ mutated ``encode_utf8`` in a separate helper module went unnoticed until the cac
 
 **The near-dup probe.** The vectorised probe of :mod:`guarddiag.audit.neardup` builds a table
 row per word of every pool row (split, distinct, joined to the vocabulary, sorted), then expands
-posting lists and verifies candidates with sparse products: about 4 CPU-seconds per million rows
-of the synthetic pool, most of it materialising those per-word rows. This kernel (1.2
-CPU-seconds) does the same steps row by row in machine code, with the same global token order,
-prefix, size and positional filters and exact verification:
+posting lists and verifies candidates with sparse products, most of its time materialising
+those per-word rows. This kernel does the same steps row by row in machine code (the CPU time of
+both: docs/decisions.md, 2026-12-05), with the same global token order, prefix, size and
+positional filters and exact verification:
 
 * words are the runs between spaces and the ASCII bytes that are no letter or digit, read
   through the word form's byte table (:data:`~guarddiag.audit.normal.WORD_BYTES`, so an ASCII
@@ -43,8 +43,8 @@ A row is kept when some benchmark set reaches the threshold: the rows the vector
 **The exact pass.** The vectorised pass (:func:`guarddiag.audit.normal.exact_candidates`) finds
 the rows holding a non-ASCII character and looks up each new character (a regex extraction, an
 explode and a ``unique`` per batch), cleans a window at each end of every row and compares the
-ends: 0.66 CPU-seconds per million rows of the synthetic pool, one thread. :func:`exact_rows`
-takes 0.15-0.16, the rows it hands on included; the kernel reads each row once:
+ends. :func:`exact_rows` reads each row once (the CPU time of both: docs/decisions.md,
+2026-12-05):
 
 * a row holding only ASCII bytes (an OR of its bytes, which vectorises) is read as it is;
   another is decoded, and each code point looked up in a per-process table of what it becomes

@@ -18,15 +18,16 @@ filter of PPJoin (Xiao et al. 2008; :func:`_candidates`) drop candidates that ca
 threshold before any is verified (on a 200,000-row synthetic pool: 771,047 → 154,325 to verify,
 for 1,488 pairs).
 
-The probe is vectorised (polars, numpy and scipy.sparse; no Python loop per text): the Python
-probe cost about 20 µs per distinct pool text, which made the near-dup audit 4-13x the exact
-one. A batch of probe texts becomes one array of (text, token rank) rows; prefix tokens are the
-first ranks of each text's sorted run, candidate pairs the size-compatible part of those ranks'
-posting lists (kept sorted by set size, expanded by index arithmetic), and the exact intersection
-of a candidate pair is the product of the two sets' 0/1 rows. The pairs and their Jaccard floats
+The probe is vectorised (polars, numpy and scipy.sparse; no Python loop per text): a Python
+loop per distinct pool text made the near-dup audit several times the exact one
+(docs/decisions.md, 2026-12-04). A batch of probe texts becomes one array of (text, token
+rank) rows; prefix tokens are the first ranks of each text's sorted run, candidate pairs the
+size-compatible part of those ranks' posting lists (kept sorted by set size, expanded by index
+arithmetic), and the exact intersection of a candidate pair is the product of the two sets' 0/1
+rows. The pairs and their Jaccard floats
 are the ones the per-text Python loop gave (``tests/test_neardup_join.py`` keeps that loop as
 the reference). The near-dup scan of a pool, which only needs to know which rows have a pair,
-runs the same probe compiled, row by row (:mod:`guarddiag.audit.kernels`, 3x faster again);
+runs the same probe compiled, row by row (:mod:`guarddiag.audit.kernels`, faster again);
 this one pairs the scan's candidates with their benchmark prompts.
 
 :func:`near_matches` is the audit's use of the join: benchmark normal forms against pool rows.

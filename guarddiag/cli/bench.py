@@ -251,6 +251,9 @@ def _register_embed(bench: argparse._SubParsersAction) -> None:
     e.add_argument("--n", type=int, default=512, help="prompts to embed (a fixed sample)")
     e.add_argument("--batch-size", type=int, default=64, help="prompts per batch")
     e.add_argument("--repeats", type=int, default=1, help="timed passes (best one counts)")
+    e.add_argument("--markdown", metavar="FILE", default=None,
+                   help="also write the table, dated, with the commit and CPU flags, as Markdown "
+                        "to FILE (the docs include docs/measured/bench_embed.md)")
     add_work_paths(e, "pool", help={"pool": "labelled pool (prompts when no benchmark data)"})
     add_threads(e)
     e.set_defaults(handler=_run_bench_embed)
@@ -278,6 +281,15 @@ def _run_bench_embed(args: argparse.Namespace) -> int:
               f"{res.cosine_min[name]:.6f}, max |diff| {res.max_abs_diff[name]:.2e}")
     print(f"the native path would embed with {res.native_choice} here; the portable path "
           f"(the default) with fp32")
+    if args.markdown:
+        import datetime
+
+        from guarddiag.files import git_sha
+
+        today = datetime.date.today().isoformat()
+        Path(args.markdown).write_text(res.to_markdown(date=today, commit=git_sha(), load=load),
+                                       encoding="utf-8")
+        print(f"wrote {args.markdown}")
     return 0
 
 

@@ -139,6 +139,22 @@ class EmbedBenchResult:
     native_choice: str
     """What the native path would embed with here (bf16 only at 1.1x float32's rate)."""
 
+    def to_markdown(self, *, date: str, commit: str | None, load: Sequence[float]) -> str:
+        """The result as the Markdown table the docs include (docs/measured/bench_embed.md):
+        when, at which commit and on which CPU it was measured, then one row per path."""
+        rows = [f"| {name} | {rate:.1f} | {self.cosine_min[name]:.6f} | "
+                f"{self.max_abs_diff[name]:.2e} |" for name, rate in self.per_s.items()]
+        return "\n".join([
+            f"Measured {date} at commit `{commit or 'unknown'}` by `guarddiag bench embed`: "
+            f"`{self.checkpoint}`, {self.n_texts} prompts, {self.max_length} tokens, batch "
+            f"{self.batch_size}, {self.threads} torch thread(s), load average "
+            + " ".join(f"{x:.2f}" for x in load) + f"; native passes with ONEDNN_MAX_CPU_ISA="
+            f"{self.onednn_isa}.", "", f"CPU: {self.cpu}.", "",
+            "| path | prompts/s | cosine min vs portable fp32 | max abs diff |",
+            "|---|---:|---:|---:|", *rows, "",
+            f"The native path would embed with {self.native_choice} here; the portable path "
+            "(the default) with fp32.", ""])
+
 
 def bench_embed(checkpoint: str, texts: Sequence[str], *, max_length: int,
                 batch_size: int = 64, repeats: int = 1, threads: int | None = None

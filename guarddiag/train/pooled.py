@@ -10,7 +10,7 @@ cached states (:mod:`guarddiag.model.states`) and trains only the part above the
 A run takes seconds once the states are cached, so an interrupted run starts again rather than
 resuming a checkpoint (the same seed gives the same bytes); the states survive in the cache.
 
-Example (CPU; the first run embeds the pool, about 10 minutes on 2 cores)::
+Example (CPU; the first run embeds the pool, minutes on 2 cores: docs/decisions.md)::
 
     guarddiag train --sizes minilm --branches reference --seeds 42,43,44
 """
