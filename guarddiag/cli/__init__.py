@@ -73,6 +73,10 @@ def build_parser() -> argparse.ArgumentParser:
         "bench", help="speed benchmarks that print throughput figures",
         description="Speed benchmarks. Each prints figures; none is a pass/fail test.",
         formatter_class=_Formatter)
+    bench_parser.add_argument(
+        "--record", type=Path, default=None, metavar="FILE",
+        help="also write what the bench prints, headed by the date, commit, CPU flags, load and "
+             "command, to FILE (Markdown; the docs include docs/measured/*.md)")
     bench = bench_parser.add_subparsers(dest="bench_command", metavar="BENCH", required=True)
     for name in COMMAND_MODULES:
         import_module(f"guarddiag.cli.{name}").register(sub, bench)
@@ -142,6 +146,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         # torch is imported by the handlers only, so the kernels can still be chosen here
         numerics.request(getattr(args, "numerics", None) or numerics.requested())
+        if getattr(args, "record", None) is not None:
+            from guarddiag.cli.record import recorded
+
+            return recorded(lambda: int(args.handler(args) or 0), path=args.record,
+                            argv=list(argv if argv is not None else sys.argv[1:]))
         return int(args.handler(args) or 0)
     except GuarddiagError as exc:
         print(f"guarddiag: error: {exc}", file=sys.stderr)
