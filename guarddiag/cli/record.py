@@ -13,6 +13,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TextIO
 
 __all__ = ["recorded"]
 
@@ -20,7 +21,7 @@ __all__ = ["recorded"]
 class _Tee(io.TextIOBase):
     """Writes to the terminal and keeps a copy."""
 
-    def __init__(self, out: io.TextIOBase | None) -> None:
+    def __init__(self, out: TextIO | None) -> None:
         self.out, self.kept = out, io.StringIO()
 
     def write(self, text: str) -> int:
@@ -39,7 +40,7 @@ def recorded(run: Callable[[], int], *, path: Path, argv: Sequence[str]) -> int:
     from guarddiag import numerics
     from guarddiag.files import git_sha
 
-    tee = _Tee(sys.stdout)  # type: ignore[arg-type]
+    tee = _Tee(sys.stdout)
     load = os.getloadavg()
     start = time.monotonic()
     with contextlib.redirect_stdout(tee):

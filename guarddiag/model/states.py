@@ -64,6 +64,12 @@ SHARD_ROWS = 4096
 """Prompts per cache shard: a killed pass re-embeds at most this many."""
 
 
+def _state_key(ident: dict[str, Any]) -> str:
+    """A state cache's key: the digest of what its states depend on (model, tokens, pooling,
+    numeric path and kernels)."""
+    return hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:20]
+
+
 def states_root() -> Path:
     env = os.environ.get(STATES_ENV)
     return Path(env).expanduser() if env else DEFAULT_STATES_DIR
@@ -188,7 +194,7 @@ class FrozenEncoder:
             for k, v in sorted(model.state_dict().items()):
                 digest.update(k.encode() + v.contiguous().numpy().tobytes())
             ident["weights"] = digest.hexdigest()
-        key = hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:20]
+        key = _state_key(ident)
         mean = cls(checkpoint, folder, max_length, numeric, tokenizer, model, key,
                    int(model.config.hidden_size), ident=ident)
         return mean.with_pooling(pooling)
@@ -202,16 +208,15 @@ class FrozenEncoder:
             raise GuarddiagError(f"encoder pooling {pooling!r}: expected one of "
                                  f"{', '.join(POOLINGS)}") from None
         ident = {**self.ident, "pooling": spec.key}
-        key = hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:20]
         return FrozenEncoder(self.checkpoint, self.folder, self.max_length, self.numeric,
-                             self.tokenizer, self.model, key,
+                             self.tokenizer, self.model, _state_key(ident),
                              spec.out_size(int(self.model.config.hidden_size)), spec, ident)
 
     def key_under(self, kernels: str) -> str:
         """The cache key this encoder would have where the kernels' tag is ``kernels`` (a
         run trained on another machine's native kernels names its encoder by that tag)."""
         ident = {**self.ident, "kernels": kernels}
-        return hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:20]
+        return _state_key(ident)
 
     def cache(self, root: Path | None = None) -> StateCache:
         """The cache of this encoder key under ``root`` (default :func:`states_root`), kept
