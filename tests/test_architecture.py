@@ -40,6 +40,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("sorry", ("sorry",)),
     ("analyses", ("analyses",)),
     ("report", ("report", "plots")),
+    ("bench", ("bench",)),             # guarddiag bench: measures the stages, imported by none
     ("demo", ("demo", "demo_defaults", "reproduce")),
     ("api", ("", "api", "exports")),    # the package face, guarddiag/__init__.py, its verbs
                                         # and the exports for other tools

@@ -35,9 +35,15 @@ from guarddiag.audit.kernelchoice import SCAN_KERNEL_ENV
 from guarddiag.audit.neardup import similar_pairs
 from guarddiag.audit.normal import normal_forms
 from guarddiag.audit.outputs import save_audit_figure
-from guarddiag.audit.peer import PeerResult, PeerRow, audit_method, pair_rows, require_datasketch
 from guarddiag.audit.plan import PassCost, PeakMemory, ScalePlan, cpu_seconds
 from guarddiag.audit.run import audit_pool
+from guarddiag.bench.audit_peer import (
+    PeerResult,
+    PeerRow,
+    audit_method,
+    pair_rows,
+    require_datasketch,
+)
 from guarddiag.errors import GuarddiagError
 from guarddiag.figures import paper_style
 from guarddiag.text import jaccard, normalise, word_set, words_of_normal_form
@@ -274,7 +280,7 @@ def bench_peer(*, rows: int = 200_000, threshold: float = 0.8, seed: int = 0,
     """``bench audit --peer``: on one seeded synthetic pool of ``rows`` rows, the exact, the
     near-dup and the full audit ("full": near-dup, templates, containment; whole command, fresh
     process), the prefix-filter join and datasketch's MinHashLSH (word sets to pairs), each
-    pair finder's recall against the exact oracle (:mod:`guarddiag.audit.peer`)."""
+    pair finder's recall against the exact oracle (:mod:`guarddiag.bench.audit_peer`)."""
     require_datasketch()
     if rows < 1:
         raise GuarddiagError(f"bench audit --peer: --near-rows must be >= 1, got {rows}")
