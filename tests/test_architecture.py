@@ -2,7 +2,10 @@
 
 - no import cycle among guarddiag modules;
 - imports only go down the layer order below (a module may import its own layer or lower ones);
-- no module over 600 lines and no function over 80 (exceptions listed with their reason);
+- a module is one idea: its docstring's summary (the text up to the first blank line) is one
+  sentence saying which. Size is not the rule; a generous backstop (1,500 lines per module,
+  200 per function) only catches a file that has plainly grown several ideas, so that code is
+  split by purpose, not to fit a cap;
 - no private name (``_x``) imported from another module;
 - a function-level import of a guarddiag module is allowed only when it keeps a heavy library
   (torch, transformers, matplotlib, scikit-learn, numba) out of a light module's import time;
@@ -21,8 +24,8 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "guarddiag"
 
-MAX_MODULE_LINES = 600
-MAX_FUNCTION_LINES = 80
+MAX_MODULE_LINES = 1_500
+MAX_FUNCTION_LINES = 200
 HEAVY = ("torch", "transformers", "matplotlib", "sklearn", "numba")
 
 # Lowest first. A module belongs to the first layer whose prefix matches its dotted name.
@@ -47,17 +50,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("cli", ("cli", "__main__")),
 )
 
-# Modules or functions allowed past the size limits, with the reason.
-SIZE_EXCEPTIONS: dict[str, str] = {
-    "guarddiag/audit/kernels.py:_probe": (
-        "one numba loop nest per row: split into inlined helpers (words, ranks, posting runs) "
-        "it ran 8-12% slower (1.29-1.30 s against 1.16 s for the 1M-row pool's ASCII rows)"),
-    "guarddiag/audit/kernels.py": (
-        "numba caches a function by its own file's stamp, so a kernel calling a helper from "
-        "another file keeps stale machine code when only the helper changes (a mutated "
-        "encode_utf8 in a separate helper module went unnoticed until the cache was cleared): "
-        "the compiled kernels and their helpers share one file"),
-}
+# Modules or functions allowed past the size backstop, with the reason (none at present).
+SIZE_EXCEPTIONS: dict[str, str] = {}
 # Path prefixes whose function-level imports are not checked, with the reason (none at present).
 LOCAL_IMPORT_EXCEPTIONS: tuple[str, ...] = ()
 
@@ -266,6 +260,30 @@ def oversized(modules: dict[str, Module]) -> list[str]:
     return out
 
 
+def _one_sentence(summary: str) -> bool:
+    """Whether ``summary`` is one sentence: it ends a sentence and no sentence ends before."""
+    if not summary.endswith((".", "?")):
+        return False
+    inner = summary[:-1]
+    return not any(inner[i] in ".?!" and inner[i + 1] == " " and inner[i + 2:i + 3].isupper()
+                   for i in range(len(inner) - 2))
+
+
+def purposeless(modules: dict[str, Module]) -> list[str]:
+    """Modules whose docstring does not open with one sentence saying what the module is."""
+    out = []
+    for mod in sorted(modules.values(), key=lambda m: m.name):
+        rel = mod.path.relative_to(PACKAGE.parent)
+        doc = ast.get_docstring(mod.tree)
+        if not doc:
+            out.append(f"{rel}: no docstring (its first line says what the module is)")
+            continue
+        summary = " ".join(doc.split("\n\n")[0].split())
+        if not _one_sentence(summary):
+            out.append(f"{rel}: the docstring's summary is not one sentence: {summary[:80]!r}")
+    return out
+
+
 def private_imports(modules: dict[str, Module]) -> list[str]:
     return [f"{m.path.relative_to(PACKAGE.parent)}:{line} imports private {p}"
             for m in modules.values() for line, p in m.private_imports]
@@ -297,8 +315,25 @@ def test_function_level_imports_only_keep_heavy_libraries_lazy():
     assert needless_local_imports(MODULES) == []
 
 
-def test_modules_and_functions_stay_small():
+def test_every_module_says_its_one_idea_in_one_sentence():
+    assert purposeless(MODULES) == []
+
+
+def test_modules_and_functions_stay_under_the_backstop():
     assert oversized(MODULES) == []
+
+
+def test_the_purpose_check_sees_a_missing_or_two_sentence_summary(tmp_path):
+    def module(doc: str) -> Module:
+        path = PACKAGE / "planted.py"
+        return Module("guarddiag.planted", path, ast.parse(doc), False, 1)
+
+    planted = {"a": module(""), "b": module('"""Reads shards. Also writes them."""'),
+               "c": module('"""Reads shards\nof a pool, e.g. a corpus.\n\nMore. Text."""')}
+    found = purposeless(planted)
+    assert [line.split(":")[0] for line in found] == ["guarddiag/planted.py"] * 2
+    assert "no docstring" in found[0]
+    assert "not one sentence" in found[1]
 
 
 def test_the_checker_sees_a_planted_cycle_and_an_upward_import(tmp_path):
@@ -319,6 +354,7 @@ if __name__ == "__main__":
         "upward imports": upward_imports(MODULES),
         "private imports": private_imports(MODULES),
         "needless function-level imports": needless_local_imports(MODULES),
+        "not one idea in one sentence": purposeless(MODULES),
         "oversized": oversized(MODULES),
     }
     for title, found in checks.items():

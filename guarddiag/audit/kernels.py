@@ -276,6 +276,8 @@ def _build_table(offsets, data):
     return table, shift
 
 
+# One loop nest per row on purpose: split into inlined helpers it ran slower
+# (docs/decisions.md#2026-12-05-the-near-probe-is-one-loop-nest).
 @njit(cache=True, nogil=True)
 def _probe(offsets, data, lut, table, shift, vocab_offsets, vocab_data,
            set_sizes, set_ptr, set_ranks, run_table, run_meta, rank_start, posting_sizes,
