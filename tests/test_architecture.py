@@ -1,6 +1,8 @@
 """The house rules of the package layout, checked from the source's own imports (issue 11).
 
-- no import cycle among guarddiag modules;
+- no import cycle among guarddiag modules, counting function-level imports and the type-only
+  ones under ``if TYPE_CHECKING:`` (two modules that name each other's types are one idea
+  split in two, or one of them is in the wrong layer);
 - imports only go down the layer order below (a module may import its own layer or lower ones);
 - a module is one idea: its docstring's summary (the text up to the first blank line) is one
   sentence saying which. Size is not the rule; a generous backstop (1,500 lines per module,
@@ -66,6 +68,7 @@ class Module:
     top_imports: set[str] = field(default_factory=set)       # guarddiag modules, module level
     local_imports: list[tuple[int, str]] = field(default_factory=list)  # (line, module)
     private_imports: list[tuple[int, str]] = field(default_factory=list)
+    type_imports: set[str] = field(default_factory=set)      # under ``if TYPE_CHECKING:``
     heavy_top: bool = False
 
 
@@ -94,6 +97,16 @@ def _walk_runtime(node: ast.AST, *, in_function: bool = False):
         inner = in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef,
                                                   ast.Lambda))
         yield from _walk_runtime(child, in_function=inner)
+
+
+def _type_checking_imports(tree: ast.Module):
+    """Yield the import statements under ``if TYPE_CHECKING:`` blocks, wherever they sit."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and _is_type_checking(node):
+            for stmt in node.body:
+                for sub in ast.walk(stmt):
+                    if isinstance(sub, (ast.Import, ast.ImportFrom)):
+                        yield sub
 
 
 def load_modules() -> dict[str, Module]:
@@ -145,6 +158,10 @@ def _collect_imports(mod: Module, modules: dict[str, Module]) -> None:
             mod.local_imports += [(node.lineno, t) for t in targets]
         else:
             mod.top_imports.update(targets)
+    for node in _type_checking_imports(mod.tree):
+        targets, private = _targets(mod, node, modules)
+        mod.type_imports.update(t for t in targets if t != mod.name)
+        mod.private_imports += [(node.lineno, p) for p in private]
 
 
 def layer_of(name: str) -> int:
@@ -157,9 +174,10 @@ def layer_of(name: str) -> int:
 
 
 def import_cycles(modules: dict[str, Module]) -> list[list[str]]:
-    """Strongly connected components of more than one module (Tarjan), over every runtime
-    import (module level and function level)."""
-    edges = {n: set(m.top_imports) | {t for _, t in m.local_imports} for n, m in modules.items()}
+    """Strongly connected components of more than one module (Tarjan), over every import:
+    module level, function level and type-only."""
+    edges = {n: set(m.top_imports) | {t for _, t in m.local_imports} | m.type_imports
+             for n, m in modules.items()}
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
@@ -346,6 +364,20 @@ def test_the_checker_sees_a_planted_cycle_and_an_upward_import(tmp_path):
     assert import_cycles(planted) == [["guarddiag.report", "guarddiag.stats"]]
     assert upward_imports(planted) == [
         "guarddiag.stats (leaves) imports guarddiag.report (report)"]
+
+
+def test_the_checker_sees_a_cycle_closed_by_a_type_only_import(tmp_path):
+    # report imports stats; stats names a report type under TYPE_CHECKING only.
+    source = ("from typing import TYPE_CHECKING\n"
+              "if TYPE_CHECKING:\n    from guarddiag import report\n")
+    stats = Module("guarddiag.stats", tmp_path / "stats.py", ast.parse(source), False, 3)
+    report = Module("guarddiag.report", tmp_path / "report.py", ast.parse(""), True, 1,
+                    top_imports={"guarddiag.stats"})
+    planted = {"guarddiag.stats": stats, "guarddiag.report": report}
+    _collect_imports(stats, planted)
+    assert stats.top_imports == set()
+    assert stats.type_imports == {"guarddiag.report"}
+    assert import_cycles(planted) == [["guarddiag.report", "guarddiag.stats"]]
 
 
 if __name__ == "__main__":
