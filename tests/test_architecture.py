@@ -14,17 +14,26 @@
   one that merely dodges a cycle, or repeats a top-level import, is an error. The CLI is the
   exception: its handlers import their stage lazily so that ``guarddiag --help`` stays fast.
 
+Measurements (timings, rates, "3x faster") are not quoted in docstrings or comments, where they
+go stale: they live in the dated decisions log, docs/decisions.md, and the code points there by
+``docs/decisions.md#<entry>``, an entry that must exist.
+
 Run it as a script (``python tests/test_architecture.py``) for the full list of findings.
 """
 
 from __future__ import annotations
 
 import ast
+import io
+import re
 import sys
+import tokenize
+import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "guarddiag"
+DECISIONS = PACKAGE.parent / "docs" / "decisions.md"
 
 MAX_MODULE_LINES = 1_500
 MAX_FUNCTION_LINES = 200
@@ -54,6 +63,16 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
 
 # Modules or functions allowed past the size backstop, with the reason (none at present).
 SIZE_EXCEPTIONS: dict[str, str] = {}
+# A timing quoted in a docstring or comment: seconds, a rate, or "Nx faster".
+TIMING = re.compile(r"\b\d[\d,.]*(?:-\d[\d,.]*)?(?: ?(?:ms|µs)| (?:s|seconds|minutes|min))\b"
+                    r"|\b\d[\d.]*x (?:faster|slower|cheaper)"
+                    r"|\b\d[\d,.]* ?(?:rows|examples|prompts|MB)/s\b")
+# (path, text) of figures that are settings or examples, not measurements.
+TIMING_EXCEPTIONS: dict[tuple[str, str], str] = {
+    ("guarddiag/cli/__init__.py", "1 s"): "polars' own jemalloc decay setting (0.5 and 1 s)",
+    ("guarddiag/guards/transport.py", "30 s"): "the retry back-off's cap, a setting",
+    ("guarddiag/guards/backends.py", "40.1 s"): "an example of the rendered line",
+}
 # Path prefixes whose function-level imports are not checked, with the reason (none at present).
 LOCAL_IMPORT_EXCEPTIONS: tuple[str, ...] = ()
 
@@ -302,6 +321,46 @@ def purposeless(modules: dict[str, Module]) -> list[str]:
     return out
 
 
+def _docs_and_comments(mod: Module) -> list[tuple[int, str]]:
+    texts = [(n.lineno, n.value.value) for n in ast.walk(mod.tree)
+             if isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant)
+             and isinstance(n.value.value, str)]
+    source = mod.path.read_text(encoding="utf-8")
+    texts += [(tok.start[0], tok.string)
+              for tok in tokenize.generate_tokens(io.StringIO(source).readline)
+              if tok.type == tokenize.COMMENT]
+    return texts
+
+
+def quoted_timings(modules: dict[str, Module]) -> list[str]:
+    """Timings quoted in docstrings and comments (they belong in docs/decisions.md)."""
+    out = []
+    for mod in sorted(modules.values(), key=lambda m: m.name):
+        rel = str(mod.path.relative_to(PACKAGE.parent))
+        for line, text in _docs_and_comments(mod):
+            out += [f"{rel}:{line}: {m.group(0)!r}: move the figure to docs/decisions.md"
+                    for m in TIMING.finditer(text) if (rel, m.group(0)) not in TIMING_EXCEPTIONS]
+    return out
+
+
+def _slug(heading: str) -> str:
+    """The anchor MkDocs gives a heading (Python-Markdown's toc slugify)."""
+    text = unicodedata.normalize("NFKD", heading).encode("ascii", "ignore").decode()
+    return re.sub(r"[-\s]+", "-", re.sub(r"[^\w\s-]", "", text).strip().lower())
+
+
+def dangling_decision_pointers(modules: dict[str, Module]) -> list[str]:
+    """``docs/decisions.md#<entry>`` pointers in the package that name no entry of the log."""
+    entries = {_slug(line.lstrip("#").strip())
+               for line in DECISIONS.read_text(encoding="utf-8").splitlines()
+               if line.startswith("## ")}
+    return [f"{mod.path.relative_to(PACKAGE.parent)}: docs/decisions.md#{anchor} names no entry"
+            for mod in sorted(modules.values(), key=lambda m: m.name)
+            for anchor in re.findall(r"docs/decisions\.md#([\w-]+)",
+                                     mod.path.read_text(encoding="utf-8"))
+            if anchor not in entries]
+
+
 def private_imports(modules: dict[str, Module]) -> list[str]:
     return [f"{m.path.relative_to(PACKAGE.parent)}:{line} imports private {p}"
             for m in modules.values() for line, p in m.private_imports]
@@ -335,6 +394,22 @@ def test_function_level_imports_only_keep_heavy_libraries_lazy():
 
 def test_every_module_says_its_one_idea_in_one_sentence():
     assert purposeless(MODULES) == []
+
+
+def test_no_docstring_or_comment_quotes_a_timing():
+    assert quoted_timings(MODULES) == []
+
+
+def test_every_pointer_to_the_decisions_log_names_an_entry():
+    assert dangling_decision_pointers(MODULES) == []
+
+
+def test_the_timing_check_sees_figures_and_the_slug_matches_mkdocs():
+    found = [m.group(0) for m in TIMING.finditer(
+        "sorts 10M hashes (0.36 s), 2.3x cheaper, ~500 MB/s, 13 ms, at ``2s + 1``, 20 epochs")]
+    assert found == ["0.36 s", "2.3x cheaper", "500 MB/s", "13 ms"]
+    assert _slug("2026-12-05: the audit's scan (`engine.py`)") == (
+        "2026-12-05-the-audits-scan-enginepy")
 
 
 def test_modules_and_functions_stay_under_the_backstop():
@@ -388,6 +463,8 @@ if __name__ == "__main__":
         "needless function-level imports": needless_local_imports(MODULES),
         "not one idea in one sentence": purposeless(MODULES),
         "oversized": oversized(MODULES),
+        "timings quoted in docstrings or comments": quoted_timings(MODULES),
+        "pointers to no decisions entry": dangling_decision_pointers(MODULES),
     }
     for title, found in checks.items():
         print(f"{title}: {len(found)}")

@@ -733,8 +733,8 @@ def key_code(key: str) -> int:
 
 
 def key_codes(keys: pl.Series) -> np.ndarray:
-    """:func:`key_code` of each of ``keys`` (no nulls), compiled: the study's 11,866 keys, 2.2M
-    characters, in 4 ms, not 0.31 s of Python."""
+    """:func:`key_code` of each of ``keys`` (no nulls), compiled, a small fraction of the Python
+    loop's time (docs/decisions.md#2026-12-05-the-compiled-audit-kernels)."""
     buffers = column_buffers(keys)
     assert buffers is not None, "a key index holds no null"
     codes = np.zeros(keys.len(), dtype=np.uint64)

@@ -1,9 +1,9 @@
 """The frozen encoder's numeric path on this machine, and ``guarddiag bench embed``.
 
-On the portable path (the default, :mod:`guarddiag.numerics`) the encoder runs float32 and
-there is nothing to choose. On the native path a short timed probe picks bf16 only where it is
-at least :data:`BF16_MIN_GAIN` times float32's rate here (bf16 without bf16 units is emulated:
-5.8x slower than float32 on an AVX2-held CPU, issue 47), and remembers the answer per CPU,
+On the portable path (the default, :mod:`guarddiag.numerics`) the encoder runs float32 and there is
+nothing to choose. On the native path a short timed probe picks bf16 only where it is at least
+:data:`BF16_MIN_GAIN` times float32's rate here (bf16 without bf16 units is emulated, slower than
+float32: docs/decisions.md#2026-12-06-the-encoders-numeric-paths), and remembers the answer per CPU,
 torch version and encoder, so later runs start at once.
 
 ``bench embed`` times every path in a child process of its own (torch's kernels are fixed per
