@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from guarddiag.audit.plan import PLAN_ROWS, PassCost, PeakMemory, ScalePlan, cpu_seconds
+from guarddiag.bench.audit_plan import PLAN_ROWS, PassCost, PeakMemory, ScalePlan, cpu_seconds
 from guarddiag.cli import main
 
 # 1M rows in 20 CPU-seconds (10 s wall), no CPU time for the small size: 50,000 rows/s per core

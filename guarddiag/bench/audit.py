@@ -35,7 +35,6 @@ from guarddiag.audit.kernelchoice import SCAN_KERNEL_ENV
 from guarddiag.audit.neardup import similar_pairs
 from guarddiag.audit.normal import normal_forms
 from guarddiag.audit.outputs import save_audit_figure
-from guarddiag.audit.plan import PassCost, PeakMemory, ScalePlan, cpu_seconds
 from guarddiag.audit.run import audit_pool
 from guarddiag.bench.audit_peer import (
     PeerResult,
@@ -44,6 +43,7 @@ from guarddiag.bench.audit_peer import (
     pair_rows,
     require_datasketch,
 )
+from guarddiag.bench.audit_plan import PassCost, PeakMemory, ScalePlan, cpu_seconds
 from guarddiag.errors import GuarddiagError
 from guarddiag.figures import paper_style
 from guarddiag.text import jaccard, normalise, word_set, words_of_normal_form
@@ -179,7 +179,7 @@ class AuditBenchResult:
     peak_rss_mib: float
     recall: RecallResult | None = None
     plan: ScalePlan | None = None
-    """Per-core rates and the projection to 100M and 1B rows (:mod:`guarddiag.audit.plan`)."""
+    """Per-core rates and the projection to 100M and 1B rows (:mod:`guarddiag.bench.audit_plan`)."""
 
     def to_frame(self) -> pl.DataFrame:
         return pl.DataFrame([{"phase": p.name, "rows": p.rows, "wall_s": p.wall_s,
@@ -226,7 +226,7 @@ def bench_audit(*, rows: int = 1_000_000, near_rows: int = 270_000, threshold: f
     saves the recall plot (PNG and PDF). With ``plan`` each pass is also run on a fifth of its
     rows, and the per-core rate and the memory (working set, matched rows) are projected to
     100M and 1B rows on each of ``nodes`` nodes of ``cores_per_node`` cores
-    (:mod:`guarddiag.audit.plan`)."""
+    (:mod:`guarddiag.bench.audit_plan`)."""
     if min(rows, near_rows, recall_rows, contained_rows) < 0 or \
             rows + near_rows + recall_rows + contained_rows == 0:
         raise GuarddiagError("bench audit: --rows, --near-rows, --contained-rows and "

@@ -263,8 +263,8 @@ def _register_embed(bench: argparse._SubParsersAction) -> None:
 def _run_bench_embed(args: argparse.Namespace) -> int:
     import os
 
+    from guarddiag.bench.embed import bench_embed
     from guarddiag.model import get_size
-    from guarddiag.model.embedpath import bench_embed
 
     size = get_size(args.size, where="--size")
     if not size.frozen or size.max_length is None or size.pretrained is None:
