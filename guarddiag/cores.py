@@ -25,8 +25,8 @@ def usable_cores() -> int:
 
 def meanwhile(work: Callable[..., T], *args: Any) -> Future[T]:
     """``work(*args)`` started in a daemon thread, for work that releases the GIL while the
-    caller does other work: the pool's sha256 while the benchmarks load (0.45 s for a 650 MB
-    pool, against 0.12-0.15 s of Python for the benchmarks), the near-dup index while the id
+    caller does other work: the pool's sha256 while the benchmarks load (the figures:
+    docs/decisions.md#2026-12-05-the-audits-memory-and-threads), the near-dup index while the id
     pass runs. Not an executor: a run that fails or is interrupted meanwhile returns at once,
     where an executor would wait for the work to end, even at exit."""
     future: Future[T] = Future()
@@ -47,9 +47,9 @@ def meanwhile(work: Callable[..., T], *args: Any) -> Future[T]:
 def objects_alive_now_frozen() -> Iterator[None]:
     """While the block runs, the objects alive at its start (chiefly the imported libraries) are
     left out of the collector's full collections (:func:`gc.freeze`), which would otherwise walk
-    them all again each time: six full collections cost a 10M-row audit 0.29 s, 0.04-0.07 s
-    each over 100,000-240,000 objects. They are handed back to the collector at the end. A
-    process that froze objects itself, or turned the collector off, is left as it is."""
+    them all again each time (docs/decisions.md#2026-12-05-the-audits-memory-and-threads). They are
+    handed back to the collector at the end. A process that froze objects itself, or turned the
+    collector off, is left as it is."""
     if gc.get_freeze_count() or not gc.isenabled():
         yield
         return

@@ -38,7 +38,8 @@ def did_you_mean(name: str, choices: list[str] | tuple[str, ...]) -> str:
     rapidfuzz's WRatio scores partial names and typos alike ("harmbench" → the three
     harmbench_* subsets, "jbb" → jbb_benign, jbb_harmful), where difflib's ratio offered
     advbench and nothing; ties keep name order, so the hint is stable. Imported here, when a
-    hint is wanted: every command imports this module (rapidfuzz: 13 ms of start-up).
+    hint is wanted: every command imports this module, and rapidfuzz's import is not free
+    (docs/decisions.md#2026-12-05-start-up-costs-behind-the-lazy-imports).
     """
     from rapidfuzz import fuzz, process
 

@@ -36,7 +36,8 @@ def progress(iterable: Iterable[Any] | None = None, *, total: int | None = None,
              unit: str = "it", **kwargs: Any) -> tqdm[Any]:
     """A tqdm bar on stderr; disabled unless stderr is a terminal (or GUARDDIAG_PROGRESS=1).
     tqdm is imported here: every command imports this module for its status lines, and tqdm.auto
-    takes 31 ms (asyncio, its version lookup)."""
+    imports asyncio and looks its version up
+    (docs/decisions.md#2026-12-05-start-up-costs-behind-the-lazy-imports)."""
     from tqdm.auto import tqdm
 
     return tqdm(iterable, total=total, desc=desc, unit=unit, disable=not _enabled(),

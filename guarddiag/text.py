@@ -20,9 +20,10 @@ import unicodedata
 
 class _PunctSymbolSpaces(dict[int, str]):
     """The ``str.translate`` table of step 3, filled as code points are met: a P* or S* code
-    point maps to a space, any other to itself. Translating in C is ~6x faster than a
-    per-character Python test; filling the table lazily costs one category look-up per distinct
-    code point instead of ~0.5 s for all 1.1M of them in every process."""
+    point maps to a space, any other to itself. Translating in C is several times faster
+    than a per-character Python test; filling the table lazily costs one category look-up per
+    distinct code point instead of all 1.1M of them in every process
+    (docs/decisions.md#2026-12-02-the-normal-forms-translate-table)."""
 
     def __missing__(self, cp: int) -> str:
         value = " " if unicodedata.category(chr(cp))[0] in ("P", "S") else chr(cp)

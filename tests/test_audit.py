@@ -520,7 +520,7 @@ def test_real_benchmarks_planted_copies_are_found(tmp_path, real_data_dir, capsy
 # ─── bench helpers ─────────────────────────────────────────────────────────────────────────────
 
 def test_recall_check_oracle_matches_pairwise_jaccard():
-    from guarddiag.audit.bench import brute_force_pairs, recall_check
+    from guarddiag.bench.audit import brute_force_pairs, recall_check
 
     bench, pool = _constructed_near_set(seed=5, n_bench=150, n_pool=900)
     bs, ps = [word_set(t) for t in bench], [word_set(t) for t in pool]
@@ -534,7 +534,7 @@ def test_recall_check_oracle_matches_pairwise_jaccard():
 
 
 def test_synthetic_pool_is_seeded_and_its_planted_rows_are_real():
-    from guarddiag.audit.bench import synthetic_pool
+    from guarddiag.bench.audit import synthetic_pool
 
     bench, _ = _constructed_near_set(seed=2, n_bench=200, n_pool=0)
     one = synthetic_pool(bench, bench, rows=3000, seed=9, exact_share=0.02, near_share=0.02)

@@ -404,7 +404,7 @@ def test_a_worker_ends_when_its_parent_is_killed(tmp_path):
 # ─── the chat-corpus suite ─────────────────────────────────────────────────────────────────────
 
 def test_the_chat_suite_finds_both_sides_with_full_precision(real_data_dir, tmp_path):
-    from guarddiag.audit.suite import SUITE_KINDS, run_suite
+    from guarddiag.bench.audit_suite import SUITE_KINDS, run_suite
 
     res = run_suite(data_dir=real_data_dir, cases=25, background=400, seed=5, work_dir=tmp_path,
                     layout="chat")
@@ -426,7 +426,7 @@ def test_the_chat_suite_finds_both_sides_with_full_precision(real_data_dir, tmp_
 
 
 def test_chat_rows_keep_ids_and_split_layouts_and_sides():
-    from guarddiag.audit.suite import SuitePool, chat_rows
+    from guarddiag.bench.audit_suite import SuitePool, chat_rows
 
     texts = [f"text number {i} with some words" for i in range(2000)]
     pool = SuitePool(frame=pl.DataFrame({"prompt_id": [f"r{i}" for i in range(2000)],

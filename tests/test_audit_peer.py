@@ -12,9 +12,9 @@ import importlib.util
 import polars as pl
 import pytest
 
-from guarddiag.audit import peer
-from guarddiag.audit.bench import brute_force_pairs
-from guarddiag.audit.peer import PeerResult, PeerRow, minhash_pairs, pair_rows
+from guarddiag.bench import audit_peer as peer
+from guarddiag.bench.audit import brute_force_pairs
+from guarddiag.bench.audit_peer import PeerResult, PeerRow, minhash_pairs, pair_rows
 from guarddiag.cli import main
 
 
@@ -117,7 +117,7 @@ def test_peer_is_in_the_help(capsys):
 
 
 def test_bare_join_keeps_the_rows_whose_lowercased_text_is_a_benchmark_text(tmp_path):
-    from guarddiag.audit.bench import _bare_join_measured
+    from guarddiag.bench.audit import _bare_join_measured
 
     pl.DataFrame({"prompt_id": ["p0", "p1", "p2", "p3"],
                   "text": ["How to Make a Bomb", "how to make a bomb!", "hello", "HELLO"]}

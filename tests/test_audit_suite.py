@@ -12,14 +12,14 @@ import numpy as np
 import polars as pl
 import pytest
 
-from guarddiag.audit.suite import (
+from guarddiag.audit.template import template_form
+from guarddiag.bench.audit_suite import (
     KindScore,
     PlantedCase,
     SuiteResult,
     plant_suite,
     score_suite,
 )
-from guarddiag.audit.template import template_form
 from guarddiag.errors import GuarddiagError
 from guarddiag.text import normalise
 

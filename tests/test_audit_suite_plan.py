@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from guarddiag.audit.plan import PLAN_ROWS, PassCost, PeakMemory, ScalePlan, cpu_seconds
+from guarddiag.bench.audit_plan import PLAN_ROWS, PassCost, PeakMemory, ScalePlan, cpu_seconds
 from guarddiag.cli import main
 
 # 1M rows in 20 CPU-seconds (10 s wall), no CPU time for the small size: 50,000 rows/s per core
@@ -97,7 +97,7 @@ def test_bench_suite_meets_its_targets_on_the_public_data(real_data_dir, tmp_pat
 
 
 def test_bench_audit_measures_both_sizes_and_projects_them(real_data_dir):
-    from guarddiag.audit.bench import bench_audit
+    from guarddiag.bench.audit import bench_audit
 
     report = bench_audit(rows=3000, near_rows=0, recall_rows=0, contained_rows=0,
                          data_dir=real_data_dir, benchmarks="xstest_safe,xstest_unsafe",

@@ -3,7 +3,7 @@ the commit and the CPU's flags, one row per numeric path, numbers as the termina
 
 from __future__ import annotations
 
-from guarddiag.model.embedpath import EmbedBenchResult
+from guarddiag.bench.embed import EmbedBenchResult
 
 
 def test_markdown_table_names_date_commit_cpu_and_every_path():

@@ -11,7 +11,7 @@ from sklearn.metrics import average_precision_score, roc_auc_score
 
 from guarddiag import stats
 from guarddiag.analyses import calls, contrast, operating, placement, study_calls
-from guarddiag.analyses import calls_sim as sim
+from guarddiag.bench import calls as sim
 from guarddiag.errors import GuarddiagError
 from guarddiag.labels import LOOSE, STRICT
 

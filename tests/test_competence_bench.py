@@ -9,7 +9,7 @@ import polars as pl
 import pytest
 from synthetic_runs import frame, rows_for, run_meta
 
-from guarddiag.analyses.competence_bench import (
+from guarddiag.bench.competence import (
     CompetenceBenchResult,
     competence_by_size,
     run_operating_points,

@@ -14,7 +14,8 @@ import pytest
 from sklearn.metrics import average_precision_score, f1_score
 from synthetic_runs import frame, rows_for, run_meta
 
-from guarddiag.analyses.provenance import RUN_META_SCHEMA, branch_provenance
+from guarddiag.analyses.inputs import RUN_META_SCHEMA
+from guarddiag.analyses.provenance import branch_provenance
 from guarddiag.analyses.threshold_free import (
     bootstrap_pair,
     resample_counts,

@@ -280,7 +280,7 @@ def test_list_sizes_gives_the_heads_share_of_every_size(capsys):
 # ----------------------------------------------------------------------------- device check
 
 def test_device_check_on_the_cpu_agrees_with_itself():
-    from guarddiag.train.speed import device_check
+    from guarddiag.bench.train import device_check
 
     res = device_check(device="cpu", size="micro", batch_size=4, seq_len=24)
     assert res.max_abs_diff == 0.0  # the same float32 model and batch twice
@@ -292,7 +292,7 @@ def test_device_check_on_the_cpu_agrees_with_itself():
 @pytest.mark.gpu
 @pytest.mark.skipif(NO_CUDA, reason="needs CUDA")
 def test_device_check_bf16_on_cuda_matches_the_cpu():
-    from guarddiag.train.speed import DEVICE_CHECK_TOLERANCE, device_check
+    from guarddiag.bench.train import DEVICE_CHECK_TOLERANCE, device_check
 
     res = device_check(device="cuda", size="base", batch_size=8, seq_len=128)
     assert res.dtype in ("bfloat16", "float16")

@@ -12,6 +12,7 @@ import torch
 from model_fixtures import make_pool, write_tiny_branches
 from scipy.special import log_softmax as np_log_softmax
 
+from guarddiag.bench.recalibrate import bench_recalibrate
 from guarddiag.errors import GuarddiagError
 from guarddiag.model import MODEL_FILE, load_weights, train_tokenizer
 from guarddiag.pool.table import hash_unit, read_pool, sample_split
@@ -20,7 +21,6 @@ from guarddiag.train import (
     LossWeights,
     TrainingInterrupted,
     TrainOptions,
-    bench_recalibrate,
     distill_loss,
     encode_rows,
     guard_loss,

@@ -80,6 +80,7 @@ from guarddiag.analyses.contrast import (
     pooled_variance,
     route_pairs,
 )
+from guarddiag.analyses.defaults import DEFAULT_MARGIN
 from guarddiag.analyses.loadtest import NO_PROMPTS
 from guarddiag.analyses.operating import NEUTRAL_NOTE, degenerate_runs, run_scores
 from guarddiag.analyses.placement import place_outside_guards
@@ -93,8 +94,6 @@ __all__ = ["CALLS", "CALLS_ANALYSIS", "DECONTAM", "DISAGREE", "LESS", "MORE",
            "PRIMARY_DECONTAM", "PRIMARY_THRESHOLD", "ROUTE_CALLS", "THRESHOLDS", "CallsResult",
            "RouteTest", "benchmark_verdict", "cohort_test", "compute_calls", "route_verdict"]
 
-DEFAULT_MARGIN = 0.05
-"""Equivalence margin of a *capability* call: the contrast lies within ±5 pp."""
 DEFAULT_ALPHA = 0.05
 POWER = 0.8
 MIN_PROMPTS = 20

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 
+from guarddiag.analyses.defaults import DEFAULT_COMPETENCE_FLOOR
 from guarddiag.analyses.intervals import SEED_RANGE, recipe_interval_aggs
 from guarddiag.analyses.load import student_runs
 from guarddiag.analyses.registry import AnalysisContext, register_analysis
@@ -46,9 +47,6 @@ from guarddiag.labels import MAPPINGS
 from guarddiag.predictions import with_unsafe_probability
 from guarddiag.roles import is_reference, names_where
 
-DEFAULT_COMPETENCE_FLOOR = 0.80
-"""Mean reference CAP on the clear-harm benchmarks below which the report cautions: the study's
-lowest branch mean CAP (80.0%, SPEC §6)."""
 NOT_CLEAR_HARM: dict[str, str] = {
     "harmbench_copyright": "copyright reproduction is unsafe under policy A only; the reference "
                            "is trained on policy B, so its COPY measures policy, not detection",

@@ -18,7 +18,6 @@ import polars as pl
 
 from guarddiag import files
 from guarddiag import predictions as preds_mod
-from guarddiag.analyses.provenance import RUN_META_SCHEMA
 from guarddiag.audit.provenance import (
     FlagSource,
     check_flags_match_audit,
@@ -84,7 +83,7 @@ class ReportInputs:
     """Benchmarks scored earlier whose manifest is not found now: left out of the analyses."""
     run_meta: pl.DataFrame | None = field(default=None, repr=False)
     """Per scored run with a ``meta.json`` in the runs folder: size, parameters, checkpoint,
-    training rows (:data:`~guarddiag.analyses.provenance.RUN_META_SCHEMA`); None where no run
+    training rows (:data:`RUN_META_SCHEMA`); None where no run
     folder has one (predictions copied without their runs)."""
 
     @property
@@ -296,6 +295,16 @@ def _drop_unknown_benchmarks(predictions: pl.DataFrame,
     if not gone:
         return predictions, ()
     return predictions.filter(~pl.col("benchmark").is_in(gone)), tuple(gone)
+
+
+RUN_META_SCHEMA: dict[str, type[pl.DataType]] = {
+    "run_id": pl.String, "guard_kind": pl.String, "size": pl.String, "branch": pl.String,
+    "n_params": pl.Int64, "checkpoint": pl.String, "train_rows": pl.Int64,
+    "distill_weight": pl.Float64}
+"""One row per scored run with a meta.json: ``n_params`` (null for the TF-IDF baselines, which
+count features, not parameters), ``checkpoint`` (null = random init), ``train_rows`` (rows the
+run was trained on: the training log's ``n_rows``, else the spec's ``train_rows``),
+``distill_weight`` (α of a distilling run, else null)."""
 
 
 def read_run_meta(runs_dir: Path, run_ids: set[str]) -> pl.DataFrame | None:

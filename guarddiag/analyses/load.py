@@ -35,6 +35,7 @@ from typing import Any
 import polars as pl
 
 from guarddiag.analyses import loadtest
+from guarddiag.analyses.defaults import DEFAULT_MIN_SEEDS
 from guarddiag.analyses.registry import AnalysisContext, register_analysis
 from guarddiag.analyses.scored import SCORES
 from guarddiag.analyses.scores import ScoresResult
@@ -44,7 +45,6 @@ from guarddiag.roles import check_roles, is_a_last, is_student, names_where
 
 LOADS = loadtest.CALLS
 STUDY_LOADS = ("policy", "capability", "undetermined")
-DEFAULT_MIN_SEEDS = 3
 _COHORT = ["benchmark", "metric", "metric_alias", "subset", "mapping"]
 
 

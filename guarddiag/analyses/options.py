@@ -16,10 +16,14 @@ from typing import Literal
 from pydantic import Field
 
 from guarddiag import paths, stats
-from guarddiag.analyses import calls, loadtest
-from guarddiag.analyses.competence import DEFAULT_COMPETENCE_FLOOR
-from guarddiag.analyses.load import DEFAULT_MIN_SEEDS
-from guarddiag.analyses.rank import DEFAULT_BENCHMARK, DEFAULT_GROUP
+from guarddiag.analyses import loadtest
+from guarddiag.analyses.defaults import (
+    DEFAULT_BENCHMARK,
+    DEFAULT_COMPETENCE_FLOOR,
+    DEFAULT_GROUP,
+    DEFAULT_MARGIN,
+    DEFAULT_MIN_SEEDS,
+)
 from guarddiag.analyses.scores import DEFAULT_THRESHOLD
 from guarddiag.typed import Model
 
@@ -55,7 +59,7 @@ class ReportOptions(Model):
     alpha: float = Field(default=loadtest.DEFAULT_ALPHA, gt=0.0, lt=1.0)
     """Level of the calibrated load test: a benchmark is policy-load where the BH q-value of
     its A-last vs B-last contrast is below alpha (:mod:`~guarddiag.analyses.loadtest`)."""
-    equivalence_margin: float = Field(default=calls.DEFAULT_MARGIN, gt=0.0, lt=1.0)
+    equivalence_margin: float = Field(default=DEFAULT_MARGIN, gt=0.0, lt=1.0)
     """A benchmark is called *capability* only where an equivalence test (TOST at level
     alpha) puts the route-matched policy contrast within ±margin (:mod:`~.calls`)."""
     competence_floor: float = Field(default=DEFAULT_COMPETENCE_FLOOR, ge=0.0, le=1.0)

@@ -26,8 +26,8 @@ import polars as pl
 
 from guarddiag import stats
 from guarddiag.analyses.callwords import LESS, MORE, PRIMARY_DECONTAM, PRIMARY_THRESHOLD
-from guarddiag.analyses.competence import DEFAULT_COMPETENCE_FLOOR
 from guarddiag.analyses.contrast import contrast_side, pooled_variance, route_pairs
+from guarddiag.analyses.defaults import DEFAULT_COMPETENCE_FLOOR
 
 PLACEMENT_DRAWS = 2000
 """Monte-Carlo draws of a placement interval (a ratio of noisy ends has no exact one here)."""

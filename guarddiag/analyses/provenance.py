@@ -16,15 +16,6 @@ import polars as pl
 from guarddiag.analyses.registry import AnalysisContext, register_analysis
 from guarddiag.labels import branch_order
 
-RUN_META_SCHEMA: dict[str, type[pl.DataType]] = {
-    "run_id": pl.String, "guard_kind": pl.String, "size": pl.String, "branch": pl.String,
-    "n_params": pl.Int64, "checkpoint": pl.String, "train_rows": pl.Int64,
-    "distill_weight": pl.Float64}
-"""One row per scored run with a meta.json: ``n_params`` (null for the TF-IDF baselines, which
-count features, not parameters), ``checkpoint`` (null = random init), ``train_rows`` (rows the
-run was trained on: the training log's ``n_rows``, else the spec's ``train_rows``),
-``distill_weight`` (α of a distilling run, else null)."""
-
 
 def demo_sizes() -> frozenset[str]:
     """The sizes the registry marks as CPU/demo sizes (random init)."""

@@ -27,6 +27,7 @@ from fractions import Fraction
 import polars as pl
 
 from guarddiag import stats
+from guarddiag.analyses.defaults import DEFAULT_BENCHMARK, DEFAULT_GROUP
 from guarddiag.analyses.load import student_runs
 from guarddiag.analyses.registry import AnalysisContext, AnalysisOmitted, register_analysis
 from guarddiag.analyses.scored import SCORES
@@ -34,11 +35,6 @@ from guarddiag.analyses.scores import ScoresResult
 from guarddiag.errors import GuarddiagError, unknown_name
 from guarddiag.labels import branch_order
 from guarddiag.roles import is_a_last, is_study_branch, names_where
-
-DEFAULT_GROUP: tuple[str, ...] = ()
-"""No names: the group is read from the runs' roles, the A-last group (students whose last
-policy signal is A)."""
-DEFAULT_BENCHMARK = "harmbench_copyright"
 
 
 @dataclass(frozen=True)

@@ -83,12 +83,11 @@ batches, one-line errors naming shard and row), :mod:`~guarddiag.audit.badrows` 
 (normal-form index, exact overlaps), :mod:`~guarddiag.audit.neardup` (the prefix-filter Jaccard
 join), :mod:`~guarddiag.audit.frames` (``audit_frames``), :mod:`~guarddiag.audit.template`
 (template forms and matches), :mod:`~guarddiag.audit.containment` and
-:mod:`~guarddiag.audit.phrase` (prompts inside longer rows), :mod:`~guarddiag.audit.suite`
-(``bench audit --suite``: planted cases, precision and recall), :mod:`~guarddiag.audit.plan`
-(``bench audit``'s per-core rates and 100M/1B-row projection), :mod:`~guarddiag.audit.outputs`
+:mod:`~guarddiag.audit.phrase` (prompts inside longer rows), :mod:`~guarddiag.audit.outputs`
 (the audit folder and its chart), :mod:`~guarddiag.audit.run` (``audit_pool``),
-:mod:`~guarddiag.audit.gate` (the gates), :mod:`~guarddiag.audit.apply` (``audit apply``),
-:mod:`~guarddiag.audit.bench` (``bench audit``).
+:mod:`~guarddiag.audit.gate` (the gates), :mod:`~guarddiag.audit.apply` (``audit apply``).
+``bench audit`` (throughput and the 100M/1B-row plan, ``--suite``: planted cases, ``--peer``:
+MinHash LSH) is in :mod:`guarddiag.bench`.
 """
 
 from guarddiag.audit.frames import audit_frames

@@ -131,7 +131,7 @@ def index_containment(forms: Sequence[str], *, threshold: float = DEFAULT_CONTAI
     threshold = check_containment(threshold)
     forms = tuple(forms)
     # The pool scan and the audit of its candidate rows index the same benchmarks in one
-    # process: build once (~1 s for 12,000 prompts).
+    # process: build once (docs/decisions.md#2026-12-03-built-once-loaded-late).
     cached = _LAST_INDEX.get((threshold, short_words))
     if cached is not None and cached.forms == forms:
         return cached

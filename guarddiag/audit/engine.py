@@ -306,7 +306,7 @@ def _candidate_rows(texts: pl.Series, state: _Indexes, spec: ScanSpec) -> tuple[
     the Python normaliser did."""
     if state.contained is None:
         # Equal forms have equal keys, and a key is cheaper than a form; the near-dup probe
-        # needs each row's words, not its form (word_forms: 2.3x cheaper), and finds the exact
+        # needs each row's words, not its form (word_forms are cheaper), and finds the exact
         # candidates too unless some benchmark form has no word.
         if state.keys_compiled is not None:
             from guarddiag.audit.kernels import exact_rows
@@ -491,9 +491,9 @@ def check_engine(engine: str, *, workers: int | None) -> None:
 
 
 def _threads_suffice(spec: ScanSpec) -> bool:
-    """The exact and near-dup scans run in polars, numpy and scipy kernels that release the
-    GIL (threads: 1M-row near-dup audit 7.5-8.1 s, spawned processes 9.1 s); templates and
-    containment are Python code."""
+    """The exact and near-dup scans run in polars, numpy and scipy kernels that release the GIL
+    (threads beat spawned processes: docs/decisions.md#2026-12-04-the-audits-first-scan); templates
+    and containment are Python code."""
     return spec.template_forms is None and spec.containment is None
 
 
@@ -543,10 +543,10 @@ def scan_pool(tasks: list[Task], spec: ScanSpec, *, store: ScanStore,
 
 def _first_pass(tasks: list[Task], spec: ScanSpec, *, store: ScanStore, workers: int
                 ) -> Future[list[BadRow]] | None:
-    """Hash every task's ids (threads: the readers release the GIL) and count the required
-    fields' gaps; raise for a required field missing in some row (with the true counts). The
-    search for repeated ids is started and returned: it sorts every id's hash (0.36 s for 10M
-    ids) and re-reads the rows of the hashes that repeat, while the scan runs."""
+    """Hash every task's ids (threads: the readers release the GIL) and count the required fields'
+    gaps; raise for a required field missing in some row (with the true counts). The search for
+    repeated ids is started and returned: it sorts every id's hash and re-reads the rows of the
+    hashes that repeat, while the scan runs."""
     done = store.checked()
     pending = [(i, t) for i, t in enumerate(tasks) if i not in done]
     clock = TaskProgress("id pass", tasks, done)

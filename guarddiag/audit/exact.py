@@ -70,7 +70,8 @@ def _index_forms(bench_texts: Sequence[Sequence[str]]) -> FormIndex:
 
 def _benchmark_forms(flat: list[str]) -> list[str]:
     """The normal forms of ``flat``, from the cache when this exact list was normalised before
-    (every audit normalises the same benchmarks: about 0.2-0.5 s of its start-up)."""
+    (every audit normalises the same benchmarks: a share of its start-up,
+    docs/decisions.md#2026-12-04-the-audits-first-scan)."""
     if not flat:
         return []
     path = _forms_cache_path(flat)
@@ -93,7 +94,7 @@ def _forms_cache_path(flat: list[str]) -> Path | None:
     digest = hashlib.sha256(f"forms v{NORMAL_FORM_VERSION} unicode "
                             f"{unicodedata.unidata_version}\n".encode())
     encoded = [text.encode("utf-8", "surrogatepass") for text in flat]
-    # One update of the joined bytes: 10x faster than two small updates per text.
+    # One update of the joined bytes: far faster than two small updates per text.
     digest.update(b"".join(b for data in encoded
                            for b in (len(data).to_bytes(8, "little"), data)))
     return root / "forms" / f"{digest.hexdigest()}.parquet"

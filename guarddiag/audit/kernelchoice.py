@@ -7,7 +7,8 @@ GIL (the first cached load has numba load its NumPy typing and lowering registri
 check imports ``scipy.linalg``, which the exact audit does not otherwise import). The kernels
 save CPU time per pool row in both scans, the near-dup scan most. So each scan runs its kernel
 from a pool size on, measured on whole audits (:data:`COMPILED_NEAR_BYTES`,
-:data:`COMPILED_EXACT_BYTES`; the figures: docs/decisions.md, 2026-12-05), and
+:data:`COMPILED_EXACT_BYTES`; the figures:
+docs/decisions.md#2026-12-05-where-the-compiled-kernels-pay), and
 :data:`SCAN_KERNEL_ENV` forces either everywhere.
 """
 
@@ -28,17 +29,14 @@ SCAN_KERNEL_ENV = "GUARDDIAG_SCAN_KERNEL"
 ``auto``: by the size of the work. The bench measures the compiled kernels at every size."""
 
 COMPILED_NEAR_BYTES = 8 << 20
-"""Pools of this many bytes of files or more take the near-dup scan's compiled probe. Whole
-near-dup audits of the synthetic pool broke even near 100,000 rows (6.5 MB of parquet; 1.32-1.34
-s against 1.62-1.65 s at 50,000 rows, 1.77-1.81 s against 1.67-1.70 s at 150,000)."""
+"""Pools of this many bytes of files or more take the near-dup scan's compiled probe: whole
+near-dup audits of the synthetic pool broke even near 100,000 rows, 6.5 MB of parquet
+(docs/decisions.md#2026-12-05-where-the-compiled-kernels-pay)."""
 
 COMPILED_EXACT_BYTES = 160 << 20
-"""Pools of this many bytes of files or more take the exact scan's compiled kernel. Whole exact
-audits of the synthetic pool, compiled against vectorised, three runs each: 1.69-1.80 s against
-1.45-1.53 s at 1M rows (65 MB), 2.26-2.54 against 2.18-2.27 at 2M (131 MB), 2.50-2.69 against
-2.76-2.80 at 3M (196 MB); before the kernel read the ends of rows holding an unprovable
-character, 3.72-4.65 against 4.40-4.92 at 5M (327 MB) and 6.25-6.49 against 8.06-8.26 at 10M
-(653 MB)."""
+"""Pools of this many bytes of files or more take the exact scan's compiled kernel: whole exact
+audits of the synthetic pool, compiled against vectorised, broke even between 2M and 3M rows
+(docs/decisions.md#2026-12-05-where-the-compiled-kernels-pay)."""
 
 
 def forced_kernel() -> str | None:

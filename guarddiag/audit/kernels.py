@@ -68,7 +68,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 import polars as pl
@@ -86,12 +86,9 @@ from guarddiag.audit.normal import (
 )
 from guarddiag.text import normalise
 
-if TYPE_CHECKING:
-    from guarddiag.audit.neardup import PrefixIndex
-
-__all__ = ["CompiledIndex", "CompiledKeys", "compile_index", "compile_keys", "ends_code",
-           "exact_rows", "form_near_rows", "form_pairs", "key_code", "key_codes",
-           "text_near_rows", "warm_exact", "warm_near"]
+__all__ = ["CompiledIndex", "CompiledKeys", "IndexArrays", "RunArrays", "compile_index",
+           "compile_keys", "ends_code", "exact_rows", "form_near_rows", "form_pairs", "key_code",
+           "key_codes", "text_near_rows", "warm_exact", "warm_near"]
 
 assert END_CHARS <= 4, "a key's head and tail are packed into 32 bits each"
 
@@ -276,6 +273,8 @@ def _build_table(offsets, data):
     return table, shift
 
 
+# One loop nest per row on purpose: split into inlined helpers it ran slower
+# (docs/decisions.md#2026-12-05-the-near-probe-is-one-loop-nest).
 @njit(cache=True, nogil=True)
 def _probe(offsets, data, lut, table, shift, vocab_offsets, vocab_data,
            set_sizes, set_ptr, set_ranks, run_table, run_meta, rank_start, posting_sizes,
@@ -472,7 +471,7 @@ def _probe(offsets, data, lut, table, shift, vocab_offsets, vocab_data,
 
 @dataclass(frozen=True)
 class CompiledIndex:
-    """A :class:`~guarddiag.audit.neardup.PrefixIndex` as the kernel reads it: the vocabulary
+    """A prefix index (:class:`IndexArrays`) as the kernel reads it: the vocabulary
     as bytes and an open-addressing table of their keys, and the index's arrays in the widths
     the kernel wants (built once per process, with the index)."""
 
@@ -500,7 +499,49 @@ class CompiledIndex:
     threshold: float
 
 
-def compile_index(index: PrefixIndex) -> CompiledIndex:
+class RunArrays(Protocol):
+    """The run table of a prefix index, as :func:`compile_index` reads it."""
+
+    @property
+    def table(self) -> np.ndarray: ...
+    @property
+    def offsets(self) -> np.ndarray: ...
+    @property
+    def low(self) -> np.ndarray: ...
+    @property
+    def span(self) -> np.ndarray: ...
+
+
+class IndexArrays(Protocol):
+    """What :func:`compile_index` reads of a prefix-filter index.
+
+    :class:`guarddiag.audit.neardup.PrefixIndex` is one; the kernels sit below the module that
+    builds the index (it loads them lazily), so they name only the fields they read.
+    """
+
+    @property
+    def threshold(self) -> float: ...
+    @property
+    def sizes(self) -> np.ndarray: ...
+    @property
+    def vocab(self) -> pl.DataFrame: ...
+    @property
+    def posting_keys(self) -> np.ndarray: ...
+    @property
+    def postings(self) -> np.ndarray: ...
+    @property
+    def posting_positions(self) -> np.ndarray: ...
+    @property
+    def band(self) -> int: ...
+    @property
+    def runs(self) -> RunArrays | None: ...
+    @property
+    def set_ptr(self) -> np.ndarray: ...
+    @property
+    def set_ranks(self) -> np.ndarray: ...
+
+
+def compile_index(index: IndexArrays) -> CompiledIndex:
     """The kernel's view of ``index`` (the vocabulary's ``rank`` is its row number)."""
     buffers = column_buffers(index.vocab.get_column("word"))
     assert buffers is not None, "a vocabulary holds no null word"
@@ -524,7 +565,7 @@ def compile_index(index: PrefixIndex) -> CompiledIndex:
         posting_positions=index.posting_positions, threshold=index.threshold)
 
 
-def warm_near(tiny: PrefixIndex) -> None:
+def warm_near(tiny: IndexArrays) -> None:
     """Load (or compile) the kernels now, on a tiny index: the first real call then starts at
     once (:func:`guarddiag.audit.neardup.warm_compiled_probe`)."""
     index = compile_index(tiny)
@@ -692,8 +733,8 @@ def key_code(key: str) -> int:
 
 
 def key_codes(keys: pl.Series) -> np.ndarray:
-    """:func:`key_code` of each of ``keys`` (no nulls), compiled: the study's 11,866 keys, 2.2M
-    characters, in 4 ms, not 0.31 s of Python."""
+    """:func:`key_code` of each of ``keys`` (no nulls), compiled, a small fraction of the Python
+    loop's time (docs/decisions.md#2026-12-05-the-compiled-audit-kernels)."""
     buffers = column_buffers(keys)
     assert buffers is not None, "a key index holds no null"
     codes = np.zeros(keys.len(), dtype=np.uint64)

@@ -116,13 +116,13 @@ class PrefixIndex:
     @cached_property
     def matrix(self) -> csr_matrix:
         """Indexed set × rank, 1 where the set holds the token (the vectorised probe's exact
-        intersections; built on first use, as scipy costs ~0.15 s to import)."""
+        intersections; built on first use, as scipy is slow to import)."""
         return _incidence_of_runs(self.set_ptr, self.set_ranks, self.vocab.height or 1)
 
     @cached_property
     def compiled(self) -> CompiledIndex:
         """This index as the compiled probe reads it (:mod:`guarddiag.audit.kernels`),
-        built on first use: numba costs ~0.3 s to import."""
+        built on first use: numba is slow to import."""
         from guarddiag.audit.kernels import compile_index
 
         return compile_index(self)
@@ -185,7 +185,7 @@ class _RunTable:
     """For each rank ``r``, whose postings (sorted by set size) hold sizes ``low..high``:
     ``table[offsets[r] + j]`` is the index of its first posting of size ``>= low + j``, for
     ``j`` in ``0..high - low + 1`` (the last entry is the end of its run). A probe's run is two
-    look-ups, 8x cheaper than two binary searches over every posting key."""
+    look-ups, much cheaper than two binary searches over every posting key."""
 
     table: np.ndarray
     offsets: np.ndarray
@@ -225,7 +225,7 @@ def _incidence(rows: np.ndarray, ranks: np.ndarray, n: int, n_vocab: int) -> csr
 
 def _incidence_of_runs(indptr: np.ndarray, ranks: np.ndarray, n_vocab: int) -> csr_matrix:
     """Row × rank 0/1 matrix of rows ``ranks[indptr[r]:indptr[r + 1]]`` (distinct, sorted)."""
-    # Imported here: scipy costs ~0.15 s a process, and only the vectorised probe needs it.
+    # Imported here: scipy is slow to import, and only the vectorised probe needs it.
     from scipy.sparse import csr_matrix
 
     return csr_matrix((np.ones(len(ranks), dtype=np.float32), ranks, indptr),
@@ -241,7 +241,7 @@ def _sorted_runs(rows: np.ndarray, ranks: np.ndarray, n_vocab: int
 
 def _sorted_keys(keys: pl.Series, n_vocab: int) -> tuple[np.ndarray, np.ndarray]:
     """(rows, ranks) of combined ``row * n_vocab + rank`` keys, sorted by row, then rank."""
-    # polars' sort: 3x numpy's on these nearly sorted keys.
+    # polars' sort: faster than numpy's on these nearly sorted keys.
     ordered = keys.sort().to_numpy()
     return ordered // n_vocab, ordered % n_vocab
 
@@ -343,8 +343,8 @@ def _probe_tokens(index: PrefixIndex, tokens: pl.LazyFrame, n: int
     distinct ``(row, word)`` tokens."""
     n_vocab = index.vocab.height or 1
     # One query from the forms to each token's (row, rank) key, null for a word the index
-    # lacks: polars runs it as one pipeline, 1.5x faster than the split, the join and the key
-    # as separate steps.
+    # lacks: polars runs it as one pipeline, faster than the split, the join and the key as
+    # separate steps.
     keyed = (tokens.join(index.vocab.lazy(), on="word", how="left")
              .select("row", (pl.col("row") * n_vocab + pl.col("rank")).alias("key")).collect())
     sizes = np.bincount(keyed.get_column("row").to_numpy(), minlength=n).astype(np.int64)
@@ -398,8 +398,8 @@ def _candidates(index: PrefixIndex, rows: np.ndarray, ranks: np.ndarray, positio
 def _intersections(index: PrefixIndex, sets: np.ndarray, probes: np.ndarray,
                    rows: np.ndarray, ranks: np.ndarray, n: int) -> np.ndarray:
     """``|probe ∩ indexed set|`` per candidate pair: the row-wise product of the two 0/1 rows
-    (scipy's sparse row gather and product, 2x a numpy look-up of every probe token; counts up
-    to 2²⁴ are exact in float32)."""
+    (scipy's sparse row gather and product, faster than a numpy look-up of every probe token;
+    counts up to 2²⁴ are exact in float32)."""
     probe_rows = _incidence(rows, ranks, n, index.vocab.height or 1)[probes]
     counts = probe_rows.multiply(index.matrix[sets]).sum(axis=1)
     return np.asarray(counts, dtype=np.int64).ravel()
@@ -418,7 +418,7 @@ def similar_pairs(indexed: Sequence[Collection[str]], probes: Sequence[Collectio
 
 
 def warm_compiled_probe() -> None:
-    """Import and load the compiled probe (about 0.3 s, most of it Python's import of numba) on
+    """Import and load the compiled probe (most of it Python's import of numba) on
     a two-word index, so that its first real call starts at once; run beside the benchmark
     loading (:func:`guarddiag.cores.meanwhile`)."""
     from guarddiag.audit.kernels import warm_near
@@ -428,8 +428,8 @@ def warm_compiled_probe() -> None:
 
 _COMPILED_PAIRS_FROM = 20_000
 """Distinct pool forms from which :func:`near_matches` pairs them with the compiled probe: the
-vectorised one pairs 7,000 in about 0.05 s, less than numba's import where the scan did not
-need it."""
+vectorised one pairs fewer faster than numba imports where the scan did not need it
+(docs/decisions.md#2026-12-05-start-up-costs-behind-the-lazy-imports)."""
 
 
 def near_matches(forms: Sequence[str], pool_forms: Sequence[str], *, threshold: float

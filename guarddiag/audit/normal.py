@@ -210,8 +210,8 @@ class _Wide:
         table (:data:`WORD_BYTES`: every ASCII byte but a letter or digit is a space already):
         the non-ASCII separators to spaces, lower-cased, or the normal form for an unprovable
         row. Lower-casing never moves a character in or out of the separators (module
-        docstring), so these are the words of the normal form, at 0.35x its cost (no collapse
-        or strip either)."""
+        docstring), so these are the words of the normal form, at a fraction of its cost (no
+        collapse or strip either)."""
         wide = [c for c in self.separators if c > "\x7f"]
         out = mapped.gather(self.rows)
         if wide:
@@ -269,7 +269,7 @@ def word_forms(texts: pl.Series) -> tuple[pl.Series, int]:
     """Per row, a string whose words (Python's ``\\w+`` runs, which the near-dup probe takes)
     are the words of its normal form, and how many rows needed the Python path: a row's form
     before its spaces collapse and its ends are stripped, its ASCII control characters spaces
-    too (one byte-table pass over the column, :data:`WORD_BYTES`, 2.3x cheaper than the form,
+    too (one byte-table pass over the column, :data:`WORD_BYTES`, cheaper than the form,
     then :meth:`_Wide.words` for the rows holding a non-ASCII character), or its normal form
     (:func:`normal_forms`) for a row holding an unprovable character. A row without a
     non-ASCII character holds only ``[0-9a-z ]``. For the near-dup scan, which needs each row's

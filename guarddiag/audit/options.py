@@ -91,7 +91,8 @@ class AuditOptions(Model):
     ray_address: str | None = None
     figure: bool = False
     """Draw overlap.png/.pdf, the per-benchmark bar chart. Off by default: matplotlib's import
-    and two renders take about 0.8 s, most of a small audit's time, and the report draws its
+    and two renders take most of a small audit's time
+    (docs/decisions.md#2026-12-05-start-up-costs-behind-the-lazy-imports), and the report draws its
     own overlap figure from the audit's tables."""
 
     @classmethod

@@ -13,7 +13,7 @@ file is
 written whole or not at all, so a scan killed at any moment leaves only finished tasks marked,
 and the rerun skips them. ``store.json`` names the audit's cache key and the task list; a store
 written for other inputs, options, code or tasks, or without it, is emptied before use. The key
-holds the pool's sha256 (0.45 s for 10M rows): a store that has nothing to resume starts empty
+holds the pool's sha256 (seconds for a large pool): a store that has nothing to resume starts empty
 while it is computed and names itself as soon as it is known, at the latest before it keeps the
 first task's findings (the id pass's files are kept meanwhile; a run killed before then leaves a
 store the rerun empties).
@@ -309,8 +309,9 @@ def _slices(paths: list[Path]) -> Iterator[np.ndarray]:
 
 
 def sort_hashes(hashes: np.ndarray) -> np.ndarray:
-    """``hashes`` (uint64) sorted: polars' multi-threaded sort, 3x numpy's on random values and
-    4.6x on the sorted runs of several tasks laid end to end (10M ids: 0.23 s, not 1.09 s)."""
+    """``hashes`` (uint64) sorted: polars' multi-threaded sort, several times numpy's on random
+    values and on the sorted runs of several tasks laid end to end
+    (docs/decisions.md#2026-12-04-the-audits-first-scan)."""
     return pl.Series(hashes, dtype=pl.UInt64).sort().to_numpy()
 
 

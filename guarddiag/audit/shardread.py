@@ -230,7 +230,8 @@ def arrow_allocator() -> Iterator[None]:
     """While the block runs, the tables pyarrow's readers build (Arrow IPC, CSV, JSON lines) are
     allocated from jemalloc, unless ``ARROW_DEFAULT_MEMORY_POOL`` names a pool. pyarrow's
     default on Linux, mimalloc, asks for transparent huge pages, and where the kernel's THP mode
-    is ``madvise`` zeroing fresh ones cost some audits 0.3-0.5 s of system time (perf:
+    is ``madvise`` zeroing fresh ones cost some audits system time
+    (docs/decisions.md#2026-12-05-the-audits-memory-and-threads; perf:
     ``clear_page_erms`` under ``do_huge_pmd_anonymous_page``, when pyarrow read parquet). The
     pool is the process's; the one it had is put back afterwards."""
     import pyarrow as pa

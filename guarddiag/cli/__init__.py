@@ -127,11 +127,11 @@ def work_paths_from(args: argparse.Namespace) -> WorkPaths:
 
 
 POLARS_ALLOCATOR = "dirty_decay_ms:10000,muzzy_decay_ms:10000"
-"""How long polars' jemalloc keeps freed pages before handing them back (polars' own default:
-0.5 and 1 s). A scan allocates and frees each batch's buffers, and a page handed back is zeroed
-again when next used: a 10M-row exact audit spent 1.6-2.1 s of system time and 6.5-7.4 s of wall
-time, 1.0-1.1 s and 6.2-6.7 s with this. Set by :func:`main` before polars is imported (polars
-appends ``_RJEM_MALLOC_CONF`` to its own, so this wins); a value the user set is kept."""
+"""How long polars' jemalloc keeps freed pages before handing them back (polars' own default: 0.5
+and 1 s). A scan allocates and frees each batch's buffers, and a page handed back is zeroed again
+when next used (docs/decisions.md#2026-12-05-the-audits-memory-and-threads). Set by :func:`main`
+before polars is imported (polars appends ``_RJEM_MALLOC_CONF`` to its own, so this wins); a value
+the user set is kept."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -180,8 +180,9 @@ def run() -> NoReturn:
     """The ``guarddiag`` command: :func:`main`, then exit with its status.
 
     Every object is frozen first (:func:`gc.freeze`): the interpreter's shutdown otherwise walks
-    them all in full collections, 0.10-0.14 s of every command once polars, pydantic and pyarrow
-    are loaded (median of 10 fresh processes: 0.66 s against 0.53 s). Objects are still freed by
+    them all in full collections, a noticeable share of every command once polars, pydantic and
+    pyarrow are loaded (docs/decisions.md#2026-12-05-start-up-costs-behind-the-lazy-imports).
+    Objects are still freed by
     their reference counts and the exit handlers still run; only reference cycles still alive at
     exit go unwalked, as the process's memory is handed back whole."""
     status = main()

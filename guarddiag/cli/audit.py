@@ -403,7 +403,7 @@ def _run_bench(args: argparse.Namespace) -> int:
     if args.peer:
         return _run_peer(args)
     if args.suite:
-        from guarddiag.audit.suite import run_suite
+        from guarddiag.bench.audit_suite import run_suite
 
         suite = run_suite(benchmarks=args.benchmarks, data_dir=resolve_data_dir(args.data_dir),
                           cases=args.cases, background=args.background, seed=args.seed,
@@ -412,7 +412,7 @@ def _run_bench(args: argparse.Namespace) -> int:
         if args.json:
             files.write_json(suite.to_dict(), Path(args.json))
         return 0
-    from guarddiag.audit.bench import bench_audit
+    from guarddiag.bench.audit import bench_audit
     from guarddiag.errors import GuarddiagError
 
     try:
@@ -437,11 +437,11 @@ def _run_bench(args: argparse.Namespace) -> int:
 
 def _run_peer(args: argparse.Namespace) -> int:
     # Say how to install datasketch before importing the bench (polars, the audit) at all.
-    from guarddiag.audit.peer import require_datasketch
+    from guarddiag.bench.audit_peer import require_datasketch
 
     require_datasketch()
     from guarddiag import files
-    from guarddiag.audit.bench import bench_peer
+    from guarddiag.bench.audit import bench_peer
 
     result = bench_peer(rows=args.near_rows, threshold=args.threshold, seed=args.seed,
                         benchmarks=args.benchmarks, data_dir=resolve_data_dir(args.data_dir),

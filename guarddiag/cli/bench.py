@@ -147,9 +147,9 @@ def _bench_texts(args: argparse.Namespace, pool=None) -> tuple[list[str], str]:
 def _run_bench_predict(args: argparse.Namespace) -> int:
     import torch
 
+    from guarddiag.bench.predict import bench_predict
     from guarddiag.model import auto_threads, torch_threads
     from guarddiag.pool.table import read_pool
-    from guarddiag.predict import bench_predict
 
     pool = read_pool(work_paths_from(args).pool)
     guard = _bench_guard(args, pool)
@@ -168,9 +168,10 @@ def _run_bench_predict(args: argparse.Namespace) -> int:
 
 
 def _run_bench_recalibrate(args: argparse.Namespace) -> int:
+    from guarddiag.bench.recalibrate import bench_recalibrate
     from guarddiag.model import auto_threads, torch_threads
     from guarddiag.pool.table import read_pool, sample_split
-    from guarddiag.train import bench_recalibrate, label_rows
+    from guarddiag.train import label_rows
 
     pool = read_pool(work_paths_from(args).pool)
     guard = _bench_guard(args, pool)
@@ -213,9 +214,9 @@ def _register_train(bench: argparse._SubParsersAction) -> None:
 def _run_bench_train(args: argparse.Namespace) -> int:
     import torch
 
+    from guarddiag.bench.train import bench_train
     from guarddiag.model import torch_threads
     from guarddiag.pool.table import read_pool
-    from guarddiag.train.speed import bench_train
 
     pool = read_pool(work_paths_from(args).pool)
     guard = _bench_guard(args, pool)
@@ -262,8 +263,8 @@ def _register_embed(bench: argparse._SubParsersAction) -> None:
 def _run_bench_embed(args: argparse.Namespace) -> int:
     import os
 
+    from guarddiag.bench.embed import bench_embed
     from guarddiag.model import get_size
-    from guarddiag.model.embedpath import bench_embed
 
     size = get_size(args.size, where="--size")
     if not size.frozen or size.max_length is None or size.pretrained is None:
@@ -355,7 +356,7 @@ def _register_competence(bench: argparse._SubParsersAction) -> None:
 
 
 def _run_bench_competence(args: argparse.Namespace) -> int:
-    from guarddiag.analyses.competence_bench import bench_competence
+    from guarddiag.bench.competence import bench_competence
     from guarddiag.train.branches import parse_seeds, parse_sizes
 
     work = work_paths_from(args)
@@ -389,15 +390,15 @@ def _register_gpu(bench: argparse._SubParsersAction) -> None:
     g.add_argument("--seq-len", type=int, default=128, help="tokens per prompt (padded)")
     g.add_argument("--tolerance", type=float, default=None,
                    help="largest accepted |p_cuda - p_cpu| (default 0.02, see "
-                        "guarddiag.train.speed.DEVICE_CHECK_TOLERANCE)")
+                        "guarddiag.bench.train.DEVICE_CHECK_TOLERANCE)")
     g.set_defaults(handler=_run_bench_gpu)
 
 
 def _run_bench_gpu(args: argparse.Namespace) -> int:
     import torch
 
+    from guarddiag.bench.train import DEVICE_CHECK_TOLERANCE, device_check
     from guarddiag.model.device import pick_device
-    from guarddiag.train.speed import DEVICE_CHECK_TOLERANCE, device_check
 
     if not torch.cuda.is_available():
         raise GuarddiagError(f"bench gpu: CUDA is not available on this machine (torch "
@@ -445,7 +446,7 @@ def _register_calls(bench: argparse._SubParsersAction) -> None:
 
 def _run_bench_calls(args: argparse.Namespace) -> int:
     from guarddiag.analyses.calls import CALLS
-    from guarddiag.analyses.calls_sim import SCENARIOS, run_simulation
+    from guarddiag.bench.calls import SCENARIOS, run_simulation
 
     scenarios = [s.strip() for s in args.scenarios.split(",") if s.strip()]
     for s in scenarios:

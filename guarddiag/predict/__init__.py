@@ -15,9 +15,9 @@ benchmarks scored earlier but outside this call's selection are kept, not droppe
 Modules: :mod:`~guarddiag.predict.score` (score texts with a run; one subset's scores),
 :mod:`~guarddiag.predict.options` (:class:`PredictOptions`, declared once),
 :mod:`~guarddiag.predict.runner` (``predict_runs``: the predictions table),
-:mod:`~guarddiag.predict.baseline` (the TF-IDF guards) and :mod:`~guarddiag.predict.bench`
-(``bench predict``). The per-run score cache is :class:`guarddiag.runs.ScoreCache`; the class
-logits come from :func:`guarddiag.model.guard_logits`.
+:mod:`~guarddiag.predict.baseline` (the TF-IDF guards); ``bench predict`` is
+:mod:`guarddiag.bench.predict`. The per-run score cache is :class:`guarddiag.runs.ScoreCache`;
+the class logits come from :func:`guarddiag.model.guard_logits`.
 
 Example::
 
@@ -27,7 +27,6 @@ Example::
 from __future__ import annotations
 
 from guarddiag.predict.baseline import BaselineSpec, TfidfGuard, default_baselines, fit_baseline
-from guarddiag.predict.bench import BenchPredictResult, bench_predict
 from guarddiag.predict.options import BATCH_SIZE, PredictOptions
 from guarddiag.predict.runner import PredictResult, RunScoring, predict_runs
 from guarddiag.predict.score import POOL_VAL, ScoringInput, score_frame, score_texts
@@ -36,13 +35,11 @@ __all__ = [
     "BATCH_SIZE",
     "POOL_VAL",
     "BaselineSpec",
-    "BenchPredictResult",
     "PredictOptions",
     "PredictResult",
     "RunScoring",
     "ScoringInput",
     "TfidfGuard",
-    "bench_predict",
     "default_baselines",
     "fit_baseline",
     "predict_runs",

@@ -1,5 +1,7 @@
 """The report's document model: blocks (paragraphs, bullets, tables, figures, verbatim examples),
-sections, and the finished report. Renderers turn these into HTML, Markdown, LaTeX and CSV."""
+sections, and the finished report.
+
+Renderers turn these into HTML, Markdown, LaTeX and CSV."""
 
 from __future__ import annotations
 

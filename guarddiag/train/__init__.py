@@ -22,9 +22,8 @@ Modules, one job each: :mod:`~guarddiag.train.branches` (the specs and the plan)
 :mod:`~guarddiag.train.options`, :mod:`~guarddiag.train.full` (routes 1-2),
 :mod:`~guarddiag.train.head_only` and :mod:`~guarddiag.train.whitening` (route 3),
 :mod:`~guarddiag.train.runner`, :mod:`~guarddiag.train.lock` (one process per run),
-:mod:`~guarddiag.train.plan` (a run by id, the dependency graph),
-:mod:`~guarddiag.train.bench` (``bench recalibrate``) and :mod:`~guarddiag.train.speed`
-(``bench train``, ``bench gpu``).
+:mod:`~guarddiag.train.plan` (a run by id, the dependency graph).
+Its benches (``bench recalibrate``, ``bench train``, ``bench gpu``) are in :mod:`guarddiag.bench`.
 The pool table and its hash-ordered samples are :mod:`guarddiag.pool.table`; the run-folder
 layout is :mod:`guarddiag.runs`.
 
@@ -36,7 +35,6 @@ Example (CPU, minutes)::
 from __future__ import annotations
 
 from guarddiag.train.batches import EncodedRows, collate, encode_rows, epoch_batches
-from guarddiag.train.bench import BenchRecalibrateResult, bench_recalibrate
 from guarddiag.train.branches import BranchSet, BranchSpec, PlannedRun, load_branches, plan_runs
 from guarddiag.train.checkpoint import TrainLog, load_checkpoint, save_checkpoint
 from guarddiag.train.full import FullRoute, teacher_logits, tokenizer_for, train_full
@@ -63,7 +61,6 @@ from guarddiag.train.whitening import Whitening
 
 __all__ = [
     "TRAINING_VERSION",
-    "BenchRecalibrateResult",
     "BranchSet",
     "BranchSpec",
     "CachedStates",
@@ -78,7 +75,6 @@ __all__ = [
     "TrainResult",
     "TrainingInterrupted",
     "Whitening",
-    "bench_recalibrate",
     "calibration_frame",
     "collate",
     "distill_loss",

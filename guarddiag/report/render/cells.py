@@ -1,5 +1,7 @@
 """Table cells as text: the formats of :class:`~guarddiag.report.document.Column` and which cells
-hold a column's best value. Plain text; each renderer escapes it."""
+hold a column's best value.
+
+Plain text; each renderer escapes it."""
 
 from __future__ import annotations
 

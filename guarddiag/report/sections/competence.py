@@ -1,5 +1,6 @@
 """The competence gate in words: the caution that opens "At a glance" and closes the disclosure
 card when the reference recipe detects too little clear harm, and its table and payload.
+
 The numbers come from :mod:`guarddiag.analyses.competence`; this module only formats them."""
 
 from __future__ import annotations

@@ -1,6 +1,8 @@
 """The paired-test blocks shared by Table 1, Table 2 and the mapping effect: a sentence saying
 which differences survive Holm's correction, the significant comparisons, and every comparison
-as CSV. Numbers come from :mod:`guarddiag.analyses.paired`; this module only formats them."""
+as CSV.
+
+Numbers come from :mod:`guarddiag.analyses.paired`; this module only formats them."""
 
 from __future__ import annotations
 

@@ -1,5 +1,7 @@
 """What was measured, in words: the demo-size banner and the branches' provenance that open
-"At a glance" and the disclosure card. Numbers come from
+"At a glance" and the disclosure card.
+
+Numbers come from
 :mod:`guarddiag.analyses.provenance`; this module only formats them."""
 
 from __future__ import annotations

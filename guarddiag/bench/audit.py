@@ -35,9 +35,15 @@ from guarddiag.audit.kernelchoice import SCAN_KERNEL_ENV
 from guarddiag.audit.neardup import similar_pairs
 from guarddiag.audit.normal import normal_forms
 from guarddiag.audit.outputs import save_audit_figure
-from guarddiag.audit.peer import PeerResult, PeerRow, audit_method, pair_rows, require_datasketch
-from guarddiag.audit.plan import PassCost, PeakMemory, ScalePlan, cpu_seconds
 from guarddiag.audit.run import audit_pool
+from guarddiag.bench.audit_peer import (
+    PeerResult,
+    PeerRow,
+    audit_method,
+    pair_rows,
+    require_datasketch,
+)
+from guarddiag.bench.audit_plan import PassCost, PeakMemory, ScalePlan, cpu_seconds
 from guarddiag.errors import GuarddiagError
 from guarddiag.figures import paper_style
 from guarddiag.text import jaccard, normalise, word_set, words_of_normal_form
@@ -173,7 +179,7 @@ class AuditBenchResult:
     peak_rss_mib: float
     recall: RecallResult | None = None
     plan: ScalePlan | None = None
-    """Per-core rates and the projection to 100M and 1B rows (:mod:`guarddiag.audit.plan`)."""
+    """Per-core rates and the projection to 100M and 1B rows (:mod:`guarddiag.bench.audit_plan`)."""
 
     def to_frame(self) -> pl.DataFrame:
         return pl.DataFrame([{"phase": p.name, "rows": p.rows, "wall_s": p.wall_s,
@@ -220,7 +226,7 @@ def bench_audit(*, rows: int = 1_000_000, near_rows: int = 270_000, threshold: f
     saves the recall plot (PNG and PDF). With ``plan`` each pass is also run on a fifth of its
     rows, and the per-core rate and the memory (working set, matched rows) are projected to
     100M and 1B rows on each of ``nodes`` nodes of ``cores_per_node`` cores
-    (:mod:`guarddiag.audit.plan`)."""
+    (:mod:`guarddiag.bench.audit_plan`)."""
     if min(rows, near_rows, recall_rows, contained_rows) < 0 or \
             rows + near_rows + recall_rows + contained_rows == 0:
         raise GuarddiagError("bench audit: --rows, --near-rows, --contained-rows and "
@@ -274,7 +280,7 @@ def bench_peer(*, rows: int = 200_000, threshold: float = 0.8, seed: int = 0,
     """``bench audit --peer``: on one seeded synthetic pool of ``rows`` rows, the exact, the
     near-dup and the full audit ("full": near-dup, templates, containment; whole command, fresh
     process), the prefix-filter join and datasketch's MinHashLSH (word sets to pairs), each
-    pair finder's recall against the exact oracle (:mod:`guarddiag.audit.peer`)."""
+    pair finder's recall against the exact oracle (:mod:`guarddiag.bench.audit_peer`)."""
     require_datasketch()
     if rows < 1:
         raise GuarddiagError(f"bench audit --peer: --near-rows must be >= 1, got {rows}")

@@ -4,7 +4,7 @@ LSH, on one pool, with the recall of each against an exact oracle.
 Every method gets the same input: the word sets of the distinct benchmark normal forms and of
 the pool rows' normal forms (:func:`guarddiag.text.words_of_normal_form`). The oracle is every
 (benchmark form, pool row) pair with word-set Jaccard ≥ the threshold, from exact intersection
-counts of all pairs (:func:`guarddiag.audit.bench.brute_force_pairs`, a sparse product, which
+counts of all pairs (:func:`guarddiag.bench.audit.brute_force_pairs`, a sparse product, which
 shares no code with the prefix filter). Recall is the share of the oracle's pairs a method
 reports; precision the share of its pairs that are in the oracle (MinHash LSH reports candidates,
 unverified). The whole-command rows time ``audit_pool`` end to end (reading, matching,
