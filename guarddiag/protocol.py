@@ -4,8 +4,8 @@
 benchmark, the study's benchmarks and which of them are benign, the policy-content benchmark(s),
 the harmful/benign pairs, the neutral rows and the competence floor; :func:`protocol` reads it
 (once per process) and every module asks it instead of restating a number or a benchmark id.
-``$GUARDDIAG_PROTOCOL`` names another protocol file (``$GUARDDIAG_MANIFESTS`` moves the whole
-``data_manifests/`` folder, this file included). A bad file is one error, a line per problem
+``$GUARDDIAG_PROTOCOL`` names another protocol file (a ``$GUARDDIAG_MANIFESTS`` folder's own
+``protocol.yaml`` is read where it has one). A bad file is one error, a line per problem
 naming the file and the field.
 """
 
@@ -26,6 +26,7 @@ __all__ = ["PROTOCOL_ENV", "Protocol", "load_protocol", "protocol", "protocol_pa
 
 PROTOCOL_ENV = "GUARDDIAG_PROTOCOL"
 """Environment variable naming a protocol file to read instead of the built-in one."""
+PROTOCOL_FILE = "protocol.yaml"
 
 Fraction = Field(gt=0.0, lt=1.0)
 
@@ -116,9 +117,13 @@ class Protocol(Model):
 
 
 def protocol_path() -> Path:
-    """``$GUARDDIAG_PROTOCOL``, else ``protocol.yaml`` in the manifests folder."""
+    """``$GUARDDIAG_PROTOCOL``, else ``protocol.yaml`` in the manifests folder
+    (``$GUARDDIAG_MANIFESTS``) where it has one, else the built-in one."""
     override = os.environ.get(PROTOCOL_ENV)
-    return Path(override) if override else paths.manifests_dir() / "protocol.yaml"
+    if override:
+        return Path(override)
+    mine = paths.manifests_dir() / PROTOCOL_FILE
+    return mine if mine.is_file() else paths.builtin_manifests_dir() / PROTOCOL_FILE
 
 
 def load_protocol(path: str | os.PathLike[str]) -> Protocol:
