@@ -227,8 +227,8 @@ def check_threshold(threshold: float | None) -> float:
 def unsafe_decisions(predictions: pl.DataFrame, *, mapping: BinaryMapping = LOOSE,
                      threshold: float | None = None) -> pl.DataFrame:
     """``predictions`` (status ok rows only) with a boolean ``unsafe`` column: P(unsafe) under
-    ``mapping`` >= ``threshold`` (None: the protocol's cut-off), the read-out the report's scores use (failed rows are never
-    read as safe: they are left out)."""
+    ``mapping`` >= ``threshold`` (None: the protocol's cut-off), the read-out the report's
+    scores use (failed rows are never read as safe: they are left out)."""
     needed = ("run_id", "benchmark", "prompt_id", "p_unsafe", "status")
     missing = [c for c in needed if c not in predictions.columns]
     if missing:

@@ -128,7 +128,7 @@ def protocol_path() -> Path:
 
 def load_protocol(path: str | os.PathLike[str]) -> Protocol:
     """The protocol file at ``path``, validated whole (:func:`guarddiag.typed.validate`)."""
-    return validate(Protocol, load_yaml_mapping(path), where=path)
+    return validate(Protocol, load_yaml_mapping(Path(path)), where=path)
 
 
 @functools.cache

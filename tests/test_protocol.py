@@ -37,7 +37,8 @@ def test_the_builtin_protocol_loads_with_the_studys_constants():
     assert (p.cutoff, p.alpha, p.min_prompts, p.equivalence_margin, p.competence_floor,
             p.auroc_margin) == (0.5, 0.05, 20, 0.05, 0.80, 0.05)
     assert p.cutoff_name == "0.5"
-    assert len(p.study_benchmarks) == 15 and p.rank_benchmark == "harmbench_copyright"
+    assert len(p.study_benchmarks) == 15
+    assert p.rank_benchmark == "harmbench_copyright"
     assert (p.neutral_split, p.neutral_labels) == ("val", ("GENERIC_SAFE", "BOUNDARY_SAFE"))
     # every benchmark id it names has a manifest
     named = {*p.study_benchmarks, *p.policy_content, *p.metric_aliases,
@@ -101,7 +102,8 @@ def test_guarddiag_protocol_names_the_file_in_force(tmp_path, monkeypatch):
     assert protocol_path() == BUILTIN
     mine = _write(tmp_path, cutoff=0.7)
     monkeypatch.setenv(PROTOCOL_ENV, str(mine))
-    assert protocol_path() == mine and protocol().cutoff == 0.7
+    assert protocol_path() == mine
+    assert protocol().cutoff == 0.7
 
 
 def _one_run_scores():
@@ -127,7 +129,8 @@ def test_another_policy_content_benchmark_changes_the_clear_harm_set(tmp_path, m
     monkeypatch.setenv(PROTOCOL_ENV, str(_write(
         tmp_path, policy_content={"advbench": "a policy question in this protocol"})))
     clear = clear_harm_benchmarks()
-    assert "advbench" not in clear and "harmbench_copyright" in clear
+    assert "advbench" not in clear
+    assert "harmbench_copyright" in clear
     assert len(clear) == 11           # 12 harmful study subsets, less the one policy set
     assert ReportOptions().rank_benchmark == "advbench"
 

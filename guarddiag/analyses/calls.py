@@ -180,7 +180,8 @@ class CallsResult:
         call, whether every cell agrees for the benchmark and each route, the choices that flip
         it, and the effect at the matched threshold and at 0.5 (the same routes' contrast)."""
         rows = []
-        at_05 = {r["benchmark"]: r for r in self._cohort(self.table, at_cutoff()).iter_rows(named=True)}
+        at_05 = {r["benchmark"]: r
+                 for r in self._cohort(self.table, at_cutoff()).iter_rows(named=True)}
         for bench, part in self.table.partition_by("benchmark", as_dict=True,
                                                    maintain_order=True).items():
             name = str(bench[0])

@@ -47,6 +47,7 @@ from guarddiag.predictions import with_unsafe_probability
 from guarddiag.protocol import protocol
 from guarddiag.roles import is_reference, names_where
 
+
 def clear_harm_benchmarks(kinds: Mapping[str, str] | None = None) -> tuple[str, ...]:
     """The study's harmful subsets (SPEC §5) minus the protocol's ``policy_content``, in SPEC
     order (:meth:`guarddiag.protocol.Protocol.clear_harm`).

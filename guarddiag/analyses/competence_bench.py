@@ -167,8 +167,8 @@ def run_operating_points(predictions: pl.DataFrame, neutral: Sequence[str], *,
                          ) -> pl.DataFrame:
     """Per run and benchmark of ``benchmarks``: CAP (share with P(unsafe) ≥ t) at the run's
     threshold t flagging ``ffr`` of the ``neutral`` val rows, and at the protocol's cut-off;
-    with t and the realised false-flag rate. Benchmark rows are the decontaminated ones unless ``subset`` is
-    ``full``."""
+    with t and the realised false-flag rate. Benchmark rows are the decontaminated ones unless
+    ``subset`` is ``full``."""
     ok = with_unsafe_probability(predictions.filter(pl.col("status") == "ok"),
                                  MAPPINGS[mapping], column="_p")
     val = ok.filter((pl.col("benchmark") == VAL_BENCHMARK)

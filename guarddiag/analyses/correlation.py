@@ -16,9 +16,9 @@ capability-load). How the points are made:
   (:meth:`~guarddiag.analyses.calls.CallsResult.groups`): *policy* = the benchmarks called "A
   flags more" or "A flags less", *capability* = those called capability on every route; without
   the calls (no pool) there are no sets.
-- Each ρ carries its two-sided p-value and n; ``significant`` is p < ``alpha`` (the protocol's α). With
-  about ten recipes only a ρ beyond roughly ±0.6 reaches it, so a ρ that is not significant
-  says the data cannot tell, not that there is no relation.
+- Each ρ carries its two-sided p-value and n; ``significant`` is p < ``alpha`` (the protocol's
+  α). With about ten recipes only a ρ beyond roughly ±0.6 reaches it, so a ρ that is not
+  significant says the data cannot tell, not that there is no relation.
 
 A recipe enters a set's correlation only when it was scored on every benchmark of the set, so
 each mean is over the same benchmarks.

@@ -39,7 +39,6 @@ from guarddiag.predictions import unsafe_decisions
 from guarddiag.protocol import protocol
 from guarddiag.roles import is_reference, is_student, names_where
 
-
 SCHEMA: dict[str, pl.DataType] = {
     "family": pl.String(), "benchmark": pl.String(), "metric_alias": pl.String(),
     "subset": pl.String(), "mapping": pl.String(), "size": pl.String(), "first": pl.String(),

@@ -130,7 +130,8 @@ def _run_scorer(run_dir: Path, batch_size: int, device: str
 
 
 def run_judge(run_dir: str | os.PathLike[str], *, mapping: BinaryMapping = LOOSE,
-              threshold: float | None = None, batch_size: int = 64, device: str = "auto") -> JudgeFn:
+              threshold: float | None = None, batch_size: int = 64,
+              device: str = "auto") -> JudgeFn:
     """A judge backed by a trained guarddiag run (its class probabilities), loaded now on
     ``device`` (auto: CUDA when present, else the CPU); ``threshold`` None: the protocol's
     cut-off."""
