@@ -77,7 +77,12 @@ def _spec_root(name: str) -> Path:
 def manifests_dir() -> Path:
     """``data_manifests/``: benchmark, pool and policy manifests."""
     override = os.environ.get("GUARDDIAG_MANIFESTS")
-    return Path(override) if override else _spec_root("data_manifests")
+    return Path(override) if override else builtin_manifests_dir()
+
+
+def builtin_manifests_dir() -> Path:
+    """The ``data_manifests/`` guarddiag ships, whatever ``$GUARDDIAG_MANIFESTS`` names."""
+    return _spec_root("data_manifests")
 
 
 def branches_dir() -> Path:

@@ -42,6 +42,7 @@ import polars as pl
 from guarddiag.errors import GuarddiagError
 from guarddiag.files import read_table
 from guarddiag.labels import CLASSES, LOOSE, PROB_COLUMNS, BinaryMapping
+from guarddiag.protocol import protocol
 from guarddiag.roles import POLICIES, ROLE_COLUMNS, ROLE_KINDS, ROLE_SCHEMA, ROUTES
 
 KEY: tuple[str, ...] = ("run_id", "benchmark", "prompt_id")
@@ -212,8 +213,11 @@ def with_unsafe_probability(df: pl.DataFrame, mapping: BinaryMapping, *,
     )
 
 
-def check_threshold(threshold: float) -> float:
-    """``threshold`` as a float, or a one-line error unless it is a number in [0, 1]."""
+def check_threshold(threshold: float | None) -> float:
+    """``threshold`` as a float (None: the protocol's cut-off), or a one-line error unless it is
+    a number in [0, 1]."""
+    if threshold is None:
+        return protocol().cutoff
     if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) \
             or not 0.0 <= float(threshold) <= 1.0:
         raise GuarddiagError(f"threshold: expected a number in [0, 1], got {threshold!r}")
@@ -221,10 +225,10 @@ def check_threshold(threshold: float) -> float:
 
 
 def unsafe_decisions(predictions: pl.DataFrame, *, mapping: BinaryMapping = LOOSE,
-                     threshold: float = 0.5) -> pl.DataFrame:
+                     threshold: float | None = None) -> pl.DataFrame:
     """``predictions`` (status ok rows only) with a boolean ``unsafe`` column: P(unsafe) under
-    ``mapping`` >= ``threshold``, the read-out the report's scores use (failed rows are never
-    read as safe: they are left out)."""
+    ``mapping`` >= ``threshold`` (None: the protocol's cut-off), the read-out the report's
+    scores use (failed rows are never read as safe: they are left out)."""
     needed = ("run_id", "benchmark", "prompt_id", "p_unsafe", "status")
     missing = [c for c in needed if c not in predictions.columns]
     if missing:

@@ -10,7 +10,7 @@ import scipy.stats
 from sklearn.metrics import average_precision_score, roc_auc_score
 
 from guarddiag import stats
-from guarddiag.analyses import calls, contrast, operating, placement, study_calls
+from guarddiag.analyses import calls, callwords, contrast, operating, placement, study_calls
 from guarddiag.bench import calls as sim
 from guarddiag.errors import GuarddiagError
 from guarddiag.labels import LOOSE, STRICT
@@ -255,7 +255,7 @@ def _result(cells: dict[tuple[str, str, str], str], effect=(0.2, 0.1, 0.3),
 
 def _grid(call: str) -> dict[tuple[str, str, str], str]:
     return {(m, d, t): call for m in ("loose", "strict") for d in calls.DECONTAM
-            for t in calls.THRESHOLDS}
+            for t in callwords.thresholds()}
 
 
 def test_headline_stable_only_where_every_cell_agrees_and_names_the_flips():

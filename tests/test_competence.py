@@ -13,13 +13,10 @@ import pytest
 from synthetic_runs import COPY, ORH, STD, decisions, frame, rows_for, run_meta
 
 from guarddiag import analyses, files
-from guarddiag.analyses.competence import (
-    DEFAULT_COMPETENCE_FLOOR,
-    NOT_CLEAR_HARM,
-    clear_harm_benchmarks,
-)
+from guarddiag.analyses.competence import clear_harm_benchmarks
 from guarddiag.cli import main
 from guarddiag.errors import GuarddiagError
+from guarddiag.protocol import protocol
 
 ADV, JBB, EXTRA = "advbench", "jbb_harmful", "xstest_unsafe"
 KINDS = {COPY: "harmful", STD: "harmful", ORH: "benign", ADV: "harmful", JBB: "harmful",
@@ -48,8 +45,8 @@ def test_clear_harm_benchmarks_are_the_study_harmful_sets_but_copyright():
     assert got == ("harmbench_standard", "harmbench_contextual", "advbench", "jbb_harmful",
                    "strongreject", "donotanswer", "wildguardtest_harmful", "saladbench_base",
                    "saladbench_attack", "saladbench_defense", "orbench_toxic")
-    assert COPY in NOT_CLEAR_HARM
-    assert DEFAULT_COMPETENCE_FLOOR == 0.80
+    assert COPY in protocol().policy_content
+    assert protocol().competence_floor == 0.80
 
 
 def test_reference_cap_on_decontaminated_clear_harm_sets_by_hand():

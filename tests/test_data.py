@@ -24,6 +24,7 @@ import yaml
 
 from guarddiag import cli, data, paths
 from guarddiag.errors import GuarddiagError
+from guarddiag.protocol import protocol
 from guarddiag.spec import SpecError
 
 REPO_MANIFESTS = paths.manifests_dir()
@@ -58,7 +59,7 @@ def sha(data_bytes: bytes) -> str:
 def test_repo_manifests_validate_and_cover_every_subset():
     manifests = data.load_manifests(derived_dir=Path("/nonexistent"))
     assert set(manifests) == set(STUDY_COUNTS) | set(EXTRA_COUNTS)
-    assert [m for m in manifests if manifests[m].study] == list(data.STUDY_IDS)
+    assert [m for m in manifests if manifests[m].study] == list(protocol().study_benchmarks)
     for sid, m in manifests.items():
         assert m.expected_count == {**STUDY_COUNTS, **EXTRA_COUNTS}[sid]
         assert m.kind == ("harmful" if sid in HARMFUL else "benign")
@@ -66,8 +67,8 @@ def test_repo_manifests_validate_and_cover_every_subset():
         assert m.source_kind
         assert all(f.urls for f in m.files), sid
     assert sum(STUDY_COUNTS.values()) == 33_137  # SPEC §5 total
-    assert data.resolve_ids("study", manifests) == list(data.STUDY_IDS)
-    assert data.resolve_ids("advbench, study", manifests) == list(data.STUDY_IDS)
+    assert data.resolve_ids("study", manifests) == list(protocol().study_benchmarks)
+    assert data.resolve_ids("advbench, study", manifests) == list(protocol().study_benchmarks)
     assert data.resolve_ids(["xstest_safe", "advbench"], manifests) == ["advbench",
                                                                          "xstest_safe"]
 

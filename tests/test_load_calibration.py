@@ -32,6 +32,7 @@ import pytest
 from guarddiag import analyses
 from guarddiag.analyses import loadtest
 from guarddiag.analyses.scores import SCORE_SCHEMA, ScoresResult
+from guarddiag.protocol import protocol
 
 SIGMA = 0.03
 FAMILY = 15
@@ -176,10 +177,10 @@ def test_all_zero_scores_are_uninformative():
 
 
 def test_too_few_prompts_is_undetermined():
-    row = _one(demo_layout(), None, n_prompts=loadtest.MIN_PROMPTS - 1)
+    row = _one(demo_layout(), None, n_prompts=protocol().min_prompts - 1)
     assert row["load"] == "undetermined"
-    assert row["load_reason"] == f"19 prompts; the test needs {loadtest.MIN_PROMPTS}"
-    assert _one(demo_layout(), None, n_prompts=loadtest.MIN_PROMPTS)["load_reason"] is None
+    assert row["load_reason"] == f"19 prompts; the test needs {protocol().min_prompts}"
+    assert _one(demo_layout(), None, n_prompts=protocol().min_prompts)["load_reason"] is None
 
 
 def test_identical_seeds_with_a_span_and_no_contrast_is_route_sensitive():

@@ -12,20 +12,13 @@ from pathlib import Path
 import pytest
 
 import guarddiag.api
-from guarddiag.analyses import (
-    correlation,
-    load,
-    loadtest,
-    overlap_origin,
-    paired,
-    scores,
-    threshold_free,
-)
+from guarddiag.analyses import load, loadtest, overlap_origin, threshold_free
 from guarddiag.analyses.options import ReportOptions
 from guarddiag.cli import build_parser, main
 from guarddiag.cli.report import report_options
 from guarddiag.cli.train import predict_options
 from guarddiag.predict.options import PredictOptions
+from guarddiag.protocol import protocol
 from guarddiag.spec import SpecError
 
 # The study's settings (SPEC.md): each one changes a number of the report.
@@ -77,18 +70,20 @@ def test_report_defaults_are_pinned():
 
 
 def test_the_analyses_fixed_settings_are_pinned():
-    """Settings that change reported numbers without being options: the load test's prompt
-    floor and Monte-Carlo draws, the paired tests' and the correlation's levels, the
-    threshold-free capture, the overlap-origin share."""
-    assert (loadtest.MIN_PROMPTS, loadtest.NULL_DRAWS, loadtest.DEFAULT_ALPHA) == (
-        20, 20_000, 0.05)
-    assert (paired.DEFAULT_ALPHA, correlation.DEFAULT_ALPHA) == (0.05, 0.05)
+    """Settings that change reported numbers without being options: the protocol's prompt
+    floor, level (of the load, paired and correlation tests) and ranking margin, the load
+    test's Monte-Carlo draws, the threshold-free capture, the overlap-origin share."""
+    proto = protocol()
+    assert (proto.min_prompts, loadtest.NULL_DRAWS, proto.alpha, proto.auroc_margin) == (
+        20, 20_000, 0.05, 0.05)
     assert threshold_free.DEFAULT_CAPTURE == 0.95
     assert overlap_origin.RECIPE_SHARE == 0.5
-    # The analysis functions' own keyword defaults are the options' (one constant each).
+    # The options' study constants are the protocol's (one declaration each).
     defaults = ReportOptions()
-    assert (defaults.min_seeds, defaults.threshold, defaults.alpha) == (
-        load.DEFAULT_MIN_SEEDS, scores.DEFAULT_THRESHOLD, loadtest.DEFAULT_ALPHA)
+    assert (defaults.min_seeds, defaults.threshold, defaults.alpha, defaults.equivalence_margin,
+            defaults.competence_floor, defaults.rank_benchmark) == (
+        load.DEFAULT_MIN_SEEDS, proto.cutoff, proto.alpha, proto.equivalence_margin,
+        proto.competence_floor, proto.rank_benchmark)
 
 
 def test_predict_defaults_are_pinned():

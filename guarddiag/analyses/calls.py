@@ -67,7 +67,7 @@ from guarddiag.analyses.callwords import (
     PRIMARY_DECONTAM,
     PRIMARY_THRESHOLD,
     ROUTE_CALLS,
-    THRESHOLDS,
+    at_cutoff,
 )
 from guarddiag.analyses.competence import clear_harm_benchmarks
 from guarddiag.analyses.contrast import (
@@ -80,7 +80,6 @@ from guarddiag.analyses.contrast import (
     pooled_variance,
     route_pairs,
 )
-from guarddiag.analyses.defaults import DEFAULT_MARGIN
 from guarddiag.analyses.loadtest import NO_PROMPTS
 from guarddiag.analyses.operating import NEUTRAL_NOTE, degenerate_runs, run_scores
 from guarddiag.analyses.placement import place_outside_guards
@@ -88,16 +87,15 @@ from guarddiag.analyses.registry import AnalysisContext, AnalysisOmitted, regist
 from guarddiag.analyses.study_calls import study_rows
 from guarddiag.errors import GuarddiagError
 from guarddiag.labels import MAPPINGS, get_mapping
+from guarddiag.protocol import protocol
 from guarddiag.roles import check_roles
 
 __all__ = ["CALLS", "CALLS_ANALYSIS", "DECONTAM", "DISAGREE", "LESS", "MORE",
-           "PRIMARY_DECONTAM", "PRIMARY_THRESHOLD", "ROUTE_CALLS", "THRESHOLDS", "CallsResult",
-           "RouteTest", "benchmark_verdict", "cohort_test", "compute_calls", "route_verdict"]
+           "PRIMARY_DECONTAM", "PRIMARY_THRESHOLD", "ROUTE_CALLS", "CallsResult",
+           "RouteTest", "at_cutoff", "benchmark_verdict", "cohort_test", "compute_calls",
+           "route_verdict"]
 
-DEFAULT_ALPHA = 0.05
 POWER = 0.8
-MIN_PROMPTS = 20
-"""A cohort scored on fewer prompts than this is undetermined (rates move in 1/n steps)."""
 SAME = "every run scores the same"
 
 _GROUP = ["benchmark", "mapping", "decontam", "threshold"]
@@ -140,8 +138,8 @@ class CallsResult:
     (:mod:`~guarddiag.analyses.study_calls`)."""
     mapping: str
     """The report's mapping (the headline's cohort)."""
-    alpha: float = DEFAULT_ALPHA
-    margin: float = DEFAULT_MARGIN
+    alpha: float = field(default_factory=lambda: protocol().alpha)
+    margin: float = field(default_factory=lambda: protocol().equivalence_margin)
     neutral_rows: str = ""
     """Which rows the thresholds are matched on, and why (for the report)."""
     clear_harm: tuple[str, ...] = ()
@@ -182,7 +180,8 @@ class CallsResult:
         call, whether every cell agrees for the benchmark and each route, the choices that flip
         it, and the effect at the matched threshold and at 0.5 (the same routes' contrast)."""
         rows = []
-        at_05 = {r["benchmark"]: r for r in self._cohort(self.table, "0.5").iter_rows(named=True)}
+        at_05 = {r["benchmark"]: r
+                 for r in self._cohort(self.table, at_cutoff()).iter_rows(named=True)}
         for bench, part in self.table.partition_by("benchmark", as_dict=True,
                                                    maintain_order=True).items():
             name = str(bench[0])
@@ -280,8 +279,9 @@ def cohort_test(rows: pl.DataFrame, *, degenerate: Mapping[str, str] | None = No
         out["reason"] = (f"{SAME}: {100 * float(rows['rate'][0]):.1f} % flagged by every run "
                          "at this cohort's threshold")
         return out
-    if out["n_prompts"] < MIN_PROMPTS:
-        out["reason"] = f"too few prompts: {out['n_prompts']}, the test needs {MIN_PROMPTS}"
+    # fewer prompts than the protocol's floor: rates move in 1/n steps
+    if out["n_prompts"] < (need := protocol().min_prompts):
+        out["reason"] = f"too few prompts: {out['n_prompts']}, the test needs {need}"
         return out
     pairs, recipes = route_pairs(rows)
     s2, df_pool = pooled_variance(list(recipes.values()))
@@ -385,13 +385,16 @@ def _benchmark_row(at: Mapping[str, Any], routes: Sequence[Mapping[str, Any]], *
 
 def compute_calls(predictions: pl.DataFrame, *, pool: pl.DataFrame | None,
                   exact_overlap: pl.DataFrame | None = None, mapping: str = "loose",
-                  alpha: float = DEFAULT_ALPHA, margin: float = DEFAULT_MARGIN,
+                  alpha: float | None = None, margin: float | None = None,
                   confidence: float = 0.95, seed: int = 0,
                   clear_harm: Sequence[str] | None = None) -> CallsResult:
     """The calls of every (benchmark, mapping, decontam, threshold) cohort of ``predictions``
     (branch runs with roles; outside guards are placed, not called). ``clear_harm``: the
     benchmarks that tell a degenerate run and gate a placement (default the study's,
-    :func:`~guarddiag.analyses.competence.clear_harm_benchmarks`)."""
+    :func:`~guarddiag.analyses.competence.clear_harm_benchmarks`). ``alpha`` and ``margin``
+    None: the protocol's α and equivalence margin."""
+    alpha = protocol().alpha if alpha is None else alpha
+    margin = protocol().equivalence_margin if margin is None else margin
     if pool is None:
         raise GuarddiagError("calls: the pool's val rows are needed to match operating points")
     if not 0.0 < alpha < 1.0:
@@ -422,7 +425,7 @@ def compute_calls(predictions: pl.DataFrame, *, pool: pl.DataFrame | None,
         tests[k] = cohort_test(part, degenerate=degenerate.get(k[1], {}))
     rows, route_rows = [], []
     for key, at in tests.items():
-        at_05 = tests.get((*key[:3], "0.5")) if key[3] == "matched" else None
+        at_05 = tests.get((*key[:3], at_cutoff())) if key[3] == PRIMARY_THRESHOLD else None
         by_route = {t.route: t for t in (at_05 or {}).get("routes", [])}
         verdicts = [route_verdict(t, by_route.get(t.route), alpha=alpha, margin=margin)
                     for t in at["routes"]]

@@ -9,21 +9,22 @@ mean CAP on six capability-load benchmarks), so its calls rest on competent guar
 Measured here: CAP of the **reference recipe** (the student trained on policy-B labels, SPEC §4)
 on the study's harmful benchmarks (SPEC §5, manifests with ``study: true`` and ``kind: harmful``),
 in the primary cohort (decontaminated prompts by default), seed-averaged per model size, and its
-mean over the benchmarks scored. HarmBench-copyright is left out (:data:`NOT_CLEAR_HARM`): under
-policy B copyright reproduction is not harmful, so the reference is *meant* to miss it. Mutated
+mean over the benchmarks scored. HarmBench-copyright is left out (the protocol's
+``policy_content``): under policy B copyright reproduction is not harmful, so the reference is
+*meant* to miss it. Mutated
 and extra subsets never count. Study benchmarks that were not scored (SaladBench and OR-Bench are
 not mirrored here) are listed in ``missing``; the mean is over those that were.
 
-Where the mean of any model size is below ``floor`` (default :data:`DEFAULT_COMPETENCE_FLOOR`,
+Where the mean of any model size is below ``floor`` (default the protocol's ``competence_floor``,
 the study's lowest branch mean), ``below_floor`` is true and the report opens with a caution.
 
 Counting alone hides how a guard ranks: a threshold can buy CAP with over-refusal. So, from the
 predictions table, the gate also measures **threshold-free ranking**: AUROC of the reference
-recipe's P(unsafe) on harmful/benign pairs of the same source (:data:`RANKING_PAIRS`: XSTest,
+recipe's P(unsafe) on harmful/benign pairs of the same source (:func:`ranking_pairs`: XSTest,
 WildGuardTest, JailbreakBench, OpenAI moderation), seed-averaged per size, beside the TF-IDF
 baseline trained on the reference's label policy, on the same prompts (CAP on the clear-harm
 sets likewise). Where the reference's AUROC does not beat the baseline's by ``auroc_margin``
-(default :data:`DEFAULT_AUROC_MARGIN`) on some pair, ``ranks_below_baseline`` is true; the
+(default the protocol's ``auroc_margin``) on some pair, ``ranks_below_baseline`` is true; the
 caution names which measure failed (CAP, AUROC or both).
 """
 
@@ -35,48 +36,32 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 
-from guarddiag.analyses.defaults import DEFAULT_COMPETENCE_FLOOR
 from guarddiag.analyses.intervals import SEED_RANGE, recipe_interval_aggs
 from guarddiag.analyses.load import student_runs
 from guarddiag.analyses.registry import AnalysisContext, register_analysis
 from guarddiag.analyses.scored import SCORES
 from guarddiag.analyses.scores import ScoresResult
-from guarddiag.data import STUDY_IDS
 from guarddiag.errors import GuarddiagError
 from guarddiag.labels import MAPPINGS
 from guarddiag.predictions import with_unsafe_probability
+from guarddiag.protocol import protocol
 from guarddiag.roles import is_reference, names_where
-
-NOT_CLEAR_HARM: dict[str, str] = {
-    "harmbench_copyright": "copyright reproduction is unsafe under policy A only; the reference "
-                           "is trained on policy B, so its COPY measures policy, not detection",
-}
-"""Study harmful benchmarks left out of the gate, with the reason."""
-RANKING_PAIRS: tuple[tuple[str, str, str], ...] = (
-    ("xstest", "xstest_unsafe", "xstest_safe"),
-    ("wildguardtest", "wildguardtest_harmful", "wildguardtest_benign"),
-    ("jailbreakbench", "jbb_harmful", "jbb_benign"),
-    ("openai_moderation", "openai_moderation_flagged", "openai_moderation_unflagged"),
-)
-"""(pair, harmful id, benign id): harmful and benign prompts of the same source, so a guard
-cannot rank by source style alone."""
-DEFAULT_AUROC_MARGIN = 0.05
-"""How far the reference's AUROC must exceed the TF-IDF baseline's on every pair: a guard that
-ranks no better than word counts has not shown it detects harm."""
 
 
 def clear_harm_benchmarks(kinds: Mapping[str, str] | None = None) -> tuple[str, ...]:
-    """The study's harmful subsets (SPEC §5) minus :data:`NOT_CLEAR_HARM`, in SPEC order.
+    """The study's harmful subsets (SPEC §5) minus the protocol's ``policy_content``, in SPEC
+    order (:meth:`guarddiag.protocol.Protocol.clear_harm`).
 
     ``kinds`` (benchmark → harmful | benign, from the manifests) overrides nothing but must
-    agree; without it the SPEC's kinds are assumed (every study subset but the three benign)."""
-    benign = {"jbb_benign", "wildguardtest_benign", "orbench_hard"}
-    out = []
-    for b in STUDY_IDS:
-        kind = (kinds or {}).get(b, "benign" if b in benign else "harmful")
-        if kind == "harmful" and b not in NOT_CLEAR_HARM:
-            out.append(b)
-    return tuple(out)
+    agree; without it the protocol's kinds are assumed (its ``study_benign`` are benign)."""
+    return protocol().clear_harm(dict(kinds or {}))
+
+
+def ranking_pairs() -> tuple[tuple[str, str, str], ...]:
+    """(pair, harmful id, benign id) the gate ranks on: the protocol's ``competence_pairs``,
+    harmful and benign prompts of one source, so a guard cannot rank by source style alone."""
+    proto = protocol()
+    return proto.pairs_of(proto.competence_pairs)
 
 
 @dataclass(frozen=True)
@@ -103,7 +88,7 @@ class CompetenceResult:
     """The reference recipe's branch name(s), read from the runs' roles."""
     ranking: pl.DataFrame | None = field(default=None, repr=False)
     """Per size and pair (:func:`ranking_table`); None without the predictions table."""
-    auroc_margin: float = DEFAULT_AUROC_MARGIN
+    auroc_margin: float = field(default_factory=lambda: protocol().auroc_margin)
 
     def to_frame(self) -> pl.DataFrame:
         return self.table.clone()
@@ -147,18 +132,20 @@ def _baseline_run(frame: pl.DataFrame, policy: str) -> pl.DataFrame:
 
 
 def ranking_table(predictions: pl.DataFrame, *, mapping: str, subset: str,
-                  margin: float = DEFAULT_AUROC_MARGIN) -> pl.DataFrame:
-    """Per size and pair of :data:`RANKING_PAIRS` with predictions: the reference recipe's
+                  margin: float | None = None) -> pl.DataFrame:
+    """Per size and pair of :func:`ranking_pairs` with predictions: the reference recipe's
     (role ``reference``)
     AUROC (mean over its seeds; ``auroc_low``/``auroc_high`` the seed range), the TF-IDF
     baseline's AUROC on the same prompts (trained on the recipe's label policy), and
-    ``beats_baseline`` (recipe ≥ baseline + ``margin``; false without a baseline)."""
+    ``beats_baseline`` (recipe ≥ baseline + ``margin``, None: the protocol's ``auroc_margin``;
+    false without a baseline)."""
+    margin = protocol().auroc_margin if margin is None else margin
     ok = predictions.filter(pl.col("status") == "ok")
     if subset == "decontaminated":
         ok = ok.filter(pl.col("survives_decontam"))
     ok = with_unsafe_probability(ok, MAPPINGS[mapping], column="_p")
     rows: list[dict[str, object]] = []
-    for name, harmful, benign in RANKING_PAIRS:
+    for name, harmful, benign in ranking_pairs():
         part = ok.filter(pl.col("benchmark").is_in([harmful, benign]))
         recipe = part.filter((pl.col("guard_kind") == "branch") & is_reference())
         for size in sorted(set(recipe["size"].to_list())):
@@ -201,13 +188,17 @@ def _pair_auroc(rows: pl.DataFrame, harmful: str, benign: str
 
 def competence_gate(scores: ScoresResult, *, kinds: Mapping[str, str] | None = None,
                     subset: str = "decontaminated", mapping: str = "loose",
-                    floor: float = DEFAULT_COMPETENCE_FLOOR,
+                    floor: float | None = None,
                     predictions: pl.DataFrame | None = None,
-                    auroc_margin: float = DEFAULT_AUROC_MARGIN) -> CompetenceResult | None:
+                    auroc_margin: float | None = None) -> CompetenceResult | None:
     """Reference CAP on the clear-harm benchmarks beside the TF-IDF baseline's, and, given
     the ``predictions`` table, its AUROC on the ranking pairs (module docstring); None when
     no run of the reference recipe (role ``reference``, :func:`guarddiag.roles.is_reference`)
-    was scored on any clear-harm benchmark."""
+    was scored on any clear-harm benchmark. ``floor`` and ``auroc_margin`` None: the
+    protocol's ``competence_floor`` and ``auroc_margin``."""
+    proto = protocol()
+    floor = proto.competence_floor if floor is None else floor
+    auroc_margin = proto.auroc_margin if auroc_margin is None else auroc_margin
     if isinstance(floor, bool) or not isinstance(floor, (int, float)) or not 0.0 <= floor <= 1.0:
         raise GuarddiagError(f"competence floor: expected a share in [0, 1], got {floor!r}")
     wanted = clear_harm_benchmarks(kinds)
@@ -254,7 +245,7 @@ def competence_gate(scores: ScoresResult, *, kinds: Mapping[str, str] | None = N
     return CompetenceResult(
         table=table, sizes=sizes, benchmarks=counted,
         missing=tuple(b for b in wanted if b not in scored),
-        excluded=tuple((b, why) for b, why in NOT_CLEAR_HARM.items()), floor=float(floor),
+        excluded=tuple(proto.policy_content.items()), floor=float(floor),
         subset=subset, mapping=mapping, branch=", ".join(names_where(rows, is_reference())),
         ranking=ranking, auroc_margin=float(auroc_margin))
 

@@ -22,6 +22,7 @@ from guarddiag.analyses.registry import AnalysisContext, register_analysis
 from guarddiag.analyses.scores import compute_scores
 from guarddiag.errors import GuarddiagError
 from guarddiag.labels import LOOSE, BinaryMapping
+from guarddiag.protocol import protocol
 
 SCHEMA = {"benchmark": pl.String, "n": pl.Int64, "n_exact": pl.Int64, "share_exact": pl.Float64,
           "n_near": pl.Int64, "share_near": pl.Float64, "n_kept": pl.Int64,
@@ -106,7 +107,6 @@ def contamination_table(summary: Mapping[str, Any], *,
         containment=containment, containment_definition=summary.get("containment_definition"))
 
 
-COPY_BENCHMARK = "harmbench_copyright"
 COPY_ITEM_KINDS = ("lyrics", "passage")
 """HarmBench-copyright's item kinds: the prefix of each prompt id (``lyrics_wonderful_world``,
 ``passage_snow_crash``; the upstream Tags column says the same, "lyrics" or "book")."""
@@ -118,17 +118,19 @@ def copy_items(predictions: pl.DataFrame, *, mapping: BinaryMapping, threshold: 
     prompts apart, as :func:`~guarddiag.analyses.scores.compute_scores` rows whose
     ``benchmark`` is ``harmbench_copyright:lyrics`` or ``harmbench_copyright:passage`` (an id
     of another prefix goes to ``harmbench_copyright:other``). None when the benchmark was not
-    scored or no prompt id names its kind."""
+    scored or no prompt id names its kind. The benchmark is the protocol's first
+    ``policy_content`` one."""
+    copy_id = protocol().rank_benchmark
     prefix = pl.col("prompt_id").str.split("_").list.first()
-    part = predictions.filter(pl.col("benchmark") == COPY_BENCHMARK)
+    part = predictions.filter(pl.col("benchmark") == copy_id)
     if not part.select(prefix.is_in(list(COPY_ITEM_KINDS)).any()).item():
         return None
     item = pl.when(prefix.is_in(list(COPY_ITEM_KINDS))).then(prefix).otherwise(pl.lit("other"))
-    part = part.with_columns(pl.concat_str([pl.lit(COPY_BENCHMARK + ":"), item])
+    part = part.with_columns(pl.concat_str([pl.lit(copy_id + ":"), item])
                              .alias("benchmark"))
     kinds = dict.fromkeys(part["benchmark"].unique().to_list(), "harmful")
     scored = compute_scores(part, kinds=kinds, mappings=(mapping,), threshold=threshold,
-                            confidence=confidence, source=COPY_BENCHMARK)
+                            confidence=confidence, source=copy_id)
     return scored.binary(subset=subset, mapping=mapping.name)
 
 

@@ -16,9 +16,9 @@ capability-load). How the points are made:
   (:meth:`~guarddiag.analyses.calls.CallsResult.groups`): *policy* = the benchmarks called "A
   flags more" or "A flags less", *capability* = those called capability on every route; without
   the calls (no pool) there are no sets.
-- Each ρ carries its two-sided p-value and n; ``significant`` is p < ``alpha`` (0.05). With
-  about ten recipes only a ρ beyond roughly ±0.6 reaches it, so a ρ that is not significant
-  says the data cannot tell, not that there is no relation.
+- Each ρ carries its two-sided p-value and n; ``significant`` is p < ``alpha`` (the protocol's
+  α). With about ten recipes only a ρ beyond roughly ±0.6 reaches it, so a ρ that is not
+  significant says the data cannot tell, not that there is no relation.
 
 A recipe enters a set's correlation only when it was scored on every benchmark of the set, so
 each mean is over the same benchmarks.
@@ -36,11 +36,9 @@ from guarddiag.analyses.load import student_runs
 from guarddiag.analyses.registry import AnalysisContext, register_analysis
 from guarddiag.analyses.scored import SCORES
 from guarddiag.analyses.scores import ScoresResult
-from guarddiag.data import STUDY_IDS
 from guarddiag.labels import branch_order
+from guarddiag.protocol import protocol
 
-DEFAULT_ALPHA = 0.05
-"""Significance level the report's wording uses for ρ."""
 GROUPS: tuple[tuple[str, str], ...] = (("policy", "harmful"), ("policy", "benign"),
                                        ("capability", "harmful"), ("capability", "benign"))
 """(load, kind) of the four correlations, in report order."""
@@ -79,7 +77,7 @@ class CorrelationResult:
     """Scored benchmarks left out: not among the study's 15 (extra or mutated subsets)."""
     subset: str
     mapping: str
-    alpha: float = DEFAULT_ALPHA
+    alpha: float = field(default_factory=lambda: protocol().alpha)
 
     def to_frame(self) -> pl.DataFrame:
         return self.table.clone()
@@ -120,17 +118,21 @@ class CorrelationResult:
 
 
 def val_correlation(scores: ScoresResult, calls: CallsResult | None, *, subset: str,
-                    mapping: str, alpha: float = DEFAULT_ALPHA) -> CorrelationResult:
-    """ρ(VAL, mean score) per (load, kind) set of study benchmarks, one point per recipe."""
+                    mapping: str, alpha: float | None = None) -> CorrelationResult:
+    """ρ(VAL, mean score) per (load, kind) set of study benchmarks, one point per recipe;
+    ``alpha`` None: the protocol's α."""
+    proto = protocol()
+    alpha = proto.alpha if alpha is None else alpha
+    study = proto.study_benchmarks
     loads = calls.groups(subset=subset, mapping=mapping) if calls is not None else {}
     binary = student_runs(scores.binary(subset=subset, mapping=mapping)).filter(
         pl.col("score").is_not_null())
     scored = sorted(set(binary["benchmark"].to_list()))
     kind_of = {r["benchmark"]: _METRIC_KIND.get(r["metric"], "") for r in
                binary.select("benchmark", "metric").unique().iter_rows(named=True)}
-    sets = {(ld, kd): tuple(b for b in STUDY_IDS if loads.get(b) == ld and kind_of.get(b) == kd)
+    sets = {(ld, kd): tuple(b for b in study if loads.get(b) == ld and kind_of.get(b) == kd)
             for ld, kd in GROUPS}
-    binary = binary.filter(pl.col("benchmark").is_in(list(STUDY_IDS)))
+    binary = binary.filter(pl.col("benchmark").is_in(list(study)))
     # Seed means per recipe: VAL and each benchmark score.
     # Means are rounded to 12 decimals: seed means that are equal in exact arithmetic must tie
     # in the ranks whatever order the floats were added in.
@@ -156,7 +158,7 @@ def val_correlation(scores: ScoresResult, calls: CallsResult | None, *, subset: 
                                                           have[col].to_list())))
     return CorrelationResult(
         table=table, groups=tuple(groups),
-        excluded=tuple(b for b in scored if b not in STUDY_IDS), subset=subset,
+        excluded=tuple(b for b in scored if b not in study), subset=subset,
         mapping=mapping, alpha=alpha)
 
 

@@ -41,6 +41,7 @@ from guarddiag.analyses.scored import SCORES
 from guarddiag.analyses.scores import ScoresResult
 from guarddiag.errors import GuarddiagError, unknown_name
 from guarddiag.labels import branch_order
+from guarddiag.protocol import protocol
 from guarddiag.roles import check_roles, is_a_last, is_student, names_where
 
 LOADS = loadtest.CALLS
@@ -77,7 +78,7 @@ class BenchmarkLoadResult:
     groups: pl.DataFrame = field(repr=False)
     """One row per seed group and cohort: size, branch, seeds, n_seeds, low, high, range."""
     min_seeds: int
-    alpha: float = loadtest.DEFAULT_ALPHA
+    alpha: float = field(default_factory=lambda: protocol().alpha)
     a_last: tuple[str, ...] = ()
     """The A-last branches of the contrast (read from the runs' roles unless named)."""
     n_draws: int = loadtest.NULL_DRAWS
@@ -185,13 +186,14 @@ def _cohort_input(row: dict[str, Any], means: pl.DataFrame | None,
 
 def benchmark_load(scores: ScoresResult, *, min_seeds: int = DEFAULT_MIN_SEEDS,
                    branches: Sequence[str] | None = None,
-                   alpha: float = loadtest.DEFAULT_ALPHA,
+                   alpha: float | None = None,
                    a_last: Sequence[str] | None = None, seed: int = 0,
                    n_draws: int = loadtest.NULL_DRAWS) -> BenchmarkLoadResult:
     """Δb, Φb, the study's call and the calibrated call for every (benchmark, subset, mapping)
     cohort of ``scores``; ``seed`` keys the Monte-Carlo null of the span test. ``a_last``:
     the A-last side of the policy contrast; None = the students whose last policy signal is
-    A (:func:`guarddiag.roles.is_a_last`)."""
+    A (:func:`guarddiag.roles.is_a_last`); ``alpha`` None: the protocol's."""
+    alpha = protocol().alpha if alpha is None else alpha
     if isinstance(min_seeds, bool) or not isinstance(min_seeds, int) or min_seeds < 2:
         raise GuarddiagError(f"min_seeds: expected an integer >= 2, got {min_seeds!r}")
     if not 0.0 < alpha < 1.0:

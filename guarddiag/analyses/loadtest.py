@@ -31,10 +31,10 @@ t = D / (s · sqrt(c)) has an exact t distribution on df degrees of freedom; p i
 q-values. Benjamini–Hochberg across the tested benchmarks of one (subset, mapping), separately
 for p_span and p_contrast.
 
-Call (``load``), with α = ``alpha`` (default 0.05):
+Call (``load``), with α = ``alpha`` (default the protocol's α):
 
 - **uninformative** — every student run scores the same (e.g. all 0): nothing to test.
-- **undetermined** — fewer than two seed groups, fewer than :data:`MIN_PROMPTS` prompts, or no
+- **undetermined** — fewer than two seed groups, fewer than the protocol's ``min_prompts``, or no
   size with two branches.
 - **policy** — q_contrast < α: the A-last and B-last branches differ by more than seed noise.
   A significant contrast is itself a level-α test of "branches differ only by seed noise", so it
@@ -57,13 +57,11 @@ import numpy as np
 import scipy.stats
 
 from guarddiag import stats
+from guarddiag.protocol import protocol
 
-MIN_PROMPTS = 20
-"""A cohort scored on fewer prompts than this is ``undetermined`` (scores move in 1/n steps)."""
 NO_PROMPTS = ("no prompt in this cohort: no audit covers the benchmark, so none of its prompts "
               "is known to survive decontamination")
 """Why a decontaminated cohort of a never-audited benchmark (a user's own) is undetermined."""
-DEFAULT_ALPHA = 0.05
 NULL_DRAWS = 20_000
 """Monte-Carlo draws of the span's null distribution (p-values resolve to 1/20,001)."""
 CALLS = ("policy", "route-sensitive", "capability", "uninformative", "undetermined")
@@ -155,8 +153,9 @@ def _test_one(c: CohortInput, a_last: Sequence[str], nulls: SpanNulls, min_group
     if len(c.group_ss) < min_groups or sd is None:
         out["reason"] = f"{len(c.group_ss)} seed group(s); the test needs {min_groups}"
         return out
-    if c.n_prompts < MIN_PROMPTS:
-        out["reason"] = f"{c.n_prompts} prompts; the test needs {MIN_PROMPTS}"
+    # fewer prompts than the protocol's floor: scores move in 1/n steps
+    if c.n_prompts < (need := protocol().min_prompts):
+        out["reason"] = f"{c.n_prompts} prompts; the test needs {need}"
         return out
     sizes = _by_size(c.means)
     if c.delta is None or not sizes:
@@ -207,14 +206,16 @@ def call_load(row: Mapping[str, object], alpha: float) -> str:
 
 
 def run_load_tests(cohorts: Sequence[CohortInput], families: Sequence[tuple[str, str]], *,
-                 a_last: Sequence[str], alpha: float = DEFAULT_ALPHA,
+                 a_last: Sequence[str], alpha: float | None = None,
                  seed: int = 0, n_draws: int = NULL_DRAWS, min_groups: int = 2
                  ) -> list[dict[str, object]]:
     """Test every cohort; ``families[i]`` = (subset, mapping) of cohort i (the BH family).
 
     Returns one dict per cohort: seed_sd, df, n_prompts, t_span, p_span, q_span, contrast,
     contrast_se, p_contrast, q_contrast, reason (why untested, else None) and load (the call).
+    ``alpha`` None: the protocol's.
     """
+    alpha = protocol().alpha if alpha is None else alpha
     nulls = SpanNulls(seed, n_draws)
     rows = [_test_one(c, a_last, nulls, min_groups) for c in cohorts]
     q_span = _q_values(rows, families, "p_span")

@@ -17,10 +17,12 @@ import numpy as np
 import polars as pl
 import scipy.special
 
+from guarddiag.analyses.callwords import PRIMARY_THRESHOLD, at_cutoff
 from guarddiag.analyses.scores import VAL_BENCHMARK
 from guarddiag.errors import GuarddiagError
 from guarddiag.labels import BinaryMapping
 from guarddiag.predictions import with_unsafe_probability
+from guarddiag.protocol import protocol
 
 _GROUP = ["benchmark", "mapping", "decontam", "threshold"]
 _RUN = ["run_id", "guard_kind", "branch", "size", "seed", "role", "route", "last_policy",
@@ -46,13 +48,16 @@ NEUTRAL_NOTE = ("pool val rows that both policies label safe under the mapping: 
 
 
 def neutral_ids(pool: pl.DataFrame, mapping: BinaryMapping) -> list[str]:
-    """Val rows of ``pool`` that both policies label safe under ``mapping``."""
+    """Val rows of ``pool`` that both policies label safe under ``mapping`` (the protocol's
+    ``neutral_split`` and ``neutral_labels``)."""
+    proto = protocol()
     for col in ("prompt_id", "split", "label_a", "label_b"):
         if col not in pool.columns:
             raise GuarddiagError(f"pool: missing column {col!r} (the neutral val rows of the "
                                  f"operating-point matching need it)")
-    safe = [c for c in ("GENERIC_SAFE", "BOUNDARY_SAFE") if not mapping.is_unsafe(c)]
-    return sorted(pool.filter((pl.col("split") == "val") & pl.col("label_a").is_in(safe)
+    safe = [c for c in proto.neutral_labels if not mapping.is_unsafe(c)]
+    return sorted(pool.filter((pl.col("split") == proto.neutral_split)
+                              & pl.col("label_a").is_in(safe)
                               & pl.col("label_b").is_in(safe))["prompt_id"].to_list())
 
 
@@ -134,6 +139,7 @@ def run_scores(predictions: pl.DataFrame, *, pool: pl.DataFrame,
               "all_kinds": exact_free & pl.col("survives_decontam")}
     out_scores: list[dict[str, Any]] = []
     out_thr: list[dict[str, Any]] = []
+    cutoff, at_cut = protocol().cutoff, at_cutoff()
     for mapping in mappings:
         neutral = set(neutral_ids(pool, mapping))
         mapped = with_unsafe_probability(ok, mapping, column="p")
@@ -142,7 +148,7 @@ def run_scores(predictions: pl.DataFrame, *, pool: pl.DataFrame,
         per_run = mapped.partition_by("run_id", as_dict=True, maintain_order=True)
         neutral_p = {k[0]: np.sort(v.filter(is_neutral)["p"].to_numpy())
                      for k, v in per_run.items()}
-        ffr05 = {r: float(np.mean(x >= 0.5)) if x.size else None for r, x in neutral_p.items()}
+        ffr05 = {r: float(np.mean(x >= cutoff)) if x.size else None for r, x in neutral_p.items()}
         meta = {k[0]: v.row(0, named=True) for k, v in per_run.items()}
         ref_by_size: dict[str, list[float]] = {}
         for r, m in meta.items():
@@ -155,7 +161,7 @@ def run_scores(predictions: pl.DataFrame, *, pool: pl.DataFrame,
             m = meta[rid]
             target = targets.get(m["size"], overall)
             x = neutral_p[rid]
-            t = matched_threshold(x, target) if x.size and target is not None else 0.5
+            t = matched_threshold(x, target) if x.size and target is not None else cutoff
             out_thr.append({"run_id": rid, "branch": m["branch"], "size": m["size"],
                             "mapping": mapping.name, "n_neutral": int(x.size),
                             "ffr_05": ffr05[rid], "target": target, "t_matched": t,
@@ -167,7 +173,7 @@ def run_scores(predictions: pl.DataFrame, *, pool: pl.DataFrame,
                                                 maintain_order=True).items():
                     p = rows["p"].to_numpy()
                     auc, ap = auroc_against(x, p), auprc_against(x, p)
-                    for kind, thr in (("0.5", 0.5), ("matched", t)):
+                    for kind, thr in ((at_cut, cutoff), (PRIMARY_THRESHOLD, t)):
                         out_scores.append({**{c: m[c] for c in _RUN}, "benchmark": b[0],
                                            "mapping": mapping.name, "decontam": level,
                                            "threshold": kind, "t": thr, "n": int(p.size),
@@ -177,6 +183,8 @@ def run_scores(predictions: pl.DataFrame, *, pool: pl.DataFrame,
     return scores.sort([*_GROUP, "run_id"]), pl.DataFrame(out_thr, schema=THRESHOLD_SCHEMA)
 
 
+HALF = 0.5
+"""Which edge a degenerate threshold sits at (written 1 − ε near 1): the middle of [0, 1]."""
 DEGENERATE_EDGE = 1e-3
 """A matched threshold this close to 0 or 1 marks a degenerate operating point: the run's
 scores saturate there, and float32 ties decide which prompts it flags."""
@@ -204,7 +212,7 @@ def degenerate_runs(scores: pl.DataFrame, thresholds: pl.DataFrame, *,
         t = r["t_matched"]
         if r["n_neutral"] and (t < DEGENERATE_EDGE or t > 1 - DEGENERATE_EDGE):
             reasons.setdefault((r["mapping"], r["run_id"]), []).append(
-                f"matched threshold {t:.3g}" if t < 0.5 else f"matched threshold 1 − {1 - t:.2g}")
+                f"matched threshold {t:.3g}" if t < HALF else f"matched threshold 1 − {1 - t:.2g}")
     for mapping, part in cap.partition_by("mapping", as_dict=True).items():
         base = part.filter(pl.col("guard_kind") == "baseline")
         by_policy = {policy.get(str(rid)): float(c) for rid, c in base.select("run_id", "cap")

@@ -4,8 +4,9 @@ The CLI (``guarddiag report``), the API (:func:`guarddiag.run_report`), the anal
 section builders all take this one object, so their defaults cannot drift. Every default that
 changes a reported number (threshold, mapping, resamples, confidence, seed, subset, min seeds,
 alpha, competence floor, rank group/benchmark/tail) is read from here and pinned in
-``tests/test_options_defaults.py``; where an analysis function has the same keyword default,
-both read the one constant of that analysis's module.
+``tests/test_options_defaults.py``; the study's constants among them (threshold, alpha,
+equivalence margin, competence floor, rank benchmark) default to the protocol's
+(:func:`guarddiag.protocol.protocol`), as do the analysis functions' keyword defaults.
 """
 
 from __future__ import annotations
@@ -16,15 +17,8 @@ from typing import Literal
 from pydantic import Field
 
 from guarddiag import paths, stats
-from guarddiag.analyses import loadtest
-from guarddiag.analyses.defaults import (
-    DEFAULT_BENCHMARK,
-    DEFAULT_COMPETENCE_FLOOR,
-    DEFAULT_GROUP,
-    DEFAULT_MARGIN,
-    DEFAULT_MIN_SEEDS,
-)
-from guarddiag.analyses.scores import DEFAULT_THRESHOLD
+from guarddiag.analyses.defaults import DEFAULT_GROUP, DEFAULT_MIN_SEEDS
+from guarddiag.protocol import protocol
 from guarddiag.typed import Model
 
 
@@ -44,7 +38,7 @@ class ReportOptions(Model):
     """Folder of derived (mutated) subsets; None = ``work/derived``."""
     mapping: Literal["loose", "strict"] = "loose"
     """Binary mapping of the primary tables (both loose and strict are always computed)."""
-    threshold: float = Field(default=DEFAULT_THRESHOLD, ge=0.0, le=1.0)
+    threshold: float = Field(default_factory=lambda: protocol().cutoff, ge=0.0, le=1.0)
     """A prompt reads unsafe when P(unsafe) >= threshold."""
     n_resamples: int = Field(default=stats.DEFAULT_RESAMPLES, ge=1)
     """Prompt-bootstrap resamples per score."""
@@ -56,18 +50,20 @@ class ReportOptions(Model):
     """Prompt subset of the primary tables and of the policy/capability call."""
     min_seeds: int = Field(default=DEFAULT_MIN_SEEDS, ge=2)
     """Seeds a recipe needs to count as a seed group for the floor."""
-    alpha: float = Field(default=loadtest.DEFAULT_ALPHA, gt=0.0, lt=1.0)
+    alpha: float = Field(default_factory=lambda: protocol().alpha, gt=0.0, lt=1.0)
     """Level of the calibrated load test: a benchmark is policy-load where the BH q-value of
     its A-last vs B-last contrast is below alpha (:mod:`~guarddiag.analyses.loadtest`)."""
-    equivalence_margin: float = Field(default=DEFAULT_MARGIN, gt=0.0, lt=1.0)
+    equivalence_margin: float = Field(default_factory=lambda: protocol().equivalence_margin,
+                                      gt=0.0, lt=1.0)
     """A benchmark is called *capability* only where an equivalence test (TOST at level
     alpha) puts the route-matched policy contrast within ±margin (:mod:`~.calls`)."""
-    competence_floor: float = Field(default=DEFAULT_COMPETENCE_FLOOR, ge=0.0, le=1.0)
+    competence_floor: float = Field(default_factory=lambda: protocol().competence_floor,
+                                    ge=0.0, le=1.0)
     """Mean reference CAP on the clear-harm benchmarks below which the report cautions that a
     capability-load call does not mean detection (:mod:`~guarddiag.analyses.competence`)."""
     rank_group: tuple[str, ...] = DEFAULT_GROUP
     """Branches of the exact rank test; empty = the A-last group read from the runs' roles."""
-    rank_benchmark: str = DEFAULT_BENCHMARK
+    rank_benchmark: str = Field(default_factory=lambda: protocol().rank_benchmark)
     """Benchmark of the rank test."""
     rank_tail: Literal["top", "bottom", "either"] = "top"
     """Declared direction of the rank test."""

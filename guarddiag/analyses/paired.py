@@ -5,7 +5,7 @@ number of prompts the first reads unsafe and the second safe, ``n_second_only`` 
 and the exact McNemar test (:func:`guarddiag.stats.mcnemar_exact`) asks whether b and c differ
 more than chance. Holm's correction (:func:`guarddiag.stats.holm`) runs across the comparisons of
 one family, i.e. of one table of the report; a difference is called significant only where the
-Holm-adjusted p is below ``alpha`` (0.05).
+Holm-adjusted p is below ``alpha`` (default the protocol's α).
 
 Families (:func:`paired_comparisons`):
 
@@ -36,10 +36,8 @@ from guarddiag.analyses.scored import SCORES
 from guarddiag.analyses.scores import VAL_BENCHMARK
 from guarddiag.labels import MAPPINGS, BinaryMapping, branch_order
 from guarddiag.predictions import unsafe_decisions
+from guarddiag.protocol import protocol
 from guarddiag.roles import is_reference, is_student, names_where
-
-DEFAULT_ALPHA = 0.05
-"""Family-wise level of the Holm-adjusted paired tests."""
 
 SCHEMA: dict[str, pl.DataType] = {
     "family": pl.String(), "benchmark": pl.String(), "metric_alias": pl.String(),
@@ -60,7 +58,7 @@ class PairedComparisonResult:
     family: str
     description: str
     """What is compared with what, in words (the report's caption uses it)."""
-    alpha: float = DEFAULT_ALPHA
+    alpha: float = field(default_factory=lambda: protocol().alpha)
 
     def to_frame(self) -> pl.DataFrame:
         return self.table.clone()
@@ -81,7 +79,7 @@ class PairedResults:
     recipes: PairedComparisonResult | None
     outside: tuple[PairedComparisonResult, ...]
     mapping: PairedComparisonResult | None
-    alpha: float = DEFAULT_ALPHA
+    alpha: float = field(default_factory=lambda: protocol().alpha)
 
 
 # ─── prompt-level decisions ────────────────────────────────────────────────────────────────────
@@ -118,8 +116,10 @@ def _count_pairs(pairs: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
 
 
 def _finish(counts: list[dict[str, Any]], *, family: str, description: str,
-            alpha: float) -> PairedComparisonResult:
-    """Exact McNemar p per row, Holm across the rows, in a stable order."""
+            alpha: float | None) -> PairedComparisonResult:
+    """Exact McNemar p per row, Holm across the rows, in a stable order; ``alpha`` None: the
+    protocol's α."""
+    alpha = protocol().alpha if alpha is None else alpha
     rows = sorted(counts, key=lambda r: (r["benchmark"], r["mapping"] or "", r["size"] or "",
                                          branch_order(r["first"]), r["first"],
                                          branch_order(r["second"]), r["second"]))
@@ -143,7 +143,7 @@ def _records(counts: pl.DataFrame, **fixed: Any) -> list[dict[str, Any]]:
 
 def recipes_vs_reference(predictions: pl.DataFrame, *, mapping: BinaryMapping,
                          threshold: float, subset: str, aliases: Mapping[str, str],
-                         alpha: float = DEFAULT_ALPHA) -> PairedComparisonResult | None:
+                         alpha: float | None = None) -> PairedComparisonResult | None:
     """Every student branch recipe against the reference recipe of its size (Table 1)."""
     students = predictions.filter(is_student())
     reference = names_where(students, is_reference())
@@ -168,7 +168,7 @@ def recipes_vs_reference(predictions: pl.DataFrame, *, mapping: BinaryMapping,
 def outside_vs_reference(predictions: pl.DataFrame, *, mapping: BinaryMapping,
                          threshold: float, aliases: Mapping[str, str],
                          subset: str = "decontaminated",
-                         alpha: float = DEFAULT_ALPHA) -> PairedComparisonResult | None:
+                         alpha: float | None = None) -> PairedComparisonResult | None:
     """Every outside guard against the reference recipe of each size (Table 2, one mapping)."""
     d = predictions.filter((pl.col("guard_kind") == "outside") | is_reference())
     rec = recipe_decisions(d, mapping=mapping, threshold=threshold, subset=subset)
@@ -191,7 +191,7 @@ def outside_vs_reference(predictions: pl.DataFrame, *, mapping: BinaryMapping,
 
 def strict_vs_loose(predictions: pl.DataFrame, *, loose: BinaryMapping, strict: BinaryMapping,
                     threshold: float, subset: str, aliases: Mapping[str, str],
-                    alpha: float = DEFAULT_ALPHA) -> PairedComparisonResult | None:
+                    alpha: float | None = None) -> PairedComparisonResult | None:
     """Every run under ``strict`` against itself under ``loose`` (the mapping effect)."""
     lo = _decisions(predictions, loose, threshold, subset).select(
         "run_id", "benchmark", "prompt_id", pl.col("unsafe").alias("u2"))
@@ -213,10 +213,11 @@ def strict_vs_loose(predictions: pl.DataFrame, *, loose: BinaryMapping, strict: 
 def paired_comparisons(predictions: pl.DataFrame, *, mappings: Mapping[str, BinaryMapping],
                        primary: str, threshold: float, subset: str,
                        aliases: Mapping[str, str], has_outside: bool,
-                       alpha: float = DEFAULT_ALPHA) -> PairedResults:
+                       alpha: float | None = None) -> PairedResults:
     """The three families of the report (module docstring). ``mappings`` holds every binary
     mapping scored, by name; ``primary`` is the report's; ``aliases`` maps a benchmark to its
-    metric name (CAP, OVER-REF, COPY, OR-H)."""
+    metric name (CAP, OVER-REF, COPY, OR-H); ``alpha`` None: the protocol's α."""
+    alpha = protocol().alpha if alpha is None else alpha
     recipes = recipes_vs_reference(predictions, mapping=mappings[primary], threshold=threshold,
                                    subset=subset, aliases=aliases, alpha=alpha)
     outside: list[PairedComparisonResult] = []

@@ -25,14 +25,18 @@ import numpy as np
 import polars as pl
 
 from guarddiag import stats
-from guarddiag.analyses.callwords import LESS, MORE, PRIMARY_DECONTAM, PRIMARY_THRESHOLD
+from guarddiag.analyses.callwords import (
+    LESS,
+    MORE,
+    PRIMARY_DECONTAM,
+    PRIMARY_THRESHOLD,
+    at_cutoff,
+)
 from guarddiag.analyses.contrast import contrast_side, pooled_variance, route_pairs
-from guarddiag.analyses.defaults import DEFAULT_COMPETENCE_FLOOR
+from guarddiag.protocol import protocol
 
 PLACEMENT_DRAWS = 2000
 """Monte-Carlo draws of a placement interval (a ratio of noisy ends has no exact one here)."""
-COMPETENCE_FLOOR = DEFAULT_COMPETENCE_FLOOR
-"""Mean clear-harm capture a guard (or the axis's reference) needs: the competence gate's."""
 PLACEMENT_SCHEMA = {"guard": pl.String, "benchmark": pl.String, "call": pl.String,
                     "stable": pl.Boolean, "score": pl.Float64, "t_matched": pl.Float64,
                     "b_end": pl.Float64, "a_end": pl.Float64, "position": pl.Float64,
@@ -77,8 +81,9 @@ def place_outside_guards(*, headline: pl.DataFrame, scores: pl.DataFrame,
                               clear_harm=clear_harm, threshold=PRIMARY_THRESHOLD)
     refs = cohort.filter(pl.col("role") == "reference")["run_id"].unique().to_list()
     ref_cap = _clear_harm_capture(scores, refs, mapping=mapping, clear_harm=clear_harm,
-                                  threshold="0.5")
-    weak = bool(ref_cap) and float(np.mean(list(ref_cap.values()))) < COMPETENCE_FLOOR
+                                  threshold=at_cutoff())
+    competence = protocol().competence_floor
+    weak = bool(ref_cap) and float(np.mean(list(ref_cap.values()))) < competence
     axis_note = ("weak: the branches fail the competence gate" if weak else "")
     t_of = dict(mine.select("run_id", "t_matched").iter_rows())
     rows = []
@@ -101,7 +106,7 @@ def place_outside_guards(*, headline: pl.DataFrame, scores: pl.DataFrame,
             continue
         for g in outside.filter(pl.col("benchmark") == bench).iter_rows(named=True):
             rid = g["run_id"]
-            if rid not in placeable or cap.get(rid, 0.0) < COMPETENCE_FLOOR:
+            if rid not in placeable or cap.get(rid, 0.0) < competence:
                 continue
             s, n = g["rate"], g["n"]
             rng = stats.derive_rng(seed, "calls-placement", bench, f"{s:.17g}", str(n))
@@ -133,6 +138,7 @@ def unplaced_guards(*, scores: pl.DataFrame, thresholds: pl.DataFrame,
     cap = _clear_harm_capture(scores, list(names), mapping=mapping, clear_harm=clear_harm,
                               threshold=PRIMARY_THRESHOLD)
     placed = set(placement["guard"].to_list()) if placement.height else set()
+    competence = protocol().competence_floor
     rows = []
     for rid, name in sorted(names.items()):
         if name in placed:
@@ -140,9 +146,9 @@ def unplaced_guards(*, scores: pl.DataFrame, thresholds: pl.DataFrame,
         if not neutral.get(rid):
             why = ("not scored on the policy-neutral val rows, so no matched threshold: "
                    "score it again with the pool (guarddiag guards score --pool …)")
-        elif cap.get(rid, 0.0) < COMPETENCE_FLOOR:
+        elif cap.get(rid, 0.0) < competence:
             why = (f"fails the competence gate: clear-harm capture {100 * cap.get(rid, 0.0):.1f}"
-                   f" % at its matched threshold, below {100 * COMPETENCE_FLOOR:.0f} %")
+                   f" % at its matched threshold, below {100 * competence:.0f} %")
         else:
             why = "no benchmark has A and B ends apart by more than the seed floor"
         rows.append({"guard": name, "why": why})

@@ -27,13 +27,14 @@ from fractions import Fraction
 import polars as pl
 
 from guarddiag import stats
-from guarddiag.analyses.defaults import DEFAULT_BENCHMARK, DEFAULT_GROUP
+from guarddiag.analyses.defaults import DEFAULT_GROUP
 from guarddiag.analyses.load import student_runs
 from guarddiag.analyses.registry import AnalysisContext, AnalysisOmitted, register_analysis
 from guarddiag.analyses.scored import SCORES
 from guarddiag.analyses.scores import ScoresResult
 from guarddiag.errors import GuarddiagError, unknown_name
 from guarddiag.labels import branch_order
+from guarddiag.protocol import protocol
 from guarddiag.roles import is_a_last, is_study_branch, names_where
 
 
@@ -159,10 +160,12 @@ def rank_ties(test: stats.RankTestResult) -> RankTies:
 
 
 def branch_rank_test(scores: ScoresResult, *, group: Sequence[str] = DEFAULT_GROUP,
-                     benchmark: str = DEFAULT_BENCHMARK, subset: str = "full",
+                     benchmark: str | None = None, subset: str = "full",
                      mapping: str = "loose", tail: str = "top") -> BranchRankResult:
     """Test whether ``group`` holds the ``tail`` ranks of the branches on ``benchmark``
-    (an empty ``group``: the A-last group, read from the runs' roles)."""
+    (an empty ``group``: the A-last group, read from the runs' roles; ``benchmark`` None: the
+    protocol's policy-content benchmark)."""
+    benchmark = protocol().rank_benchmark if benchmark is None else benchmark
     rows = student_runs(scores.binary(subset=subset, mapping=mapping))
     group = tuple(group) or names_where(rows.filter(is_study_branch()), is_a_last())
     if not group:

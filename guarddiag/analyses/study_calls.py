@@ -23,6 +23,9 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from guarddiag.analyses.callwords import PRIMARY_THRESHOLD, at_cutoff
+from guarddiag.protocol import protocol
+
 
 @dataclass(frozen=True)
 class StudyFigure:
@@ -51,8 +54,10 @@ STUDY_SCHEMA = {"benchmark": pl.String, "study_a_last": pl.String, "study_b_last
 
 
 def direction_verdict(sign: int, low: float | None, high: float | None, *,
-                      margin: float = 0.05) -> str:
-    """same / opposite / not shown here, for an interval of A-last − B-last (module docstring)."""
+                      margin: float | None = None) -> str:
+    """same / opposite / not shown here, for an interval of A-last − B-last (module docstring);
+    ``margin`` None: the protocol's equivalence margin."""
+    margin = protocol().equivalence_margin if margin is None else margin
     if low is None or high is None:
         return "not shown here"
     if sign == 0:
@@ -64,7 +69,7 @@ def direction_verdict(sign: int, low: float | None, high: float | None, *,
     return "not shown here"
 
 
-def study_rows(headline: pl.DataFrame, *, margin: float = 0.05) -> pl.DataFrame:
+def study_rows(headline: pl.DataFrame, *, margin: float | None = None) -> pl.DataFrame:
     """One row per benchmark of :data:`STUDY_FIGURES` that this run scored."""
     rows = []
     for r in headline.filter(pl.col("benchmark").is_in(list(STUDY_FIGURES))).iter_rows(
@@ -85,7 +90,7 @@ def contradictions(study: pl.DataFrame) -> str:
     """One sentence on where this run contradicts the study ("" where it does not)."""
     bits = []
     for r in study.iter_rows(named=True):
-        where = [w for w, v in (("matched", r["verdict"]), ("0.5", r["verdict_05"]))
+        where = [w for w, v in ((PRIMARY_THRESHOLD, r["verdict"]), (at_cutoff(), r["verdict_05"]))
                  if v == "opposite"]
         if where:
             bits.append(f"{r['benchmark']} at {' and '.join(where)} (study: "

@@ -2,7 +2,7 @@
 
 Guard teams compare guards on a harmful set and its benign twin (GuardBench reports F1 and
 AUPRC); a rate at one threshold hides how much a guard could give by moving it. For each pair
-in :data:`PAIRS` and each run (branch, baseline or outside guard), harmful prompts are the
+in :func:`pairs` and each run (branch, baseline or outside guard), harmful prompts are the
 positives and benign ones the negatives, scored by P(unsafe) under the binary mapping:
 
 - ``f1``: F1 of the decision P(unsafe) ≥ the report's threshold: 2·TP / (2·TP + FP + FN)
@@ -38,14 +38,8 @@ from guarddiag.analyses.tables import KIND_ORDER
 from guarddiag.errors import GuarddiagError
 from guarddiag.labels import BinaryMapping, branch_order, get_mapping
 from guarddiag.predictions import check_threshold, with_unsafe_probability
+from guarddiag.protocol import protocol
 
-PAIRS: tuple[tuple[str, str, str], ...] = (
-    ("xstest", "xstest_unsafe", "xstest_safe"),
-    ("jailbreakbench", "jbb_harmful", "jbb_benign"),
-    ("wildguardtest", "wildguardtest_harmful", "wildguardtest_benign"),
-    ("orbench", "orbench_toxic", "orbench_hard"),
-)
-"""(pair name, harmful benchmark id, benign benchmark id), ids as in data_manifests/."""
 DEFAULT_CAPTURE = 0.95
 METRICS = ("f1", "auprc", "over_refusal_at_capture")
 _BLOCK_DRAWS = 1_000_000
@@ -78,7 +72,7 @@ def _weighted_metrics(p: np.ndarray, y: np.ndarray, w: np.ndarray, *, threshold:
                       capture: float) -> np.ndarray:
     """Rows of ``w`` are prompt multiplicities (one row per resample); returns [rows, 4]:
     f1, auprc, over-refusal at capture, threshold at capture (NaN where undefined)."""
-    pos = y > 0.5
+    pos = y == 1.0  # labels: 1 harmful, 0 benign (_stack)
     ph, pb, wh, wb = p[pos], p[~pos], w[:, pos], w[:, ~pos]
     # Only thresholds at a harmful prompt's score move recall: AUPRC and the capture threshold
     # need the cumulative counts there (and at the report's threshold, for F1).
@@ -104,6 +98,13 @@ def _weighted_metrics(p: np.ndarray, y: np.ndarray, w: np.ndarray, *, threshold:
                     flagged_benign / np.where(n_neg > 0, n_neg, 1.0), np.nan)
     out: np.ndarray = np.c_[f1, auprc, over, thr]
     return out
+
+
+def pairs() -> tuple[tuple[str, str, str], ...]:
+    """(pair name, harmful benchmark id, benign benchmark id) of the protocol's
+    ``threshold_free_pairs``, ids as in data_manifests/."""
+    proto = protocol()
+    return proto.pairs_of(proto.threshold_free_pairs)
 
 
 Scores = Sequence[float] | np.ndarray
@@ -230,7 +231,7 @@ def threshold_free_metrics(predictions: pl.DataFrame, *, mapping: BinaryMapping,
                            n_resamples: int = stats.DEFAULT_RESAMPLES,
                            confidence: float = stats.DEFAULT_CONFIDENCE, seed: int = 0
                            ) -> ThresholdFreeResult:
-    """F1, AUPRC and over-refusal at ``capture`` per run on each pair of :data:`PAIRS` that has
+    """F1, AUPRC and over-refusal at ``capture`` per run on each pair of :func:`pairs` that has
     predictions (``ok`` rows; ``subset = "decontaminated"`` keeps ``survives_decontam``)."""
     if not 0.0 < capture <= 1.0:
         raise GuarddiagError(f"capture: expected a number in (0, 1], got {capture!r}")
@@ -240,7 +241,7 @@ def threshold_free_metrics(predictions: pl.DataFrame, *, mapping: BinaryMapping,
         ok = ok.filter(pl.col("survives_decontam"))
     ok = with_unsafe_probability(ok, mapping, column="_p")
     rows, missing = [], []
-    for pair in PAIRS:
+    for pair in pairs():
         part = ok.filter(pl.col("benchmark").is_in(pair[1:]))
         absent = [b for b in pair[1:] if b not in set(part["benchmark"].to_list())]
         if absent:

@@ -36,7 +36,7 @@ import polars as pl
 import scipy.stats
 
 from guarddiag import stats
-from guarddiag.analyses.calls import CALLS, MORE, compute_calls
+from guarddiag.analyses.calls import CALLS, MORE, at_cutoff, compute_calls
 from guarddiag.predictions import COLUMNS, SCHEMA
 from guarddiag.roles import ROLE_COLUMNS
 from guarddiag.train.branches import load_branches
@@ -196,7 +196,7 @@ def run_simulation(*, draws: int = 200, seed: int = 0,
             cohorts += prim.height
             raw = result.table.filter(
                 (pl.col("mapping") == "loose") & (pl.col("decontam") == "exact")
-                & (pl.col("threshold") == "0.5") & pl.col("benchmark").is_in(
+                & (pl.col("threshold") == at_cutoff()) & pl.col("benchmark").is_in(
                     prim["benchmark"].to_list()))
             shifts += [float(v) for v in raw["effect"].drop_nulls().to_list()]
         rows.append({"scenario": scenario,

@@ -3,8 +3,8 @@ and at what cost on this machine.
 
 Per size (a frozen size and its teachers' size, :func:`~guarddiag.model.sizes.size_up`), the
 bench trains the reference recipe at ``seeds`` and the two teachers T_A and T_B, scores them on
-the study's clear-harm subsets, the ranking pairs (:data:`~guarddiag.analyses.competence.
-RANKING_PAIRS`), HarmBench-copyright and the pool's val split, and measures, on the
+the study's clear-harm subsets, the ranking pairs (:func:`~guarddiag.analyses.competence.
+ranking_pairs`), HarmBench-copyright and the pool's val split, and measures, on the
 decontaminated prompts of public sets kept outside the pool:
 
 * CAP of the reference on the clear-harm set (mean over the subsets, seed-averaged) at the
@@ -42,12 +42,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from guarddiag.analyses.competence import (
-    NOT_CLEAR_HARM,
-    RANKING_PAIRS,
-    clear_harm_benchmarks,
-    ranking_table,
-)
+from guarddiag.analyses.competence import clear_harm_benchmarks, ranking_pairs, ranking_table
 from guarddiag.analyses.operating import matched_threshold, neutral_ids
 from guarddiag.analyses.scores import VAL_BENCHMARK
 from guarddiag.cores import usable_cores
@@ -58,13 +53,13 @@ from guarddiag.labels import MAPPINGS
 from guarddiag.numerics import cpu_flags
 from guarddiag.pool.table import read_pool
 from guarddiag.predictions import read, with_unsafe_probability
+from guarddiag.protocol import protocol
 from guarddiag.roles import is_reference
 from guarddiag.runs import read_run_meta
 
 BENCH_BRANCHES = ("T_A", "T_B", "reference")
 """What the bench trains per size: the reference recipe and both teachers (T_B teaches it;
 T_A only for the copyright gap)."""
-COPYRIGHT = "harmbench_copyright"
 DEFAULT_FFR = 0.05
 """False-flag rate on the policy-neutral val rows that sets each run's threshold."""
 COSTS_DIR = "bench-costs"
@@ -118,7 +113,7 @@ class CompetenceBenchResult:
 
     def to_table(self) -> str:
         """The table ``bench competence`` prints (AUROC per pair as recipe/TF-IDF)."""
-        pairs = [p for p, _, _ in RANKING_PAIRS if p in set(self.ranking["pair"].to_list())]
+        pairs = [p for p, _, _ in ranking_pairs() if p in set(self.ranking["pair"].to_list())]
         head = (f"{'size':<18} {'CAP@' + format(self.ffr, '.0%') + 'FFR':>10} {'CAP@0.5':>8} "
                 + "".join(f" {p[:14]:>14}" for p in pairs)
                 + f" {'T_A-T_B copy':>12} {'embed s/1k':>10} {'train s/1k':>10} "
@@ -171,9 +166,9 @@ def run_operating_points(predictions: pl.DataFrame, neutral: Sequence[str], *,
                          subset: str = "decontaminated", ffr: float = DEFAULT_FFR
                          ) -> pl.DataFrame:
     """Per run and benchmark of ``benchmarks``: CAP (share with P(unsafe) ≥ t) at the run's
-    threshold t flagging ``ffr`` of the ``neutral`` val rows, and at 0.5; with t and the
-    realised false-flag rate. Benchmark rows are the decontaminated ones unless ``subset`` is
-    ``full``."""
+    threshold t flagging ``ffr`` of the ``neutral`` val rows, and at the protocol's cut-off;
+    with t and the realised false-flag rate. Benchmark rows are the decontaminated ones unless
+    ``subset`` is ``full``."""
     ok = with_unsafe_probability(predictions.filter(pl.col("status") == "ok"),
                                  MAPPINGS[mapping], column="_p")
     val = ok.filter((pl.col("benchmark") == VAL_BENCHMARK)
@@ -181,6 +176,7 @@ def run_operating_points(predictions: pl.DataFrame, neutral: Sequence[str], *,
     bench = ok.filter(pl.col("benchmark").is_in(list(benchmarks)))
     if subset == "decontaminated":
         bench = bench.filter(pl.col("survives_decontam"))
+    cutoff = protocol().cutoff
     rows: list[dict[str, object]] = []
     for run in val.sort("run_id").partition_by("run_id", maintain_order=True):
         rid = str(run["run_id"][0])
@@ -193,7 +189,7 @@ def run_operating_points(predictions: pl.DataFrame, neutral: Sequence[str], *,
                 rows.append({"run_id": rid, "benchmark": b, "n": int(p.size), "t": t,
                              "ffr": float(np.mean(p_neutral >= t)),
                              "cap_ffr": float(np.mean(p >= t)),
-                             "cap_05": float(np.mean(p >= 0.5))})
+                             "cap_05": float(np.mean(p >= cutoff))})
     return pl.DataFrame(rows, schema={"run_id": pl.String, "benchmark": pl.String,
                                       "n": pl.Int64, "t": pl.Float64, "ffr": pl.Float64,
                                       "cap_ffr": pl.Float64, "cap_05": pl.Float64})
@@ -207,16 +203,19 @@ def _runs(predictions: pl.DataFrame) -> pl.DataFrame:
 def competence_by_size(predictions: pl.DataFrame, pool: pl.DataFrame, *,
                        teachers: dict[str, str], mapping: str = "loose",
                        subset: str = "decontaminated", ffr: float = DEFAULT_FFR,
-                       margin: float = 0.05) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+                       margin: float | None = None
+                       ) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     """(per-size table, ranking table, per-subset CAPs) of the reference recipe at each size
     in ``predictions`` and of the policy-B TF-IDF baseline (size ``tfidf``); ``teachers``
-    maps a student size to its teachers' size (for the copyright gap)."""
+    maps a student size to its teachers' size (for the copyright gap); ``margin`` None: the
+    protocol's ``auroc_margin``."""
+    copyright_id = protocol().rank_benchmark
     clear = [b for b in clear_harm_benchmarks() if b in set(predictions["benchmark"].to_list())]
     if not clear:
         raise GuarddiagError("bench competence: no clear-harm subset was scored (is the data "
                              "directory's benchmarks/ folder there?)")
     points = run_operating_points(predictions, neutral_ids(pool, MAPPINGS[mapping]),
-                                  benchmarks=[*clear, COPYRIGHT], mapping=mapping,
+                                  benchmarks=[*clear, copyright_id], mapping=mapping,
                                   subset=subset, ffr=ffr).join(_runs(predictions), on="run_id")
     ref = points.filter(is_reference() | ((pl.col("guard_kind") == "baseline")
                                           & (pl.col("label_policy") == "B")))
@@ -233,7 +232,7 @@ def competence_by_size(predictions: pl.DataFrame, pool: pl.DataFrame, *,
         pl.col("cap_ffr").min().alias("cap_ffr_low"),
         pl.col("cap_ffr").max().alias("cap_ffr_high"), pl.col("ffr").mean(),
         pl.col("cap_05").mean())
-    copy = points.filter((pl.col("benchmark") == COPYRIGHT) & (pl.col("role") == "teacher"))
+    copy = points.filter((pl.col("benchmark") == copyright_id) & (pl.col("role") == "teacher"))
     gap = [{"size": s, **_copy_gap(copy.filter(pl.col("size") == t))}
            for s, t in teachers.items()]
     ranking = ranking_table(predictions, mapping=mapping, subset=subset, margin=margin)
@@ -311,8 +310,8 @@ def _bench_size(task: _SizeTask) -> SizeCost:
 
 def bench_benchmarks(data_dir: Path | None) -> tuple[str, ...]:
     """The subsets the bench scores that are available: clear harm, copyright, the pairs."""
-    wanted = [*clear_harm_benchmarks(), *NOT_CLEAR_HARM,
-              *(b for _, h, n in RANKING_PAIRS for b in (h, n))]
+    wanted = [*clear_harm_benchmarks(), *protocol().policy_content,
+              *(b for _, h, n in ranking_pairs() for b in (h, n))]
     status = {s.id: s.status for s in subset_status(data_dir=data_dir, ids=",".join(wanted))}
     return tuple(b for b in dict.fromkeys(wanted) if status.get(b) == "available")
 

@@ -232,8 +232,8 @@ def _run_pull(args: argparse.Namespace) -> int:
 
 def _run_add(args: argparse.Namespace) -> int:
     from guarddiag import data
-    from guarddiag.analyses.loadtest import MIN_PROMPTS
     from guarddiag.errors import GuarddiagError
+    from guarddiag.protocol import protocol
 
     common = {"subset_id": args.subset_id, "text_column": args.text_column,
               "category_column": args.category_column, "id_column": args.id_column,
@@ -266,9 +266,9 @@ def _run_add(args: argparse.Namespace) -> int:
         print(f"{verb[result.status]} {result.subset_id}: {result.rows:,} {kind} prompts from "
               f"{result.file} ({result.format}, sha256 {result.sha256[:12]}…)")
         print(f"manifest: {result.manifest_path}")
-        if result.rows < MIN_PROMPTS:
+        if result.rows < (need := protocol().min_prompts):
             logger.info(f"{result.subset_id} has {result.rows} prompts: the report's policy-or-"
-                        f"capability test needs {MIN_PROMPTS}, so it will call it undetermined")
+                        f"capability test needs {need}, so it will call it undetermined")
     first = results[0][1]
     default_root = data.user_manifests_root(data_dir=resolve_data_dir(args.data_dir))
     if first.manifest_path.parent.resolve() != default_root.resolve():

@@ -235,8 +235,9 @@ def _run_list(args: argparse.Namespace) -> int:
 
 def _run_score(args: argparse.Namespace) -> int:
     from guarddiag.guards.registry import ADAPTERS, get_adapter
-    from guarddiag.guards.scoring import UNSAFE_CUTOFF, score_guard
+    from guarddiag.guards.scoring import score_guard
     from guarddiag.paths import resolve_data_dir
+    from guarddiag.protocol import protocol
 
     paths = work_paths_from(args)
     kind = args.adapter
@@ -269,7 +270,7 @@ def _run_score(args: argparse.Namespace) -> int:
     col = f"pct_unsafe_{result.mapping}"
     print(f"guard/{result.name}  ({result.table_path})")
     print(f"{'benchmark':<28} {'kind':<8} {'n':>6} {'failed':>6}  % unsafe ({result.mapping} "
-          f"read-out, P(unsafe) >= {UNSAFE_CUTOFF:g}; failed prompts left out)")
+          f"read-out, P(unsafe) >= {protocol().cutoff:g}; failed prompts left out)")
     for row in result.summary.iter_rows(named=True):
         pct = "-" if row[col] is None else f"{row[col]:.1f}"
         print(f"{row['benchmark']:<28} {row['kind'] or '-':<8} {row['n']:>6} "

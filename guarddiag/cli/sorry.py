@@ -127,8 +127,9 @@ def register(sub: argparse._SubParsersAction, bench: argparse._SubParsersAction)
                    help="option for guard:<adapter> (repeatable), e.g. model=/models/x")
     j.add_argument("--mapping", default="loose", choices=("loose", "strict"),
                    help="binary mapping for run:/guard: judges")
-    j.add_argument("--threshold", type=float, default=0.5,
-                   help="P(unsafe) at or above which a run:/guard: judge says fulfil")
+    j.add_argument("--threshold", type=float, default=None,
+                   help="P(unsafe) at or above which a run:/guard: judge says fulfil "
+                        "(default the protocol's cut-off, 0.5)")
     j.add_argument("--batch-size", type=int, default=64, help="run: judge batch size")
     add_device(j)
     j.add_argument("--out", default=None, metavar="FILE.json",

@@ -50,7 +50,6 @@ from guarddiag.data.load import (
 from guarddiag.data.manifest import (
     FORMATS,
     KINDS,
-    STUDY_IDS,
     USER_MANIFESTS_ENV,
     BenchmarkFile,
     BenchmarkManifest,
@@ -70,7 +69,6 @@ __all__ = [
     "FRAME_SCHEMA",
     "KINDS",
     "MIRROR_ENV",
-    "STUDY_IDS",
     "SUBSET_SEPARATOR",
     "USER_MANIFESTS_ENV",
     "AddResult",

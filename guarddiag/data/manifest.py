@@ -13,7 +13,9 @@ Manifest fields (base subsets)
 ``id``            subset id, equal to the file stem.
 ``title``         human-readable name.
 ``kind``          ``harmful`` or ``benign``: what a guard should call every prompt.
-``study``         true for the 15 subsets of SPEC §5 (:data:`STUDY_IDS`), false otherwise.
+``study``         optional: whether the subset is one of SPEC §5's, the protocol's
+                  ``study_benchmarks`` (:mod:`guarddiag.protocol`), which declares them; read
+                  from there when absent (the built-in manifests leave it out), else it must agree.
 ``hf_dataset`` / ``hf_config`` / ``hf_split``
                   where the subset is published on the Hugging Face Hub (null when it is not).
 ``source_kind``   where the pinned bytes come from: ``upstream``, ``upstream-fork`` (a fork whose
@@ -104,12 +106,12 @@ from guarddiag.data.userdir import (
     user_manifests_root,
 )
 from guarddiag.errors import GuarddiagError, unknown_name
+from guarddiag.protocol import protocol
 from guarddiag.spec import Field, Problems, field_problem, load_yaml_mapping, read_fields
 
 __all__ = [
     "FORMATS",
     "KINDS",
-    "STUDY_IDS",
     "USER_MANIFESTS_ENV",
     "BenchmarkFile",
     "BenchmarkManifest",
@@ -122,14 +124,6 @@ __all__ = [
     "user_manifests_root",
 ]
 
-
-STUDY_IDS: tuple[str, ...] = (
-    "harmbench_standard", "harmbench_contextual", "harmbench_copyright", "advbench",
-    "jbb_harmful", "jbb_benign", "strongreject", "donotanswer", "wildguardtest_harmful",
-    "wildguardtest_benign", "saladbench_base", "saladbench_attack", "saladbench_defense",
-    "orbench_toxic", "orbench_hard",
-)
-"""The 15 subsets of SPEC §5, in the order the study reports them."""
 
 KINDS = ("harmful", "benign")
 FORMATS = ("csv", "parquet", "json", "jsonl", "jsonl.gz", "lines", "json_tree")
@@ -156,7 +150,7 @@ _COMMON_FIELDS = (
 BASE_FIELDS: tuple[Field, ...] = (
     _ID_FIELD,
     Field("title", "str", required=True, nullable=True),
-    Field("study", "bool", required=True),
+    Field("study", "bool"),
     Field("source_kind", required=True, nullable=True, allowed=SOURCE_KINDS),
     Field("licence", "str", required=True, nullable=True),
     Field("text_fields", "str_list", required=True),
@@ -334,7 +328,7 @@ def load_manifests(*, derived_dir: str | os.PathLike[str] | None = None,
     _load_user(user_manifests_root(user_manifests_dir, data_dir=data_dir), base, problems)
     derived = _load_derived(default_derived_dir(derived_dir), base, problems)
     problems.raise_if_any("benchmark manifests")
-    order = {sid: i for i, sid in enumerate(STUDY_IDS)}
+    order = {sid: i for i, sid in enumerate(protocol().study_benchmarks)}
     ordered = sorted(base.values(), key=lambda m: (order.get(m.id, len(order)), m.user, m.id))
     ordered += sorted(derived.values(), key=lambda m: m.id)
     return {m.id: m for m in ordered}
@@ -425,6 +419,7 @@ def parse_manifest(path: Path, problems: Problems, *, derived_root: Path | None,
     if len(problems.items) > n_before or files is None:
         return None
     scalars = {k: v for k, v in values.items() if k not in _READ_BY_HAND}
+    scalars.setdefault("study", values["id"] in protocol().study_benchmarks)
     if derived:
         scalars["id_field"] = scalars.get("id_field") or "prompt_id"
         scalars["category_field"] = scalars.get("category_field") or "category"
@@ -443,10 +438,11 @@ def _check_identity(values: dict[str, Any], path: Path, *, derived: bool,
     study = values.get("study")
     if study is None:
         return
-    if isinstance(sid, str) and not derived and study != (sid in STUDY_IDS):
+    in_study = sid in protocol().study_benchmarks
+    if isinstance(sid, str) and not derived and study != in_study:
         problems.add(f'{path} field "study"',
-                     f"must be {str(sid in STUDY_IDS).lower()} for {sid!r} "
-                     f"(the study subsets are those of SPEC §5)")
+                     f"must be {str(in_study).lower()} for {sid!r} (the study subsets are the "
+                     f"protocol's study_benchmarks, SPEC §5)")
     if derived and study:
         problems.add(f'{path} field "study"', "a derived subset cannot be a study subset")
 

@@ -64,10 +64,11 @@ from guarddiag.guards.own_decontam import own_audit, read_training, with_own_fla
 from guarddiag.guards.rawlog import Answers, open_log, record
 from guarddiag.guards.responses import RESPONSE
 from guarddiag.guards.sanity import check_direction
-from guarddiag.guards.table import RUN_PREFIX, UNSAFE_CUTOFF, guard_table, summary
+from guarddiag.guards.table import RUN_PREFIX, guard_table, summary
 from guarddiag.labels import get_mapping
 from guarddiag.predictions import validate
 from guarddiag.progress import progress
+from guarddiag.protocol import protocol
 
 logger = logging.getLogger(__name__)
 
@@ -132,7 +133,7 @@ class GuardScoreResult:
                 "n_asked": self.n_asked, "n_reused": self.n_reused, "n_failed": self.n_failed,
                 "mapping": self.mapping, "unavailable": list(self.unavailable),
                 "decontam_known": self.decontam_known, "notes": list(self.notes),
-                "fingerprint": self.fingerprint, "unsafe_cutoff": UNSAFE_CUTOFF,
+                "fingerprint": self.fingerprint, "unsafe_cutoff": protocol().cutoff,
                 "training_data": self.training, "canaries": self.canaries,
                 "sanity": self.sanity, "benchmarks": self.summary.to_dicts()}
 
@@ -470,7 +471,7 @@ def score_guard(adapter: GuardAdapter, *, benchmarks: str | Sequence[str] = "all
 
     ``benchmarks`` defaults to every benchmark and every derived (mutated) subset, as the
     demo's outside guard is scored. A prompt is called unsafe at P(unsafe) ≥
-    :data:`UNSAFE_CUTOFF` (0.5). ``frames`` injects benchmark frames (``benchmark``,
+    the protocol's cut-off (0.5). ``frames`` injects benchmark frames (``benchmark``,
     ``prompt_id``, ``text``, ``label_kind``) instead of loading ``benchmarks`` from the data
     directory. Answers are stored every ``chunk_size`` prompts (default: the adapter's
     ``chunk_size``).

@@ -8,13 +8,11 @@ import polars as pl
 
 from guarddiag.guards.rawlog import Answers, verdict_from_record
 from guarddiag.labels import CLASSES, PROB_COLUMNS, get_mapping
+from guarddiag.protocol import protocol
 
-__all__ = ["RUN_PREFIX", "UNSAFE_CUTOFF", "guard_table", "summary"]
+__all__ = ["RUN_PREFIX", "guard_table", "summary"]
 
 RUN_PREFIX = "guard/"
-UNSAFE_CUTOFF = 0.5
-"""A guard calls a prompt unsafe when its P(unsafe) is at least this (the printed summary; the
-report's default threshold is the same 0.5)."""
 
 
 def guard_table(name: str, kind: str, frames: dict[str, pl.DataFrame], done: Answers,
@@ -52,15 +50,16 @@ def guard_table(name: str, kind: str, frames: dict[str, pl.DataFrame], done: Ans
 
 def summary(table: pl.DataFrame, frames: dict[str, pl.DataFrame], mapping: str
              ) -> pl.DataFrame:
-    """Per benchmark: share predicted unsafe (p_unsafe ≥ :data:`UNSAFE_CUTOFF`) under loose
-    and strict."""
+    """Per benchmark: share predicted unsafe (p_unsafe ≥ the protocol's cut-off, the report's
+    default threshold) under loose and strict."""
+    cutoff = protocol().cutoff
     strict_unsafe = [c for c, name in zip(PROB_COLUMNS, CLASSES, strict=True)
                      if name in get_mapping("strict").unsafe]
     kinds = {b: (f["label_kind"].unique().sort().str.join("/").item()
                  if "label_kind" in f.columns else None) for b, f in frames.items()}
     ok = table.filter(pl.col("status") == "ok").with_columns(
-        (pl.col("p_unsafe") >= UNSAFE_CUTOFF).alias("unsafe_loose"),
-        (pl.sum_horizontal([pl.col(c) for c in strict_unsafe]) >= UNSAFE_CUTOFF)
+        (pl.col("p_unsafe") >= cutoff).alias("unsafe_loose"),
+        (pl.sum_horizontal([pl.col(c) for c in strict_unsafe]) >= cutoff)
         .alias("unsafe_strict"))
     per = ok.group_by("benchmark").agg(
         (pl.col("unsafe_loose").mean() * 100).alias("pct_unsafe_loose"),

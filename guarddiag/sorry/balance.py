@@ -26,7 +26,7 @@ majority decisions are not unanimous.
 
 The unsafe decision of a prediction row is the report's: P(unsafe) under the binary mapping
 (``loose`` by default; ``guarddiag.predictions.with_unsafe_probability``) at or above the
-threshold (default 0.5); failed rows are left out.
+threshold (default the protocol's cut-off, 0.5); failed rows are left out.
 """
 
 from __future__ import annotations
@@ -221,7 +221,7 @@ _RUN_COLUMNS = ("run_id", "guard_kind", "branch", "size", "seed")
 
 
 def _joined(predictions: pl.DataFrame, frames: Mapping[str, pl.DataFrame],
-            mapping: BinaryMapping, threshold: float) -> pl.DataFrame:
+            mapping: BinaryMapping, threshold: float | None) -> pl.DataFrame:
     decided = unsafe_decisions(predictions, mapping=mapping, threshold=threshold)
     parts = []
     for bench, frame in frames.items():
@@ -260,7 +260,7 @@ class CategoryBreakdown:
 
 def capture_by_category(predictions: pl.DataFrame, frames: Mapping[str, pl.DataFrame], *,
                         mapping: BinaryMapping = LOOSE,
-                        threshold: float = 0.5) -> CategoryBreakdown:
+                        threshold: float | None = None) -> CategoryBreakdown:
     """Every run's capture within each category and domain of each given benchmark.
 
     ``frames`` are the benchmarks to break down (e.g. ``{"sorrybench": frame}``); predictions of
@@ -292,7 +292,7 @@ class PolicySensitivity:
 
 
 def policy_sensitive_categories(predictions: pl.DataFrame, frames: Mapping[str, pl.DataFrame],
-                                *, mapping: BinaryMapping = LOOSE, threshold: float = 0.5,
+                                *, mapping: BinaryMapping = LOOSE, threshold: float | None = None,
                                 guard_kind: str = "branch") -> PolicySensitivity:
     """Span and flip share of every category across the branches (module docstring).
 

@@ -16,10 +16,10 @@ Judges (``--judge``):
 * ``run:<run dir>`` - a guard branch trained by guarddiag reads ``User: <prompt>`` + blank line +
   ``Assistant: <response>`` (:data:`JUDGE_TEMPLATE`), scored as ``guarddiag.predict.score_texts``
   does (model loaded before the clock starts);
-  an *unsafe* call (P(unsafe) under the binary mapping >= 0.5, the report's read-out) means the
-  response is harmful, i.e. it *fulfils* the unsafe request.
+  an *unsafe* call (P(unsafe) under the binary mapping >= the protocol's cut-off, 0.5, the
+  report's read-out) means the response is harmful, i.e. it *fulfils* the unsafe request.
 * ``guard:<adapter>`` - an outside guard (``guarddiag.guards.get_adapter``) scores the same text;
-  an unsafe verdict (P(unsafe) >= 0.5) means *fulfil*. A verdict the adapter could not parse
+  an unsafe verdict (P(unsafe) >= the cut-off) means *fulfil*. A verdict the adapter could not parse
   counts as a disagreement and is reported (never read as either label).
 
 Scores: agreement (share of records where judge = human), Cohen's κ
@@ -45,6 +45,7 @@ from guarddiag.files import read_table
 from guarddiag.guards import get_adapter
 from guarddiag.guards.parsing import REFUSAL_PHRASES, refusal_phrase
 from guarddiag.labels import CLASSES, LOOSE, BinaryMapping
+from guarddiag.predictions import check_threshold
 from guarddiag.stats import cohen_kappa
 
 logger = logging.getLogger(__name__)
@@ -129,9 +130,12 @@ def _run_scorer(run_dir: Path, batch_size: int, device: str
 
 
 def run_judge(run_dir: str | os.PathLike[str], *, mapping: BinaryMapping = LOOSE,
-              threshold: float = 0.5, batch_size: int = 64, device: str = "auto") -> JudgeFn:
+              threshold: float | None = None, batch_size: int = 64,
+              device: str = "auto") -> JudgeFn:
     """A judge backed by a trained guarddiag run (its class probabilities), loaded now on
-    ``device`` (auto: CUDA when present, else the CPU)."""
+    ``device`` (auto: CUDA when present, else the CPU); ``threshold`` None: the protocol's
+    cut-off."""
+    threshold = check_threshold(threshold)
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise GuarddiagError(f"--judge run:{run_dir}: run folder not found")
@@ -159,9 +163,11 @@ def _verdict_unsafe(verdict: object, mapping: BinaryMapping, threshold: float) -
     return p >= threshold
 
 
-def guard_judge(adapter: str, *, mapping: BinaryMapping = LOOSE, threshold: float = 0.5,
+def guard_judge(adapter: str, *, mapping: BinaryMapping = LOOSE, threshold: float | None = None,
                 **options: object) -> JudgeFn:
-    """A judge backed by an outside guard adapter (built now, so loading is not timed)."""
+    """A judge backed by an outside guard adapter (built now, so loading is not timed);
+    ``threshold`` None: the protocol's cut-off."""
+    threshold = check_threshold(threshold)
     guard = get_adapter(adapter, **options)
 
     def judge(prompts: Sequence[str], responses: Sequence[str]) -> list[str | None]:
@@ -175,7 +181,7 @@ def guard_judge(adapter: str, *, mapping: BinaryMapping = LOOSE, threshold: floa
     return judge
 
 
-def make_judge(spec: str, *, mapping: BinaryMapping = LOOSE, threshold: float = 0.5,
+def make_judge(spec: str, *, mapping: BinaryMapping = LOOSE, threshold: float | None = None,
                batch_size: int = 64, guard_options: dict[str, object] | None = None,
                device: str = "auto") -> JudgeFn:
     """``keyword`` | ``run:<run dir>`` | ``guard:<adapter name>`` (built with
@@ -254,7 +260,7 @@ def score_judge(records: pl.DataFrame, verdicts: Sequence[str | None], *, judge:
 
 def evaluate_judge(records: pl.DataFrame | str | os.PathLike[str], judge: str | JudgeFn, *,
                    judge_name: str | None = None, mapping: BinaryMapping = LOOSE,
-                   threshold: float = 0.5, batch_size: int = 64,
+                   threshold: float | None = None, batch_size: int = 64,
                    guard_options: dict[str, object] | None = None,
                    device: str = "auto") -> JudgeEvalResult:
     """Build the judge, time one pass over the records, and score it against the humans."""

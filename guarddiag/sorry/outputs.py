@@ -118,7 +118,7 @@ def run_jaccard(*, ids: str = "all", pool: str | os.PathLike[str] | None = None,
 
 
 def run_judge_eval(*, records: str | os.PathLike[str], judge: str, mapping: str = "loose",
-                   threshold: float = 0.5, batch_size: int = 64,
+                   threshold: float | None = None, batch_size: int = 64,
                    guard_options: dict[str, object] | None = None,
                    out: str | os.PathLike[str] | None = None,
                    device: str = "auto") -> JudgeEvalResult:

@@ -68,7 +68,7 @@ class RobustnessResult:
 
 def measure_robustness(predictions: pl.DataFrame, derived: Mapping[str, pl.DataFrame], *,
                        bases: Mapping[str, str] | None = None,
-                       mapping: BinaryMapping = LOOSE, threshold: float = 0.5,
+                       mapping: BinaryMapping = LOOSE, threshold: float | None = None,
                        n_resamples: int = 2000,
                        seed: int = 0, confidence: float = 0.95) -> RobustnessResult:
     """Per run and mutated subset: capture on base vs mutated prompts (module docstring).

@@ -11,9 +11,9 @@ import polars as pl
 from guarddiag import plots
 from guarddiag.analyses.contamination import copy_items
 from guarddiag.analyses.intervals import SEED_WILSON
-from guarddiag.analyses.loadtest import MIN_PROMPTS
 from guarddiag.analyses.scores import SUBSETS
 from guarddiag.labels import get_mapping
+from guarddiag.protocol import protocol
 from guarddiag.report.context import ReportContext
 from guarddiag.report.document import (
     Block,
@@ -227,7 +227,7 @@ def section_load(ctx: ReportContext) -> Section:
                "seed_groups": records(load.groups), "min_seeds": load.min_seeds,
                "subset": o.primary_subset, "mapping": o.mapping, "alpha": load.alpha,
                "a_last": list(load.a_last), "n_draws": load.n_draws,
-               "min_prompts": MIN_PROMPTS}
+               "min_prompts": protocol().min_prompts}
     return Section("load", "Policy or capability? Span Δb vs seed floor Φb", tuple(blocks),
                    payload)
 
