@@ -144,12 +144,6 @@ ALLOWED: dict[tuple[str, str], str] = {
         "the middle of [0, 1], which edge a degenerate threshold is written from",
     ("analyses/overlap_origin.py", "RECIPE_SHARE"):
         "the share of a benchmark's overlap that marks it set by the recipe, not the cut-off",
-    ("analyses/competence_bench.py", "DEFAULT_FFR"):
-        "the bench's false-flag target on neutral rows, not the level α",
-    ("analyses/calls_sim.py", "BENCHMARKS"):
-        "a simulated benchmark's mean base logit (-0.5)",
-    ("analyses/calls_sim.py", "simulate_predictions"):
-        "the simulated guard's class: the likelier of two, not the study's cut-off",
     ("analyses/study.py", "STUDY_OVERLAP"):
         "the published study's exact overlap per benchmark (SPEC §6): a fact about one past "
         "study, keyed by the benchmark it was measured on, not a setting",
