@@ -24,6 +24,7 @@ from guarddiag.analyses import (
     load_inputs,
 )
 from guarddiag.analyses.registry import AnalysisRegistry
+from guarddiag.analyses.scored import SCORES
 from guarddiag.cli import main
 from guarddiag.errors import GuarddiagError
 from guarddiag.report import ReportContext, Section, build_report
@@ -113,14 +114,22 @@ def test_the_step_runs_each_analysis_once_after_its_needs_and_keeps_omission_not
 
     count_a = registry.register("count", count, result=int)
     double_a = registry.register("double", double, result=int, needs=(count_a,))
-    registry.register("absent", absent, result=int)
+    absent_a = registry.register("absent", absent, result=int)
     results = analyse(load_inputs(options), options, registry=registry)
     assert calls == ["count", "double"]
-    assert results[double_a] == 2 * N_PREDICTIONS == results.double
-    assert results.absent is None
+    assert results[double_a] == 2 * N_PREDICTIONS
+    assert results[absent_a] is None
     assert results.omitted == {"absent": "nothing to see"}
-    with pytest.raises(AttributeError, match="no analysis named 'scores'"):
-        _ = results.scores
+    # Results are read by handle only: one of another registry is not there, and a section
+    # that needs a result is told which analysis had none and why.
+    with pytest.raises(GuarddiagError, match="analysis 'scores' is not registered"):
+        _ = results[SCORES]
+    ctx = ReportContext(options=options, results=results)
+    assert ctx.result(double_a) == 2 * N_PREDICTIONS
+    assert ctx.get(absent_a) is None
+    with pytest.raises(GuarddiagError, match="read analysis 'absent', which has no result "
+                                             r"\(nothing to see\)"):
+        ctx.result(absent_a)
 
 
 def test_the_registries_refuse_duplicates_and_unregistered_needs():

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from guarddiag.analyses.threshold_free import PAIRS
+from guarddiag.analyses.threshold_free import PAIRS, THRESHOLD_FREE
 from guarddiag.report.context import ReportContext
 from guarddiag.report.document import Block, Column, Paragraph, Section, Table
 from guarddiag.report.jsonable import records
@@ -15,7 +15,7 @@ TITLE = "Threshold-free metrics on the paired harmful/benign sets"
 
 
 def section_threshold_free(ctx: ReportContext) -> Section:
-    tf = ctx.results.threshold_free
+    tf = ctx.get(THRESHOLD_FREE)
     if tf is None or not tf.table.height:
         note = "; ".join(tf.missing) if tf is not None and tf.missing else \
             "no predictions on any harmful/benign pair"

@@ -11,6 +11,7 @@ from typing import Any
 
 import polars as pl
 
+from guarddiag.analyses.scored import DISTILL
 from guarddiag.report.context import ReportContext
 from guarddiag.report.document import Block, Column, Paragraph, Section, Table
 from guarddiag.report.jsonable import records
@@ -58,7 +59,7 @@ def _wide(table: pl.DataFrame, recipes: pl.DataFrame) -> tuple[pl.DataFrame, lis
 
 
 def section_distill(ctx: ReportContext) -> Section:
-    d = ctx.results.distill
+    d = ctx.get(DISTILL)
     if d is None:
         return Section.omit("distill", TITLE, "no sensitivity variants (branches with "
                             "variant_of, e.g. E6-a05) were scored")
