@@ -1,7 +1,8 @@
-"""Analyses and report sections register themselves (issue 25, item 3): a toy analysis written
-in one new file (tests/toy_analysis.py), brought in by one line, runs in the report step and
-appears in results.json, its schema and the report; the registries refuse what would make the
-step ambiguous."""
+"""Analyses and report sections register themselves (issue 25 item 3, issue 51 item 3): a toy
+analysis (one analysis file, tests/toy_analysis.py, whose result is declared once) and its
+section (one section file, tests/toy_section.py), brought in by one line, run in the report
+step and appear in results.json, its derived schema and the report; the registries refuse what
+would make the step ambiguous."""
 
 from __future__ import annotations
 
@@ -51,15 +52,18 @@ def _report(runs: Path, out: Path) -> dict:
     return json.loads((out / "results.json").read_text(encoding="utf-8"))
 
 
-def test_a_toy_analysis_in_one_new_file_appears_in_results_json_and_the_report(tmp_path):
+def test_a_toy_analysis_and_its_section_appear_in_results_json_its_schema_and_the_report(
+        tmp_path):
     runs = _runs(tmp_path)
     with ANALYSES.scoped(), SECTIONS.scoped():
         try:
-            toy = importlib.import_module("toy_analysis")  # the one registration line
+            importlib.import_module("toy_section")  # the one registration line
+            toy = sys.modules["toy_analysis"]
             assert "toy_unsafe_share" in ANALYSES.names()
             res = _report(runs, tmp_path / "out")
             schema = json_schema()
         finally:
+            sys.modules.pop("toy_section", None)
             sys.modules.pop("toy_analysis", None)
     assert res["results"]["toy_unsafe_share"] == {
         "n_predictions": N_PREDICTIONS, "n_above": N_ABOVE, "threshold": 0.5}
@@ -68,12 +72,19 @@ def test_a_toy_analysis_in_one_new_file_appears_in_results_json_and_the_report(t
     md = (tmp_path / "out" / "report.md").read_text(encoding="utf-8")
     assert "## Toy: predictions above the threshold" in md
     assert f"{N_ABOVE} of {N_PREDICTIONS} predictions" in md
-    # Its payload model is part of the results document: the schema describes it and the
-    # models check it.
-    assert "UnsafeShareJson" in schema["$defs"]
+    # The payload's model is derived from the result's one declaration: its fields, types and
+    # field docstrings are in the schema, under the result's name.
+    entry = schema["$defs"]["UnsafeShareJson"]
+    assert entry["required"] == ["n_predictions", "n_above", "threshold"]
+    assert entry["properties"]["n_above"]["type"] == "integer"
+    assert entry["properties"]["n_above"]["description"].startswith(
+        "Predictions whose P(unsafe) class mass")
+    assert entry["additionalProperties"] is False
+    assert schema["$defs"]["SectionResultsJson"]["properties"]["toy_unsafe_share"][
+        "$ref"] == "#/$defs/UnsafeShareJson"
     with SECTIONS.scoped():
-        SECTIONS.register("toy_unsafe_share", toy.section_unsafe_share,
-                          payload=toy.UnsafeShareJson)
+        SECTIONS.register("toy_unsafe_share", lambda ctx: Section.omit("t", "t", "t"),
+                          payload=toy.UnsafeShareResult)
         assert validate_results(res) == []
         res["results"]["toy_unsafe_share"]["n_above"] = "four"
         assert validate_results(res) == [

@@ -98,12 +98,8 @@ from typing import Any, Literal, get_args
 
 from pydantic import ConfigDict, Field, ValidationError, create_model
 
-from guarddiag.report.schema_payloads import (
-    Doc,
-    InputsJson,
-    OptionsJson,
-    SectionEntryJson,
-)
+from guarddiag.analyses.payload import Doc
+from guarddiag.report.schema_payloads import InputsJson, OptionsJson, SectionEntryJson
 
 # The registry as the order module leaves it: every built-in section registered.
 from guarddiag.report.sections.order import SECTIONS

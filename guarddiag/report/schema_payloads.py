@@ -11,27 +11,10 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import ConfigDict, Field
+from guarddiag.analyses.payload import Doc, ExactJson, Record, absent
 
-from guarddiag.typed import Model
-
-JsonScalar = str | int | float | bool | None
-Record = dict[str, JsonScalar]
-"""One table row: column → value."""
 JsonValue = Any
 """Any JSON value (files written by other stages, e.g. agreement.json)."""
-
-
-class Doc(Model):
-    """Base of the results document's objects: unknown keys are errors; an optional key's
-    default (absent) is not validated."""
-
-    model_config = ConfigDict(validate_default=False)
-
-
-def absent() -> Any:
-    """The default of an optional key: absent from the object (never written as null)."""
-    return Field(default=None)
 
 
 # ─── top level ─────────────────────────────────────────────────────────────────────────────────
@@ -265,13 +248,6 @@ class LoadJson(Doc):
     """Cohorts with fewer prompts are undetermined."""
 
 
-class ExactJson(Doc):
-    """A probability, as a float and as the exact fraction ``a/b``."""
-
-    value: float
-    exact: str
-
-
 class TieBlockJson(Doc):
     score: float
     branches: list[str]
@@ -496,27 +472,6 @@ class RecipesJson(Doc):
     rows: list[Record]
     """entity, guard_kind, size, branch, label_policy, benchmark, metric_alias, …, score, low,
     high, interval, n_runs, seed_low, seed_high."""
-
-
-class ThresholdFreeJson(Doc):
-    """F1, AUPRC and over-refusal at 95 % capture per run on the paired harmful/benign sets
-    (:mod:`guarddiag.analyses.threshold_free`)."""
-
-    rows: list[Record]
-    """Per (pair, run): pair, harmful, benign, run_id, guard_kind, branch, size, seed,
-    label_policy, n_harmful, n_benign, base_rate, f1, auprc, over_refusal_at_capture (each a
-    fraction with ``_low``/``_high``), threshold_at_capture, interval."""
-    pairs: list[list[str]]
-    """[pair, harmful benchmark, benign benchmark]."""
-    missing: list[str]
-    threshold: float
-    capture: float
-    subset: str
-    mapping: str
-    interval: Literal["bootstrap-percentile"]
-    n_resamples: int
-    confidence: float
-    seed: int
 
 
 class ValPartsJson(Doc):

@@ -155,7 +155,7 @@ def section_mapping(ctx: ReportContext) -> Section:
                          Column("strict", "strict", "pct", low="strict_low",
                                 high="strict_high"),
                          Column("delta_pp", "Δ (pp)", "num1")), full, csv_only=True))
-    paired = ctx.get(PAIRED).mapping if ctx.get(PAIRED) else None
+    paired = by_mapping.mapping if (by_mapping := ctx.get(PAIRED)) else None
     blocks += paired_blocks(paired, f"paired_mapping_{o.primary_subset}")
     return Section("mapping", "Binary-mapping effect: BOUNDARY_SAFE as safe or unsafe",
                    tuple(blocks), {"effects": records(full), "paired": paired_payload(paired),

@@ -106,13 +106,13 @@ def _what_was_run(ctx: ReportContext) -> str:
     branch = scores.filter(pl.col("guard_kind") == "branch")
     runs = scores.select("run_id", "guard_kind").unique()
     recipes = branch.select("size", "branch", "seed").unique()
-    per_recipe = recipes.group_by("size", "branch").len()["len"]
+    per_recipe: list[int] = recipes.group_by("size", "branch").len()["len"].to_list()
     seeds = sorted(set(branch["seed"].drop_nulls().to_list()))
     sizes = sorted(set(branch["size"].to_list()))
     n_out = runs.filter(pl.col("guard_kind") == "outside").height
-    seed_words = (f"{per_recipe.min()}–{per_recipe.max()} seeds per recipe"
-                  if per_recipe.len() and per_recipe.min() != per_recipe.max()
-                  else f"{per_recipe.max() or 0} seed(s) per recipe")
+    seed_words = (f"{min(per_recipe)}–{max(per_recipe)} seeds per recipe"
+                  if per_recipe and min(per_recipe) != max(per_recipe)
+                  else f"{max(per_recipe, default=0)} seed(s) per recipe")
     text = (f"Run: {runs.height} scored runs — {recipes.select('size', 'branch').unique().height}"
             f" branch recipes at size(s) {', '.join(sizes) or '—'}, {seed_words} (seeds "
             f"{', '.join(str(s) for s in seeds) or '—'}), {n_out} outside guard(s) — on "

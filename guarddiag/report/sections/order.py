@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from guarddiag.analyses.threshold_free import ThresholdFreeResult
 from guarddiag.report import schema_payloads as p
 from guarddiag.report.context import SectionBuilder
 from guarddiag.report.sections.branches import section_branches
@@ -49,7 +50,7 @@ BUILT_IN_SECTIONS: tuple[SectionBuilder, ...] = (
     register_section("distill", section_distill, payload=p.DistillJson),
     register_section("mapping", section_mapping, payload=p.MappingJson),
     register_section("outside", section_outside, payload=p.OutsideJson),
-    register_section("threshold_free", section_threshold_free, payload=p.ThresholdFreeJson),
+    register_section("threshold_free", section_threshold_free, payload=ThresholdFreeResult),
     register_section("correlation", section_correlation, payload=p.CorrelationJson),
     register_section("val", section_val, payload=p.ValJson),
     register_section("pool", section_pool, payload=p.PoolJson),

@@ -98,7 +98,8 @@ def section_scores(ctx: ReportContext) -> Section:
                                       "capture on the harmful benchmarks; right: "
                                       "over-refusal on the benign ones, each on its own "
                                       "colour scale."))
-            blocks += paired_blocks(ctx.get(PAIRED).recipes if ctx.get(PAIRED) else None,
+            paired = ctx.get(PAIRED)
+            blocks += paired_blocks(paired.recipes if paired else None,
                                     f"paired_recipes_{subset}_{o.mapping}")
     runs = ctx.result(SCORES).binary(subset=o.primary_subset, mapping=o.mapping).with_columns(
         pl.col("ci_low").alias("low"), pl.col("ci_high").alias("high"))
@@ -241,6 +242,7 @@ def section_outside(ctx: ReportContext) -> Section:
     title = "Outside guards beside the branches (decontaminated prompts)"
     if not ctx.result(OUTSIDE).has_guards:
         return Section.omit("outside", title, "no outside-guard predictions (runs/outside/)")
+    by_guard = found.outside if (found := ctx.get(PAIRED)) else ()
     t = one_interval_kind(ctx.result(OUTSIDE).table).with_columns(
         pl.when(pl.col("kind") == "outside").then(pl.col("entity"))
         .otherwise(pl.concat_str([pl.col("size"), pl.col("entity")], separator="/"))
@@ -288,11 +290,10 @@ def section_outside(ctx: ReportContext) -> Section:
                             f"decontaminated prompts, {m} mapping.",
                             (Column("who", "guard / recipe"), Column("kind", "kind"), *cols),
                             frame, csv_only=True))
-        for res in (ctx.get(PAIRED).outside if ctx.get(PAIRED) else ()):
+        for res in by_guard:
             if res.family == f"outside:{m}":
                 blocks += paired_blocks(res, f"paired_outside_{m}")
-    paired = [paired_payload(r) for r in (ctx.get(PAIRED).outside if ctx.get(PAIRED)
-                                          else ())]
+    paired = [paired_payload(r) for r in by_guard]
     return Section("outside", title, tuple(blocks),
                    {"rows": records(one_interval_kind(ctx.result(OUTSIDE).table)),
                     "paired": paired, "definitions": dict(definitions),
