@@ -1,5 +1,5 @@
 """A toy analysis: the registry's acceptance case (tests/test_analysis_registry.py). Its result
-is declared once, here; its section (tests/toy_section.py) writes ``payload(result)``, and
+is declared once, here; its section (tests/toy_section.py) writes ``payload_of(result)``, and
 results.json's model and JSON Schema entry are derived from this declaration."""
 
 from __future__ import annotations

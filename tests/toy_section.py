@@ -7,13 +7,13 @@ from __future__ import annotations
 from toy_analysis import UNSAFE_SHARE, UnsafeShareResult
 
 from guarddiag.report import Paragraph, ReportContext, Section, register_section
-from guarddiag.report.jsonable import payload
+from guarddiag.report.jsonable import payload_of
 
 
 def section_unsafe_share(ctx: ReportContext) -> Section:
     r = ctx.result(UNSAFE_SHARE)
     return Section("toy_unsafe_share", "Toy: predictions above the threshold",
-                   (Paragraph(f"{r.n_above} of {r.n_predictions} predictions"),), payload(r))
+                   (Paragraph(f"{r.n_above} of {r.n_predictions} predictions"),), payload_of(r))
 
 
 register_section("toy_unsafe_share", section_unsafe_share, payload=UnsafeShareResult)

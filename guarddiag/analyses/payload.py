@@ -4,7 +4,7 @@ declaration.
 An analysis result is declared once, as a frozen dataclass with typed fields (the docstring
 under a field is its description). From that one declaration come
 
-- :func:`payload`: the value written under ``results[<section id>]`` in results.json
+- :func:`payload_of`: the value written under ``results[<section id>]`` in results.json
   (a table becomes its records, an exact fraction ``{"value", "exact"}``, a tuple a list, a
   nested result its own payload, a non-finite float null);
 - :func:`payload_model`: the pydantic model of that value, which results.json's validation
@@ -80,7 +80,7 @@ def jsonable(v: Any) -> Any:
     if isinstance(v, pl.DataFrame):
         return records(v)
     if dataclasses.is_dataclass(v) and not isinstance(v, type):
-        return payload(v)
+        return payload_of(v)
     if isinstance(v, (list, tuple)):
         return [jsonable(x) for x in v]
     if isinstance(v, Mapping):
@@ -88,7 +88,7 @@ def jsonable(v: Any) -> Any:
     return v
 
 
-def payload(result: Any) -> dict[str, Any]:
+def payload_of(result: Any) -> dict[str, Any]:
     """The results.json value of ``result`` (a dataclass instance): every field under its
     key (:func:`json_key`), as :func:`jsonable`."""
     if not dataclasses.is_dataclass(result) or isinstance(result, type):
@@ -104,7 +104,7 @@ _MODELS: dict[type, type[Doc]] = {}
 
 
 def payload_model(result_type: type) -> type[Doc]:
-    """The pydantic model of :func:`payload`'s value for ``result_type`` (a dataclass), its
+    """The pydantic model of :func:`payload_of`'s value for ``result_type`` (a dataclass), its
     field docstrings as descriptions; ``FooResult`` gives ``FooJson`` (made once per type)."""
     if result_type in _MODELS:
         return _MODELS[result_type]

@@ -4,6 +4,6 @@ re-exported here for the section builders."""
 
 from __future__ import annotations
 
-from guarddiag.analyses.payload import jsonable, payload, records
+from guarddiag.analyses.payload import jsonable, payload_of, records
 
-__all__ = ["jsonable", "payload", "records"]
+__all__ = ["jsonable", "payload_of", "records"]

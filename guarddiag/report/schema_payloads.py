@@ -365,15 +365,6 @@ class ValJson(_ValBase):
     where no student run scored the val split."""
 
 
-class PoolJson(Doc):
-    agreement: list[Record]
-    class_counts: list[Record]
-    confusion: list[Record]
-    n_rows: int
-    recorded: JsonValue
-    """agreement.json as written, or null."""
-
-
 class StudyJson(Doc):
     rows: list[Record]
     """quantity, unit, study, study_note, here, here_note."""
@@ -485,18 +476,6 @@ class ValPartsJson(Doc):
     spearman: list[Record]
     """Per part and (load, kind) set: val_set, load, kind, n_benchmarks, n_recipes, rho,
     p_value."""
-
-
-class DistillJson(Doc):
-    rows: list[Record]
-    """Per (size, base, variant, benchmark; benchmark ``VAL`` = the primary VAL):
-    metric_alias, base_score, base_low, base_high, variant_score, variant_low, variant_high
-    (seed-range+wilson), delta_pp, n_base_runs, n_variant_runs."""
-    recipes: list[Record]
-    """Per (size, branch): role (base | variant), base, distill_weight (α, from meta.json),
-    n_runs."""
-    subset: str
-    mapping: str
 
 
 class CallsJson(Doc):

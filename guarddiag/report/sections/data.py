@@ -23,7 +23,7 @@ from guarddiag.report.document import (
     Section,
     Table,
 )
-from guarddiag.report.jsonable import jsonable, records
+from guarddiag.report.jsonable import payload_of, records
 from guarddiag.report.sections.common import decontam_level, pivot_by_cohort
 from guarddiag.report.sections.valparts import val_part_blocks
 
@@ -273,7 +273,4 @@ def section_pool(ctx: ReportContext) -> Section:
               tuple(Column(c, c, "text" if c == "label_a" else "int")
                     for c in p.confusion.columns), p.confusion),
     ]
-    payload = {"agreement": records(p.agreement), "class_counts": records(p.class_counts),
-               "confusion": records(p.confusion), "n_rows": p.n_rows,
-               "recorded": jsonable(p.recorded) if p.recorded is not None else None}
-    return Section("pool", title, tuple(blocks), payload)
+    return Section("pool", title, tuple(blocks), payload_of(p))

@@ -4,7 +4,7 @@ A section registers itself with one call, :func:`register_section`, naming its i
 ``(ReportContext) -> Section`` and the type of its payload under results.json
 ``results[<id>]``: the analysis result it writes (a result dataclass, whose payload and model
 are derived from its declaration, :mod:`guarddiag.analyses.payload`; the builder writes
-``payload(result)``), or a model of its own (:mod:`guarddiag.report.schema_payloads`) for a
+``payload_of(result)``), or a model of its own (:mod:`guarddiag.report.schema_payloads`) for a
 payload that gathers several results. The report's default sections,
 results.json's schema and its validation all read this registry: the built-in sections are
 registered in report order by :mod:`~guarddiag.report.sections.order`; a section registered

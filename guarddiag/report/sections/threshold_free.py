@@ -8,7 +8,7 @@ import polars as pl
 from guarddiag.analyses.threshold_free import PAIRS, THRESHOLD_FREE
 from guarddiag.report.context import ReportContext
 from guarddiag.report.document import Block, Column, Paragraph, Section, Table
-from guarddiag.report.jsonable import payload
+from guarddiag.report.jsonable import payload_of
 from guarddiag.report.sections.common import single_seed_note
 
 TITLE = "Threshold-free metrics on the paired harmful/benign sets"
@@ -50,4 +50,4 @@ def section_threshold_free(ctx: ReportContext) -> Section:
     blocks.append(Paragraph(single_seed_note(ctx, subset=tf.subset, mapping=tf.mapping)))
     if tf.missing:
         blocks.append(Paragraph("Pairs left out: " + "; ".join(tf.missing) + "."))
-    return Section("threshold_free", TITLE, tuple(blocks), payload(tf))
+    return Section("threshold_free", TITLE, tuple(blocks), payload_of(tf))

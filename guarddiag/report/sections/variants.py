@@ -14,7 +14,7 @@ import polars as pl
 from guarddiag.analyses.scored import DISTILL
 from guarddiag.report.context import ReportContext
 from guarddiag.report.document import Block, Column, Paragraph, Section, Table
-from guarddiag.report.jsonable import records
+from guarddiag.report.jsonable import payload_of
 from guarddiag.report.sections.common import cohort_words, hull_words
 
 TITLE = "Distillation-weight sensitivity (variants of E6 and E9)"
@@ -85,6 +85,4 @@ def section_distill(ctx: ReportContext) -> Section:
                Column("n_base_runs", "base runs", "int"),
                Column("n_variant_runs", "variant runs", "int")), d.table, csv_only=True),
     ]
-    return Section("distill", TITLE, tuple(blocks),
-                   {"rows": records(d.table), "recipes": records(d.recipes),
-                    "subset": d.subset, "mapping": d.mapping})
+    return Section("distill", TITLE, tuple(blocks), payload_of(d))
