@@ -6,6 +6,7 @@ would make the step ambiguous."""
 
 from __future__ import annotations
 
+import ast
 import importlib
 import json
 import sys
@@ -32,6 +33,7 @@ from guarddiag.report import ReportContext, Section, build_report
 from guarddiag.report.schema import json_schema, validate_results
 from guarddiag.report.sections.registry import SECTIONS, SectionRegistry
 
+REPO = Path(__file__).resolve().parents[1]
 P_REFERENCE = [0.9, 0.1, 0.8, 0.2]
 P_E1 = [0.6, 0.4, 0.5, 0.3]
 # P(unsafe) >= 0.5: 0.9, 0.8 of the reference run and 0.6, 0.5 of E1's, 4 of the 8.
@@ -173,3 +175,24 @@ def test_a_registered_section_must_build_the_id_it_was_registered_under():
         SECTIONS.register("mine", builder)
         with pytest.raises(GuarddiagError, match="registered as 'mine' built 'other'"):
             build_report(ctx, sections=[builder])
+
+
+def _reads_by_name(source: str) -> list[str]:
+    """Where ``source`` reads an analysis result by name rather than by its typed handle:
+    ``<x>.results.<analysis name>`` or ``<x>.results.values``."""
+    names = set(ANALYSES.names()) | {"values"}
+    return [f"line {node.lineno}: .results.{node.attr}"
+            for node in ast.walk(ast.parse(source))
+            if isinstance(node, ast.Attribute) and node.attr in names
+            and isinstance(node.value, ast.Attribute) and node.value.attr == "results"]
+
+
+def test_report_sections_read_results_by_their_typed_handles_only():
+    found = {str(path.relative_to(REPO)): reads
+             for path in sorted((REPO / "guarddiag" / "report").rglob("*.py"))
+             if (reads := _reads_by_name(path.read_text(encoding="utf-8")))}
+    assert found == {}
+    # The scan sees both ways of reading by name.
+    assert _reads_by_name("a = ctx.results.rank\nb = ctx.results.values.get('calls')\n"
+                          "c = ctx.result(RANK)\n") == [
+        "line 1: .results.rank", "line 2: .results.values"]
