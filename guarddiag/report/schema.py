@@ -1,10 +1,11 @@
 """The results.json schema (version 4): the typed document, and the JSON Schema generated from it.
 
 :func:`results_model` is the whole file as a pydantic model: the top-level parts and, under
-``results``, each registered section's payload model (:mod:`guarddiag.report.schema_payloads`;
-the section registry, :mod:`guarddiag.report.sections.registry`, says which model goes under
-which id). Omitted sections are absent; a section registered without a payload model, or added
-for one report with :func:`~guarddiag.report.sections.order.with_sections`, brings a payload
+``results``, each registered section's payload model — derived from the analysis result the
+section writes (:func:`guarddiag.analyses.payload.payload_model`), or, for a payload that
+gathers several results, declared in :mod:`guarddiag.report.schema_payloads`; the section
+registry, :mod:`guarddiag.report.sections.registry`, says which goes under which id. Omitted
+sections are absent; a section registered without a payload type, or added for one report with :func:`~guarddiag.report.sections.order.with_sections`, brings a payload
 the schema allows but does not describe. :func:`json_schema` is pydantic's JSON Schema (draft
 2020-12) of that model, checked in as ``results.schema.json`` beside this module
 (:func:`write_json_schema` regenerates it); :func:`validate_results` checks a results.json
