@@ -5,11 +5,12 @@
 section writes (:func:`guarddiag.analyses.payload.payload_model`), or, for a payload that
 gathers several results, declared in :mod:`guarddiag.report.schema_payloads`; the section
 registry, :mod:`guarddiag.report.sections.registry`, says which goes under which id. Omitted
-sections are absent; a section registered without a payload type, or added for one report with :func:`~guarddiag.report.sections.order.with_sections`, brings a payload
-the schema allows but does not describe. :func:`json_schema` is pydantic's JSON Schema (draft
-2020-12) of that model, checked in as ``results.schema.json`` beside this module
-(:func:`write_json_schema` regenerates it); :func:`validate_results` checks a results.json
-value against the models, one line per problem.
+sections are absent; a section registered without a payload type, or added for one report with
+:func:`~guarddiag.report.sections.order.with_sections`, brings a payload the schema allows but
+does not describe. :func:`json_schema` is pydantic's JSON Schema (draft 2020-12) of that model,
+checked in as ``results.schema.json`` beside this module (:func:`write_json_schema` regenerates
+it); :func:`validate_results` checks a results.json value against the models, one line per
+problem.
 
 Conventions. Fractions are in [0, 1] (shares of prompts, accuracies, spans and floors);
 ``*_pp`` fields are percentage points. Non-finite numbers are written as null; an exact
