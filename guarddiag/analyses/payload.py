@@ -12,8 +12,10 @@ under a field is its description). From that one declaration come
   ``<Name>Result``.
 
 A field's key in the payload is its name, or the one given with :func:`json_key` (a table
-named ``table`` in Python that results.json has always called ``rows``). Each derived
-object also holds the base types of the results document (:class:`Doc`, :data:`Record`).
+named ``table`` in Python that results.json has always called ``rows``); a field marked
+:func:`not_in_payload` stays out of it. A hand-written model of the results document that holds
+a result's payload names it ``Payload[TheResult]``. This module also holds the base types of
+the results document (:class:`Doc`, :data:`Record`).
 """
 
 from __future__ import annotations
@@ -26,10 +28,10 @@ import textwrap
 import types
 from collections.abc import Mapping
 from fractions import Fraction
-from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
+from typing import Annotated, Any, Literal, TypeVar, Union, get_args, get_origin, get_type_hints
 
 import polars as pl
-from pydantic import ConfigDict, Field, create_model
+from pydantic import ConfigDict, Field, GetCoreSchemaHandler, create_model
 
 from guarddiag.errors import GuarddiagError
 from guarddiag.typed import Model
@@ -39,6 +41,8 @@ Record = dict[str, JsonScalar]
 """One table row: column → value."""
 
 _JSON_KEY = "guarddiag.json_key"
+_LEFT_OUT = "guarddiag.not_in_payload"
+T = TypeVar("T")
 
 
 class Doc(Model):
@@ -64,6 +68,25 @@ def json_key(key: str) -> dict[str, str]:
     """Field metadata: the field's key in the payload is ``key``, not its Python name
     (``table: pl.DataFrame = field(metadata=json_key("rows"))``)."""
     return {_JSON_KEY: key}
+
+
+def not_in_payload() -> dict[str, bool]:
+    """Field metadata: the field stays out of the payload (a value the report does not
+    write)."""
+    return {_LEFT_OUT: True}
+
+
+class _AsPayload:
+    """Marks a result type in a model's annotation: validated and described as its payload."""
+
+    def __get_pydantic_core_schema__(self, source: Any,
+                                     handler: GetCoreSchemaHandler) -> Any:
+        return handler.generate_schema(payload_model(source))
+
+
+Payload = Annotated[T, _AsPayload()]
+"""``Payload[FooResult]`` in a results-document model: the payload of a ``FooResult``, its model
+derived (:func:`payload_model`)."""
 
 
 def records(frame: pl.DataFrame) -> list[dict[str, Any]]:
@@ -93,7 +116,11 @@ def payload_of(result: Any) -> dict[str, Any]:
     key (:func:`json_key`), as :func:`jsonable`."""
     if not dataclasses.is_dataclass(result) or isinstance(result, type):
         raise GuarddiagError(f"payload: {type(result).__name__} is not a result dataclass")
-    return {_key(f): jsonable(getattr(result, f.name)) for f in dataclasses.fields(result)}
+    return {_key(f): jsonable(getattr(result, f.name)) for f in _fields(result)}
+
+
+def _fields(result: Any) -> list[dataclasses.Field[Any]]:
+    return [f for f in dataclasses.fields(result) if not f.metadata.get(_LEFT_OUT)]
 
 
 def _key(f: dataclasses.Field[Any]) -> str:
@@ -115,7 +142,7 @@ def payload_model(result_type: type) -> type[Doc]:
     fields: dict[str, Any] = {
         _key(f): (_json_type(hints[f.name], f"{result_type.__name__}.{f.name}"),
                   Field(description=docs.get(f.name)))
-        for f in dataclasses.fields(result_type)}
+        for f in _fields(result_type)}
     name = result_type.__name__.removesuffix("Result") + "Json"
     model: type[Doc] = create_model(name, __base__=Doc, __doc__=result_type.__doc__, **fields)
     _MODELS[result_type] = model

@@ -30,8 +30,9 @@ Changes in version 3
   capability-load benchmarks, the only columns that mark a best value. ``outside.rows`` and
   ``summary.competence.rows`` name that same interval on every row (was ``wilson`` on
   single-run rows: the numbers are unchanged).
-- New section ``threshold_free`` (:class:`ThresholdFreeJson`): F1 at the threshold, AUPRC and
-  over-refusal at 95 % capture per run on XSTest, JailbreakBench, WildGuardTest and OR-Bench
+- New section ``threshold_free`` (the payload of
+  :class:`~guarddiag.analyses.threshold_free.ThresholdFreeResult`): F1 at the threshold, AUPRC
+  and over-refusal at 95 % capture per run on XSTest, JailbreakBench, WildGuardTest and OR-Bench
   harmful/benign pairs, with bootstrap-percentile intervals.
 - ``contamination.short_words`` / ``short_threshold``: the stricter near-duplicate Jaccard for
   short prompts; near examples never repeat an exact one, and a Jaccard-1.0 near example
@@ -80,10 +81,12 @@ Changes in version 2
 Changes in version 4
 --------------------
 - Sensitivity variants (branch specs with ``variant_of``, e.g. ``E6-a05``) are taken out of
-  every analysis but the new ``distill`` section (:class:`DistillJson`): they appear in no
-  scores, load, rank, correlation, paired or provenance record.
+  every analysis but the new ``distill`` section (the payload of
+  :class:`~guarddiag.analyses.variants.DistillSensitivityResult`): they appear in no scores,
+  load, rank, correlation, paired or provenance record.
 - ``correlation``'s VAL and ``recipes[*].val`` are the primary VAL, the English val rows (were
-  all languages); ``val`` gains ``parts`` (:class:`ValPartsJson`).
+  all languages); ``val`` gains ``parts`` (the payload of
+  :class:`~guarddiag.analyses.valsets.ValSetsResult`).
 - ``contamination.containment`` / ``containment_definition`` (only when the audit looked for
   prompts inside longer pool rows) and per-benchmark n_contained, share_contained.
 - ``outside.answers``: per outside guard, when and from which identity its answers were

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from guarddiag.analyses.payload import Doc, ExactJson, Record, absent
+from guarddiag.analyses.payload import Doc, ExactJson, Payload, Record, absent
+from guarddiag.analyses.valsets import ValSetsResult
 
 JsonValue = Any
 """Any JSON value (files written by other stages, e.g. agreement.json)."""
@@ -360,7 +361,7 @@ class _ValBase(Doc):
 
 
 class ValJson(_ValBase):
-    parts: ValPartsJson = absent()
+    parts: Payload[ValSetsResult] = absent()
     """VAL on the English, multilingual, overlapping and non-overlapping val rows; absent
     where no student run scored the val split."""
 
@@ -463,19 +464,6 @@ class RecipesJson(Doc):
     rows: list[Record]
     """entity, guard_kind, size, branch, label_policy, benchmark, metric_alias, …, score, low,
     high, interval, n_runs, seed_low, seed_high."""
-
-
-class ValPartsJson(Doc):
-    rows: list[Record]
-    """val_set (en | multilingual | multilingual_overlap | multilingual_no_overlap), n_rows."""
-    runs: list[Record]
-    """Per student run and part: run_id, size, branch, seed, label_policy, val_set, n_scored,
-    n_correct, score, ci_low, ci_high (Wilson)."""
-    recipes: list[Record]
-    """Per recipe: size, branch, n_seeds and the seed-mean VAL of each part (no interval)."""
-    spearman: list[Record]
-    """Per part and (load, kind) set: val_set, load, kind, n_benchmarks, n_recipes, rho,
-    p_value."""
 
 
 class CallsJson(Doc):

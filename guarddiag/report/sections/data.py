@@ -246,9 +246,7 @@ def section_val(ctx: ReportContext) -> Section:
     parts = ctx.get(VAL_SETS_ANALYSIS)
     if parts is not None:
         blocks += val_part_blocks(parts)
-        payload["parts"] = {"rows": records(parts.rows), "runs": records(parts.runs),
-                            "recipes": records(parts.recipes),
-                            "spearman": records(parts.spearman)}
+        payload["parts"] = payload_of(parts)
     return Section("val", title, tuple(blocks), payload)
 
 
