@@ -16,7 +16,12 @@ from synthetic_runs import COPY, ORH, STD, frame, rows_for, run_meta, study_like
 
 from guarddiag import files
 from guarddiag.analyses import ReportOptions, analyse, load_inputs
-from guarddiag.analyses.valsets import val_parts, val_sets
+from guarddiag.analyses.correlation import CORRELATION
+from guarddiag.analyses.load import LOAD
+from guarddiag.analyses.rank import RANK
+from guarddiag.analyses.scored import DISTILL, SCORES
+from guarddiag.analyses.tables import RECIPES
+from guarddiag.analyses.valsets import VAL_SETS_ANALYSIS, val_parts, val_sets
 from guarddiag.analyses.variants import without_variants
 
 
@@ -62,26 +67,26 @@ def test_variants_enter_only_the_distillation_table(tmp_path):
     with_variant = pl.concat([preds, _variant_rows("E6-a05", copy_unsafe=12, val_correct=9)])
     plain = analyse(load_inputs(o := _write(tmp_path / "a", preds, pool)), o)
     mixed = analyse(load_inputs(o := _write(tmp_path / "b", with_variant, pool)), o)
-    assert plain.distill is None
+    assert plain[DISTILL] is None
     # Every other analysis is exactly what it was without the variant.
-    assert mixed.load.table.equals(plain.load.table)
-    assert mixed.rank is not None
-    assert plain.rank is not None
-    assert mixed.rank.to_frame().equals(plain.rank.to_frame())
-    assert mixed.scores.table.equals(plain.scores.table)
-    assert mixed.correlation is not None
-    assert plain.correlation is not None
-    assert mixed.correlation.table.equals(plain.correlation.table)
-    for subset, result in plain.recipes.items():
-        assert mixed.recipes[subset].table.equals(result.table)
-    assert mixed.val_sets is not None
-    assert plain.val_sets is not None
-    assert mixed.val_sets.runs.equals(plain.val_sets.runs)
+    assert mixed[LOAD].table.equals(plain[LOAD].table)
+    assert mixed[RANK] is not None
+    assert plain[RANK] is not None
+    assert mixed[RANK].to_frame().equals(plain[RANK].to_frame())
+    assert mixed[SCORES].table.equals(plain[SCORES].table)
+    assert mixed[CORRELATION] is not None
+    assert plain[CORRELATION] is not None
+    assert mixed[CORRELATION].table.equals(plain[CORRELATION].table)
+    for subset, result in plain[RECIPES].items():
+        assert mixed[RECIPES][subset].table.equals(result.table)
+    assert mixed[VAL_SETS_ANALYSIS] is not None
+    assert plain[VAL_SETS_ANALYSIS] is not None
+    assert mixed[VAL_SETS_ANALYSIS].runs.equals(plain[VAL_SETS_ANALYSIS].runs)
     # The table: E6 (three seeds of study_like) beside the one E6-a05 run.
-    d = mixed.distill
+    d = mixed[DISTILL]
     assert d is not None
     row = d.table.filter(pl.col("benchmark") == COPY).row(0, named=True)
-    e6 = plain.scores.binary(subset="decontaminated", mapping="loose").filter(
+    e6 = plain[SCORES].binary(subset="decontaminated", mapping="loose").filter(
         (pl.col("branch") == "E6") & (pl.col("benchmark") == COPY))
     assert (row["base"], row["variant"], row["n_base_runs"], row["n_variant_runs"]) == (
         "E6", "E6-a05", 3, 1)
@@ -136,7 +141,7 @@ def test_val_part_spearman_matches_scipy(tmp_path, monkeypatch):
         COPY: "policy", STD: "policy", ORH: "policy"})
     preds, pool, _ = study_like(seed=11, with_guard=False)
     results = analyse(load_inputs(o := _write(tmp_path, preds, pool)), o)
-    parts, corr = results.val_sets, results.correlation
+    parts, corr = results[VAL_SETS_ANALYSIS], results[CORRELATION]
     assert parts is not None
     assert corr is not None
     # study_like: val rows 0-5 have a train copy of their text; English = odd rows, so the

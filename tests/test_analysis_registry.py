@@ -1,10 +1,12 @@
-"""Analyses and report sections register themselves (issue 25, item 3): a toy analysis written
-in one new file (tests/toy_analysis.py), brought in by one line, runs in the report step and
-appears in results.json, its schema and the report; the registries refuse what would make the
-step ambiguous."""
+"""Analyses and report sections register themselves (issue 25 item 3, issue 51 item 3): a toy
+analysis (one analysis file, tests/toy_analysis.py, whose result is declared once) and its
+section (one section file, tests/toy_section.py), brought in by one line, run in the report
+step and appear in results.json, its derived schema and the report; the registries refuse what
+would make the step ambiguous."""
 
 from __future__ import annotations
 
+import ast
 import importlib
 import json
 import sys
@@ -24,12 +26,14 @@ from guarddiag.analyses import (
     load_inputs,
 )
 from guarddiag.analyses.registry import AnalysisRegistry
+from guarddiag.analyses.scored import SCORES
 from guarddiag.cli import main
 from guarddiag.errors import GuarddiagError
 from guarddiag.report import ReportContext, Section, build_report
 from guarddiag.report.schema import json_schema, validate_results
 from guarddiag.report.sections.registry import SECTIONS, SectionRegistry
 
+REPO = Path(__file__).resolve().parents[1]
 P_REFERENCE = [0.9, 0.1, 0.8, 0.2]
 P_E1 = [0.6, 0.4, 0.5, 0.3]
 # P(unsafe) >= 0.5: 0.9, 0.8 of the reference run and 0.6, 0.5 of E1's, 4 of the 8.
@@ -50,15 +54,18 @@ def _report(runs: Path, out: Path) -> dict:
     return json.loads((out / "results.json").read_text(encoding="utf-8"))
 
 
-def test_a_toy_analysis_in_one_new_file_appears_in_results_json_and_the_report(tmp_path):
+def test_a_toy_analysis_and_its_section_appear_in_results_json_its_schema_and_the_report(
+        tmp_path):
     runs = _runs(tmp_path)
     with ANALYSES.scoped(), SECTIONS.scoped():
         try:
-            toy = importlib.import_module("toy_analysis")  # the one registration line
+            importlib.import_module("toy_section")  # the one registration line
+            toy = sys.modules["toy_analysis"]
             assert "toy_unsafe_share" in ANALYSES.names()
             res = _report(runs, tmp_path / "out")
             schema = json_schema()
         finally:
+            sys.modules.pop("toy_section", None)
             sys.modules.pop("toy_analysis", None)
     assert res["results"]["toy_unsafe_share"] == {
         "n_predictions": N_PREDICTIONS, "n_above": N_ABOVE, "threshold": 0.5}
@@ -67,12 +74,19 @@ def test_a_toy_analysis_in_one_new_file_appears_in_results_json_and_the_report(t
     md = (tmp_path / "out" / "report.md").read_text(encoding="utf-8")
     assert "## Toy: predictions above the threshold" in md
     assert f"{N_ABOVE} of {N_PREDICTIONS} predictions" in md
-    # Its payload model is part of the results document: the schema describes it and the
-    # models check it.
-    assert "UnsafeShareJson" in schema["$defs"]
+    # The payload's model is derived from the result's one declaration: its fields, types and
+    # field docstrings are in the schema, under the result's name.
+    entry = schema["$defs"]["UnsafeShareJson"]
+    assert entry["required"] == ["n_predictions", "n_above", "threshold"]
+    assert entry["properties"]["n_above"]["type"] == "integer"
+    assert entry["properties"]["n_above"]["description"].startswith(
+        "Predictions whose P(unsafe) class mass")
+    assert entry["additionalProperties"] is False
+    assert schema["$defs"]["SectionResultsJson"]["properties"]["toy_unsafe_share"][
+        "$ref"] == "#/$defs/UnsafeShareJson"
     with SECTIONS.scoped():
-        SECTIONS.register("toy_unsafe_share", toy.section_unsafe_share,
-                          payload=toy.UnsafeShareJson)
+        SECTIONS.register("toy_unsafe_share", lambda ctx: Section.omit("t", "t", "t"),
+                          payload=toy.UnsafeShareResult)
         assert validate_results(res) == []
         res["results"]["toy_unsafe_share"]["n_above"] = "four"
         assert validate_results(res) == [
@@ -113,14 +127,22 @@ def test_the_step_runs_each_analysis_once_after_its_needs_and_keeps_omission_not
 
     count_a = registry.register("count", count, result=int)
     double_a = registry.register("double", double, result=int, needs=(count_a,))
-    registry.register("absent", absent, result=int)
+    absent_a = registry.register("absent", absent, result=int)
     results = analyse(load_inputs(options), options, registry=registry)
     assert calls == ["count", "double"]
-    assert results[double_a] == 2 * N_PREDICTIONS == results.double
-    assert results.absent is None
+    assert results[double_a] == 2 * N_PREDICTIONS
+    assert results[absent_a] is None
     assert results.omitted == {"absent": "nothing to see"}
-    with pytest.raises(AttributeError, match="no analysis named 'scores'"):
-        _ = results.scores
+    # Results are read by handle only: one of another registry is not there, and a section
+    # that needs a result is told which analysis had none and why.
+    with pytest.raises(GuarddiagError, match="analysis 'scores' is not registered"):
+        _ = results[SCORES]
+    ctx = ReportContext(options=options, results=results)
+    assert ctx.result(double_a) == 2 * N_PREDICTIONS
+    assert ctx.get(absent_a) is None
+    with pytest.raises(GuarddiagError, match="read analysis 'absent', which has no result "
+                                             r"\(nothing to see\)"):
+        ctx.result(absent_a)
 
 
 def test_the_registries_refuse_duplicates_and_unregistered_needs():
@@ -153,3 +175,24 @@ def test_a_registered_section_must_build_the_id_it_was_registered_under():
         SECTIONS.register("mine", builder)
         with pytest.raises(GuarddiagError, match="registered as 'mine' built 'other'"):
             build_report(ctx, sections=[builder])
+
+
+def _reads_by_name(source: str) -> list[str]:
+    """Where ``source`` reads an analysis result by name rather than by its typed handle:
+    ``<x>.results.<analysis name>`` or ``<x>.results.values``."""
+    names = set(ANALYSES.names()) | {"values"}
+    return [f"line {node.lineno}: .results.{node.attr}"
+            for node in ast.walk(ast.parse(source))
+            if isinstance(node, ast.Attribute) and node.attr in names
+            and isinstance(node.value, ast.Attribute) and node.value.attr == "results"]
+
+
+def test_report_sections_read_results_by_their_typed_handles_only():
+    found = {str(path.relative_to(REPO)): reads
+             for path in sorted((REPO / "guarddiag" / "report").rglob("*.py"))
+             if (reads := _reads_by_name(path.read_text(encoding="utf-8")))}
+    assert found == {}
+    # The scan sees both ways of reading by name.
+    assert _reads_by_name("a = ctx.results.rank\nb = ctx.results.values.get('calls')\n"
+                          "c = ctx.result(RANK)\n") == [
+        "line 1: .results.rank", "line 2: .results.values"]

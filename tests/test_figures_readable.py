@@ -31,7 +31,10 @@ from synthetic_runs import frame, rows_for, run_meta, study_like
 from guarddiag import files
 from guarddiag.analyses.inputs import load_inputs
 from guarddiag.analyses.options import ReportOptions
+from guarddiag.analyses.scored import SCORES
+from guarddiag.analyses.sorry import SORRY
 from guarddiag.analyses.step import AnalysisResults, analyse
+from guarddiag.analyses.tables import RECIPES
 from guarddiag.data import load_benchmark
 from guarddiag.labels import pillar_ids
 from guarddiag.report.build import build_report
@@ -120,12 +123,12 @@ def report_figures(results: AnalysisResults, tmp: Path) -> dict[str, Figure]:
 
 def source_names(results: AnalysisResults) -> set[str]:
     names = set(results.benchmarks) | set(pillar_ids())
-    names |= set(results.scores.table["run_id"].to_list())
-    names |= set(results.scores.table["branch"].to_list())
-    for table in results.recipes.values():
+    names |= set(results[SCORES].table["run_id"].to_list())
+    names |= set(results[SCORES].table["branch"].to_list())
+    for table in results[RECIPES].values():
         names |= set(table.table["entity"].to_list())
     names |= set(sorry_taxonomy().to_frame()["name"].cast(pl.String).to_list())
-    sorry = results.sorry
+    sorry = results[SORRY]
     if sorry is not None and sorry.robustness is not None:
         names |= set(sorry.robustness.rows["mutation"].to_list())
     if sorry is not None and sorry.categories is not None:
@@ -217,9 +220,9 @@ def test_every_sorry_figure_reads_with_many_runs(real_data_dir, tmp_path, monkey
                              .tolist(), ids=ids)
     files.write_parquet(frame(rows), tmp_path / "work" / "runs" / "predictions.parquet")
     results = _analyse(tmp_path / "work" / "runs", data_dir=real_data_dir, derived=derived)
-    assert results.sorry is not None
-    assert results.sorry.robustness is not None
-    assert results.sorry.robustness.rows["run_id"].n_unique() == 14
+    assert results[SORRY] is not None
+    assert results[SORRY].robustness is not None
+    assert results[SORRY].robustness.rows["run_id"].n_unique() == 14
     assert_readable(results, tmp_path,
                     expect=("sorry_categories", "sorry_robustness", "sorry_balance"))
 

@@ -99,9 +99,14 @@ def test_overlap_examples_capped_per_benchmark_and_kind_with_all_in_a_csv(report
     assert "```text" not in md  # no raw prompt blocks in report.md
 
 
+def _analyses(values: dict[str, object], **extra: object) -> SimpleNamespace:
+    """A stand-in for ReportContext whose analyses, read by handle, are ``values`` by name."""
+    return SimpleNamespace(get=lambda a: values.get(a.name), result=lambda a: values[a.name],
+                           results=SimpleNamespace(values=values, omitted={}), **extra)
+
+
 def _ctx(rows: dict[str, list]) -> SimpleNamespace:
-    table = pl.DataFrame(rows)
-    return SimpleNamespace(results=SimpleNamespace(contamination=SimpleNamespace(table=table)))
+    return _analyses({"contamination": SimpleNamespace(table=pl.DataFrame(rows))})
 
 
 def test_the_decontamination_level_is_read_from_the_counts():
@@ -247,8 +252,8 @@ def _calls_ctx(rows: list[tuple[str, str, str, bool]], *, below_floor: bool | No
     head = _headline(rows)
     calls = SimpleNamespace(headline=lambda: head, study=pl.DataFrame())
     competence = None if below_floor is None else SimpleNamespace(below_floor=below_floor)
-    return SimpleNamespace(results=SimpleNamespace(values={"calls": calls}, provenance=None,
-                                                   competence=competence), benchmarks=[])
+    return _analyses({"calls": calls, "provenance": None, "competence": competence},
+                     benchmarks=[])
 
 
 def test_the_first_screen_reads_the_calls_analysis_when_it_is_there():
@@ -271,8 +276,7 @@ def test_the_first_screen_reads_the_calls_analysis_when_it_is_there():
 
 
 def test_without_neutral_rows_there_is_no_call_anywhere():
-    ctx = SimpleNamespace(results=SimpleNamespace(values={}, provenance=None, competence=None),
-                          benchmarks=["b1", "b2"])
+    ctx = _analyses({"provenance": None, "competence": None}, benchmarks=["b1", "b2"])
     table, source = call_table(ctx)
     assert source == "none"
     assert table["call"].to_list() == ["no call", "no call"]

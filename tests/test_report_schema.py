@@ -73,6 +73,14 @@ def test_models_and_generated_schema_accept_a_minimal_file():
      "$.inputs.pool: Input should be a valid dictionary or instance of FileRefJson"),
     (lambda r: r["results"].update(val={"overlap": [{"lang": ["en"]}]}),
      "$.results.val.overlap.0.lang.str: Input should be a valid string"),
+    # A hand-written model holding a result's derived payload (val.parts: ValSetsResult's,
+    # its confidence not in the payload) checks it like any other.
+    (lambda r: r["results"].update(val={"overlap": [], "parts": {
+        "rows": [], "runs": [], "recipes": [], "spearman": [], "confidence": 0.95}}),
+     "$.results.val.parts.confidence: Extra inputs are not permitted"),
+    (lambda r: r["results"].update(val={"overlap": [], "parts": {
+        "rows": [], "runs": [], "recipes": []}}),
+     "$.results.val.parts.spearman: Field required"),
 ])
 def test_models_name_each_problem(change, message):
     res = _minimal()

@@ -16,6 +16,12 @@ from synthetic_runs import COPY, ORH, roles_of, study_like
 
 from guarddiag import files
 from guarddiag.analyses import AnalysisResults, ReportOptions, analyse, load_inputs
+from guarddiag.analyses.competence import COMPETENCE
+from guarddiag.analyses.load import LOAD
+from guarddiag.analyses.paired import PAIRED
+from guarddiag.analyses.rank import RANK
+from guarddiag.analyses.scored import SCORES
+from guarddiag.analyses.study import STUDY
 from guarddiag.errors import GuarddiagError
 from guarddiag.roles import is_a_last, names_where
 from guarddiag.runs import read_run_meta
@@ -52,7 +58,7 @@ def _renamed_copy(preds: pl.DataFrame, source: str, name: str, **roles: str) -> 
 
 def _seed_means(results: AnalysisResults, benchmark: str) -> dict[str, float]:
     """Seed-mean score per branch on ``benchmark`` (primary subset and mapping), by numpy."""
-    t = results.scores.binary(subset="decontaminated", mapping="loose").filter(
+    t = results[SCORES].binary(subset="decontaminated", mapping="loose").filter(
         (pl.col("guard_kind") == "branch") & (pl.col("benchmark") == benchmark))
     out = {}
     for branch in set(t["branch"].to_list()):
@@ -66,31 +72,31 @@ def test_a_renamed_copy_of_an_a_last_branch_is_treated_by_its_role(tmp_path):
     a_last = [*STUDY_A_LAST, COPY_NAME]
 
     # Group membership: the copy is A-last by its roles, whatever its name.
-    assert names_where(results.scores.table, is_a_last()) == tuple(a_last)
+    assert names_where(results[SCORES].table, is_a_last()) == tuple(a_last)
 
     # Rank test: the default group is the A-last group, among 11 study branches (E1…E10 and
     # the copy; the reference is not ranked). The five A-last branches capture copyright at
     # 95 %, the others at 10 %: they hold the top five ranks, p = 1/C(11, 5).
-    assert results.rank is not None
-    assert results.rank.group == tuple(a_last)
-    ((size, test),) = results.rank.tests
+    assert results[RANK] is not None
+    assert results[RANK].group == tuple(a_last)
+    ((size, test),) = results[RANK].tests
     assert (size, test.n, test.k, test.group_holds_top) == ("micro", 11, 5, True)
     assert float(test.p_value) == pytest.approx(1 / comb(11, 5))
 
     # Load test: the contrast is mean(A-last seed means) − mean(B-last seed means), by hand.
     means = _seed_means(results, COPY)
     hand = (np.mean([means[b] for b in a_last]) - np.mean([means[b] for b in STUDY_B_LAST]))
-    assert results.load.a_last == tuple(a_last)
-    row = results.load.table.filter((pl.col("benchmark") == COPY)
+    assert results[LOAD].a_last == tuple(a_last)
+    row = results[LOAD].table.filter((pl.col("benchmark") == COPY)
                                     & (pl.col("subset") == "decontaminated")
                                     & (pl.col("mapping") == "loose")).row(0, named=True)
     assert row["contrast"] == pytest.approx(hand, abs=1e-12)
     assert row["n_branches"] == 12  # the reference, E1…E10 and the copy
 
     # Study comparison: the A-last rows count the copy's three runs beside the study's twelve.
-    study = {r["quantity"]: r for r in results.study.table.iter_rows(named=True)}
+    study = {r["quantity"]: r for r in results[STUDY].table.iter_rows(named=True)}
     copy_row = study["COPY of the A-last branches, lowest run"]
-    binary = results.scores.binary(subset="decontaminated", mapping="loose")
+    binary = results[SCORES].binary(subset="decontaminated", mapping="loose")
     a_runs = binary.filter(pl.col("branch").is_in(a_last) & (pl.col("benchmark") == COPY))
     assert copy_row["here_note"] == "15 run(s)"
     assert copy_row["here"] == pytest.approx(float(a_runs["score"].min()))
@@ -103,18 +109,18 @@ def test_the_same_copy_with_a_b_last_role_leaves_the_a_last_group(tmp_path):
     # Same name, same scores; only its last_policy says B: it is B-last everywhere.
     preds, pool, _ = study_like(seed=5, with_guard=False)
     results = _analyse(tmp_path, _renamed_copy(preds, "E10", COPY_NAME, last_policy="B"), pool)
-    assert results.rank is not None
-    assert results.rank.group == tuple(STUDY_A_LAST)
-    ((_, test),) = results.rank.tests
+    assert results[RANK] is not None
+    assert results[RANK].group == tuple(STUDY_A_LAST)
+    ((_, test),) = results[RANK].tests
     assert (test.n, test.k, test.group_holds_top) == (11, 4, False)  # the copy ranks among them
     means = _seed_means(results, COPY)
     b_last = [*STUDY_B_LAST, COPY_NAME]
     hand = np.mean([means[b] for b in STUDY_A_LAST]) - np.mean([means[b] for b in b_last])
-    row = results.load.table.filter((pl.col("benchmark") == COPY)
+    row = results[LOAD].table.filter((pl.col("benchmark") == COPY)
                                     & (pl.col("subset") == "decontaminated")
                                     & (pl.col("mapping") == "loose")).row(0, named=True)
     assert row["contrast"] == pytest.approx(hand, abs=1e-12)
-    study = {r["quantity"]: r for r in results.study.table.iter_rows(named=True)}
+    study = {r["quantity"]: r for r in results[STUDY].table.iter_rows(named=True)}
     assert study["COPY of the A-last branches, lowest run"]["here_note"] == \
         "12 run(s)"
 
@@ -145,26 +151,26 @@ def test_renaming_every_branch_changes_no_number(tmp_path):
     preds, pool, _ = study_like(seed=9)
     plain = _analyse(tmp_path / "a", preds, pool)
     renamed = _analyse(tmp_path / "b", _rename_every_branch(preds), pool)
-    assert plain.rank is not None
-    assert renamed.rank is not None
-    assert renamed.rank.group == tuple(RENAMES[b] for b in STUDY_A_LAST)
-    for (_, t1), (_, t2) in zip(plain.rank.tests, renamed.rank.tests, strict=True):
+    assert plain[RANK] is not None
+    assert renamed[RANK] is not None
+    assert renamed[RANK].group == tuple(RENAMES[b] for b in STUDY_A_LAST)
+    for (_, t1), (_, t2) in zip(plain[RANK].tests, renamed[RANK].tests, strict=True):
         assert (t1.n, t1.k, t1.rank_sum, t1.p_value) == (t2.n, t2.k, t2.rank_sum, t2.p_value)
     # Equal up to the order floats are summed in (branches are summed in name order).
-    assert renamed.load.table["load"].to_list() == plain.load.table["load"].to_list()
+    assert renamed[LOAD].table["load"].to_list() == plain[LOAD].table["load"].to_list()
     for column in ("delta", "floor_widest", "contrast", "p_contrast", "p_span"):
-        _same_numbers(renamed.load.table[column].to_list(), plain.load.table[column].to_list())
-    _same_numbers(renamed.study.table["here"].to_list(), plain.study.table["here"].to_list())
-    assert plain.competence is not None
-    assert renamed.competence is not None
-    assert renamed.competence.sizes.equals(plain.competence.sizes)
-    assert (plain.competence.branch, renamed.competence.branch) == ("reference", "base_recipe")
-    assert plain.paired is not None
-    assert renamed.paired is not None
-    pairs = [(plain.paired.recipes, renamed.paired.recipes, {"base_recipe"}),
+        _same_numbers(renamed[LOAD].table[column].to_list(), plain[LOAD].table[column].to_list())
+    _same_numbers(renamed[STUDY].table["here"].to_list(), plain[STUDY].table["here"].to_list())
+    assert plain[COMPETENCE] is not None
+    assert renamed[COMPETENCE] is not None
+    assert renamed[COMPETENCE].sizes.equals(plain[COMPETENCE].sizes)
+    assert (plain[COMPETENCE].branch, renamed[COMPETENCE].branch) == ("reference", "base_recipe")
+    assert plain[PAIRED] is not None
+    assert renamed[PAIRED] is not None
+    pairs = [(plain[PAIRED].recipes, renamed[PAIRED].recipes, {"base_recipe"}),
              *((p1, p2, {"micro/base_recipe"}) for p1, p2 in
-               zip(plain.paired.outside, renamed.paired.outside, strict=True))]
-    assert len(pairs) == 1 + len(plain.paired.outside) >= 2
+               zip(plain[PAIRED].outside, renamed[PAIRED].outside, strict=True))]
+    assert len(pairs) == 1 + len(plain[PAIRED].outside) >= 2
     for p1, p2, second in pairs:
         assert p1 is not None
         assert p2 is not None
@@ -191,16 +197,16 @@ def test_a_control_enters_no_study_analysis(tmp_path):
     plain = _analyse(tmp_path / "a", preds, pool)
     with_control = _analyse(tmp_path / "b", _renamed_copy(
         preds, "E1", "E1-ctrl_B", role="control", control_of="E1", last_policy="B"), pool)
-    assert with_control.load.table.equals(plain.load.table)
-    assert with_control.rank is not None
-    assert plain.rank is not None
-    assert with_control.rank.to_frame().equals(plain.rank.to_frame())
-    assert with_control.study.table.equals(plain.study.table)
-    assert plain.paired is not None
-    assert with_control.paired is not None
-    assert plain.paired.recipes is not None
-    assert with_control.paired.recipes is not None
-    assert with_control.paired.recipes.table.equals(plain.paired.recipes.table)
+    assert with_control[LOAD].table.equals(plain[LOAD].table)
+    assert with_control[RANK] is not None
+    assert plain[RANK] is not None
+    assert with_control[RANK].to_frame().equals(plain[RANK].to_frame())
+    assert with_control[STUDY].table.equals(plain[STUDY].table)
+    assert plain[PAIRED] is not None
+    assert with_control[PAIRED] is not None
+    assert plain[PAIRED].recipes is not None
+    assert with_control[PAIRED].recipes is not None
+    assert with_control[PAIRED].recipes.table.equals(plain[PAIRED].recipes.table)
 
 
 def test_run_meta_is_read_through_its_model(tmp_path):

@@ -15,12 +15,14 @@
 
 from __future__ import annotations
 
+from typing import Final
+
 import polars as pl
 
 WILSON = "wilson"
 SEED_WILSON = "seed-range+wilson"
 SEED_RANGE = "seed-range"
-BOOTSTRAP = "bootstrap-percentile"
+BOOTSTRAP: Final = "bootstrap-percentile"
 INTERVALS = (WILSON, SEED_WILSON, SEED_RANGE, BOOTSTRAP)
 
 

@@ -10,8 +10,8 @@ An analysis is one module that ends with one explicit registration call::
 ``needs`` names the analyses whose results it reads (as their handles, so importing the module
 registers them first); ``result`` is its result type. The step
 (:func:`guarddiag.analyses.step.analyse`) runs every registered analysis once, each after what
-it needs, and the results are found by name (``results.load``) or by handle
-(``results[LOAD]``). An analysis whose inputs are absent returns None, or raises
+it needs, and the results are read by handle (``results[LOAD]``, typed by the handle; a report
+section reads ``ctx.result(LOAD)``). An analysis whose inputs are absent returns None, or raises
 :class:`AnalysisOmitted` with the reason, which the results keep (``results.omitted``).
 
 Registration is an explicit call, not reflection over module contents: the step, results.json

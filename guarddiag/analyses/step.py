@@ -34,9 +34,8 @@ R = TypeVar("R")
 
 @dataclass(frozen=True)
 class AnalysisResults:
-    """Every registered analysis computed once, by name: ``results.scores`` or
-    ``results[SCORES]`` (None where its inputs are absent; ``omitted`` and ``notes`` say
-    why)."""
+    """Every registered analysis computed once, read by its typed handle: ``results[SCORES]``
+    (None where its inputs are absent; ``omitted`` and ``notes`` say why)."""
 
     options: ReportOptions
     inputs: ReportInputs
@@ -49,15 +48,11 @@ class AnalysisResults:
     notes: tuple[str, ...] = ()
 
     def __getitem__(self, analysis: Analysis[R]) -> R | None:
+        if analysis.name not in self.values:
+            raise GuarddiagError(f"analysis {analysis.name!r} is not registered: register it "
+                                 f"before the report step runs")
         value: R | None = self.values[analysis.name]
         return value
-
-    def __getattr__(self, name: str) -> Any:
-        # Only reached when ``name`` is not a field: the registered analyses by name.
-        values = self.__dict__.get("values")
-        if values is None or name.startswith("__") or name not in values:
-            raise AttributeError(f"no analysis named {name!r}")
-        return values[name]
 
     @property
     def rank_note(self) -> str | None:

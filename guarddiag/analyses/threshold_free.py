@@ -26,13 +26,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import polars as pl
 
 from guarddiag import stats
 from guarddiag.analyses.intervals import BOOTSTRAP
+from guarddiag.analyses.payload import json_key
 from guarddiag.analyses.registry import AnalysisContext, register_analysis
 from guarddiag.analyses.tables import KIND_ORDER
 from guarddiag.errors import GuarddiagError
@@ -167,10 +168,13 @@ def bootstrap_pair(p_harmful: Scores, p_benign: Scores, *, threshold: float,
 
 @dataclass(frozen=True)
 class ThresholdFreeResult:
-    table: pl.DataFrame = field(repr=False)
-    """Per (pair, run): pair, harmful, benign, the run columns, n_harmful, n_benign, base_rate,
-    f1, auprc, over_refusal_at_capture (each with ``_low``/``_high``), threshold_at_capture,
-    interval."""
+    """F1, AUPRC and over-refusal at 95 % capture per run on the paired harmful/benign sets
+    (:mod:`guarddiag.analyses.threshold_free`)."""
+
+    table: pl.DataFrame = field(repr=False, metadata=json_key("rows"))
+    """Per (pair, run): pair, harmful, benign, run_id, guard_kind, branch, size, seed,
+    label_policy, n_harmful, n_benign, base_rate, f1, auprc, over_refusal_at_capture (each a
+    fraction with ``_low``/``_high``), threshold_at_capture, interval."""
     threshold: float
     capture: float
     subset: str
@@ -180,7 +184,9 @@ class ThresholdFreeResult:
     seed: int
     missing: tuple[str, ...]
     """Pairs left out, with the reason."""
-    interval: str = BOOTSTRAP
+    interval: Literal["bootstrap-percentile"] = BOOTSTRAP
+    pairs: tuple[tuple[str, str, str], ...] = field(default_factory=lambda: pairs())
+    """[pair, harmful benchmark, benign benchmark]."""
 
     def to_frame(self) -> pl.DataFrame:
         return self.table.clone()

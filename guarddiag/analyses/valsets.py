@@ -28,6 +28,7 @@ import polars as pl
 from guarddiag import stats
 from guarddiag.analyses.correlation import CORRELATION, CorrelationResult
 from guarddiag.analyses.load import student_runs
+from guarddiag.analyses.payload import not_in_payload
 from guarddiag.analyses.registry import AnalysisContext, register_analysis
 from guarddiag.analyses.scores import PRIMARY_VAL_LANG, VAL_BENCHMARK
 from guarddiag.errors import GuarddiagError
@@ -51,7 +52,7 @@ class ValSetsResult:
     p_value."""
     rows: pl.DataFrame = field(repr=False)
     """Val rows per part: val_set, n_rows (in the pool's val split)."""
-    confidence: float
+    confidence: float = field(metadata=not_in_payload())
 
     def to_frame(self) -> pl.DataFrame:
         return self.runs.clone()

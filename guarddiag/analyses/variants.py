@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from guarddiag.analyses.intervals import recipe_interval_aggs
+from guarddiag.analyses.payload import json_key
 from guarddiag.analyses.scores import ScoresResult
 from guarddiag.roles import is_variant
 
@@ -36,7 +37,7 @@ def without_variants(frame: pl.DataFrame) -> pl.DataFrame:
 class DistillSensitivityResult:
     """Variants beside their base branches, per size."""
 
-    table: pl.DataFrame = field(repr=False)
+    table: pl.DataFrame = field(repr=False, metadata=json_key("rows"))
     """One row per (size, base, benchmark): benchmark, metric_alias, base_score/low/high,
     variant, variant_score/low/high, delta_pp (variant − base), n_base_runs, n_variant_runs.
     The primary VAL is the row with benchmark ``VAL``."""

@@ -14,13 +14,15 @@ folder), :mod:`~.make` (the verb), :mod:`~.schema_payloads` (results.json as typ
 :mod:`~.schema` (the assembled document model, its generated JSON Schema, validation).
 
 Sections. A report is a list of :data:`SectionBuilder` functions ``(ReportContext) -> Section``,
-each registered with its id and results.json payload model in the section registry
+each registered with its id and results.json payload type in the section registry
 (:mod:`~.sections.registry`); :func:`default_sections` is every registered one in order (the
 built-in ones, the SORRY-Bench ones, any registered elsewhere, the disclosure card last). A
 builder whose inputs are absent returns ``Section.omit(...)`` with a note; the report shows the
-note and carries on. To add a section with its own analysis, write one module that registers
-the analysis (:func:`guarddiag.analyses.register_analysis`) and its section
-(:func:`~.sections.registry.register_section`) and import it; ``sections=with_sections([b])``
+note and carries on. To add a section with its own analysis, write one module that declares
+its result and registers the analysis (:func:`guarddiag.analyses.register_analysis`) and one
+that registers its section (:func:`~.sections.registry.register_section`, ``payload=`` the
+result type: its results.json model is derived, :mod:`guarddiag.analyses.payload`) and import
+it; ``sections=with_sections([b])``
 adds a builder to one report only.
 
 Output folder (``--out``)::

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from guarddiag.analyses.rank import RANK
 from guarddiag.errors import GuarddiagError
 from guarddiag.report.context import ReportContext, SectionBuilder
 from guarddiag.report.document import Report
@@ -39,7 +40,7 @@ def build_report(ctx: ReportContext, *,
         return {"path": x[0], "sha256": x[1]} if x else None
 
     options = {k: getattr(o, k) for k in OptionsJson.model_fields}
-    rank = ctx.results.values.get("rank")
+    rank = ctx.get(RANK)
     if rank is not None and not options["rank_group"]:
         # The default group is read from the runs' roles: record the branches it held.
         options["rank_group"] = list(rank.group)

@@ -1,14 +1,16 @@
 """The results.json schema (version 4): the typed document, and the JSON Schema generated from it.
 
 :func:`results_model` is the whole file as a pydantic model: the top-level parts and, under
-``results``, each registered section's payload model (:mod:`guarddiag.report.schema_payloads`;
-the section registry, :mod:`guarddiag.report.sections.registry`, says which model goes under
-which id). Omitted sections are absent; a section registered without a payload model, or added
-for one report with :func:`~guarddiag.report.sections.order.with_sections`, brings a payload
-the schema allows but does not describe. :func:`json_schema` is pydantic's JSON Schema (draft
-2020-12) of that model, checked in as ``results.schema.json`` beside this module
-(:func:`write_json_schema` regenerates it); :func:`validate_results` checks a results.json
-value against the models, one line per problem.
+``results``, each registered section's payload model — derived from the analysis result the
+section writes (:func:`guarddiag.analyses.payload.payload_model`), or, for a payload that
+gathers several results, declared in :mod:`guarddiag.report.schema_payloads`; the section
+registry, :mod:`guarddiag.report.sections.registry`, says which goes under which id. Omitted
+sections are absent; a section registered without a payload type, or added for one report with
+:func:`~guarddiag.report.sections.order.with_sections`, brings a payload the schema allows but
+does not describe. :func:`json_schema` is pydantic's JSON Schema (draft 2020-12) of that model,
+checked in as ``results.schema.json`` beside this module (:func:`write_json_schema` regenerates
+it); :func:`validate_results` checks a results.json value against the models, one line per
+problem.
 
 Conventions. Fractions are in [0, 1] (shares of prompts, accuracies, spans and floors);
 ``*_pp`` fields are percentage points. Non-finite numbers are written as null; an exact
@@ -28,8 +30,9 @@ Changes in version 3
   capability-load benchmarks, the only columns that mark a best value. ``outside.rows`` and
   ``summary.competence.rows`` name that same interval on every row (was ``wilson`` on
   single-run rows: the numbers are unchanged).
-- New section ``threshold_free`` (:class:`ThresholdFreeJson`): F1 at the threshold, AUPRC and
-  over-refusal at 95 % capture per run on XSTest, JailbreakBench, WildGuardTest and OR-Bench
+- New section ``threshold_free`` (the payload of
+  :class:`~guarddiag.analyses.threshold_free.ThresholdFreeResult`): F1 at the threshold, AUPRC
+  and over-refusal at 95 % capture per run on XSTest, JailbreakBench, WildGuardTest and OR-Bench
   harmful/benign pairs, with bootstrap-percentile intervals.
 - ``contamination.short_words`` / ``short_threshold``: the stricter near-duplicate Jaccard for
   short prompts; near examples never repeat an exact one, and a Jaccard-1.0 near example
@@ -78,10 +81,12 @@ Changes in version 2
 Changes in version 4
 --------------------
 - Sensitivity variants (branch specs with ``variant_of``, e.g. ``E6-a05``) are taken out of
-  every analysis but the new ``distill`` section (:class:`DistillJson`): they appear in no
-  scores, load, rank, correlation, paired or provenance record.
+  every analysis but the new ``distill`` section (the payload of
+  :class:`~guarddiag.analyses.variants.DistillSensitivityResult`): they appear in no scores,
+  load, rank, correlation, paired or provenance record.
 - ``correlation``'s VAL and ``recipes[*].val`` are the primary VAL, the English val rows (were
-  all languages); ``val`` gains ``parts`` (:class:`ValPartsJson`).
+  all languages); ``val`` gains ``parts`` (the payload of
+  :class:`~guarddiag.analyses.valsets.ValSetsResult`).
 - ``contamination.containment`` / ``containment_definition`` (only when the audit looked for
   prompts inside longer pool rows) and per-benchmark n_contained, share_contained.
 - ``outside.answers``: per outside guard, when and from which identity its answers were
@@ -98,12 +103,8 @@ from typing import Any, Literal, get_args
 
 from pydantic import ConfigDict, Field, ValidationError, create_model
 
-from guarddiag.report.schema_payloads import (
-    Doc,
-    InputsJson,
-    OptionsJson,
-    SectionEntryJson,
-)
+from guarddiag.analyses.payload import Doc
+from guarddiag.report.schema_payloads import InputsJson, OptionsJson, SectionEntryJson
 
 # The registry as the order module leaves it: every built-in section registered.
 from guarddiag.report.sections.order import SECTIONS

@@ -11,27 +11,11 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import ConfigDict, Field
+from guarddiag.analyses.payload import Doc, ExactJson, Payload, Record, absent
+from guarddiag.analyses.valsets import ValSetsResult
 
-from guarddiag.typed import Model
-
-JsonScalar = str | int | float | bool | None
-Record = dict[str, JsonScalar]
-"""One table row: column → value."""
 JsonValue = Any
 """Any JSON value (files written by other stages, e.g. agreement.json)."""
-
-
-class Doc(Model):
-    """Base of the results document's objects: unknown keys are errors; an optional key's
-    default (absent) is not validated."""
-
-    model_config = ConfigDict(validate_default=False)
-
-
-def absent() -> Any:
-    """The default of an optional key: absent from the object (never written as null)."""
-    return Field(default=None)
 
 
 # ─── top level ─────────────────────────────────────────────────────────────────────────────────
@@ -265,13 +249,6 @@ class LoadJson(Doc):
     """Cohorts with fewer prompts are undetermined."""
 
 
-class ExactJson(Doc):
-    """A probability, as a float and as the exact fraction ``a/b``."""
-
-    value: float
-    exact: str
-
-
 class TieBlockJson(Doc):
     score: float
     branches: list[str]
@@ -384,18 +361,9 @@ class _ValBase(Doc):
 
 
 class ValJson(_ValBase):
-    parts: ValPartsJson = absent()
+    parts: Payload[ValSetsResult] = absent()
     """VAL on the English, multilingual, overlapping and non-overlapping val rows; absent
     where no student run scored the val split."""
-
-
-class PoolJson(Doc):
-    agreement: list[Record]
-    class_counts: list[Record]
-    confusion: list[Record]
-    n_rows: int
-    recorded: JsonValue
-    """agreement.json as written, or null."""
 
 
 class StudyJson(Doc):
@@ -496,52 +464,6 @@ class RecipesJson(Doc):
     rows: list[Record]
     """entity, guard_kind, size, branch, label_policy, benchmark, metric_alias, …, score, low,
     high, interval, n_runs, seed_low, seed_high."""
-
-
-class ThresholdFreeJson(Doc):
-    """F1, AUPRC and over-refusal at 95 % capture per run on the paired harmful/benign sets
-    (:mod:`guarddiag.analyses.threshold_free`)."""
-
-    rows: list[Record]
-    """Per (pair, run): pair, harmful, benign, run_id, guard_kind, branch, size, seed,
-    label_policy, n_harmful, n_benign, base_rate, f1, auprc, over_refusal_at_capture (each a
-    fraction with ``_low``/``_high``), threshold_at_capture, interval."""
-    pairs: list[list[str]]
-    """[pair, harmful benchmark, benign benchmark]."""
-    missing: list[str]
-    threshold: float
-    capture: float
-    subset: str
-    mapping: str
-    interval: Literal["bootstrap-percentile"]
-    n_resamples: int
-    confidence: float
-    seed: int
-
-
-class ValPartsJson(Doc):
-    rows: list[Record]
-    """val_set (en | multilingual | multilingual_overlap | multilingual_no_overlap), n_rows."""
-    runs: list[Record]
-    """Per student run and part: run_id, size, branch, seed, label_policy, val_set, n_scored,
-    n_correct, score, ci_low, ci_high (Wilson)."""
-    recipes: list[Record]
-    """Per recipe: size, branch, n_seeds and the seed-mean VAL of each part (no interval)."""
-    spearman: list[Record]
-    """Per part and (load, kind) set: val_set, load, kind, n_benchmarks, n_recipes, rho,
-    p_value."""
-
-
-class DistillJson(Doc):
-    rows: list[Record]
-    """Per (size, base, variant, benchmark; benchmark ``VAL`` = the primary VAL):
-    metric_alias, base_score, base_low, base_high, variant_score, variant_low, variant_high
-    (seed-range+wilson), delta_pp, n_base_runs, n_variant_runs."""
-    recipes: list[Record]
-    """Per (size, branch): role (base | variant), base, distill_weight (α, from meta.json),
-    n_runs."""
-    subset: str
-    mapping: str
 
 
 class CallsJson(Doc):

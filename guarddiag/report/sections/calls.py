@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from guarddiag.analyses.calls import CallsResult
+from guarddiag.analyses.calls import CALLS_ANALYSIS, CallsResult
 from guarddiag.analyses.placement import unplaced_guards
 from guarddiag.report.context import ReportContext
 from guarddiag.report.document import Block, Bullets, Column, Paragraph, Section, Table
@@ -42,7 +42,7 @@ def _intro(res: CallsResult) -> Paragraph:
 
 
 def section_calls(ctx: ReportContext) -> Section:
-    res: CallsResult | None = ctx.results.values.get("calls")
+    res: CallsResult | None = ctx.get(CALLS_ANALYSIS)
     if res is None:
         note = ctx.results.omitted.get("calls", "no branch predictions with roles")
         return Section.omit("calls", TITLE, note)

@@ -9,7 +9,10 @@ from typing import Any
 
 import polars as pl
 
+from guarddiag.analyses.calls import CALLS_ANALYSIS
+from guarddiag.analyses.contamination import CONTAMINATION
 from guarddiag.analyses.intervals import SEED_WILSON
+from guarddiag.analyses.load import LOAD
 from guarddiag.report.context import ReportContext
 from guarddiag.report.document import Column
 
@@ -74,7 +77,7 @@ def single_seed_note(ctx: ReportContext, *, subset: str | None = None,
     """The note every single-run interval carries: it holds prompt sampling, not seed noise,
     with each benchmark's seed SD (pooled within-recipe SD of the load test, same cohort)."""
     o = ctx.options
-    t = ctx.results.load.table.filter(
+    t = ctx.result(LOAD).table.filter(
         (pl.col("subset") == (subset or o.primary_subset))
         & (pl.col("mapping") == (mapping or o.mapping))
         & pl.col("seed_sd").is_not_null()).sort("benchmark")
@@ -92,7 +95,7 @@ def capability_benchmarks(ctx: ReportContext, *, subset: str | None = None,
     the column being bolded (``subset`` and ``mapping``; default: the report's primary ones):
     the only columns where the best value is bold. The calls' own cells decide (a strict-mapping
     column by the strict call); without the calls analysis no column is bolded."""
-    calls = ctx.results.values.get("calls")
+    calls = ctx.get(CALLS_ANALYSIS)
     if calls is None:
         return set()
     o = ctx.options
@@ -118,7 +121,7 @@ def decontam_level(ctx: ReportContext) -> str | None:
     'exact + near + …' (overlap kinds) — the kinds whose counts add up to n − kept on every
     audited benchmark (the fewest such kinds where zero counts leave a choice); None without an
     audit or where no combination adds up."""
-    c = ctx.results.contamination
+    c = ctx.get(CONTAMINATION)
     if c is None or not c.table.height:
         return None
     kinds = [k for k in OVERLAP_KINDS if f"n_{k}" in c.table.columns]

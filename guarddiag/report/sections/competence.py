@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from guarddiag.analyses.competence import CompetenceResult
+from guarddiag.analyses.competence import COMPETENCE, CompetenceResult
 from guarddiag.report.context import ReportContext
 from guarddiag.report.document import Block, Column, Paragraph, Table
 from guarddiag.report.jsonable import jsonable, records
@@ -42,7 +42,7 @@ def competence_caution(ctx: ReportContext) -> str | None:
     """The plain caution naming the measure that failed (CAP below the floor, AUROC not above
     the TF-IDF baseline), or None where both pass (or no reference was scored on a clear-harm
     benchmark)."""
-    c = ctx.results.competence
+    c = ctx.get(COMPETENCE)
     if c is None or not c.failed_measures():
         return None
     why = []
@@ -63,7 +63,7 @@ def competence_caution(ctx: ReportContext) -> str | None:
 
 def competence_summary(ctx: ReportContext) -> str:
     """One line for the summary whatever the outcome."""
-    c = ctx.results.competence
+    c = ctx.get(COMPETENCE)
     if c is None:
         return ("Competence gate: not computed — no run of the reference recipe was scored on "
                 "a clear-harm benchmark of the study.")
@@ -82,7 +82,7 @@ def competence_summary(ctx: ReportContext) -> str:
 def competence_blocks(ctx: ReportContext) -> list[Block]:
     """The gate's summary and per-benchmark table, for the disclosure card (its caution opens
     the card, with the other cautions: :func:`~.provenance.provenance_blocks`)."""
-    c = ctx.results.competence
+    c = ctx.get(COMPETENCE)
     if c is None:
         return [Paragraph(competence_summary(ctx))]
     excluded = "; ".join(f"{b} left out: {why}" for b, why in c.excluded)
@@ -115,7 +115,7 @@ def competence_blocks(ctx: ReportContext) -> list[Block]:
 
 
 def competence_payload(ctx: ReportContext) -> dict[str, Any] | None:
-    c = ctx.results.competence
+    c = ctx.get(COMPETENCE)
     if c is None:
         return None
     return jsonable({

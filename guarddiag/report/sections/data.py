@@ -8,6 +8,10 @@ from typing import Any
 import polars as pl
 
 from guarddiag import plots
+from guarddiag.analyses.contamination import CONTAMINATION
+from guarddiag.analyses.pool import POOL_STATS, VAL_OVERLAP
+from guarddiag.analyses.scored import SCORES
+from guarddiag.analyses.valsets import VAL_SETS_ANALYSIS
 from guarddiag.audit.provenance import compared_of, describe_source
 from guarddiag.report.context import ReportContext
 from guarddiag.report.document import (
@@ -19,14 +23,14 @@ from guarddiag.report.document import (
     Section,
     Table,
 )
-from guarddiag.report.jsonable import jsonable, records
+from guarddiag.report.jsonable import payload_of, records
 from guarddiag.report.sections.common import decontam_level, pivot_by_cohort
 from guarddiag.report.sections.valparts import val_part_blocks
 
 
 def section_contamination(ctx: ReportContext) -> Section:
     title = "Training-pool overlap (contamination audit)"
-    c = ctx.results.contamination
+    c = ctx.get(CONTAMINATION)
     flags, flag_table = flag_source_blocks(ctx)
     if c is None:
         said = "".join(f". {b.text}" for b in flags if isinstance(b, Paragraph))
@@ -209,13 +213,13 @@ def example_blocks(examples: Any, benchmarks: list[str]) -> list[Block]:
 
 def section_val(ctx: ReportContext) -> Section:
     title = "Validation split: accuracy and overlap with training"
-    if ctx.results.val_overlap is None:
+    if ctx.get(VAL_OVERLAP) is None:
         return Section.omit("val", title, "no pool.parquet")
     blocks: list[Block] = [Paragraph(
         "The primary VAL is 4-class accuracy under policy A on the English val rows, the only "
         "rows that choose each run's kept checkpoint. Other languages are reported one by one "
         "below and never choose weights.")]
-    val = ctx.results.scores.table.filter(pl.col("metric") == "VAL").with_columns(
+    val = ctx.result(SCORES).table.filter(pl.col("metric") == "VAL").with_columns(
         pl.col("ci_low").alias("low"), pl.col("ci_high").alias("high"),
         pl.concat_str([pl.lit("VAL lang="), pl.col("lang")]).alias("benchmark"))
     if val.height:
@@ -226,7 +230,7 @@ def section_val(ctx: ReportContext) -> Section:
                             "accuracy per column (not a significant difference).",
                             (Column("run_id", "run"), Column("label_policy", "labels"), *cols),
                             frame))
-    overlap = ctx.results.val_overlap.table
+    overlap = ctx.result(VAL_OVERLAP).table
     overlap_cols = (Column("lang", "lang"), Column("source", "training source"),
             Column("n_val", "val rows", "int"), Column("n_overlap", "in train", "int"),
             Column("share", "share", "pct"))
@@ -238,19 +242,17 @@ def section_val(ctx: ReportContext) -> Section:
     blocks.append(Table("val_overlap_all", "Val overlap with every training source.",
                         overlap_cols,
                         overlap, csv_only=True))
-    payload: dict[str, Any] = {"overlap": records(ctx.results.val_overlap.table)}
-    parts = ctx.results.val_sets
+    payload: dict[str, Any] = {"overlap": records(ctx.result(VAL_OVERLAP).table)}
+    parts = ctx.get(VAL_SETS_ANALYSIS)
     if parts is not None:
         blocks += val_part_blocks(parts)
-        payload["parts"] = {"rows": records(parts.rows), "runs": records(parts.runs),
-                            "recipes": records(parts.recipes),
-                            "spearman": records(parts.spearman)}
+        payload["parts"] = payload_of(parts)
     return Section("val", title, tuple(blocks), payload)
 
 
 def section_pool(ctx: ReportContext) -> Section:
     title = "The dual-policy pool"
-    p = ctx.results.pool_stats
+    p = ctx.get(POOL_STATS)
     if p is None:
         return Section.omit("pool", title, "no pool.parquet")
     counts = p.class_counts.pivot(on="class", index=["policy", "split"], values="n",
@@ -269,7 +271,4 @@ def section_pool(ctx: ReportContext) -> Section:
               tuple(Column(c, c, "text" if c == "label_a" else "int")
                     for c in p.confusion.columns), p.confusion),
     ]
-    payload = {"agreement": records(p.agreement), "class_counts": records(p.class_counts),
-               "confusion": records(p.confusion), "n_rows": p.n_rows,
-               "recorded": jsonable(p.recorded) if p.recorded is not None else None}
-    return Section("pool", title, tuple(blocks), payload)
+    return Section("pool", title, tuple(blocks), payload_of(p))

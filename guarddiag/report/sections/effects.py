@@ -6,6 +6,11 @@ from __future__ import annotations
 import polars as pl
 
 from guarddiag import plots
+from guarddiag.analyses.correlation import CORRELATION
+from guarddiag.analyses.mapping import EFFECT
+from guarddiag.analyses.paired import PAIRED
+from guarddiag.analyses.rank import RANK
+from guarddiag.analyses.tables import EFFECT_BY_RECIPE
 from guarddiag.report.context import ReportContext
 from guarddiag.report.document import (
     Block,
@@ -28,7 +33,7 @@ from guarddiag.report.sections.ranks import (
 
 def section_rank(ctx: ReportContext) -> Section:
     title = "Exact permutation rank test"
-    r = ctx.results.rank
+    r = ctx.get(RANK)
     if r is None:
         return Section.omit("rank", title, ctx.results.rank_note or "no rank test")
     frame = r.to_frame()
@@ -79,7 +84,7 @@ def section_rank(ctx: ReportContext) -> Section:
 
 def section_mapping(ctx: ReportContext) -> Section:
     o = ctx.options
-    by_recipe = ctx.results.effect_by_recipe
+    by_recipe = ctx.result(EFFECT_BY_RECIPE)
     benign = sorted(set(by_recipe.filter(pl.col("metric_alias").is_in(["OVER-REF", "OR-H"]))
                         ["benchmark"].to_list()))
     shown = benign or sorted(set(by_recipe["benchmark"].to_list()))
@@ -142,7 +147,7 @@ def section_mapping(ctx: ReportContext) -> Section:
                          Column("delta_pp", "Δ (pp)", "num1"),
                          Column("strict_applied", "strict read-out")), by_recipe,
                         csv_only=True))
-    full = ctx.results.effect.table
+    full = ctx.result(EFFECT).table
     blocks.append(Table("mapping_effect_runs", "Per run, both subsets, with 95% Wilson intervals.",
                         (Column("run_id", "run"), Column("benchmark", "benchmark"),
                          Column("subset", "subset"),
@@ -150,7 +155,7 @@ def section_mapping(ctx: ReportContext) -> Section:
                          Column("strict", "strict", "pct", low="strict_low",
                                 high="strict_high"),
                          Column("delta_pp", "Δ (pp)", "num1")), full, csv_only=True))
-    paired = ctx.results.paired.mapping if ctx.results.paired else None
+    paired = by_mapping.mapping if (by_mapping := ctx.get(PAIRED)) else None
     blocks += paired_blocks(paired, f"paired_mapping_{o.primary_subset}")
     return Section("mapping", "Binary-mapping effect: BOUNDARY_SAFE as safe or unsafe",
                    tuple(blocks), {"effects": records(full), "paired": paired_payload(paired),
@@ -159,7 +164,7 @@ def section_mapping(ctx: ReportContext) -> Section:
 
 def section_correlation(ctx: ReportContext) -> Section:
     title = "Does validation accuracy predict benchmark scores?"
-    c = ctx.results.correlation
+    c = ctx.get(CORRELATION)
     if c is None:
         return Section.omit("correlation", title,
                             "no VAL scores (no pool.parquet or no pool_val predictions)")

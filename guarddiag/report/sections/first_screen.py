@@ -17,7 +17,10 @@ from typing import Any
 
 import polars as pl
 
-from guarddiag.analyses.calls import LESS, MORE, CallsResult
+from guarddiag.analyses.calls import CALLS_ANALYSIS, LESS, MORE, CallsResult
+from guarddiag.analyses.competence import COMPETENCE
+from guarddiag.analyses.provenance import PROVENANCE
+from guarddiag.analyses.scored import SCORES
 from guarddiag.analyses.study_calls import contradictions
 from guarddiag.report.context import ReportContext
 from guarddiag.report.document import Block, Column, Paragraph, Section, Table
@@ -81,7 +84,7 @@ def _no_calls(ctx: ReportContext) -> pl.DataFrame:
 
 def call_table(ctx: ReportContext) -> tuple[pl.DataFrame, str]:
     """The first screen's call table and its source ('calls', or 'none' without one)."""
-    calls = ctx.results.values.get("calls")
+    calls = ctx.get(CALLS_ANALYSIS)
     if calls is not None:
         return _from_calls(calls), "calls"
     return _no_calls(ctx), "none"
@@ -99,22 +102,22 @@ def is_ab_call(call: str) -> bool:
 
 
 def _what_was_run(ctx: ReportContext) -> str:
-    scores = ctx.results.scores.table
+    scores = ctx.result(SCORES).table
     branch = scores.filter(pl.col("guard_kind") == "branch")
     runs = scores.select("run_id", "guard_kind").unique()
     recipes = branch.select("size", "branch", "seed").unique()
-    per_recipe = recipes.group_by("size", "branch").len()["len"]
+    per_recipe: list[int] = recipes.group_by("size", "branch").len()["len"].to_list()
     seeds = sorted(set(branch["seed"].drop_nulls().to_list()))
     sizes = sorted(set(branch["size"].to_list()))
     n_out = runs.filter(pl.col("guard_kind") == "outside").height
-    seed_words = (f"{per_recipe.min()}–{per_recipe.max()} seeds per recipe"
-                  if per_recipe.len() and per_recipe.min() != per_recipe.max()
-                  else f"{per_recipe.max() or 0} seed(s) per recipe")
+    seed_words = (f"{min(per_recipe)}–{max(per_recipe)} seeds per recipe"
+                  if per_recipe and min(per_recipe) != max(per_recipe)
+                  else f"{max(per_recipe, default=0)} seed(s) per recipe")
     text = (f"Run: {runs.height} scored runs — {recipes.select('size', 'branch').unique().height}"
             f" branch recipes at size(s) {', '.join(sizes) or '—'}, {seed_words} (seeds "
             f"{', '.join(str(s) for s in seeds) or '—'}), {n_out} outside guard(s) — on "
             f"{len(ctx.benchmarks)} benchmarks; prompts: {cohort_words(ctx, threshold=False)}.")
-    prov, c = ctx.results.provenance, ctx.results.competence
+    prov, c = ctx.get(PROVENANCE), ctx.get(COMPETENCE)
     if prov is not None and prov.table.height:
         text += f" The guards: {prov.sentence()}."
     if c is None:
@@ -157,7 +160,7 @@ def _operating_point(calls: CallsResult) -> str:
 
 def cite_sentence(ctx: ReportContext, table: pl.DataFrame) -> str:
     """The one sentence on what a reader may cite."""
-    prov, c = ctx.results.provenance, ctx.results.competence
+    prov, c = ctx.get(PROVENANCE), ctx.get(COMPETENCE)
     if prov is not None and prov.demo:
         return ("Cite: nothing about guards — these are demo-size models; cite the method and "
                 "the table's layout only.")
@@ -183,7 +186,7 @@ def cite_sentence(ctx: ReportContext, table: pl.DataFrame) -> str:
 
 def section_first_screen(ctx: ReportContext) -> Section:
     table, source = call_table(ctx)
-    calls: CallsResult | None = ctx.results.values.get("calls")
+    calls: CallsResult | None = ctx.get(CALLS_ANALYSIS)
     blocks: list[Block] = list(demo_banner(ctx))
     # The cite sentence before the table: both fit one screen with a demo's ~26 benchmarks.
     blocks += [Paragraph(_what_was_run(ctx)), Paragraph(cite_sentence(ctx, table), cite=True)]

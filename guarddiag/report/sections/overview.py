@@ -5,7 +5,12 @@ from __future__ import annotations
 
 import polars as pl
 
-from guarddiag.analyses.calls import LESS, MORE
+from guarddiag.analyses.calls import CALLS_ANALYSIS, LESS, MORE
+from guarddiag.analyses.contamination import CONTAMINATION
+from guarddiag.analyses.disclosure import DISCLOSURE
+from guarddiag.analyses.load import LOAD
+from guarddiag.analyses.scored import SCORES
+from guarddiag.analyses.study import STUDY
 from guarddiag.report.context import ReportContext
 from guarddiag.report.document import (
     Block,
@@ -86,7 +91,7 @@ def _call_bullets(ctx: ReportContext) -> list[str]:
 def section_summary(ctx: ReportContext) -> Section:
     o = ctx.options
     lists = call_lists(ctx)
-    runs = ctx.results.scores.table.select("run_id", "guard_kind", "size").unique()
+    runs = ctx.result(SCORES).table.select("run_id", "guard_kind", "size").unique()
     n_branch = runs.filter(pl.col("guard_kind") == "branch").height
     n_outside = runs.filter(pl.col("guard_kind") == "outside").height
     n_base = runs.filter(pl.col("guard_kind") == "baseline").height
@@ -109,14 +114,14 @@ def section_summary(ctx: ReportContext) -> Section:
     missing = missing_steps_sentence(ctx)
     if missing:
         items.append(missing)
-    if ctx.results.contamination is not None:
-        t = ctx.results.contamination.table.filter(pl.col("n_exact") > 0).sort(
+    if ctx.get(CONTAMINATION) is not None:
+        t = ctx.result(CONTAMINATION).table.filter(pl.col("n_exact") > 0).sort(
             ["share_exact", "benchmark"], descending=[True, False])
         if t.height:
             worst = ", ".join(f"{r['benchmark']} {pct(r['share_exact'])} "
                               f"({r['n_exact']:,}/{r['n']:,})"
                               for r in t.head(5).iter_rows(named=True))
-            items.append(f"Contamination: {t.height} of {ctx.results.contamination.table.height} "
+            items.append(f"Contamination: {t.height} of {ctx.result(CONTAMINATION).table.height} "
                          f"audited benchmarks share prompts with the training pool (exact "
                          f"overlap after normalisation): {worst}. The primary tables use the "
                          f"decontaminated prompts ({decontam_level(ctx) or 'exact'} overlaps "
@@ -134,7 +139,7 @@ def section_summary(ctx: ReportContext) -> Section:
                  "loose-mapping score with a strict one, an outside guard's native verdict with "
                  "a mapped read-out, or any difference inside the seed floor; and do not read a "
                  "score called anything but capability as detection.")
-    payload = {"calls": lists, "alpha": ctx.results.load.alpha, "subset": o.primary_subset,
+    payload = {"calls": lists, "alpha": ctx.result(LOAD).alpha, "subset": o.primary_subset,
                "mapping": o.mapping, "threshold": o.threshold,
                "competence": competence_payload(ctx),
                "provenance": provenance_payload(ctx)}
@@ -145,7 +150,7 @@ def section_summary(ctx: ReportContext) -> Section:
 
 
 def section_study(ctx: ReportContext) -> Section:
-    t = ctx.results.study.table
+    t = ctx.result(STUDY).table
     frame = t.with_columns(
         pl.struct("unit", "study").map_elements(lambda s: format_unit(s["unit"], s["study"]),
                                                 return_dtype=pl.String).alias("study_shown"),
@@ -166,7 +171,7 @@ def section_study(ctx: ReportContext) -> Section:
 
 
 def _study_fairness(ctx: ReportContext) -> tuple[Block, ...]:
-    study = ctx.results.study
+    study = ctx.result(STUDY)
     blocks: list[Block] = []
     if study.notes:
         blocks.append(Bullets(study.notes))
@@ -183,7 +188,7 @@ def _study_fairness(ctx: ReportContext) -> tuple[Block, ...]:
 
 
 def _study_fairness_payload(ctx: ReportContext) -> dict[str, object]:
-    study = ctx.results.study
+    study = ctx.result(STUDY)
     return {"overlap_origin": (records(study.overlap_origin.table)
                                if study.overlap_origin is not None else None),
             "excluded_subsets": list(study.excluded_subsets), "notes": list(study.notes)}
@@ -204,7 +209,7 @@ def format_unit(unit: str, v: float | None) -> str:
 def _why_no_call(ctx: ReportContext, card: pl.DataFrame) -> pl.DataFrame:
     """The card with ``why``: for every benchmark without a determined call, the real reason
     (a missing audit or branch scores with the command that fixes it, else the test's own)."""
-    calls = ctx.results.values.get("calls")
+    calls = ctx.get(CALLS_ANALYSIS)
     reasons = ({r["benchmark"]: r["reason"] for r in calls.primary().iter_rows(named=True)}
                if calls is not None else {})
     if calls is None:
@@ -221,7 +226,7 @@ def _why_no_call(ctx: ReportContext, card: pl.DataFrame) -> pl.DataFrame:
 
 
 def section_disclosure(ctx: ReportContext) -> Section:
-    d = ctx.results.disclosure
+    d = ctx.result(DISCLOSURE)
     cols = (Column("benchmark", "benchmark"), Column("n", "n", "int"),
             Column("share_exact", "prior overlap, exact", "pct"),
             Column("share_near", "near", "pct"),

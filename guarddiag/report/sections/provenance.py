@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from guarddiag.analyses.provenance import PROVENANCE
 from guarddiag.report.context import ReportContext
 from guarddiag.report.document import Block, Paragraph
 from guarddiag.report.jsonable import records
@@ -20,7 +21,7 @@ DEMO_BANNER = ("Demo-size models: do not cite these verdicts. The branches are s
 
 def demo_banner(ctx: ReportContext) -> tuple[Block, ...]:
     """The demo-size banner, where any branch size is a demo size; else nothing."""
-    prov = ctx.results.provenance
+    prov = ctx.get(PROVENANCE)
     if prov is None or not prov.demo:
         return ()
     demo = [r["size"] for r in prov.table.iter_rows(named=True) if r["demo_size"]]
@@ -32,7 +33,7 @@ def provenance_blocks(ctx: ReportContext, *, caution: str | None = None,
     """The cautions first — the banner (demo sizes only; ``banner=False`` leaves it to the
     first screen), then ``caution`` (the competence gate's, when the branches detect too little
     harm) — then one paragraph on what the branches are."""
-    prov = ctx.results.provenance
+    prov = ctx.get(PROVENANCE)
     blocks: list[Block] = list(demo_banner(ctx)) if banner else []
     if caution:
         blocks.append(Paragraph(caution))
@@ -48,7 +49,7 @@ def provenance_blocks(ctx: ReportContext, *, caution: str | None = None,
 
 
 def provenance_payload(ctx: ReportContext) -> dict[str, Any] | None:
-    prov = ctx.results.provenance
+    prov = ctx.get(PROVENANCE)
     if prov is None:
         return None
     return {"demo": prov.demo, "sizes": records(prov.table), "sentence": prov.sentence()}

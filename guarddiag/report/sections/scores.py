@@ -11,7 +11,12 @@ import polars as pl
 from guarddiag import plots
 from guarddiag.analyses.contamination import copy_items
 from guarddiag.analyses.intervals import SEED_WILSON
+from guarddiag.analyses.load import LOAD
+from guarddiag.analyses.outside import OUTSIDE
+from guarddiag.analyses.paired import PAIRED
+from guarddiag.analyses.scored import SCORES
 from guarddiag.analyses.scores import SUBSETS
+from guarddiag.analyses.tables import RECIPES
 from guarddiag.labels import get_mapping
 from guarddiag.protocol import protocol
 from guarddiag.report.context import ReportContext
@@ -42,9 +47,9 @@ from guarddiag.roles import is_reference, names_where
 
 def _score_records(ctx: ReportContext) -> list[dict[str, Any]]:
     floors = {(r["benchmark"], r["subset"], r["mapping"]): r
-              for r in ctx.results.load.table.iter_rows(named=True)}
+              for r in ctx.result(LOAD).table.iter_rows(named=True)}
     out = []
-    for r in ctx.results.scores.table.iter_rows(named=True):
+    for r in ctx.result(SCORES).table.iter_rows(named=True):
         f = floors.get((r["benchmark"], r["subset"], r["mapping"]))
         floor = ({"median": f["floor_median"], "widest": f["floor_widest"],
                   "n_groups": f["n_groups"]} if f and f["n_groups"] else None)
@@ -70,7 +75,7 @@ def section_scores(ctx: ReportContext) -> Section:
     blocks: list[Block] = []
     for subset in (o.primary_subset, *(s for s in SUBSETS
                                        if s != o.primary_subset)):
-        recipes = ctx.results.recipes[subset]
+        recipes = ctx.result(RECIPES)[subset]
         # 'interval' stays in the CSV (one value: the kind every cell carries), not on screen.
         frame, cols = pivot_by_cohort(one_interval_kind(recipes.table),
                                       entity_cols=["entity", "label_policy", "n_runs",
@@ -93,9 +98,10 @@ def section_scores(ctx: ReportContext) -> Section:
                                       "capture on the harmful benchmarks; right: "
                                       "over-refusal on the benign ones, each on its own "
                                       "colour scale."))
-            blocks += paired_blocks(ctx.results.paired.recipes if ctx.results.paired else None,
+            paired = ctx.get(PAIRED)
+            blocks += paired_blocks(paired.recipes if paired else None,
                                     f"paired_recipes_{subset}_{o.mapping}")
-    runs = ctx.results.scores.binary(subset=o.primary_subset, mapping=o.mapping).with_columns(
+    runs = ctx.result(SCORES).binary(subset=o.primary_subset, mapping=o.mapping).with_columns(
         pl.col("ci_low").alias("low"), pl.col("ci_high").alias("high"))
     frame, cols = pivot_by_cohort(runs, entity_cols=["run_id", "label_policy"],
                                   bold=capability_benchmarks(ctx))
@@ -106,14 +112,14 @@ def section_scores(ctx: ReportContext) -> Section:
         (Column("run_id", "run"), Column("label_policy", "labels"), *cols), frame,
         collapsed=True))
     blocks.append(Paragraph(single_seed_note(ctx)))
-    failed = ctx.results.scores.table.filter(pl.col("n_failed") > 0)
+    failed = ctx.result(SCORES).table.filter(pl.col("n_failed") > 0)
     if failed.height:
         blocks.append(Bullets(tuple(
             f"{r['run_id']} on {r['benchmark']} ({r['subset']}): {r['n_failed']} of {r['n']} "
             "prompts failed (output not parsed); the score covers the others and sits in its "
             "own column" for r in failed.filter(pl.col("mapping") == o.mapping)
             .iter_rows(named=True))))
-    long = ctx.results.scores.table
+    long = ctx.result(SCORES).table
     blocks.append(Table("scores_long", "All scores in long form, one row per cohort, with "
                         f"the {int(o.confidence * 100)}% Wilson interval of each run (CSV).",
                         (Column("run_id", "run"), Column("benchmark", "benchmark"),
@@ -121,8 +127,8 @@ def section_scores(ctx: ReportContext) -> Section:
                          Column("lang", "lang"), Column("metric_alias", "metric"),
                          Column("score", "score", "pct", low="ci_low", high="ci_high")),
                         long, csv_only=True))
-    paired = ctx.results.paired
-    recipes = ctx.results.recipes[o.primary_subset]
+    paired = ctx.get(PAIRED)
+    recipes = ctx.result(RECIPES)[o.primary_subset]
     payload: dict[str, Any] = {
         "scores": _score_records(ctx),
         "paired": paired_payload(paired.recipes if paired else None),
@@ -159,7 +165,7 @@ def _span_rows(ctx: ReportContext, t: pl.DataFrame) -> pl.DataFrame:
 
 
 def section_load(ctx: ReportContext) -> Section:
-    o, load = ctx.options, ctx.results.load
+    o, load = ctx.options, ctx.result(LOAD)
     t = _span_rows(ctx, load.table.filter((pl.col("subset") == o.primary_subset)
                                           & (pl.col("mapping") == o.mapping)).sort("benchmark"))
     # On screen, the span test's statistics and the first screen's call (twelve columns at
@@ -234,9 +240,10 @@ def section_load(ctx: ReportContext) -> Section:
 
 def section_outside(ctx: ReportContext) -> Section:
     title = "Outside guards beside the branches (decontaminated prompts)"
-    if not ctx.results.outside.has_guards:
+    if not ctx.result(OUTSIDE).has_guards:
         return Section.omit("outside", title, "no outside-guard predictions (runs/outside/)")
-    t = one_interval_kind(ctx.results.outside.table).with_columns(
+    by_guard = found.outside if (found := ctx.get(PAIRED)) else ()
+    t = one_interval_kind(ctx.result(OUTSIDE).table).with_columns(
         pl.when(pl.col("kind") == "outside").then(pl.col("entity"))
         .otherwise(pl.concat_str([pl.col("size"), pl.col("entity")], separator="/"))
         .alias("who"))
@@ -244,7 +251,7 @@ def section_outside(ctx: ReportContext) -> Section:
         f"{hull_words(ctx.options.confidence)} An outside guard is one run. {BOLD_RULE} "
         "One table per binary mapping; a guard whose read-out could not follow the mapping "
         "(binary verdict only) or whose prompt set differs gets its own column."),
-        Paragraph(single_seed_note(ctx, subset=ctx.results.outside.subset))]
+        Paragraph(single_seed_note(ctx, subset=ctx.result(OUTSIDE).subset))]
     missing = missing_steps_sentence(ctx)
     if missing:
         blocks.append(Paragraph(missing))
@@ -270,7 +277,7 @@ def section_outside(ctx: ReportContext) -> Section:
                                       entity_cols=["who", "kind", "interval"],
                                       cohort=("mapping_applied", "prompt_set"),
                                       bold=capability_benchmarks(
-                                          ctx, subset=ctx.results.outside.subset, mapping=m))
+                                          ctx, subset=ctx.result(OUTSIDE).subset, mapping=m))
         shown = frame.filter((pl.col("kind") != "branch")
                              | pl.col("who").str.split("/").list.last().is_in(list(refs)))
         blocks.append(Table(f"outside_{m}", f"Outside guards beside the reference recipe — "
@@ -283,23 +290,22 @@ def section_outside(ctx: ReportContext) -> Section:
                             f"decontaminated prompts, {m} mapping.",
                             (Column("who", "guard / recipe"), Column("kind", "kind"), *cols),
                             frame, csv_only=True))
-        for res in (ctx.results.paired.outside if ctx.results.paired else ()):
+        for res in by_guard:
             if res.family == f"outside:{m}":
                 blocks += paired_blocks(res, f"paired_outside_{m}")
-    paired = [paired_payload(r) for r in (ctx.results.paired.outside if ctx.results.paired
-                                          else ())]
+    paired = [paired_payload(r) for r in by_guard]
     return Section("outside", title, tuple(blocks),
-                   {"rows": records(one_interval_kind(ctx.results.outside.table)),
+                   {"rows": records(one_interval_kind(ctx.result(OUTSIDE).table)),
                     "paired": paired, "definitions": dict(definitions),
                     "answers": {run: dict(a) for run, a in answers.items()},
-                    "own_decontam": records(ctx.results.outside.own_decontam)})
+                    "own_decontam": records(ctx.result(OUTSIDE).own_decontam)})
 
 
 def _own_decontam_blocks(ctx: ReportContext, answers: Mapping[str, Mapping[str, Any]]
                          ) -> list[Block]:
     """The guards audited against their own training data, beside the pool-decontaminated
     numbers every other table uses."""
-    own = ctx.results.outside.own_decontam
+    own = ctx.result(OUTSIDE).own_decontam
     if own.height == 0:
         return []
     trained = [f"{run.removeprefix('guard/')}: {a['training_rows']} prompts of "

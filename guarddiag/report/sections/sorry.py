@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from guarddiag.analyses.sorry import SorryCategoriesResult, SorryResults
+from guarddiag.analyses.sorry import SORRY, SorryCategoriesResult, SorryResults
 from guarddiag.report.context import ReportContext, SectionBuilder
 from guarddiag.report.document import Block, Column, FigureBlock, Paragraph, Section, Table
 from guarddiag.sorry.plots import plot_balance, plot_category_capture, plot_robustness
@@ -27,7 +27,7 @@ NO_SORRY = "the SORRY-Bench analyses were not run"
 
 
 def _sorry(ctx: ReportContext) -> SorryResults | None:
-    return ctx.results.sorry
+    return ctx.get(SORRY)
 
 
 def _domain_table(res: SorryCategoriesResult) -> Table:

@@ -5,17 +5,17 @@ from __future__ import annotations
 
 import polars as pl
 
-from guarddiag.analyses.threshold_free import pairs
+from guarddiag.analyses.threshold_free import THRESHOLD_FREE
 from guarddiag.report.context import ReportContext
 from guarddiag.report.document import Block, Column, Paragraph, Section, Table
-from guarddiag.report.jsonable import records
+from guarddiag.report.jsonable import payload_of
 from guarddiag.report.sections.common import single_seed_note
 
 TITLE = "Threshold-free metrics on the paired harmful/benign sets"
 
 
 def section_threshold_free(ctx: ReportContext) -> Section:
-    tf = ctx.results.threshold_free
+    tf = ctx.get(THRESHOLD_FREE)
     if tf is None or not tf.table.height:
         note = "; ".join(tf.missing) if tf is not None and tf.missing else \
             "no predictions on any harmful/benign pair"
@@ -40,7 +40,7 @@ def section_threshold_free(ctx: ReportContext) -> Section:
             Column("over_refusal_at_capture", "OR@95 %", "pct",
                    low="over_refusal_at_capture_low", high="over_refusal_at_capture_high"),
             Column("threshold_at_capture", "t@95", "num3"))
-    for name, harmful, benign in pairs():
+    for name, harmful, benign in tf.pairs:
         part = tf.table.filter(pl.col("pair") == name)
         if part.height:
             blocks.append(Table(f"threshold_free_{name}",
@@ -50,8 +50,4 @@ def section_threshold_free(ctx: ReportContext) -> Section:
     blocks.append(Paragraph(single_seed_note(ctx, subset=tf.subset, mapping=tf.mapping)))
     if tf.missing:
         blocks.append(Paragraph("Pairs left out: " + "; ".join(tf.missing) + "."))
-    payload = {"rows": records(tf.table), "pairs": [list(p) for p in pairs()],
-               "missing": list(tf.missing), "threshold": tf.threshold, "capture": tf.capture,
-               "subset": tf.subset, "mapping": tf.mapping, "interval": tf.interval,
-               "n_resamples": tf.n_resamples, "confidence": tf.confidence, "seed": tf.seed}
-    return Section("threshold_free", TITLE, tuple(blocks), payload)
+    return Section("threshold_free", TITLE, tuple(blocks), payload_of(tf))

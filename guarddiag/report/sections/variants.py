@@ -11,9 +11,10 @@ from typing import Any
 
 import polars as pl
 
+from guarddiag.analyses.scored import DISTILL
 from guarddiag.report.context import ReportContext
 from guarddiag.report.document import Block, Column, Paragraph, Section, Table
-from guarddiag.report.jsonable import records
+from guarddiag.report.jsonable import payload_of
 from guarddiag.report.sections.common import cohort_words, hull_words
 
 TITLE = "Distillation-weight sensitivity (variants of E6 and E9)"
@@ -58,7 +59,7 @@ def _wide(table: pl.DataFrame, recipes: pl.DataFrame) -> tuple[pl.DataFrame, lis
 
 
 def section_distill(ctx: ReportContext) -> Section:
-    d = ctx.results.distill
+    d = ctx.get(DISTILL)
     if d is None:
         return Section.omit("distill", TITLE, "no sensitivity variants (branches with "
                             "variant_of, e.g. E6-a05) were scored")
@@ -84,6 +85,4 @@ def section_distill(ctx: ReportContext) -> Section:
                Column("n_base_runs", "base runs", "int"),
                Column("n_variant_runs", "variant runs", "int")), d.table, csv_only=True),
     ]
-    return Section("distill", TITLE, tuple(blocks),
-                   {"rows": records(d.table), "recipes": records(d.recipes),
-                    "subset": d.subset, "mapping": d.mapping})
+    return Section("distill", TITLE, tuple(blocks), payload_of(d))
