@@ -125,21 +125,25 @@ def class_probs_to_unsafe(probs: Mapping[str, float], mapping: BinaryMapping) ->
     return float(sum(probs[name] for name in CLASSES if name in mapping.unsafe))
 
 
-# ─── the reading order of branches (every tie-break in tables uses it) ─────────────────────────
+# ─── the reading order of branches (every tie-break in tables and plans uses it) ───────────────
 
-def branch_order(branch: str | None) -> int:
-    """Reading order of branch names, as the specs number them: the reference recipe, E1…E10
-    by number, other branches, then the teachers (``T_*``); None last."""
+def branch_order(branch: str | None, role: str | None = None) -> int:
+    """Reading order of branch names, as the specs number them and the report shows them: the
+    reference recipe, E1…E10 by number, other branches, then the teachers; None last. A branch's
+    ``role`` (:mod:`guarddiag.roles`), when known, says which is a teacher or the reference;
+    without it the names do (``T_*`` teachers, ``reference``)."""
     if branch is None:
         return 100_000
-    if branch == "reference":
+    if role == "teacher" or (role is None and branch.startswith("T_")):
+        return 10_000
+    if role == "reference" or (role is None and branch == "reference"):
         return 0
     if branch.startswith("E") and branch[1:].isdigit():
         return int(branch[1:])
-    return 10_000 if branch.startswith("T_") else 1_000
+    return 1_000
 
 
-def branch_sort_key(branch: str | None) -> tuple[int, str]:
+def branch_sort_key(branch: str | None, role: str | None = None) -> tuple[int, str]:
     """Sort key of a branch name: :func:`branch_order`, then the name (total and stable, so a
     tie between two values is always broken the same way)."""
-    return branch_order(branch), branch or ""
+    return branch_order(branch, role), branch or ""
