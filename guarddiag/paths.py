@@ -2,9 +2,10 @@
 file names inside them.
 
 The work folder's layout has one owner each: :class:`WorkPaths` (which folder holds what),
-:class:`RunsFolder` (a runs folder's predictions table, outside guards and shared caches; the
-files inside one run's folder are :mod:`guarddiag.runs`') and :class:`AuditFolder` (an audit
-folder's outputs). Every module asks them for a path instead of joining a file name by hand.
+:class:`PoolFolder` (the pool table, its agreement and meta), :class:`RunsFolder` (a runs
+folder's predictions table, outside guards and shared caches; the files inside one run's folder
+are :mod:`guarddiag.runs`') and :class:`AuditFolder` (an audit folder's outputs). Every module
+asks them for a path instead of joining a file name by hand.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from guarddiag.errors import GuarddiagError
+from guarddiag.files import META_FILE
 
 DATA_ENV = "GUARDDIAG_DATA"
 """Environment variable naming the public data directory (``benchmarks/`` and ``pools/``)."""
@@ -95,6 +97,28 @@ def branches_dir() -> Path:
 
 
 @dataclass(frozen=True)
+class PoolFolder:
+    """A pool folder, as ``guarddiag pool build`` writes it."""
+
+    path: Path
+
+    @property
+    def table(self) -> Path:
+        """The labelled pool, ``pool.parquet``."""
+        return self.path / "pool.parquet"
+
+    @property
+    def agreement(self) -> Path:
+        """The two policies' agreement, overall and per split (``agreement.json``)."""
+        return self.path / "agreement.json"
+
+    @property
+    def meta(self) -> Path:
+        """How the pool was built: recipe, sources, counts (``meta.json``)."""
+        return self.path / META_FILE
+
+
+@dataclass(frozen=True)
 class OutsideGuardFiles:
     """One outside guard's files in a runs folder, ``outside/<run>.*``."""
 
@@ -163,7 +187,7 @@ class AuditFolder:
     path: Path
 
     SUMMARY: ClassVar[str] = "summary.json"
-    META: ClassVar[str] = "meta.json"
+    META: ClassVar[str] = META_FILE
     OVERLAP: ClassVar[str] = "overlap.parquet"
     ROWS_TO_REMOVE: ClassVar[str] = "rows_to_remove"
     DECONTAMINATED: ClassVar[str] = "decontaminated"
@@ -235,7 +259,7 @@ class WorkPaths:
     @classmethod
     def under(cls, root: str | os.PathLike[str] | None = None) -> WorkPaths:
         base = Path(root) if root is not None else DEFAULT_WORK_DIR
-        return cls(root=base, pool=base / "pool" / "pool.parquet", audit=base / "audit",
+        return cls(root=base, pool=PoolFolder(base / "pool").table, audit=base / "audit",
                    runs=base / "runs", derived=base / "derived")
 
     @property

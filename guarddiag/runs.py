@@ -28,7 +28,14 @@ from pydantic import Field
 
 from guarddiag.audit.provenance import prune_flag_sources
 from guarddiag.errors import GuarddiagError
-from guarddiag.files import git_sha, package_versions, read_json, write_json, write_parquet
+from guarddiag.files import (
+    META_FILE,
+    git_sha,
+    package_versions,
+    read_json,
+    write_json,
+    write_parquet,
+)
 from guarddiag.labels import PROB_COLUMNS
 from guarddiag.paths import RunsFolder
 from guarddiag.roles import BranchRoles
@@ -36,7 +43,6 @@ from guarddiag.typed import Model, validate
 
 MODEL_FILE = "model.safetensors"
 TOKENIZER_FILE = "tokenizer.json"
-META_FILE = "meta.json"
 LOG_FILE = "train_log.jsonl"
 CHECKPOINT_FILE = "checkpoint.safetensors"
 LOCK_FILE = "train.lock"

@@ -5,11 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from guarddiag.cli import _DEFAULT_UNDER_WORK
-from guarddiag.paths import AuditFolder, RunsFolder, WorkPaths
+from guarddiag.paths import AuditFolder, PoolFolder, RunsFolder, WorkPaths
 
 
 def test_the_layout_under_one_work_folder():
     w = WorkPaths.under("w")
+    assert w.pool == PoolFolder(Path("w/pool")).table == Path("w/pool/pool.parquet")
+    assert PoolFolder(w.pool.parent).meta == Path("w/pool/meta.json")
     assert w.predictions == Path("w/runs/predictions.parquet")
     assert w.outside == Path("w/runs/outside")
     assert w.runs_folder.cache == Path("w/runs/_cache")

@@ -28,7 +28,7 @@ from guarddiag.audit.provenance import (
 )
 from guarddiag.data import BenchmarkManifest, load_benchmarks, load_manifests
 from guarddiag.errors import GuarddiagError
-from guarddiag.paths import AuditFolder, RunsFolder
+from guarddiag.paths import AuditFolder, PoolFolder, RunsFolder
 from guarddiag.sorry.taxonomy import SORRY_BENCHMARK, base_benchmark
 
 FileRef = tuple[str, str]
@@ -143,7 +143,7 @@ def _read_pool(pool_path: Path | None, notes: list[str]
     pool_path = Path(pool_path)
     pool = files.read_table(pool_path)
     agreement = agreement_file = None
-    agreement_path = pool_path.parent / "agreement.json"
+    agreement_path = PoolFolder(pool_path.parent).agreement
     if agreement_path.is_file():
         agreement = files.read_json(agreement_path)
         agreement_file = file_ref(agreement_path)
@@ -197,7 +197,7 @@ def _read_overlap_origin(audit_dir: Path | None, pool_path: Path | None
     if audit_dir is not None and AuditFolder(Path(audit_dir)).overlap.is_file():
         overlap = files.read_table(AuditFolder(Path(audit_dir)).overlap).filter(
             pl.col("kind") == "exact").select("benchmark", "prompt_id", "pool_id")
-    meta_path = Path(pool_path).parent / "meta.json" if pool_path is not None else None
+    meta_path = PoolFolder(Path(pool_path).parent).meta if pool_path is not None else None
     meta = files.read_json(meta_path) if meta_path is not None and meta_path.is_file() else {}
     sources = meta.get("sources") if isinstance(meta, dict) else None
     return overlap, dict(sources) if isinstance(sources, dict) else {}
