@@ -12,7 +12,8 @@ from functools import cache
 
 from guarddiag.errors import GuarddiagError, unknown_name
 from guarddiag.paths import manifests_dir
-from guarddiag.spec import load_yaml_mapping, require_keys
+from guarddiag.spec import load_yaml_mapping
+from guarddiag.typed import require_keys
 
 CLASSES: tuple[str, ...] = ("GENERIC_SAFE", "BOUNDARY_SAFE", "HARMFUL", "COMPOUND")
 """The four coarse classes, in the order of every probability vector and model head."""

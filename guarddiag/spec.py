@@ -4,22 +4,20 @@ line-precise one-line errors, and problems collected across files so all are rep
 Spec files (data manifests, policies, pool recipes, branch specs, taxonomy, mutations) declare
 their keys as typed models (:class:`guarddiag.typed.SpecModel`) and are read with
 :func:`guarddiag.typed.read_values` or :func:`guarddiag.typed.validate`; what only they know
-(cross-field rules, links between files) they add to the same :class:`Problems`. The nested
-mappings still read by hand are checked for unknown and missing keys by :func:`check_keys`
-(with :func:`guarddiag.errors.did_you_mean`). Every message is one line naming the file and the
-field: ``<file> field "<key>": expected <what>, got <value>``.
+(cross-field rules, links between files) they add to the same :class:`Problems`. Every message
+is one line naming the file and the field: ``<file> field "<key>": expected <what>, got
+<value>``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from guarddiag.errors import GuarddiagError, did_you_mean
+from guarddiag.errors import GuarddiagError
 
 _FAST_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
@@ -53,22 +51,6 @@ def load_yaml_mapping(path: str | Path) -> dict[str, Any]:
     return doc
 
 
-def mapping_section(source: str | Path | Mapping[str, Any], key: str, *, what: str,
-                    entries: str) -> tuple[dict[Any, Any], str]:
-    """A non-empty mapping given directly, or the ``key:`` mapping of a YAML file holding
-    only that key; returned with the place to name in errors (``entries`` says what the
-    mapping holds, e.g. "label → class")."""
-    if isinstance(source, Mapping):
-        doc, where = dict(source), what
-    else:
-        raw = load_yaml_mapping(source)
-        require_keys(raw, required={key}, where=str(source))
-        doc, where = raw[key], f'{source} field "{key}"'
-    if not isinstance(doc, dict) or not doc:
-        raise GuarddiagError(f"{where}: expected a non-empty mapping of {entries}")
-    return doc, where
-
-
 @dataclass
 class Problems:
     """Collects spec problems so a validator can report all of them at once."""
@@ -99,28 +81,3 @@ class SpecError(GuarddiagError):
         else:
             lines = "\n".join(f"  {p}" for p in problems)
             super().__init__(f"{len(problems)} problems in {what}:\n{lines}")
-
-
-def check_keys(doc: Mapping[str, Any], *, required: Iterable[str], optional: Iterable[str] = (),
-               where: str, problems: Problems) -> None:
-    """Record unknown keys and missing required keys of one mapping."""
-    if not isinstance(doc, Mapping):
-        problems.add(where, f"expected a mapping, got {type(doc).__name__}")
-        return
-    required = list(required)
-    allowed = set(required) | set(optional)
-    for key in doc:
-        if key not in allowed:
-            problems.add(f'{where} field "{key}"',
-                         f"unknown key ({did_you_mean(str(key), sorted(allowed))})")
-    for key in required:
-        if key not in doc:
-            problems.add(f'{where} field "{key}"', "missing required key")
-
-
-def require_keys(doc: Mapping[str, Any], *, required: Iterable[str],
-                 optional: Iterable[str] = (), where: str) -> None:
-    """:func:`check_keys` for a single mapping, raising at once."""
-    problems = Problems()
-    check_keys(doc, required=required, optional=optional, where=where, problems=problems)
-    problems.raise_if_any(where)

@@ -8,8 +8,9 @@ on the valid ones), which turn pydantic's errors into guarddiag's one error dial
 problem naming the file and the field (``<file> field "<key>": <what was expected>, got
 <value>``), every problem at once. A spec field says what it accepts with :class:`Check` (a
 non-empty string, a fraction in [0, 1], one of a few values …), whose messages are worded for
-people who edit YAML. :mod:`guarddiag.spec` keeps only what pydantic lacks: loading YAML safely
-with line-precise errors, and collecting problems across files.
+people who edit YAML; :func:`check_keys` checks the keys of the few nested mappings still read
+by hand. :mod:`guarddiag.spec` keeps only what pydantic lacks: loading YAML safely with
+line-precise errors, and collecting problems across files.
 
 pydantic (v2) is the choice because it gives, from one declaration, validation with the field's
 location, defaults that the CLI, the API and the engines share, and a JSON Schema for outside
@@ -20,17 +21,18 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from os import PathLike
+from pathlib import Path
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, GetCoreSchemaHandler, TypeAdapter, ValidationError
 from pydantic_core import PydanticCustomError, core_schema
 
 from guarddiag.errors import GuarddiagError, did_you_mean
-from guarddiag.spec import Problems, SpecError, check_keys
+from guarddiag.spec import Problems, SpecError, load_yaml_mapping
 
 
 class Model(BaseModel):
@@ -133,6 +135,47 @@ def read_values(model: type[Model], doc: Any, *, where: str, problems: Problems,
             problems.items.extend(_problem(model, {**err, "loc": (name, *err["loc"])}, where)
                                   for err in exc.errors())
     return values
+
+
+def check_keys(doc: Mapping[str, Any], *, required: Iterable[str], optional: Iterable[str] = (),
+               where: str, problems: Problems) -> None:
+    """Record unknown keys and missing required keys of one mapping."""
+    if not isinstance(doc, Mapping):
+        problems.add(where, f"expected a mapping, got {type(doc).__name__}")
+        return
+    required = list(required)
+    allowed = set(required) | set(optional)
+    for key in doc:
+        if key not in allowed:
+            problems.add(f'{where} field "{key}"',
+                         f"unknown key ({did_you_mean(str(key), sorted(allowed))})")
+    for key in required:
+        if key not in doc:
+            problems.add(f'{where} field "{key}"', "missing required key")
+
+
+def require_keys(doc: Mapping[str, Any], *, required: Iterable[str],
+                 optional: Iterable[str] = (), where: str) -> None:
+    """:func:`check_keys` for a single mapping, raising at once."""
+    problems = Problems()
+    check_keys(doc, required=required, optional=optional, where=where, problems=problems)
+    problems.raise_if_any(where)
+
+
+def mapping_section(source: str | Path | Mapping[str, Any], key: str, *, what: str,
+                    entries: str) -> tuple[dict[Any, Any], str]:
+    """A non-empty mapping given directly, or the ``key:`` mapping of a YAML file holding
+    only that key; returned with the place to name in errors (``entries`` says what the
+    mapping holds, e.g. "label → class")."""
+    if isinstance(source, Mapping):
+        doc, where = dict(source), what
+    else:
+        raw = load_yaml_mapping(source)
+        require_keys(raw, required={key}, where=str(source))
+        doc, where = raw[key], f'{source} field "{key}"'
+    if not isinstance(doc, dict) or not doc:
+        raise GuarddiagError(f"{where}: expected a non-empty mapping of {entries}")
+    return doc, where
 
 
 @cache

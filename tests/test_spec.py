@@ -3,8 +3,8 @@ from typing import Annotated
 import pytest
 
 from guarddiag.errors import GuarddiagError
-from guarddiag.spec import Problems, SpecError, check_keys, load_yaml_mapping
-from guarddiag.typed import Check, SpecModel, read_values, validate
+from guarddiag.spec import Problems, SpecError, load_yaml_mapping
+from guarddiag.typed import Check, SpecModel, check_keys, read_values, validate
 
 
 def test_yaml_errors_name_file_and_line(tmp_path):

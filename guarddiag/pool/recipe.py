@@ -29,8 +29,8 @@ from guarddiag.pool.spec import (
     load_pillar_tagger,
     load_policy,
 )
-from guarddiag.spec import Problems, check_keys, load_yaml_mapping
-from guarddiag.typed import Check, SpecModel, read_values
+from guarddiag.spec import Problems, load_yaml_mapping
+from guarddiag.typed import Check, SpecModel, check_keys, read_values
 
 
 @dataclass(frozen=True)

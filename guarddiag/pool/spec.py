@@ -29,8 +29,8 @@ from typing import Any
 
 from guarddiag.errors import GuarddiagError
 from guarddiag.labels import CLASS_INDEX, CLASSES, pillar_ids
-from guarddiag.spec import Problems, check_keys, load_yaml_mapping
-from guarddiag.typed import SpecModel, read_values
+from guarddiag.spec import Problems, load_yaml_mapping
+from guarddiag.typed import SpecModel, check_keys, read_values
 
 SPLITS: tuple[str, ...] = ("train", "val", "cal")
 UNSAFE = frozenset({"HARMFUL", "COMPOUND"})

@@ -61,8 +61,8 @@ from guarddiag.sorry.rewrite import (
     rewrite_outcome,
 )
 from guarddiag.sorry.rewrite import clean_generation as clean_generation  # re-exported
-from guarddiag.spec import Problems, check_keys, load_yaml_mapping
-from guarddiag.typed import Check, SpecModel, read_values
+from guarddiag.spec import Problems, load_yaml_mapping
+from guarddiag.typed import Check, SpecModel, check_keys, read_values
 
 KINDS = ("encoding", "misspell", "generative")
 GROUPS = ("writing_style", "persuasion", "encoding", "translation")

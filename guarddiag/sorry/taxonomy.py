@@ -26,9 +26,9 @@ from guarddiag.data import SUBSET_SEPARATOR
 from guarddiag.errors import GuarddiagError, unknown_name
 from guarddiag.labels import pillar_ids
 from guarddiag.paths import manifests_dir
-from guarddiag.spec import Problems, check_keys, load_yaml_mapping
+from guarddiag.spec import Problems, load_yaml_mapping
 from guarddiag.text import normalise
-from guarddiag.typed import Check, SpecModel, read_values
+from guarddiag.typed import Check, SpecModel, check_keys, read_values
 
 DOMAINS: tuple[str, ...] = ("hate", "crimes", "inappropriate", "advice")
 """SORRY-Bench's four domains, in the paper's order."""
