@@ -9,11 +9,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
+from typing import Any
 
 from guarddiag.errors import GuarddiagError, unknown_name
 from guarddiag.paths import manifests_dir
-from guarddiag.spec import load_yaml_mapping
-from guarddiag.typed import require_keys
+from guarddiag.spec import Problems, load_yaml_mapping
+from guarddiag.typed import SpecModel, read_values
 
 CLASSES: tuple[str, ...] = ("GENERIC_SAFE", "BOUNDARY_SAFE", "HARMFUL", "COMPOUND")
 """The four coarse classes, in the order of every probability vector and model head."""
@@ -88,6 +89,15 @@ class Pillar:
     """Where the policies differ on it (e.g. "A-only")."""
 
 
+class PillarFields(SpecModel):
+    """One entry of ``pillars.yaml`` (its comments say what each key means)."""
+
+    id: Any
+    title: Any
+    policy_note: Any = ""
+    sorry_domains: Any = None
+
+
 @cache
 def pillars() -> tuple[Pillar, ...]:
     """The pillar taxonomy from ``data_manifests/policies/pillars.yaml``, in head order."""
@@ -96,12 +106,13 @@ def pillars() -> tuple[Pillar, ...]:
     rows = doc.get("pillars")
     if not isinstance(rows, list) or not rows:
         raise GuarddiagError(f'{path} field "pillars": expected a non-empty list')
-    out = []
+    out, problems = [], Problems()
     for i, row in enumerate(rows, start=1):
-        require_keys(row, required={"id", "title"}, optional={"policy_note", "sorry_domains"},
-                     where=f"{path} pillars[{i}]")
-        out.append(Pillar(id=str(row["id"]), number=i, title=str(row["title"]),
-                          policy_note=str(row.get("policy_note", ""))))
+        values = read_values(PillarFields, row, where=f"{path} pillars[{i}]", problems=problems)
+        if {"id", "title"} <= set(values):
+            out.append(Pillar(id=str(values["id"]), number=i, title=str(values["title"]),
+                              policy_note=str(values["policy_note"])))
+    problems.raise_if_any(str(path))
     ids = [p.id for p in out]
     if len(set(ids)) != len(ids):
         raise GuarddiagError(f"{path}: pillar ids must be unique")
