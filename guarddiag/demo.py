@@ -241,7 +241,7 @@ def _fingerprint(options: DemoOptions, work: paths.WorkPaths, data_dir: Path) ->
     texts = [t for f in load_benchmarks("all", data_dir=data_dir).frames.values()
              for t in f["text"].to_list()]
     path = write_fingerprint(report_dir=Path(options.out_dir),
-                             predictions=work.runs / "predictions.parquet",
+                             predictions=work.predictions,
                              checkpoint=size.pretrained if size.frozen else None,
                              max_length=size.max_length, prompts=texts)
     logger.info(f"demo: fingerprint for `guarddiag bench reproduce` → {path}")

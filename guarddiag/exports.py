@@ -26,6 +26,7 @@ import yaml
 from guarddiag import data, files
 from guarddiag.audit.outputs import load_decontaminated
 from guarddiag.errors import GuarddiagError
+from guarddiag.paths import AuditFolder
 
 logger = logging.getLogger(__name__)
 
@@ -71,8 +72,8 @@ def export_decontaminated(audit_dir: str | Path, *, out: str | Path,
                           hf: bool = True) -> ExportResult:
     """Write the decontaminated prompts of every audited benchmark (see the module doc)."""
     audit_dir, out_dir = Path(audit_dir), Path(out)
-    if not (audit_dir / "summary.json").is_file():
-        raise GuarddiagError(f"{audit_dir}: no summary.json; run `guarddiag audit` first")
+    if not AuditFolder(audit_dir).summary.is_file():
+        raise GuarddiagError(f"{audit_dir}: no {AuditFolder.SUMMARY}; run `guarddiag audit` first")
     kept = load_decontaminated(audit_dir)
     wanted = data.resolve_ids(benchmarks, data.load_manifests(derived_dir=derived_dir))
     names = [n for n in kept if n in set(wanted)]

@@ -285,6 +285,10 @@ def git_sha() -> str | None:
     return out.stdout.strip() or None
 
 
+META_FILE = "meta.json"
+"""The file that says how a folder's contents were made (a run, an audit, a pool, a report)."""
+
+
 def write_meta(folder: str | Path, *, inputs: dict[str, str] | None = None,
                seed: int | None = None, **extra: Any) -> Path:
     """Write ``meta.json`` describing how a folder's contents were made.
@@ -293,4 +297,4 @@ def write_meta(folder: str | Path, *, inputs: dict[str, str] | None = None,
     """
     meta = {"inputs": inputs or {}, "seed": seed, "versions": package_versions(),
             "git_sha": git_sha(), **extra}
-    return write_json(meta, Path(folder) / "meta.json")
+    return write_json(meta, Path(folder) / META_FILE)

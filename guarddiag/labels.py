@@ -9,10 +9,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
+from typing import Any
 
 from guarddiag.errors import GuarddiagError, unknown_name
 from guarddiag.paths import manifests_dir
-from guarddiag.spec import load_yaml_mapping, require_keys
+from guarddiag.spec import Problems, load_yaml_mapping
+from guarddiag.typed import SpecModel, read_values
 
 CLASSES: tuple[str, ...] = ("GENERIC_SAFE", "BOUNDARY_SAFE", "HARMFUL", "COMPOUND")
 """The four coarse classes, in the order of every probability vector and model head."""
@@ -87,6 +89,15 @@ class Pillar:
     """Where the policies differ on it (e.g. "A-only")."""
 
 
+class PillarFields(SpecModel):
+    """One entry of ``pillars.yaml`` (its comments say what each key means)."""
+
+    id: Any
+    title: Any
+    policy_note: Any = ""
+    sorry_domains: Any = None
+
+
 @cache
 def pillars() -> tuple[Pillar, ...]:
     """The pillar taxonomy from ``data_manifests/policies/pillars.yaml``, in head order."""
@@ -95,12 +106,13 @@ def pillars() -> tuple[Pillar, ...]:
     rows = doc.get("pillars")
     if not isinstance(rows, list) or not rows:
         raise GuarddiagError(f'{path} field "pillars": expected a non-empty list')
-    out = []
+    out, problems = [], Problems()
     for i, row in enumerate(rows, start=1):
-        require_keys(row, required={"id", "title"}, optional={"policy_note", "sorry_domains"},
-                     where=f"{path} pillars[{i}]")
-        out.append(Pillar(id=str(row["id"]), number=i, title=str(row["title"]),
-                          policy_note=str(row.get("policy_note", ""))))
+        values = read_values(PillarFields, row, where=f"{path} pillars[{i}]", problems=problems)
+        if {"id", "title"} <= set(values):
+            out.append(Pillar(id=str(values["id"]), number=i, title=str(values["title"]),
+                              policy_note=str(values["policy_note"])))
+    problems.raise_if_any(str(path))
     ids = [p.id for p in out]
     if len(set(ids)) != len(ids):
         raise GuarddiagError(f"{path}: pillar ids must be unique")
@@ -125,21 +137,25 @@ def class_probs_to_unsafe(probs: Mapping[str, float], mapping: BinaryMapping) ->
     return float(sum(probs[name] for name in CLASSES if name in mapping.unsafe))
 
 
-# ─── the reading order of branches (every tie-break in tables uses it) ─────────────────────────
+# ─── the reading order of branches (every tie-break in tables and plans uses it) ───────────────
 
-def branch_order(branch: str | None) -> int:
-    """Reading order of branch names, as the specs number them: the reference recipe, E1…E10
-    by number, other branches, then the teachers (``T_*``); None last."""
+def branch_order(branch: str | None, role: str | None = None) -> int:
+    """Reading order of branch names, as the specs number them and the report shows them: the
+    reference recipe, E1…E10 by number, other branches, then the teachers; None last. A branch's
+    ``role`` (:mod:`guarddiag.roles`), when known, says which is a teacher or the reference;
+    without it the names do (``T_*`` teachers, ``reference``)."""
     if branch is None:
         return 100_000
-    if branch == "reference":
+    if role == "teacher" or (role is None and branch.startswith("T_")):
+        return 10_000
+    if role == "reference" or (role is None and branch == "reference"):
         return 0
     if branch.startswith("E") and branch[1:].isdigit():
         return int(branch[1:])
-    return 10_000 if branch.startswith("T_") else 1_000
+    return 1_000
 
 
-def branch_sort_key(branch: str | None) -> tuple[int, str]:
+def branch_sort_key(branch: str | None, role: str | None = None) -> tuple[int, str]:
     """Sort key of a branch name: :func:`branch_order`, then the name (total and stable, so a
     tie between two values is always broken the same way)."""
-    return branch_order(branch), branch or ""
+    return branch_order(branch, role), branch or ""

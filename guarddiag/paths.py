@@ -1,12 +1,22 @@
-"""Where things live: the public data directory, the bundled specs, the default work folders."""
+"""Where things live: the public data directory, the bundled specs, the work folders and the
+file names inside them.
+
+The work folder's layout has one owner each: :class:`WorkPaths` (which folder holds what),
+:class:`PoolFolder` (the pool table, its agreement and meta), :class:`RunsFolder` (a runs
+folder's predictions table, outside guards and shared caches; the files inside one run's folder
+are :mod:`guarddiag.runs`') and :class:`AuditFolder` (an audit folder's outputs). Every module
+asks them for a path instead of joining a file name by hand.
+"""
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 from guarddiag.errors import GuarddiagError
+from guarddiag.files import META_FILE
 
 DATA_ENV = "GUARDDIAG_DATA"
 """Environment variable naming the public data directory (``benchmarks/`` and ``pools/``)."""
@@ -92,6 +102,149 @@ def branches_dir() -> Path:
 
 
 @dataclass(frozen=True)
+class PoolFolder:
+    """A pool folder, as ``guarddiag pool build`` writes it."""
+
+    path: Path
+
+    @property
+    def table(self) -> Path:
+        """The labelled pool, ``pool.parquet``."""
+        return self.path / "pool.parquet"
+
+    @property
+    def agreement(self) -> Path:
+        """The two policies' agreement, overall and per split (``agreement.json``)."""
+        return self.path / "agreement.json"
+
+    @property
+    def meta(self) -> Path:
+        """How the pool was built: recipe, sources, counts (``meta.json``)."""
+        return self.path / META_FILE
+
+
+@dataclass(frozen=True)
+class OutsideGuardFiles:
+    """One outside guard's files in a runs folder, ``outside/<run>.*``."""
+
+    table: Path
+    """Its predictions, ``<run>.parquet``."""
+    raw: Path
+    """Its raw answers, ``<run>.raw.jsonl`` (reused when the benchmark is scored again)."""
+    meta: Path
+    """Its settings, identity and counts, ``<run>.meta.json``."""
+    canaries: Path
+    """Canary answers that tell whether the same guard still answers, ``<run>.canaries.json``."""
+
+
+@dataclass(frozen=True)
+class RunsFolder:
+    """A runs folder: one folder per run (``<size>/<branch>/seed=<s>``, :mod:`guarddiag.runs`),
+    the predictions table every analysis reads, the outside guards' tables and the caches the
+    runs share."""
+
+    path: Path
+
+    PREDICTIONS: ClassVar[str] = "predictions.parquet"
+    OUTSIDE: ClassVar[str] = "outside"
+    CACHE: ClassVar[str] = "_cache"
+    _TABLE, _META = ".parquet", ".meta.json"
+
+    @property
+    def predictions(self) -> Path:
+        """The branches' and baselines' predictions, ``predictions.parquet``."""
+        return self.path / self.PREDICTIONS
+
+    @property
+    def outside(self) -> Path:
+        """Outside guards' predictions, one parquet file per guard (``outside/``)."""
+        return self.path / self.OUTSIDE
+
+    @property
+    def cache(self) -> Path:
+        """Tokenizers and teacher logits shared between runs (``_cache/``)."""
+        return self.path / self.CACHE
+
+    def outside_guard(self, run: str) -> OutsideGuardFiles:
+        """The files of the outside guard ``run``."""
+        return OutsideGuardFiles(*(self.outside / f"{run}{suffix}" for suffix in
+                                   (self._TABLE, ".raw.jsonl", self._META, ".canaries.json")))
+
+    def outside_tables(self) -> list[Path]:
+        """Every outside guard's predictions table, in name order."""
+        return sorted(self.outside.glob(f"*{self._TABLE}"))
+
+    def outside_metas(self) -> list[Path]:
+        """Every outside guard's meta file, in name order."""
+        return sorted(self.outside.glob(f"*{self._META}"))
+
+    @classmethod
+    def meta_of(cls, table: Path) -> Path:
+        """The meta file beside an outside guard's table."""
+        return table.with_suffix(cls._META)
+
+
+@dataclass(frozen=True)
+class AuditFolder:
+    """A contamination audit's folder (its layout: :mod:`guarddiag.audit`). ``summary.json`` and
+    ``meta.json`` are written last, so a folder holding both is a finished audit."""
+
+    path: Path
+
+    SUMMARY: ClassVar[str] = "summary.json"
+    META: ClassVar[str] = META_FILE
+    OVERLAP: ClassVar[str] = "overlap.parquet"
+    ROWS_TO_REMOVE: ClassVar[str] = "rows_to_remove"
+    DECONTAMINATED: ClassVar[str] = "decontaminated"
+    PROVENANCE: ClassVar[str] = "provenance.json"
+    OUTPUTS: ClassVar[tuple[str, ...]] = (SUMMARY, META, OVERLAP, PROVENANCE, DECONTAMINATED)
+    """What one audit leaves behind and a merge carries over."""
+
+    @property
+    def summary(self) -> Path:
+        """Per benchmark: sizes, overlap counts and kinds, examples (``summary.json``)."""
+        return self.path / self.SUMMARY
+
+    @property
+    def meta(self) -> Path:
+        """How the audit was made: inputs, options, cache key (``meta.json``)."""
+        return self.path / self.META
+
+    @property
+    def overlap(self) -> Path:
+        """Every match of a benchmark prompt in the pool (``overlap.parquet``)."""
+        return self.path / self.OVERLAP
+
+    @property
+    def rows_to_remove(self) -> Path:
+        """The pool rows with a match (``rows_to_remove.parquet``)."""
+        return self.path / f"{self.ROWS_TO_REMOVE}.parquet"
+
+    @property
+    def rows_to_remove_jsonl(self) -> Path:
+        """The same rows with their addresses and texts (``rows_to_remove.jsonl``)."""
+        return self.path / f"{self.ROWS_TO_REMOVE}.jsonl"
+
+    @property
+    def decontaminated(self) -> Path:
+        """One list of kept prompt ids per benchmark (``decontaminated/``)."""
+        return self.path / self.DECONTAMINATED
+
+    def kept_ids(self, benchmark: str) -> Path:
+        """A benchmark's kept prompt ids, one a line (``decontaminated/<benchmark>.txt``)."""
+        return self.decontaminated / f"{benchmark}.txt"
+
+    @property
+    def provenance(self) -> Path:
+        """Per benchmark, the audit that wrote its list (``provenance.json``)."""
+        return self.path / self.PROVENANCE
+
+    def is_finished(self) -> bool:
+        """Both files an audit writes last are there."""
+        return self.summary.is_file() and self.meta.is_file()
+
+
+@dataclass(frozen=True)
 class WorkPaths:
     """Where every stage's hand-off lives. ``WorkPaths.under(root)`` gives the default layout
     under one work folder; a command's ``--pool``/``--runs-dir``/… options replace single fields
@@ -111,13 +264,23 @@ class WorkPaths:
     @classmethod
     def under(cls, root: str | os.PathLike[str] | None = None) -> WorkPaths:
         base = Path(root) if root is not None else DEFAULT_WORK_DIR
-        return cls(root=base, pool=base / "pool" / "pool.parquet", audit=base / "audit",
+        return cls(root=base, pool=PoolFolder(base / "pool").table, audit=base / "audit",
                    runs=base / "runs", derived=base / "derived")
+
+    @property
+    def runs_folder(self) -> RunsFolder:
+        """The runs folder's own layout."""
+        return RunsFolder(self.runs)
+
+    @property
+    def audit_folder(self) -> AuditFolder:
+        """The audit folder's own layout."""
+        return AuditFolder(self.audit)
 
     @property
     def predictions(self) -> Path:
         """The predictions table every analysis reads."""
-        return self.runs / "predictions.parquet"
+        return self.runs_folder.predictions
 
     @property
     def sorry(self) -> Path:
@@ -127,7 +290,7 @@ class WorkPaths:
     @property
     def outside(self) -> Path:
         """Outside guards' predictions, one parquet file per guard."""
-        return self.runs / "outside"
+        return self.runs_folder.outside
 
 
 def work_paths(work_dir: str | os.PathLike[str] | None = None) -> WorkPaths:

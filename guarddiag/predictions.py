@@ -42,6 +42,7 @@ import polars as pl
 from guarddiag.errors import GuarddiagError
 from guarddiag.files import read_table
 from guarddiag.labels import CLASSES, LOOSE, PROB_COLUMNS, BinaryMapping
+from guarddiag.paths import RunsFolder
 from guarddiag.protocol import protocol
 from guarddiag.roles import POLICIES, ROLE_COLUMNS, ROLE_KINDS, ROLE_SCHEMA, ROUTES
 
@@ -174,11 +175,9 @@ def read(path: str | Path, *, same_prompt_sets: bool = False) -> pl.DataFrame:
 def run_files(runs_dir: str | Path) -> list[Path]:
     """Every predictions file of a runs folder: the branches' ``predictions.parquet`` and one
     ``outside/<guard>.parquet`` per outside guard scored into it."""
-    runs_dir = Path(runs_dir)
-    files = [runs_dir / "predictions.parquet"] if (runs_dir / "predictions.parquet").is_file() \
-        else []
-    files += sorted((runs_dir / "outside").glob("*.parquet"))
-    return files
+    folder = RunsFolder(Path(runs_dir))
+    files = [folder.predictions] if folder.predictions.is_file() else []
+    return files + folder.outside_tables()
 
 
 def load_runs(runs_dir: str | Path, *, same_prompt_sets: bool = False) -> pl.DataFrame:

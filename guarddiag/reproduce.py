@@ -21,6 +21,7 @@ from typing import Any
 
 from guarddiag import files, numerics
 from guarddiag.errors import GuarddiagError
+from guarddiag.paths import WorkPaths
 
 FINGERPRINT = "reproduce.json"
 PROBE_COUNT = 64
@@ -110,7 +111,7 @@ def reproduce(example_dir: str | Path, *, work_dir: str | Path | None = None,
     preds_same = None
     calls: list[tuple[str, str, str | None]] = []
     if work_dir is not None:
-        preds = Path(work_dir) / "runs" / "predictions.parquet"
+        preds = WorkPaths.under(work_dir).predictions
         if not preds.is_file():
             raise GuarddiagError(f"{preds}: not found (run the demo into {work_dir} first)")
         preds_same = files.sha256_file(preds) == doc["predictions_sha256"]

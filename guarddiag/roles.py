@@ -23,7 +23,8 @@ variant_of     the branch it is a sensitivity variant of (null for any other bra
 Runs that are not branches (the TF-IDF baselines, outside guards) have null roles.
 
 The groups the analyses use are declared here, once, as polars expressions over those
-columns (:func:`is_student`, :func:`is_study_branch`, :func:`is_reference`, :func:`is_a_last`).
+columns (:func:`is_student`, :func:`is_study_branch`, :func:`is_reference`, :func:`is_a_last`,
+:func:`is_route_cohort`, :func:`is_variant`).
 """
 
 from __future__ import annotations
@@ -94,6 +95,13 @@ def is_a_last() -> pl.Expr:
     three recalibrated on policy-A labels, one distilled from the policy-A teacher). Every
     other student is B-last."""
     return is_student() & (pl.col("last_policy") == "A")
+
+
+def is_route_cohort() -> pl.Expr:
+    """The branches a route-matched call compares: the reference, the study's branches and their
+    controls, without sensitivity variants (teachers, baselines and outside guards left out)."""
+    return (_branch() & pl.col("role").is_in(["reference", "student", "control"])
+            & pl.col("variant_of").is_null())
 
 
 def is_variant() -> pl.Expr:

@@ -9,8 +9,9 @@ TF-IDF baselines use ``baseline/<name>/seed=<s>``). A run folder holds:
   ``train.lock`` (who trains it: pid, host, start time);
 * ``scores.parquet`` + ``scores.json`` — its cached class probabilities (:class:`ScoreCache`).
 
-``_cache/`` (tokenizers, teacher logits) and ``predictions.parquet`` sit beside the runs.
-This module knows file names and folders only; it does not load models (no torch here).
+``_cache/`` (tokenizers, teacher logits), ``predictions.parquet`` and ``outside/`` sit beside
+the runs (:class:`guarddiag.paths.RunsFolder` names them). This module knows file names and
+folders only; it does not load models (no torch here).
 """
 
 from __future__ import annotations
@@ -27,23 +28,27 @@ from pydantic import Field
 
 from guarddiag.audit.provenance import prune_flag_sources
 from guarddiag.errors import GuarddiagError
-from guarddiag.files import git_sha, package_versions, read_json, write_json, write_parquet
+from guarddiag.files import (
+    META_FILE,
+    git_sha,
+    package_versions,
+    read_json,
+    write_json,
+    write_parquet,
+)
 from guarddiag.labels import PROB_COLUMNS
+from guarddiag.paths import RunsFolder
 from guarddiag.roles import BranchRoles
 from guarddiag.typed import Model, validate
 
 MODEL_FILE = "model.safetensors"
 TOKENIZER_FILE = "tokenizer.json"
-META_FILE = "meta.json"
 LOG_FILE = "train_log.jsonl"
 CHECKPOINT_FILE = "checkpoint.safetensors"
 LOCK_FILE = "train.lock"
 """Present while a process trains the run (:class:`guarddiag.train.lock.RunLock`)."""
 SCORES_FILE = "scores.parquet"
 SCORES_META = "scores.json"
-PREDICTIONS_FILE = "predictions.parquet"
-CACHE_DIR = "_cache"
-"""Folder under the runs folder for tokenizers and teacher logits shared between runs."""
 STATUS_FINISHED = "finished"
 
 SCORES_SCHEMA = {"benchmark": pl.String, "prompt_id": pl.String,
@@ -258,11 +263,12 @@ def prune_benchmarks(runs_dir: str | Path, benchmarks: Sequence[str]) -> PruneRe
     if not runs_dir.is_dir():
         raise GuarddiagError(f"{runs_dir}: runs folder not found")
     removed: dict[str, int] = {}
-    if (runs_dir / PREDICTIONS_FILE).is_file():
-        _prune_table(runs_dir / PREDICTIONS_FILE, wanted, removed)
-    for path in sorted((runs_dir / "outside").glob("*.parquet")):
+    folder = RunsFolder(runs_dir)
+    if folder.predictions.is_file():
+        _prune_table(folder.predictions, wanted, removed)
+    for path in folder.outside_tables():
         _prune_table(path, wanted, removed)
-        meta_path = path.with_suffix(".meta.json")
+        meta_path = RunsFolder.meta_of(path)
         _prune_json_list(meta_path, "benchmarks", wanted)
         _prune_json_list(meta_path, "benchmark_sha256", wanted)
     for scores in sorted(runs_dir.glob(f"**/{SCORES_FILE}")):

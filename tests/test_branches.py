@@ -17,8 +17,9 @@ from guarddiag.train.branches import load_branches, parse_seeds, parse_sizes, pl
 
 def test_bundled_specs_are_the_study_branches():
     b = load_branches()
-    assert b.names() == ["T_A", "T_B", "reference", *(f"E{i}" for i in range(1, 11)),
-                         "E1-ctrl", "E10-ctrl", "E6-a05", "E7-ctrl", "E9-a05"]
+    # The report's reading order (labels.branch_sort_key): teachers last.
+    assert b.names() == ["reference", *(f"E{i}" for i in range(1, 11)),
+                         "E1-ctrl", "E10-ctrl", "E6-a05", "E7-ctrl", "E9-a05", "T_A", "T_B"]
     # The route-matched controls (issues 27, 48): their head-only branch drawn alike, with the
     # disagreement rows swapped for agreement rows of the same class; every other field equal,
     # so the contrast is the policy alone.

@@ -23,7 +23,7 @@ from guarddiag.analyses.rank import RANK
 from guarddiag.analyses.scored import SCORES
 from guarddiag.analyses.study import STUDY
 from guarddiag.errors import GuarddiagError
-from guarddiag.roles import is_a_last, names_where
+from guarddiag.roles import is_a_last, is_route_cohort, names_where
 from guarddiag.runs import read_run_meta
 from guarddiag.spec import SpecError
 from guarddiag.train.branches import load_branches
@@ -230,3 +230,12 @@ def test_run_meta_is_read_through_its_model(tmp_path):
         f"{where} field \"roles.last_policy\": input should be 'A' or 'B', got 'C'"]
     assert problems[2].startswith(f'{where} field "colour": unknown key (expected one of')
     assert len(problems) == 3
+
+
+def test_the_route_cohort_is_reference_students_and_controls_without_variants():
+    t = pl.DataFrame({
+        "branch": ["reference", "E1", "E1-ctrl", "E6-a05", "T_A", "tfidf", "gpt"],
+        "guard_kind": ["branch"] * 5 + ["baseline", "outside"],
+        "role": ["reference", "student", "control", "student", "teacher", None, None],
+        "variant_of": [None, None, None, "E6", None, None, None]})
+    assert names_where(t, is_route_cohort()) == ("reference", "E1", "E1-ctrl")

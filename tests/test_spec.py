@@ -1,7 +1,10 @@
+from typing import Annotated
+
 import pytest
 
 from guarddiag.errors import GuarddiagError
-from guarddiag.spec import Field, Problems, SpecError, check_keys, load_yaml_mapping, read_fields
+from guarddiag.spec import Problems, SpecError, load_yaml_mapping
+from guarddiag.typed import Check, SpecModel, check_keys, read_values, validate
 
 
 def test_yaml_errors_name_file_and_line(tmp_path):
@@ -35,36 +38,36 @@ def test_every_problem_is_reported_at_once():
     assert info.value.problems == problems.items
 
 
-# ─── declared fields ───────────────────────────────────────────────────────────────────────────
+# ─── spec fields read through a typed model (guarddiag.typed.Check, read_values) ──────────────
 
-FIELDS = (
-    Field("name", "str", required=True, pattern=r"[a-z]+", describe="a lower-case word"),
-    Field("kind", required=True, allowed=("harmful", "benign")),
-    Field("epochs", "int", minimum=1, default=3),
-    Field("share", "number", minimum=0.0, maximum=1.0),
-    Field("warmup", "number", minimum=0.0, maximum=1.0, open_maximum=True),
-    Field("lr", "number", minimum=0.0, open_minimum=True),
-    Field("rows", "int", minimum=1, nullable=True),
-    Field("fields", "str_list"),
-    Field("anchors", "bool"),
-)
+class Toy(SpecModel):
+    name: Annotated[str, Check("str", pattern=r"[a-z]+", describe="a lower-case word")]
+    kind: Annotated[str, Check(allowed=("harmful", "benign"))]
+    epochs: Annotated[int, Check("int", minimum=1)] = 3
+    share: Annotated[float | None, Check("number", minimum=0.0, maximum=1.0)] = None
+    warmup: Annotated[float | None, Check("number", minimum=0.0, maximum=1.0,
+                                          open_maximum=True)] = None
+    lr: Annotated[float | None, Check("number", minimum=0.0, open_minimum=True)] = None
+    rows: Annotated[int | None, Check("int", minimum=1, nullable=True)] = None
+    fields: Annotated[tuple[str, ...] | None, Check("str_list")] = None
+    anchors: Annotated[bool | None, Check("bool")] = None
 
 
-def test_read_fields_fills_defaults_and_converts():
+def test_read_values_fills_defaults_and_converts():
     problems = Problems()
-    values = read_fields({"name": "toy", "kind": "benign", "share": 1, "rows": None,
-                          "fields": ["a", "b"]}, FIELDS, where="t.yaml", problems=problems)
+    values = read_values(Toy, {"name": "toy", "kind": "benign", "share": 1, "rows": None,
+                               "fields": ["a", "b"]}, where="t.yaml", problems=problems)
     assert not problems
     assert values == {"name": "toy", "kind": "benign", "epochs": 3, "share": 1.0,
                       "rows": None, "fields": ("a", "b")}
     assert isinstance(values["share"], float)
 
 
-def test_read_fields_reports_every_problem_of_a_mapping_at_once():
+def test_read_values_reports_every_problem_of_a_mapping_at_once():
     problems = Problems()
     doc = {"name": "Toy", "kind": "harmfull", "epochs": 0, "share": 1.5, "warmup": 1.0,
            "lr": 0, "rows": "x", "fields": [], "anchors": "yes", "epochz": 2}
-    values = read_fields(doc, FIELDS, where="t.yaml", problems=problems)
+    values = read_values(Toy, doc, where="t.yaml", problems=problems)
     assert values == {}
     assert problems.items == [
         't.yaml field "epochz": unknown key (did you mean epochs?)',
@@ -80,9 +83,9 @@ def test_read_fields_reports_every_problem_of_a_mapping_at_once():
     ]
 
 
-def test_read_fields_missing_keys_and_wrong_types():
+def test_read_values_missing_keys_and_wrong_types():
     problems = Problems()
-    read_fields({"share": "half", "epochs": True, "lr": float("nan")}, FIELDS, where="t.yaml",
+    read_values(Toy, {"share": "half", "epochs": True, "lr": float("nan")}, where="t.yaml",
                 problems=problems)
     assert problems.items == [
         't.yaml field "name": missing required key',
@@ -92,10 +95,18 @@ def test_read_fields_missing_keys_and_wrong_types():
         't.yaml field "lr": expected a number, got nan',
     ]
     problems = Problems()
-    assert read_fields(["not", "a", "mapping"], FIELDS, where="t.yaml", problems=problems) == {}
+    assert read_values(Toy, ["not", "a", "mapping"], where="t.yaml", problems=problems) == {}
     assert problems.items == ["t.yaml: expected a mapping, got list"]
 
 
-def test_field_rejects_an_unknown_type():
-    with pytest.raises(ValueError, match="unknown type 'float'"):
-        Field("x", "float")
+def test_a_whole_model_speaks_the_same_dialect():
+    # validate() on the same model: the Check's words, every problem at once.
+    with pytest.raises(SpecError) as info:
+        validate(Toy, {"name": "toy", "kind": "x", "share": 2}, where="t.yaml")
+    assert info.value.problems == ["t.yaml field \"kind\": expected harmful or benign, got 'x'",
+                                   't.yaml field "share": 2 is outside [0, 1]']
+
+
+def test_check_rejects_an_unknown_kind():
+    with pytest.raises(ValueError, match="unknown check kind 'float'"):
+        Check("float")

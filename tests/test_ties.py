@@ -89,3 +89,11 @@ def test_sorry_policy_sensitive_table_is_byte_identical_under_shuffled_rows(
     assert set(sens["min_branch"].to_list()) == {"reference"}
     assert set(sens["max_branch"].to_list()) == {"E3"}
     assert np.allclose(sens["span"].to_numpy(), 0.8)
+
+
+def test_a_role_orders_a_branch_whatever_its_name():
+    # Plans and `branches list` sort by the specs' roles; tables without specs by the names.
+    # Both read one order: a teacher last, the reference first.
+    assert branch_sort_key("teach", "teacher") > branch_sort_key("zeta") > branch_sort_key("E10")
+    assert branch_sort_key("base", "reference") < branch_sort_key("E1")
+    assert branch_sort_key("T_A") == branch_sort_key("T_A", "teacher")

@@ -88,7 +88,7 @@ from guarddiag.analyses.study_calls import study_rows
 from guarddiag.errors import GuarddiagError
 from guarddiag.labels import MAPPINGS, get_mapping
 from guarddiag.protocol import protocol
-from guarddiag.roles import check_roles
+from guarddiag.roles import check_roles, is_route_cohort
 
 __all__ = ["CALLS", "CALLS_ANALYSIS", "DECONTAM", "DISAGREE", "LESS", "MORE",
            "PRIMARY_DECONTAM", "PRIMARY_THRESHOLD", "ROUTE_CALLS", "CallsResult",
@@ -415,9 +415,7 @@ def compute_calls(predictions: pl.DataFrame, *, pool: pl.DataFrame | None,
                                             & (pl.col("degenerate") != ""))
                           .select("run_id", "degenerate").iter_rows())
                   for m in thresholds["mapping"].unique().to_list()}
-    branch_rows = scores.filter((pl.col("guard_kind") == "branch")
-                                & pl.col("role").is_in(["reference", "student", "control"])
-                                & pl.col("variant_of").is_null())
+    branch_rows = scores.filter(is_route_cohort())
     tests: dict[tuple[str, ...], dict[str, Any]] = {}
     for key, part in branch_rows.partition_by(_GROUP, as_dict=True,
                                               maintain_order=True).items():

@@ -22,6 +22,7 @@ from guarddiag.analyses.registry import AnalysisContext, register_analysis
 from guarddiag.analyses.scores import compute_scores
 from guarddiag.errors import GuarddiagError
 from guarddiag.labels import LOOSE, BinaryMapping
+from guarddiag.paths import AuditFolder
 from guarddiag.protocol import protocol
 
 SCHEMA = {"benchmark": pl.String, "n": pl.Int64, "n_exact": pl.Int64, "share_exact": pl.Float64,
@@ -63,7 +64,7 @@ class ContaminationResult:
 
 
 def contamination_table(summary: Mapping[str, Any], *,
-                        source: str = "summary.json") -> ContaminationResult:
+                        source: str = AuditFolder.SUMMARY) -> ContaminationResult:
     benches = summary.get("benchmarks")
     if not isinstance(benches, Mapping):
         raise GuarddiagError(f'{source} field "benchmarks": expected a mapping of benchmark ids')

@@ -27,6 +27,7 @@ from guarddiag.audit.provenance import (
 )
 from guarddiag.data import BenchmarkManifest, load_benchmarks, load_manifests
 from guarddiag.errors import GuarddiagError
+from guarddiag.paths import AuditFolder, PoolFolder, RunsFolder
 from guarddiag.sorry.taxonomy import SORRY_BENCHMARK, base_benchmark
 
 FileRef = tuple[str, str]
@@ -141,7 +142,7 @@ def _read_pool(pool_path: Path | None, notes: list[str]
     pool_path = Path(pool_path)
     pool = files.read_table(pool_path)
     agreement = agreement_file = None
-    agreement_path = pool_path.parent / "agreement.json"
+    agreement_path = PoolFolder(pool_path.parent).agreement
     if agreement_path.is_file():
         agreement = files.read_json(agreement_path)
         agreement_file = file_ref(agreement_path)
@@ -150,11 +151,11 @@ def _read_pool(pool_path: Path | None, notes: list[str]
 
 def _read_audit(audit_dir: Path | None, notes: list[str]
                 ) -> tuple[Mapping[str, Any] | None, FileRef | None]:
-    if audit_dir is None or not (Path(audit_dir) / "summary.json").is_file():
-        notes.append(f"audit {audit_dir}: no summary.json, so the contamination table "
+    summary_path = AuditFolder(Path(audit_dir)).summary if audit_dir is not None else None
+    if summary_path is None or not summary_path.is_file():
+        notes.append(f"audit {audit_dir}: no {AuditFolder.SUMMARY}, so the contamination table "
                      "is omitted and benchmark digests come from the manifests")
         return None, None
-    summary_path = Path(audit_dir) / "summary.json"
     summary = files.read_json(summary_path)
     if not isinstance(summary, dict):
         raise GuarddiagError(f"{summary_path}: expected a JSON object")
@@ -192,10 +193,10 @@ def _read_overlap_origin(audit_dir: Path | None, pool_path: Path | None
     """The audit's exact matches and the pool's per-source counts: where a benchmark's overlap
     comes from (:mod:`guarddiag.analyses.overlap_origin`)."""
     overlap = None
-    if audit_dir is not None and (Path(audit_dir) / "overlap.parquet").is_file():
-        overlap = files.read_table(Path(audit_dir) / "overlap.parquet").filter(
+    if audit_dir is not None and AuditFolder(Path(audit_dir)).overlap.is_file():
+        overlap = files.read_table(AuditFolder(Path(audit_dir)).overlap).filter(
             pl.col("kind") == "exact").select("benchmark", "prompt_id", "pool_id")
-    meta_path = Path(pool_path).parent / "meta.json" if pool_path is not None else None
+    meta_path = PoolFolder(Path(pool_path).parent).meta if pool_path is not None else None
     meta = files.read_json(meta_path) if meta_path is not None and meta_path.is_file() else {}
     sources = meta.get("sources") if isinstance(meta, dict) else None
     return overlap, dict(sources) if isinstance(sources, dict) else {}
@@ -203,9 +204,9 @@ def _read_overlap_origin(audit_dir: Path | None, pool_path: Path | None
 
 def _read_matches(audit_dir: Path | None) -> pl.DataFrame | None:
     """Every match of the audit, of every kind (contrast pairs are read from them)."""
-    if audit_dir is None or not (Path(audit_dir) / "overlap.parquet").is_file():
+    if audit_dir is None or not AuditFolder(Path(audit_dir)).overlap.is_file():
         return None
-    return files.read_table(Path(audit_dir) / "overlap.parquet").select(
+    return files.read_table(AuditFolder(Path(audit_dir)).overlap).select(
         "benchmark", "prompt_id", "pool_id", "kind")
 
 
@@ -239,7 +240,7 @@ def _distill_weight(spec: Mapping[str, Any]) -> float | None:
 def read_outside_definitions(runs_dir: Path) -> dict[str, str]:
     """Each outside guard's operational definition, by run id, in name order."""
     out: dict[str, str] = {}
-    for path in sorted((Path(runs_dir) / "outside").glob("*.meta.json")):
+    for path in RunsFolder(Path(runs_dir)).outside_metas():
         meta = files.read_json(path)
         definition = meta.get("definition") if isinstance(meta, dict) else None
         if isinstance(definition, str) and definition and isinstance(meta.get("run_id"), str):
@@ -251,7 +252,7 @@ def read_outside_answers(runs_dir: Path) -> dict[str, dict[str, Any]]:
     """Per outside guard (run id, name order): the first and last time its answers were asked
     (UTC), its identity digest, its version and the function or model it names."""
     out: dict[str, dict[str, Any]] = {}
-    for path in sorted((Path(runs_dir) / "outside").glob("*.meta.json")):
+    for path in RunsFolder(Path(runs_dir)).outside_metas():
         meta = files.read_json(path)
         if not (isinstance(meta, dict) and isinstance(meta.get("run_id"), str)):
             continue
@@ -273,7 +274,7 @@ def read_outside_own(runs_dir: Path) -> pl.DataFrame | None:
     """The :data:`~guarddiag.predictions.OWN_DECONTAM` flags of every outside guard that has
     them (non-null rows)."""
     parts = []
-    for path in sorted((Path(runs_dir) / "outside").glob("*.parquet")):
+    for path in RunsFolder(Path(runs_dir)).outside_tables():
         frame = files.read_table(path)
         if preds_mod.OWN_DECONTAM in frame.columns:
             parts.append(frame.select("run_id", "benchmark", "prompt_id",

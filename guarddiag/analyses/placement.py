@@ -34,6 +34,7 @@ from guarddiag.analyses.callwords import (
 )
 from guarddiag.analyses.contrast import contrast_side, pooled_variance, route_pairs
 from guarddiag.protocol import protocol
+from guarddiag.roles import is_route_cohort
 
 PLACEMENT_DRAWS = 2000
 """Monte-Carlo draws of a placement interval (a ratio of noisy ends has no exact one here)."""
@@ -89,9 +90,7 @@ def place_outside_guards(*, headline: pl.DataFrame, scores: pl.DataFrame,
     rows = []
     for h in head.iter_rows(named=True):
         bench = h["benchmark"]
-        branch = cohort.filter((pl.col("benchmark") == bench) & (pl.col("guard_kind") == "branch")
-                               & pl.col("role").is_in(["reference", "student", "control"])
-                               & pl.col("variant_of").is_null())
+        branch = cohort.filter((pl.col("benchmark") == bench) & is_route_cohort())
         carried = h["carried_by"].split(", ") if h["carried_by"] else None
         pairs, recipes = route_pairs(branch)
         pairs = [p for p in pairs if carried is None or p.route in carried]

@@ -26,7 +26,7 @@ from guarddiag.analyses.rank import RANK, BranchRankResult
 from guarddiag.analyses.registry import AnalysisContext, register_analysis
 from guarddiag.analyses.scored import SCORES
 from guarddiag.analyses.scores import ScoresResult
-from guarddiag.roles import is_a_last, is_reference
+from guarddiag.roles import is_a_last, is_reference, is_student, is_variant
 
 STUDY_OVERLAP = {"jbb_benign": 0.880, "orbench_hard": 0.821, "harmbench_copyright": 0.250,
                  "wildguardtest_harmful": 0.143, "strongreject": 0.121, "advbench": 0.020,
@@ -188,9 +188,7 @@ def _student_rows(scores: ScoresResult, calls: CallsResult | None, *, subset: st
                                 & (pl.col("decontam") == ("full" if subset == "full"
                                                           else "exact"))
                                 & pl.col("benchmark").is_in(list(harm))
-                                & (pl.col("guard_kind") == "branch")
-                                & pl.col("role").is_in(["reference", "student"])
-                                & pl.col("variant_of").is_null())
+                                & is_student() & ~is_variant())
         matched = m.group_by("size", "branch").agg(pl.col("rate").mean())
         rows += [
             _row("mean CAP on clear harm, lowest branch (matched)", "share", 0.800,

@@ -38,6 +38,7 @@ from guarddiag.audit.result import AuditResult
 from guarddiag.audit.run import audit_pool
 from guarddiag.audit.stream import Shard, find_shards, pool_digest
 from guarddiag.errors import GuarddiagError
+from guarddiag.paths import AuditFolder
 
 logger = logging.getLogger(__name__)
 
@@ -97,12 +98,12 @@ def apply_audit(audit_dir: str | Path, *, out: str | Path, keep_review: bool = F
         apply_audit("work/audit-chat", out="work/chat-clean")
     """
     audit_dir, out = Path(audit_dir), Path(out)
-    meta = files.read_json(audit_dir / "meta.json") if (audit_dir / "meta.json").is_file() \
-        else None
-    if meta is None or not (audit_dir / "summary.json").is_file():
+    folder = AuditFolder(audit_dir)
+    if not folder.is_finished():
         raise GuarddiagError(f"{audit_dir}: no finished audit here (run `guarddiag audit`)")
+    meta = files.read_json(folder.meta)
     if "audit_options" not in meta:
-        raise GuarddiagError(f"{audit_dir}/meta.json: written before `audit apply` existed; "
+        raise GuarddiagError(f"{folder.meta}: written before `audit apply` existed; "
                              "run the audit again")
     options = AuditOptions.of(**meta["audit_options"])
     shards = find_shards(meta["pool_path"])
@@ -127,7 +128,7 @@ def _to_remove(audit_dir: Path, *, keep_review: bool
                ) -> tuple[dict[str, dict[int, int | None]], dict[str, set[int]]]:
     """Per file, the physical lines to remove (line → byte offset, as the audit saw it) and the
     rows to remove (formats without lines)."""
-    remove = pl.read_parquet(audit_dir / "rows_to_remove.parquet")
+    remove = pl.read_parquet(AuditFolder(audit_dir).rows_to_remove)
     if keep_review:
         remove = remove.filter(~pl.col("kinds").list.eval(pl.element() == "review").list.all())
     places: list[tuple[str, int | None, int | None, int | None]] = list(
@@ -139,7 +140,7 @@ def _to_remove(audit_dir: Path, *, keep_review: bool
     rows: dict[str, set[int]] = {}
     for file, row, line, byte in places:
         if file is None:
-            raise GuarddiagError(f"{audit_dir}/rows_to_remove.parquet: a row without an "
+            raise GuarddiagError(f"{AuditFolder(audit_dir).rows_to_remove}: a row without an "
                                  "address (an audit of an earlier version); audit it again")
         if line is not None:
             lines.setdefault(file, {})[line] = byte

@@ -25,7 +25,6 @@ import polars as pl
 from guarddiag.audit.options import AuditOptions
 from guarddiag.audit.outputs import load_audit
 from guarddiag.audit.provenance import (
-    PROVENANCE_FILE,
     AuditRecord,
     audit_id,
     drops_of,
@@ -33,6 +32,7 @@ from guarddiag.audit.provenance import (
 )
 from guarddiag.audit.result import AuditResult
 from guarddiag.errors import GuarddiagError
+from guarddiag.paths import AuditFolder
 
 __all__ = ["PREVIOUS_FOLDER", "PreviousAudit", "finish_merge", "keep_previous",
            "merge_results", "merged_records", "new_records", "previous_audit",
@@ -40,7 +40,6 @@ __all__ = ["PREVIOUS_FOLDER", "PreviousAudit", "finish_merge", "keep_previous",
 
 PREVIOUS_FOLDER = ".previous"
 """The audit folder's copy of its previous audit while a new one is merged into it."""
-_FILES = ("summary.json", "meta.json", "overlap.parquet", PROVENANCE_FILE, "decontaminated")
 
 
 @dataclass(frozen=True)
@@ -52,14 +51,10 @@ class PreviousAudit:
     records: Mapping[str, AuditRecord]
 
 
-def _complete(folder: Path) -> bool:
-    return (folder / "summary.json").is_file() and (folder / "meta.json").is_file()
-
-
 def previous_audit(out_dir: Path) -> PreviousAudit | None:
     """The folder's finished audit, or the copy a stopped merge left in ``.previous/``."""
     for folder in (out_dir, out_dir / PREVIOUS_FOLDER):
-        if _complete(folder):
+        if AuditFolder(folder).is_finished():
             try:
                 return PreviousAudit(folder, load_audit(folder), read_audit_records(folder))
             except GuarddiagError:
@@ -131,7 +126,7 @@ def keep_previous(previous: PreviousAudit, out_dir: Path) -> None:
     staging = out_dir / f"{PREVIOUS_FOLDER}.tmp"
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
-    for name in _FILES:
+    for name in AuditFolder.OUTPUTS:
         src = out_dir / name
         if src.is_dir():
             shutil.copytree(src, staging / name)

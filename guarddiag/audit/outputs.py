@@ -27,6 +27,7 @@ from guarddiag.audit.result import (
 from guarddiag.audit.template import TEMPLATE_DEFINITION
 from guarddiag.errors import GuarddiagError
 from guarddiag.figures import paper_style, release_figure, save_figure
+from guarddiag.paths import AuditFolder
 
 __all__ = ["AUDIT_FIGURE_SAVE", "CHART_SUFFIXES", "inherit_decontamination", "load_audit",
            "load_decontaminated", "load_if_current", "plot_overlap", "save_audit_figure",
@@ -59,28 +60,34 @@ def write_audit(result: AuditResult, out_dir: str | Path, *, figure: bool = Fals
     meta.json."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
+    folder = AuditFolder(out_dir)
     # A previous summary must not vouch for half-rewritten files if this run is killed.
-    for name in ("meta.json", "summary.json"):
-        (out_dir / name).unlink(missing_ok=True)
-    files.write_parquet(result.overlap, out_dir / "overlap.parquet")
-    files.write_parquet(result.rows_to_remove, out_dir / "rows_to_remove.parquet")
-    files.write_jsonl(result.rows_to_remove, out_dir / "rows_to_remove.jsonl")
-    deco = out_dir / "decontaminated"
+    forget_finished(folder)
+    files.write_parquet(result.overlap, folder.overlap)
+    files.write_parquet(result.rows_to_remove, folder.rows_to_remove)
+    files.write_jsonl(result.rows_to_remove, folder.rows_to_remove_jsonl)
+    deco = folder.decontaminated
     if deco.exists():
         shutil.rmtree(deco)
     deco.mkdir()
     for name, kept in result.decontaminated.items():
-        files.write_text("".join(f"{pid}\n" for pid in kept), deco / f"{name}.txt")
+        files.write_text("".join(f"{pid}\n" for pid in kept), folder.kept_ids(name))
     if figure:
         save_audit_figure(plot_overlap(result), out_dir / "overlap")
     else:   # a chart left by an earlier audit would not show this one
         for suffix in CHART_SUFFIXES:
             (out_dir / f"overlap{suffix}").unlink(missing_ok=True)
-    files.write_json(_summary_doc(result), out_dir / "summary.json")
+    files.write_json(_summary_doc(result), folder.summary)
     meta = dict(meta or {})
     inputs = meta.pop("inputs", None)
     files.write_meta(out_dir, inputs=inputs, seed=None, stage="audit", **meta)
     return out_dir
+
+
+def forget_finished(folder: AuditFolder) -> None:
+    """Remove the two files that mark an audit finished (they are written last)."""
+    folder.meta.unlink(missing_ok=True)
+    folder.summary.unlink(missing_ok=True)
 
 
 def _summary_doc(result: AuditResult) -> dict[str, Any]:
@@ -150,7 +157,7 @@ def _summary_doc(result: AuditResult) -> dict[str, Any]:
 
 
 def load_if_current(out_dir: Path, key: str) -> AuditResult | None:
-    meta_path = out_dir / "meta.json"
+    meta_path = AuditFolder(out_dir).meta
     if not meta_path.is_file():
         return None
     try:
@@ -165,7 +172,8 @@ def load_if_current(out_dir: Path, key: str) -> AuditResult | None:
 def load_audit(audit_dir: str | Path) -> AuditResult:
     """Read a finished audit folder back into an :class:`AuditResult`."""
     audit_dir = Path(audit_dir)
-    summary_path = audit_dir / "summary.json"
+    folder = AuditFolder(audit_dir)
+    summary_path = folder.summary
     if not summary_path.is_file():
         raise GuarddiagError(f"{summary_path}: no finished audit here (run `guarddiag audit`)")
     doc = files.read_json(summary_path)
@@ -182,11 +190,11 @@ def load_audit(audit_dir: str | Path) -> AuditResult:
             n_kept=entry["n_kept"], sha256=entry["sha256"], examples=tuple(entry["examples"]),
             n_template=entry.get("n_template"), n_contained=entry.get("n_contained"),
             n_review=entry.get("n_review")))
-    overlap = files.read_table(audit_dir / "overlap.parquet")
-    remove_path = audit_dir / "rows_to_remove.parquet"
+    overlap = files.read_table(folder.overlap)
+    remove_path = folder.rows_to_remove
     remove = (pl.read_parquet(remove_path) if remove_path.is_file()
               else pl.DataFrame(schema=REMOVE_SCHEMA))
-    deco = {name: tuple(_read_ids(audit_dir / "decontaminated" / f"{name}.txt"))
+    deco = {name: tuple(_read_ids(folder.kept_ids(name)))
             for name in kept}
     return AuditResult(
         benchmarks=tuple(benches),
@@ -225,16 +233,15 @@ def load_decontaminated(audit_dir: str | Path, *,
     :func:`guarddiag.data.derived_bases`) makes mutated subsets inherit their base's
     decontamination (:func:`inherit_decontamination`).
     """
-    audit_dir = Path(audit_dir)
-    summary_path = audit_dir / "summary.json"
-    doc = _doc if _doc is not None else files.read_json(summary_path)
+    folder = AuditFolder(Path(audit_dir))
+    doc = _doc if _doc is not None else files.read_json(folder.summary)
     out: dict[str, frozenset[str]] = {}
     for name in doc.get("benchmark_order", []):
-        path = audit_dir / "decontaminated" / f"{name}.txt"
+        path = folder.kept_ids(name)
         ids = _read_ids(path)
         expected = doc["benchmarks"][name]["n_kept"]
         if len(ids) != expected or len(set(ids)) != len(ids):
-            raise GuarddiagError(f"{path}: {len(ids)} ids, summary.json says {expected} "
+            raise GuarddiagError(f"{path}: {len(ids)} ids, {AuditFolder.SUMMARY} says {expected} "
                                  "unique ids; rerun `guarddiag audit`")
         out[name] = frozenset(ids)
     return inherit_decontamination(out, derived_from or {})

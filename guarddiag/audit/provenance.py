@@ -26,15 +26,14 @@ import polars as pl
 from guarddiag import files
 from guarddiag.audit.outputs import load_decontaminated
 from guarddiag.errors import GuarddiagError
+from guarddiag.paths import AuditFolder
 from guarddiag.typed import Model, validate
 
-__all__ = ["PROVENANCE_FILE", "AuditRecord", "FlagResult", "FlagSource", "audit_id",
+__all__ = ["AuditRecord", "FlagResult", "FlagSource", "audit_id",
            "basis_difference", "check_flags_match_audit", "compared_of", "describe_source",
            "flag_predictions", "flags_path", "merge_flag_sources", "read_audit_records",
            "read_flag_sources", "write_audit_records", "write_flag_sources"]
 
-PROVENANCE_FILE = "provenance.json"
-"""The audit folder's per-benchmark record of the audit that wrote each list."""
 FORMAT = 1
 
 
@@ -101,17 +100,18 @@ def drops_of(options: Mapping[str, Any]) -> str:
 def write_audit_records(audit_dir: str | Path, records: Mapping[str, AuditRecord]) -> Path:
     doc = {"format": FORMAT,
            "benchmarks": {k: records[k].model_dump() for k in sorted(records)}}
-    return files.write_json(doc, Path(audit_dir) / PROVENANCE_FILE)
+    return files.write_json(doc, AuditFolder(Path(audit_dir)).provenance)
 
 
 def read_audit_records(audit_dir: str | Path) -> dict[str, AuditRecord]:
     """Per covered benchmark, the audit that wrote its list. A folder written before these
     records existed is described from its ``meta.json`` and ``summary.json`` (one audit run)."""
     audit_dir = Path(audit_dir)
-    path = audit_dir / PROVENANCE_FILE
+    folder = AuditFolder(audit_dir)
+    path = folder.provenance
     if path.is_file():
         return dict(validate(_AuditDoc, files.read_json(path), where=path).benchmarks)
-    summary_path, meta_path = audit_dir / "summary.json", audit_dir / "meta.json"
+    summary_path, meta_path = folder.summary, folder.meta
     if not summary_path.is_file():
         raise GuarddiagError(f"{summary_path}: no finished audit here (run `guarddiag audit`)")
     summary = files.read_json(summary_path)

@@ -41,6 +41,7 @@ from guarddiag.audit.neardup import warm_compiled_probe
 from guarddiag.audit.options import AuditOptions
 from guarddiag.audit.outputs import (
     CHART_SUFFIXES,
+    forget_finished,
     load_if_current,
     plot_overlap,
     save_audit_figure,
@@ -67,6 +68,7 @@ from guarddiag.audit.template import template_form
 from guarddiag.audit.unpack import UNPACK_FOLDER, unpack_big
 from guarddiag.cores import meanwhile, objects_alive_now_frozen
 from guarddiag.errors import GuarddiagError
+from guarddiag.paths import AuditFolder
 
 logger = logging.getLogger(__name__)
 
@@ -133,7 +135,7 @@ def audit_pool(pool: str | Path, options: AuditOptions | None = None, *,
     if keep is not None:
         merge.keep_previous(keep, out_dir)
     # A failed run must not leave the previous run's summary vouching for this folder.
-    _forget_finished(out_dir)
+    forget_finished(AuditFolder(out_dir))
     tasks = _planned(shards, out_dir, opts)
     frame_options: dict[str, Any] = {
         "near_dup": opts.near_dup, "threshold": threshold, "short_words": opts.short_words,
@@ -162,7 +164,7 @@ def _saved(out_dir: Path, key: Future[str], *, figure: bool, bad_rows: str
     """The folder's saved audit if ``key`` says it is this one, its chart drawn if ``figure``
     and it has none; else None. A saved audit of a pool with bad rows (saved by a run that
     skipped them) is the ``--bad-rows fail`` error again."""
-    if not (out_dir / "meta.json").is_file():
+    if not AuditFolder(out_dir).meta.is_file():
         return None
     cached = load_if_current(out_dir, key.result())
     listed = out_dir / BAD_ROWS_FILE
@@ -234,11 +236,6 @@ def _write_outputs(result: AuditResult, out_dir: Path, *, keep: merge.PreviousAu
     write_audit_records(out_dir, records)
     write_audit(result, out_dir, figure=figure, meta=meta)
     return result
-
-
-def _forget_finished(out_dir: Path) -> None:
-    for name in ("meta.json", "summary.json"):
-        (out_dir / name).unlink(missing_ok=True)
 
 
 @contextmanager

@@ -98,8 +98,8 @@ _PATH_OPTIONS: dict[str, tuple[str, str, str]] = {
     "derived": ("--derived-dir", "DIR", "folder of derived (mutated) subsets written by "
                                         "`guarddiag mutate`"),
 }
-_DEFAULT_UNDER_WORK = {"pool": "pool/pool.parquet", "audit": "audit", "runs": "runs",
-                       "derived": "derived"}
+_DEFAULT_UNDER_WORK = {name: str(getattr(WorkPaths.under("."), name)) for name in _PATH_OPTIONS}
+"""Each option's place under ``--work-dir``, as :meth:`WorkPaths.under` lays it out."""
 
 
 def add_work_paths(p: argparse.ArgumentParser | argparse._ArgumentGroup, *fields: str,

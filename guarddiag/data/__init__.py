@@ -22,6 +22,7 @@ Derived (mutated) subsets add ``base_prompt_id`` and ``mutation``.
 Modules:
 
 * :mod:`~guarddiag.data.manifest` - the manifest model, whole-set validation, subset selectors;
+* :mod:`~guarddiag.data.fields` - a manifest's keys, declared once as typed models;
 * :mod:`~guarddiag.data.read` - reading one file (every format), text fields and row filters;
 * :mod:`~guarddiag.data.load` - verified, cached loading, subset status, derived subsets;
 * :mod:`~guarddiag.data.pull` - ``data pull``: resumable, verified downloads;

@@ -26,9 +26,9 @@ import polars as pl
 import yaml
 
 from guarddiag import paths
+from guarddiag.data.fields import ID_PATTERN
 from guarddiag.data.load import load_subset
 from guarddiag.data.manifest import (
-    ID_PATTERN,
     KINDS,
     BenchmarkFile,
     BenchmarkManifest,

@@ -30,8 +30,8 @@ import yaml
 
 from guarddiag import paths
 from guarddiag.data import read as read_module
+from guarddiag.data.fields import ID_PATTERN
 from guarddiag.data.manifest import (
-    ID_PATTERN,
     KINDS,
     BenchmarkManifest,
     default_derived_dir,

@@ -4,8 +4,8 @@ Every benchmark subset is described by one flat YAML manifest in ``data_manifest
 (its ``id`` equals the file stem; ``$GUARDDIAG_MANIFESTS`` replaces ``data_manifests/``); a
 user's own benchmarks have theirs in the user manifests folder (below); derived (mutated)
 subsets keep theirs beside their parquet file under ``derived_dir``. :func:`load_manifests`
-reads and checks all of them as one set through :mod:`guarddiag.spec`, every problem reported at
-once.
+reads and checks all of them as one set through the typed models of :mod:`guarddiag.data.fields`,
+every problem reported at once.
 
 
 Manifest fields (base subsets)
@@ -100,6 +100,7 @@ from pathlib import Path
 from typing import Any
 
 from guarddiag import paths
+from guarddiag.data.fields import FORMATS, KINDS, BaseFields, DerivedFields, FileFields
 from guarddiag.data.userdir import (
     USER_MANIFESTS_ENV,
     legacy_user_manifests,
@@ -107,7 +108,8 @@ from guarddiag.data.userdir import (
 )
 from guarddiag.errors import GuarddiagError, unknown_name
 from guarddiag.protocol import protocol
-from guarddiag.spec import Field, Problems, field_problem, load_yaml_mapping, read_fields
+from guarddiag.spec import Problems, load_yaml_mapping
+from guarddiag.typed import Check, read_values
 
 __all__ = [
     "FORMATS",
@@ -125,75 +127,9 @@ __all__ = [
 ]
 
 
-KINDS = ("harmful", "benign")
-FORMATS = ("csv", "parquet", "json", "jsonl", "jsonl.gz", "lines", "json_tree")
-SOURCE_KINDS = ("upstream", "upstream-fork", "third-party-copy", "package", "rebuilt")
 SELECTORS = ("all", "study", "extra", "user", "derived")
-ID_PATTERN = r"[a-z0-9][a-z0-9_\-]*"
-"""A subset id: lower-case letters, digits, ``_`` and ``-``."""
-_HEX64 = r"[0-9a-f]{64}"
 
 
-def _optional_str(name: str) -> Field:
-    return Field(name, "str", nullable=True)
-
-
-_ID_FIELD = Field("id", "str", required=True, pattern=ID_PATTERN,
-                  describe="a lower-case id like harmbench_standard")
-_COMMON_FIELDS = (
-    Field("kind", required=True, allowed=KINDS),
-    Field("expected_count", "int", required=True, minimum=1),
-    Field("text_joiner", "text", default="\n\n"),
-    *(_optional_str(k) for k in ("hf_dataset", "hf_config", "hf_split", "source_note",
-                                 "id_field", "category_field", "notes")),
-)
-BASE_FIELDS: tuple[Field, ...] = (
-    _ID_FIELD,
-    Field("title", "str", required=True, nullable=True),
-    Field("study", "bool"),
-    Field("source_kind", required=True, nullable=True, allowed=SOURCE_KINDS),
-    Field("licence", "str", required=True, nullable=True),
-    Field("text_fields", "str_list", required=True),
-    Field("files", required=True),
-    *_COMMON_FIELDS,
-    _optional_str("filter_field"),
-    _optional_str("response_field"),
-    Field("filter_values"),
-    Field("flags"),
-    Field("flagged", "bool"),
-)
-"""Keys of a base subset's manifest (``files``, ``filter_values`` and ``flags`` are checked by
-hand: they need more than a type)."""
-DERIVED_FIELDS: tuple[Field, ...] = (
-    _ID_FIELD,
-    Field("title", "str", required=True, nullable=True),
-    Field("derived_from", "str", required=True, nullable=True),
-    Field("mutation", "str", required=True, nullable=True),
-    Field("files", required=True),
-    Field("study", "bool", default=False),
-    Field("source_kind", nullable=True, allowed=SOURCE_KINDS),
-    _optional_str("licence"),
-    Field("text_fields", "str_list", default=("text",)),
-    *_COMMON_FIELDS,
-)
-"""Keys of a derived subset's manifest (see the module docstring)."""
-FILE_FIELDS: tuple[Field, ...] = (
-    Field("path", "str", required=True,
-          describe="a relative path inside the data directory"),
-    Field("format", required=True, allowed=FORMATS),
-    Field("sha256", "str", required=True, nullable=True, pattern=_HEX64,
-          describe="64 lower-case hex digits"),
-    Field("rows", "int", required=True, minimum=1),
-    Field("origin", "text", nullable=True),
-    Field("urls", "str_list"),
-    _optional_str("archive_member"),
-    Field("archive_sha256", "str", nullable=True, pattern=_HEX64,
-          describe="64 lower-case hex digits"),
-    Field("text_fields", "str_list"),
-    Field("id_prefix", "text", default=""),
-    Field("tree_levels", "str_list"),
-)
-"""Keys of one ``files`` entry."""
 _READ_BY_HAND = ("title", "files", "filter_values", "flags", "flagged")
 
 
@@ -382,7 +318,7 @@ def _add_unique(into: dict[str, BenchmarkManifest], manifest: BenchmarkManifest,
 
 
 def _str_list(value: Any, where: str, problems: Problems) -> tuple[str, ...] | None:
-    message = field_problem(Field("list", "str_list"), value)
+    message = Check("str_list").problem(value)
     if message is not None:
         problems.add(where, message)
         return None
@@ -402,7 +338,7 @@ def parse_manifest(path: Path, problems: Problems, *, derived_root: Path | None,
     derived = derived_root is not None
     where = str(path)
     n_before = len(problems.items)
-    values = read_fields(doc, DERIVED_FIELDS if derived else BASE_FIELDS, where=where,
+    values = read_values(DerivedFields if derived else BaseFields, doc, where=where,
                          problems=problems)
     _check_identity(values, path, derived=derived, problems=problems)
     filters = _read_filters(doc, values, where, problems)
@@ -419,7 +355,8 @@ def parse_manifest(path: Path, problems: Problems, *, derived_root: Path | None,
     if len(problems.items) > n_before or files is None:
         return None
     scalars = {k: v for k, v in values.items() if k not in _READ_BY_HAND}
-    scalars.setdefault("study", values["id"] in protocol().study_benchmarks)
+    if scalars.get("study") is None:
+        scalars["study"] = values["id"] in protocol().study_benchmarks
     if derived:
         scalars["id_field"] = scalars.get("id_field") or "prompt_id"
         scalars["category_field"] = scalars.get("category_field") or "category"
@@ -493,7 +430,7 @@ def parse_files(value: Any, where: str, problems: Problems, *, derived: bool,
 def _parse_file(entry: Any, loc: str, problems: Problems, *, derived: bool,
                 user: bool = False) -> BenchmarkFile | None:
     n_before = len(problems.items)
-    values = read_fields(entry, FILE_FIELDS, where=loc, problems=problems)
+    values = read_values(FileFields, entry, where=loc, problems=problems)
     if not isinstance(entry, dict):
         return None
 

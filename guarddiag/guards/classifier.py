@@ -23,7 +23,7 @@ from guarddiag.guards.backends import load_error, model_digest, resolve_model_so
 from guarddiag.guards.base import GuardAdapter, GuardVerdict, class_probs_from, slug
 from guarddiag.labels import CLASSES
 from guarddiag.progress import library_bars_follow_ours
-from guarddiag.spec import mapping_section
+from guarddiag.typed import mapping_section
 
 
 def load_label_map(source: str | Path | Mapping[str, str], *, what: str = "labels"

@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from guarddiag.errors import GuarddiagError
-from guarddiag.spec import Problems, check_keys, load_yaml_mapping
+from guarddiag.spec import Problems, load_yaml_mapping
+from guarddiag.typed import check_keys
 
 ROUNDS: tuple[str, ...] = ("harmful", "boundary", "compound")
 

@@ -39,7 +39,7 @@ from guarddiag.guards.parsing import (
     verdict_distribution,
 )
 from guarddiag.guards.transport import JsonClient
-from guarddiag.spec import mapping_section
+from guarddiag.typed import mapping_section
 
 QWEN3GUARD_CLASSES: dict[str, str] = {
     "Safe": "GENERIC_SAFE", "Controversial": "BOUNDARY_SAFE", "Unsafe": "HARMFUL"}

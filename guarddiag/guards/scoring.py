@@ -66,6 +66,7 @@ from guarddiag.guards.responses import RESPONSE
 from guarddiag.guards.sanity import check_direction
 from guarddiag.guards.table import RUN_PREFIX, guard_table, summary
 from guarddiag.labels import get_mapping
+from guarddiag.paths import OutsideGuardFiles, RunsFolder
 from guarddiag.predictions import validate
 from guarddiag.progress import progress
 from guarddiag.protocol import protocol
@@ -309,23 +310,6 @@ def _computed(done: Answers, table: pl.DataFrame) -> dict[str, str | None]:
     return {"first": min(times) if times else None, "last": max(times) if times else None}
 
 
-@dataclass(frozen=True)
-class _RunFiles:
-    """Where one run's outputs go (``outside/<run>.*``)."""
-
-    table: Path
-    raw: Path
-    meta: Path
-    canaries: Path
-
-    @classmethod
-    def of(cls, runs_dir: str | Path, run: str) -> _RunFiles:
-        out_dir = Path(runs_dir) / "outside"
-        out_dir.mkdir(parents=True, exist_ok=True)
-        return cls(*(out_dir / f"{run}{suffix}" for suffix in
-                     (".parquet", ".raw.jsonl", ".meta.json", ".canaries.json")))
-
-
 @dataclass
 class _Reuse:
     """What an earlier run left that this one may reuse, after the canary check."""
@@ -347,7 +331,7 @@ def _canary_doc(check: CanaryCheck | None, tolerance: float) -> dict[str, Any] |
             "largest": check.largest, "tolerance": tolerance}
 
 
-def _reuse(adapter: GuardAdapter, run: str, where: _RunFiles, fp: str,
+def _reuse(adapter: GuardAdapter, run: str, where: OutsideGuardFiles, fp: str,
            ordered: dict[str, pl.DataFrame], *, rescore: bool, tolerance: float) -> _Reuse:
     """The saved answers this run may reuse. The canaries are asked first (caches bypassed):
     one that differs beyond ``tolerance`` means the guard changed behind its identity, and then
@@ -396,7 +380,7 @@ def _reuse(adapter: GuardAdapter, run: str, where: _RunFiles, fp: str,
     return _Reuse(done, pending, n_reused, stored, check)
 
 
-def _verify_cached(adapter: GuardAdapter, run: str, where: _RunFiles, fp: str,
+def _verify_cached(adapter: GuardAdapter, run: str, where: OutsideGuardFiles, fp: str,
                    ordered: dict[str, pl.DataFrame], reuse: _Reuse,
                    cached: set[tuple[str, str]], *, tolerance: float, chunk_size: int
                    ) -> set[tuple[str, str]]:
@@ -422,7 +406,7 @@ def _verify_cached(adapter: GuardAdapter, run: str, where: _RunFiles, fp: str,
     return set()
 
 
-def _save_canaries(adapter: GuardAdapter, where: _RunFiles, fp: str, reuse: _Reuse,
+def _save_canaries(adapter: GuardAdapter, where: OutsideGuardFiles, fp: str, reuse: _Reuse,
                    ordered: dict[str, pl.DataFrame], table: pl.DataFrame, *,
                    tolerance: float) -> None:
     """This identity's canaries: the saved ones of benchmarks kept as they were, and fresh
@@ -499,7 +483,9 @@ def score_guard(adapter: GuardAdapter, *, benchmarks: str | Sequence[str] = "all
     inputs = select_inputs(adapter, run, benchmarks=benchmarks, data_dir=data_dir,
                             derived_dir=derived_dir, frames=frames,
                             benchmark_sha256=benchmark_sha256, pool=pool)
-    where = _RunFiles.of(runs_dir, run)
+    folder = RunsFolder(Path(runs_dir))
+    folder.outside.mkdir(parents=True, exist_ok=True)
+    where = folder.outside_guard(run)
     fp = fingerprint(adapter, version=version)
     training = read_training(training_data, text_column=training_text_column)
     adapter.use_cache(scope=fp, read=not rescore)
@@ -527,8 +513,8 @@ def score_guard(adapter: GuardAdapter, *, benchmarks: str | Sequence[str] = "all
                    tolerance=canary_tolerance)
 
 
-def _finish(adapter: GuardAdapter, run: str, where: _RunFiles, fp: str, inputs: ScoringInputs,
-            ordered: dict[str, pl.DataFrame], reuse: _Reuse, mapping: str, *,
+def _finish(adapter: GuardAdapter, run: str, where: OutsideGuardFiles, fp: str,
+            inputs: ScoringInputs, ordered: dict[str, pl.DataFrame], reuse: _Reuse, mapping: str, *,
             counts: tuple[int, int], checks: dict[str, Any], version: str | None,
             definition: str | None, audit_dir: str | Path | None,
             derived_dir: str | Path | None, data_dir: str | Path | None,

@@ -20,7 +20,7 @@ import polars as pl
 from guarddiag import files as gfiles
 from guarddiag.errors import GuarddiagError
 from guarddiag.labels import CLASSES
-from guarddiag.paths import manifests_dir
+from guarddiag.paths import PoolFolder, manifests_dir
 from guarddiag.pool.agreement import AgreementResult, agreement
 from guarddiag.pool.recipe import Recipe, load_recipe
 from guarddiag.pool.rows import (
@@ -130,9 +130,9 @@ def build_pool(*, recipe: str | Path | Recipe | None = None, data_dir: str | Pat
         by_split[split] = agreement(part["label_a"].to_list(), part["label_b"].to_list())
 
     out_dir.mkdir(parents=True, exist_ok=True)
-    pool_path = gfiles.write_parquet(pool, out_dir / "pool.parquet")
-    agreement_path = gfiles.write_json(_agreement_doc(pool, overall, by_split),
-                                       out_dir / "agreement.json")
+    folder = PoolFolder(out_dir)
+    pool_path = gfiles.write_parquet(pool, folder.table)
+    agreement_path = gfiles.write_json(_agreement_doc(pool, overall, by_split), folder.agreement)
     meta_path = _write_meta(rec, pool, pool_path, out_dir, seed=seed, digests=digests,
                             counts=counts, constructions=constructions)
     return PoolResult(pool=pool, agreement=overall, agreement_by_split=by_split,

@@ -13,7 +13,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from guarddiag.paths import manifests_dir
 from guarddiag.pool.sources import READERS, FileRef, SourceSpec
@@ -29,14 +29,8 @@ from guarddiag.pool.spec import (
     load_pillar_tagger,
     load_policy,
 )
-from guarddiag.spec import (
-    Field,
-    Problems,
-    check_keys,
-    field_problem,
-    load_yaml_mapping,
-    read_fields,
-)
+from guarddiag.spec import Problems, load_yaml_mapping
+from guarddiag.typed import Check, SpecModel, check_keys, read_values
 
 
 @dataclass(frozen=True)
@@ -143,19 +137,19 @@ class Recipe:
     """Share of the non-English val rows whose copies also enter the train split (study: 69.3%
     of its multilingual val rows sat in policy-A training files); 0 = no copies."""
 
-RECIPE_FIELDS: tuple[Field, ...] = (
-    Field("seed", "int", required=True, minimum=0),
-    Field("policies", required=True),
-    Field("pillar_keywords", required=True),
-    Field("sources", required=True),
-    Field("splits", required=True),
-    Field("name"),
-    Field("description"),
-    Field("titles"),
-    Field("wrappers"),
-    Field("constructions"),
-)
-"""Top-level keys of a recipe; each section is read by its own function below."""
+class RecipeFields(SpecModel):
+    """Top-level keys of a recipe; each section is read by its own function below."""
+
+    seed: Annotated[int, Check("int", minimum=0)]
+    policies: Any
+    pillar_keywords: Any
+    sources: Any
+    splits: Any
+    name: Any = None
+    description: Any = None
+    titles: Any = None
+    wrappers: Any = None
+    constructions: Any = None
 _SOURCE_KEYS = {"files", "format", "text", "category", "id", "records", "header", "delimiter",
                 "lang", "span", "take", "split", "origin", "licence", "note"}
 _TITLE_KEYS = {"files", "kind", "title", "author", "year", "delimiter", "public_domain",
@@ -301,8 +295,7 @@ def _num(doc: Mapping[str, Any], key: str, where: str, problems: Problems, *,
          default: float | None = None, lo: float = 0.0, hi: float | None = None,
          integer: bool = False) -> float:
     value = doc.get(key, default)
-    message = field_problem(Field(key, "int" if integer else "number", minimum=lo, maximum=hi),
-                            value)
+    message = Check("int" if integer else "number", minimum=lo, maximum=hi).problem(value)
     if message is not None:
         problems.add(f'{where} field "{key}"', message)
         return default if default is not None else lo
@@ -437,7 +430,7 @@ def load_recipe(path: str | Path | None = None) -> Recipe:
     problems = Problems()
     doc = load_yaml_mapping(path)
     where = str(path)
-    seed = read_fields(doc, RECIPE_FIELDS, where=where, problems=problems).get("seed", 0)
+    seed = read_values(RecipeFields, doc, where=where, problems=problems).get("seed", 0)
     policies, tagger = _read_policies(doc, where, problems)
     raw_sources = doc.get("sources", {})
     sources = _read_sources(raw_sources, where, problems)

@@ -29,7 +29,8 @@ from typing import Any
 
 from guarddiag.errors import GuarddiagError
 from guarddiag.labels import CLASS_INDEX, CLASSES, pillar_ids
-from guarddiag.spec import Field, Problems, check_keys, load_yaml_mapping, read_fields
+from guarddiag.spec import Problems, load_yaml_mapping
+from guarddiag.typed import SpecModel, check_keys, read_values
 
 SPLITS: tuple[str, ...] = ("train", "val", "cal")
 UNSAFE = frozenset({"HARMFUL", "COMPOUND"})
@@ -108,16 +109,16 @@ class PillarTagger:
         return tuple(pid for pid, pat in self.patterns.items() if pat.search(text))
 
 
-POLICY_FIELDS: tuple[Field, ...] = (
-    Field("policy", required=True),
-    Field("rules", required=True),
-    Field("title", default=""),
-    Field("description"),
-    Field("patterns", nullable=True, default=None),
-    Field("never_blocks", nullable=True, default=None),
-)
-"""Top-level keys of a policy file (``patterns``, ``never_blocks`` and ``rules`` are read by
-hand below: each entry is checked against the pillars and patterns)."""
+class PolicyFields(SpecModel):
+    """Top-level keys of a policy file (``patterns``, ``never_blocks`` and ``rules`` are read by
+    hand below: each entry is checked against the pillars and patterns)."""
+
+    policy: Any
+    rules: Any
+    title: Any = ""
+    description: Any = None
+    patterns: Any = None
+    never_blocks: Any = None
 _RULE_KEYS = {"class", "pillars", "match", "ids", "note"}
 
 
@@ -201,7 +202,7 @@ def load_policy(path: str | Path, *, problems: Problems | None = None,
         if own:
             problems.raise_if_any(str(path))
         return None
-    values = read_fields(doc, POLICY_FIELDS, where=str(path), problems=problems)
+    values = read_values(PolicyFields, doc, where=str(path), problems=problems)
     name = str(doc.get("policy", ""))
     if expect_name is not None and name != expect_name:
         problems.add(f'{path} field "policy"', f"expected {expect_name!r}, found {name!r}")

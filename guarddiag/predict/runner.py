@@ -22,6 +22,7 @@ from guarddiag.labels import CLASSES, LOOSE, PROB_COLUMNS
 from guarddiag.model.device import describe_device, pick_device
 from guarddiag.model.logits import run_scorer, softmax
 from guarddiag.model.threads import auto_threads, torch_threads
+from guarddiag.paths import RunsFolder
 from guarddiag.pool.table import Pool, read_pool
 from guarddiag.predict.baseline import default_baselines, score_baselines, teacher_rows_of_runs
 from guarddiag.predict.options import PredictOptions
@@ -31,7 +32,6 @@ from guarddiag.roles import ROLE_COLUMNS, BranchRoles
 from guarddiag.runs import (
     META_FILE,
     MODEL_FILE,
-    PREDICTIONS_FILE,
     RunMeta,
     ScoreCache,
     finished_runs,
@@ -102,7 +102,7 @@ def predict_runs(options: PredictOptions | None = None, **fields: Any) -> Predic
     data_dir, derived_dir, threads = o.data_dir, o.derived_dir, o.threads
     batch_size, baseline, audit_dir = o.batch_size, o.baseline, o.audit_dir
     dev = pick_device(device)
-    out_path = o.out_path if o.out_path is not None else runs_dir / PREDICTIONS_FILE
+    out_path = o.out_path if o.out_path is not None else RunsFolder(runs_dir).predictions
     run_dirs = finished_runs(runs_dir)
     if not run_dirs:
         raise GuarddiagError(f"{runs_dir}: no finished runs; run `guarddiag train` first")

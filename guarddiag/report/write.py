@@ -98,9 +98,8 @@ def write_report(report: Report, out_dir: str | Path, *,
     written.append(files.write_json(report.results, out_dir / "results.json"))
     written.append(files.write_text(render_markdown(report), out_dir / "report.md"))
     written.append(files.write_text(render_html(report, pngs), out_dir / "report.html"))
-    files.write_meta(out_dir, inputs=dict(inputs or {}), seed=report.results["options"]["seed"],
-                     stage="report")
-    written.append(out_dir / "meta.json")
+    written.append(files.write_meta(out_dir, inputs=dict(inputs or {}),
+                                    seed=report.results["options"]["seed"], stage="report"))
     return ReportResult(out_dir=out_dir, files=tuple(written),
                         sections=tuple((s.id, s.omitted) for s in report.sections),
                         results=report.results)

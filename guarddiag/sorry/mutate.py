@@ -30,7 +30,7 @@ from copy import copy
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
 import polars as pl
@@ -61,7 +61,8 @@ from guarddiag.sorry.rewrite import (
     rewrite_outcome,
 )
 from guarddiag.sorry.rewrite import clean_generation as clean_generation  # re-exported
-from guarddiag.spec import Field, Problems, check_keys, load_yaml_mapping, read_fields
+from guarddiag.spec import Problems, load_yaml_mapping
+from guarddiag.typed import Check, SpecModel, check_keys, read_values
 
 KINDS = ("encoding", "misspell", "generative")
 GROUPS = ("writing_style", "persuasion", "encoding", "translation")
@@ -99,14 +100,14 @@ def mutations_manifest_path() -> Path:
     return manifests_dir() / "mutations" / "sorrybench_mutations.yaml"
 
 
-MUTATION_FIELDS = (
-    Field("kind", required=True, allowed=KINDS),
-    Field("group", required=True, allowed=GROUPS),
-    Field("instruction"),
-    Field("presentation"),
-    Field("description"),
-)
-"""Keys of one entry under ``mutations:`` in the mutations manifest."""
+class MutationFields(SpecModel):
+    """One entry under ``mutations:`` in the mutations manifest."""
+
+    kind: Annotated[str, Check(allowed=KINDS)]
+    group: Annotated[str, Check(allowed=GROUPS)]
+    instruction: Any = None
+    presentation: Any = None
+    description: Any = None
 
 
 @cache
@@ -126,7 +127,7 @@ def mutation_specs() -> dict[str, Mutation]:
 
 
 def _parse_mutation(name: str, spec: Any, where: str, problems: Problems) -> Mutation | None:
-    values = read_fields(spec, MUTATION_FIELDS, where=where, problems=problems)
+    values = read_values(MutationFields, spec, where=where, problems=problems)
     kind, group = values.get("kind"), values.get("group")
     if kind is None or not isinstance(spec, dict):
         return None

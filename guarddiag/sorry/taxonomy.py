@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import Annotated, Any
 
 import polars as pl
 
@@ -25,22 +26,23 @@ from guarddiag.data import SUBSET_SEPARATOR
 from guarddiag.errors import GuarddiagError, unknown_name
 from guarddiag.labels import pillar_ids
 from guarddiag.paths import manifests_dir
-from guarddiag.spec import Field, Problems, check_keys, load_yaml_mapping, read_fields
+from guarddiag.spec import Problems, load_yaml_mapping
 from guarddiag.text import normalise
+from guarddiag.typed import Check, SpecModel, check_keys, read_values
 
 DOMAINS: tuple[str, ...] = ("hate", "crimes", "inappropriate", "advice")
 """SORRY-Bench's four domains, in the paper's order."""
 
 SORRY_BENCHMARK = "sorrybench"
 
-CATEGORY_FIELDS = (
-    Field("number", "int", required=True),
-    Field("name", "str", required=True),
-    Field("domain", required=True),
-    Field("pillars", required=True),
-    Field("in_44_category_version", "bool", default=True),
-)
-"""Keys of one category of ``sorrybench.yaml`` (domain and pillars are checked by hand)."""
+class CategoryFields(SpecModel):
+    """One category of ``sorrybench.yaml`` (domain and pillars are checked by hand)."""
+
+    number: Annotated[int, Check("int")]
+    name: Annotated[str, Check("str")]
+    domain: Any
+    pillars: Any
+    in_44_category_version: Annotated[bool, Check("bool")] = True
 
 
 @dataclass(frozen=True)
@@ -177,7 +179,7 @@ def sorry_taxonomy() -> SorryTaxonomy:
     cats = []
     for i, row in enumerate(doc.get("categories") or [], start=1):
         where = f"{path} categories[{i}]"
-        values = read_fields(row, CATEGORY_FIELDS, where=where, problems=problems)
+        values = read_values(CategoryFields, row, where=where, problems=problems)
         if not {"number", "name", "domain", "pillars"} <= set(values):
             continue
         if values["number"] != i:

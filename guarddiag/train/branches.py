@@ -10,7 +10,8 @@ cycles, fractions in [0, 1], no unknown keys, known sizes, roles consistent with
 every problem reported at once, each naming file and field.
 
 A plan expands branches × sizes × seeds into runs (``<size>/<branch>/seed=<s>``) in dependency
-order (teachers → reference → branches), adding the runs a requested branch depends on.
+order (a teacher or parent before the runs that need it; ties in the branches' reading order),
+adding the runs a requested branch depends on.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from typing import Annotated, Any, Literal
 from pydantic import ConfigDict, Field, PrivateAttr, field_validator
 
 from guarddiag.errors import GuarddiagError, did_you_mean, unknown_name
+from guarddiag.labels import branch_sort_key
 from guarddiag.model.sizes import SIZE_ORDER, get_size, size_up
 from guarddiag.paths import branches_dir
 from guarddiag.roles import ROUTES, BranchRoles, Policy, RoleKind, Route
@@ -217,21 +219,9 @@ class BranchSet:
             raise unknown_name("branch", name, tuple(self.branches), str(self.folder)) from None
 
     def names(self) -> list[str]:
-        return sorted(self.branches, key=lambda n: branch_sort_key(n, self.branches[n]))
-
-
-def branch_sort_key(name: str, spec: BranchSpec | None = None) -> tuple[int, int, str]:
-    """Teachers, then the reference, then E1…E10 in numeric order, then anything else (with a
-    spec, its role says which is a teacher or the reference)."""
-    role = spec.role if spec is not None else None
-    if role == "teacher" or (role is None and name.startswith("T_")):
-        return (0, 0, name)
-    if role == "reference" or (role is None and name == "reference"):
-        return (1, 0, name)
-    m = re.fullmatch(r"E(\d+)", name)
-    if m:
-        return (2, int(m.group(1)), name)
-    return (3, 0, name)
+        """Branch names in the reading order the report uses (:func:`guarddiag.labels.
+        branch_sort_key`: reference, E1…E10, others, teachers last)."""
+        return sorted(self.branches, key=lambda n: branch_sort_key(n, self.branches[n].role))
 
 
 # ----------------------------------------------------------------------------- loading
@@ -347,7 +337,7 @@ def _check_links(specs: dict[str, BranchSpec], paths: dict[str, Path],
     for spec in specs.values():
         _check_variant(spec, specs, paths, problems)
     reported: set[frozenset[str]] = set()
-    for start in sorted(specs, key=lambda n: branch_sort_key(n, specs[n])):
+    for start in sorted(specs, key=lambda n: branch_sort_key(n, specs[n].role)):
         cycle = _find_cycle(start, specs)
         if cycle and frozenset(cycle) not in reported:
             reported.add(frozenset(cycle))

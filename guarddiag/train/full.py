@@ -31,9 +31,10 @@ from guarddiag.model.sizes import get_size
 from guarddiag.model.store import save_guard
 from guarddiag.model.tokenizer import GuardTokenizer, pretrained_tokenizer, train_tokenizer
 from guarddiag.model.weights import load_weights, save_weights, state_to_cpu
+from guarddiag.paths import RunsFolder
 from guarddiag.pool.table import Pool, selection_split
 from guarddiag.progress import progress
-from guarddiag.runs import CACHE_DIR, CHECKPOINT_FILE, LOG_FILE, MODEL_FILE, TOKENIZER_FILE
+from guarddiag.runs import CHECKPOINT_FILE, LOG_FILE, MODEL_FILE, TOKENIZER_FILE
 from guarddiag.train.batches import EncodedRows, collate, encode_rows, epoch_batches
 from guarddiag.train.branches import BranchSpec, PlannedRun
 from guarddiag.train.checkpoint import TrainLog, load_checkpoint, save_checkpoint
@@ -163,7 +164,7 @@ def prepare_data(spec: BranchSpec, run: PlannedRun, pool: Pool, runs_dir: Path, 
         tokenizer = pretrained_tokenizer(pretrained)
     else:
         tokenizer = tokenizer_for(pool, vocab_size=size.vocab_size,
-                                  cache_dir=runs_dir / CACHE_DIR / "tokenizers")
+                                  cache_dir=RunsFolder(runs_dir).cache / "tokenizers")
     train_frame = training_frame(pool, spec)
     val_frame = selection_split(pool, spec.val_rows)
     rows, val_rows = labelled(pool, spec, train_frame, val_frame, anchors=spec.anchors)
@@ -174,7 +175,7 @@ def prepare_data(spec: BranchSpec, run: PlannedRun, pool: Pool, runs_dir: Path, 
 
     teach = teach_val = None
     if spec.distill and run.teacher:
-        cache = runs_dir / CACHE_DIR / "teacher_logits"
+        cache = RunsFolder(runs_dir).cache / "teacher_logits"
         teacher_dir = runs_dir / run.teacher
         teach = teacher_logits(teacher_dir, rows.texts, cache_dir=cache, device=device)
         teach_val = teacher_logits(teacher_dir, val_rows.texts, cache_dir=cache, device=device)

@@ -39,8 +39,9 @@ from guarddiag.model.sizes import FROZEN_TRAINING, N_PILLARS, get_size
 from guarddiag.model.states import FrozenEncoder, frozen_encoder
 from guarddiag.model.store import read_model_meta
 from guarddiag.model.weights import state_to_cpu
+from guarddiag.paths import RunsFolder
 from guarddiag.pool.table import Pool, selection_split
-from guarddiag.runs import CACHE_DIR, LOG_FILE
+from guarddiag.runs import LOG_FILE
 from guarddiag.train.branches import BranchSpec, PlannedRun
 from guarddiag.train.checkpoint import TrainLog
 from guarddiag.train.full import teacher_logits
@@ -114,7 +115,7 @@ def train_pooled_full(spec: BranchSpec, run: PlannedRun, run_dir: Path, pool: Po
     xv = torch.from_numpy(guard_inputs(encoder, val_rows.texts, lexical=lexical))
     teach = teach_val = None
     if spec.distill and run.teacher:
-        cache = runs_dir / CACHE_DIR / "teacher_logits"
+        cache = RunsFolder(runs_dir).cache / "teacher_logits"
         teach = teacher_logits(runs_dir / run.teacher, rows.texts, cache_dir=cache)
         teach_val = teacher_logits(runs_dir / run.teacher, val_rows.texts, cache_dir=cache)
     target = recipe_target(val_rows.classes, teach_val, distill_weight=weights.distill_weight)
