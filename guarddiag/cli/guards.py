@@ -1,4 +1,4 @@
-"""Sub-commands: ``guards list``, ``guards score`` (outside guards) and ``label`` (committee).
+"""Sub-commands: ``guards list`` and ``guards score`` (outside guards).
 
 Examples::
 
@@ -10,7 +10,6 @@ Examples::
     guarddiag guards score --adapter qwen3guard --endpoint http://127.0.0.1:8000/v1#Qwen/Qwen3Guard-Gen-4B
     guarddiag guards score --adapter http --url http://127.0.0.1:9000/score --field p_unsafe
     guarddiag guards score --adapter hf-classifier --model ./my-guard --labels my-guard-labels.yaml
-    guarddiag label --policy policy_c.md --committee committee.yaml --pool work/pool/pool.parquet
 """
 
 from __future__ import annotations
@@ -38,7 +37,6 @@ def register(sub: argparse._SubParsersAction, bench: argparse._SubParsersAction)
                                      "and its options.")
     listing.set_defaults(handler=_run_list)
     _add_score(guards_sub)
-    _add_label(sub)
 
 
 def _add_score(guards_sub: argparse._SubParsersAction) -> None:
@@ -198,29 +196,6 @@ def _add_running(run: argparse._ArgumentGroup) -> None:
                           "request (default <runs-dir>/outside/.cache)")
 
 
-def _add_label(sub: argparse._SubParsersAction) -> None:
-    label = add_parser(
-        sub, "label", help="relabel prompts under a written policy with an LLM committee",
-        description="A three-round binary cascade (harmful? → boundary vs generic, or compound\n"
-                    "vs harmful), every question asked of every committee model several times;\n"
-                    "majority vote (an exact tie resolves to yes and is flagged), Fleiss kappa\n"
-                    "per round. Votes are appended to <out>/votes.jsonl as they arrive; a rerun\n"
-                    "asks only for missing votes. Writes <out>/labels.parquet (prompt_id,\n"
-                    "label_c, …), summary.json, meta.json.\n\n"
-                    "  guarddiag label --policy policy_c.md --committee committee.yaml \\\n"
-                    "      --pool work/pool/pool.parquet --out work/label")
-    label.add_argument("--policy", required=True, metavar="FILE",
-                       help="the written policy (UTF-8 text / markdown)")
-    label.add_argument("--committee", required=True, metavar="FILE",
-                       help="committee YAML: models (name, generator; optional per member: "
-                            "system, temperature, seed), samples, temperature, seed, "
-                            "max_new_tokens, stop, optional questions")
-    label.add_argument("--pool", required=True, metavar="FILE",
-                       help="table with prompt_id and text columns (e.g. work/pool/pool.parquet)")
-    label.add_argument("--out", default="work/label", metavar="DIR", help="output folder")
-    label.set_defaults(handler=_run_label)
-
-
 def _run_list(args: argparse.Namespace) -> int:
     from guarddiag.guards.registry import ADAPTERS
 
@@ -366,33 +341,3 @@ def _reject_unused(args: argparse.Namespace, kind: str) -> None:
         if value is not None and kind not in kinds:
             raise GuarddiagError(f"{flag} does not apply to the {kind} adapter "
                                  f"(it is for {', '.join(kinds)})")
-
-
-def _run_label(args: argparse.Namespace) -> int:
-    from guarddiag.guards.committee import describe_committee, label_pool
-    from guarddiag.guards.committee_spec import load_committee
-    from guarddiag.guards.parsing import OUTCOMES
-
-    committee = load_committee(args.committee)
-    result = label_pool(policy=args.policy, committee=committee, pool=args.pool,
-                        out_dir=args.out)
-    print(f"labels: {result.out_dir / 'labels.parquet'}  ({result.n_asked} votes asked, "
-          f"{result.n_reused} reused, {result.n_unanswered} unanswered)")
-    print(f"committee: {describe_committee(committee)}")
-    print(f"{'round':<9} {'prompts':>7} {'votes':>6} {'ties':>5} {'kappa_n':>7}  "
-          f"{'fleiss_kappa [95% interval]':<29} votes not read (never guessed)")
-    for r in result.rounds:
-        kappa = "-" if r.fleiss_kappa is None else f"{r.fleiss_kappa:.3f}"
-        if r.kappa_low is not None and r.kappa_high is not None:
-            kappa += f" [{r.kappa_low:.3f}, {r.kappa_high:.3f}]"
-        unread = ", ".join(f"{o} {r.outcomes[o]}" for o in OUTCOMES
-                           if o != "parsed" and r.outcomes.get(o))
-        print(f"{r.round:<9} {r.n_prompts:>7} {r.n_votes:>6} {r.n_ties:>5} "
-              f"{r.n_kappa_prompts:>7}  {kappa:<29} {r.n_invalid}"
-              + (f" ({unread})" if unread else ""))
-    counts = result.labels.group_by("label_c").len().sort("label_c")
-    print("classes: " + ", ".join(f"{k or 'undecided'} {v}" for k, v in
-                                  zip(counts["label_c"].to_list(), counts["len"].to_list(),
-                                      strict=True)))
-    print(f"generation: {result.timing.line()}")
-    return 0 if result.n_unanswered == 0 else 1
