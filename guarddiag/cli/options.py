@@ -179,7 +179,7 @@ def plain(docstring: str | None) -> str:
     text = " ".join((docstring or "").split())
     text = re.sub(r":\w+:`~?(?:[\w.]+\.)?([^`]+)`", r"\1", text).replace("``", "")
     first = text.split(" ", 1)[0]
-    if first[:1].isupper() and first[1:2].islower() and first not in _NAMES:  # "Report folder" → "report folder"
+    if first[:1].isupper() and (first[1:].islower() or first == "A") and first not in _NAMES:  # "Report folder" → "report folder"
         text = text[0].lower() + text[1:]
     return text.removesuffix(".").replace("%", "%%")
 
