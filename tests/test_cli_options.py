@@ -29,6 +29,14 @@ HAND_WRITTEN: dict[str, dict[str, str]] = {
               "--list-sizes": "prints the size table instead of training"},
     "train plan": {"--json": "output format of the printed graph",
                    "--out": "where the printed graph goes"},
+    "guards score": {
+        **{flag: "builds the adapter: one of its keyword arguments, declared by the adapter "
+                 "itself (guarddiag guards list)"
+           for flag in ("--adapter", "--model", "--endpoint", "--file", "--target", "--option",
+                        "--url", "--field", "--text-key", "--header", "--strict", "--labels",
+                        "--risk-name", "--risk-definition", "--question", "--categories",
+                        "--exclude-categories", "--max-new-tokens", "--device", "--dtype",
+                        "--concurrency", "--timeout", "--cache-dir")}},
     "audit": {"--out": "the audit folder, an argument of audit_pool, not an option",
               "--force": "an argument of audit_pool (recompute), not an option of the audit"},
 }
@@ -93,16 +101,21 @@ def problems_of(command: str, parser: argparse.ArgumentParser,
         if default is not None and action.nargs != 0 and \
                 f"(default {default.replace('%', '%%')})" not in shown and "(default:" not in shown:
             found.append(f"{where}: --help does not state the model's default {default}")
-    for decl in declared:
-        for field in model_class(decl.model).model_fields:
+    models: dict[str, tuple[dict[str, str], dict[str, str]]] = {}
+    for decl in declared:  # one model may be declared in several groups of a parser
+        elsewhere, api_only = models.setdefault(decl.model, ({}, {}))
+        elsewhere.update(decl.elsewhere)
+        api_only.update(decl.api_only)
+    for model, (elsewhere, api_only) in models.items():
+        for field in model_class(model).model_fields:
             if field in generated:
                 continue
-            if field in decl.elsewhere:
-                if decl.elsewhere[field] not in options:
-                    found.append(f"{command}: {decl.model}.{field} is said to be set by "
-                                 f"{decl.elsewhere[field]}, which the command lacks")
-            elif not decl.api_only.get(field, "").strip():
-                found.append(f"{command}: {decl.model}.{field} has no flag and no reason")
+            if field in elsewhere:
+                if elsewhere[field] not in options:
+                    found.append(f"{command}: {model}.{field} is said to be set by "
+                                 f"{elsewhere[field]}, which the command lacks")
+            elif not api_only.get(field, "").strip():
+                found.append(f"{command}: {model}.{field} has no flag and no reason")
     return found
 
 

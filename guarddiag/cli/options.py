@@ -178,6 +178,7 @@ def plain(docstring: str | None) -> str:
     """A field's docstring as ``--help`` prints it: one paragraph, reST markup dropped."""
     text = " ".join((docstring or "").split())
     text = re.sub(r":\w+:`~?(?:[\w.]+\.)?([^`]+)`", r"\1", text).replace("``", "")
+    text = re.sub(r"\bNone( =|:)", r"unset\1", text)  # the API's None is a flag left out
     first = text.split(" ", 1)[0]
     if first[:1].isupper() and (first[1:].islower() or first == "A") and first not in _NAMES:  # "Report folder" → "report folder"
         text = text[0].lower() + text[1:]
