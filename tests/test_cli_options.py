@@ -44,8 +44,8 @@ HAND_WRITTEN: dict[str, dict[str, str]] = {
 
 NOT_MODELLED: dict[str, str] = {
     name: "no options model yet: its flags are its verb's keyword arguments (issue 51 follow-up)"
-    for name in ("data list", "data pull", "data add", "pool build", "audit apply",
-                 "branches validate", "branches list", "guards list", "label", "balance",
+    for name in ("data list", "data pull", "pool build", "audit apply",
+                 "branches validate", "branches list", "guards list", "balance",
                  "mutate", "judge-eval", "jaccard", "export decontaminated", "export card",
                  "runs prune")}
 """Commands with option flags and no options model (checked: each really is such a command)."""
@@ -96,7 +96,10 @@ def problems_of(command: str, parser: argparse.ArgumentParser,
         if action.choices is not None and choices is not None \
                 and tuple(action.choices) != choices:
             found.append(f"{where}: choices {action.choices} are not the field's {choices}")
-        default = stated_default(fields[field].get_default(call_default_factory=True))
+        default = None if fields[field].is_required() else stated_default(
+            fields[field].get_default(call_default_factory=True))
+        if fields[field].is_required() and not action.required:
+            found.append(f"{where}: {model}.{field} has no default, so the flag is required")
         shown = parser._get_formatter()._get_help_string(action) or ""
         if default is not None and action.nargs != 0 and \
                 f"(default {default.replace('%', '%%')})" not in shown and "(default:" not in shown:
@@ -130,7 +133,7 @@ def test_every_flag_is_a_field_and_every_field_a_flag(command):
 def test_the_modelled_commands_are_the_verbs():
     modelled = {c for c, p in COMMANDS.items() if getattr(p, "options_declared", ())}
     assert {"audit", "train", "train plan", "predict", "sweep", "report", "demo",
-            "guards score"} <= modelled
+            "guards score", "label", "data add"} <= modelled
 
 
 def test_the_unmodelled_list_holds_only_unmodelled_commands():

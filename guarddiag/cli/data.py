@@ -19,6 +19,7 @@ import sys
 from typing import Any
 
 from guarddiag.cli import add_parser, add_work_paths, work_paths_from
+from guarddiag.cli.options import Flag, add_options, comma_names, options_from
 from guarddiag.paths import resolve_data_dir
 
 logger = logging.getLogger(__name__)
@@ -29,6 +30,8 @@ logger = logging.getLogger(__name__)
 _IDS_HELP = ("subset ids and/or selectors, comma-separated: all (every base subset), study "
              "(the 15 of SPEC §5), extra (other built-in ones), user (added with data add), "
              "derived")
+ADD_MODEL = "guarddiag.data.options:AddOptions"
+
 _MANIFESTS_DIR_HELP = ("user manifests folder (default $GUARDDIAG_USER_MANIFESTS, else "
                        "$XDG_DATA_HOME/guarddiag/user_manifests, i.e. "
                        "~/.local/share/guarddiag/user_manifests: yours, never the shared data "
@@ -102,45 +105,37 @@ def _add_add(data_sub: argparse._SubParsersAction) -> None:
                     "      --label-column label --harmful-values harmful,unsafe \\\n"
                     "      --benign-values benign")
     adding.add_argument("file", metavar="FILE", help="the benchmark file")
-    adding.add_argument("--id", required=True, dest="subset_id", metavar="ID",
-                        help="benchmark id: lower-case letters, digits, _ and - (not a built-in "
-                             "id)")
-    adding.add_argument("--text-column", required=True, metavar="C",
-                        help="column holding the prompt text")
-    adding.add_argument("--kind", default=None, choices=("harmful", "benign"),
-                        help="what a guard should call every prompt of it (required unless "
-                             "--label-column splits the file)")
-    adding.add_argument("--label-column", default=None, metavar="C",
-                        help="column holding each row's label: split the file into ID_harmful "
-                             "(rows with a --harmful-values value) and ID_benign (rows with a "
-                             "--benign-values value)")
-    adding.add_argument("--harmful-values", default=None, metavar="V[,V…]",
-                        help="with --label-column: the values that mean harmful (case and "
-                             "spaces ignored: Harmful, ' harmful ' and harmful are one value)")
-    adding.add_argument("--benign-values", default=None, metavar="V[,V…]",
-                        help="with --label-column: the values that mean benign; required when "
-                             "the column holds any other value, and a value in neither list "
-                             "is an error listing every value with its count")
-    adding.add_argument("--whole-file", action="store_true",
-                        help="every row is --kind even though a column looks like a per-row "
-                             "label (without it such a file is refused)")
-    adding.add_argument("--category-column", default=None, metavar="C",
-                        help="column holding a category (optional)")
-    adding.add_argument("--id-column", default=None, metavar="C",
-                        help="column holding unique prompt ids (default: row numbers)")
-    adding.add_argument("--response-column", default=None, metavar="C",
-                        help="column holding a model's response to each prompt, for guards "
-                             "that read prompt + response (optional)")
-    adding.add_argument("--title", default=None, help="a readable name (default: the id)")
-    adding.add_argument("--format", default=None, dest="file_format",
-                        choices=("csv", "jsonl", "jsonl.gz", "json", "parquet", "lines"),
-                        help="file format when the suffix does not say")
-    adding.add_argument("--manifests-dir", default=None, metavar="DIR",
-                        help=_MANIFESTS_DIR_HELP + "; a folder other than the default is read "
-                             "by other commands only when $GUARDDIAG_USER_MANIFESTS names it")
-    adding.add_argument("--replace", action="store_true",
-                        help="replace an earlier add under the same id (a changed file, "
-                             "another file or other options)")
+    add_options(adding, ADD_MODEL, {
+        "subset_id": Flag(names=("--id",), required=True, metavar="ID"),
+        "text_column": Flag(required=True, metavar="C"),
+        "kind": Flag(choices=("harmful", "benign"),
+                     help="what a guard should call every prompt of it (required unless "
+                          "--label-column splits the file)"),
+        "label_column": Flag(metavar="C",
+                             help="column holding each row's label: split the file into "
+                                  "ID_harmful (rows with a --harmful-values value) and "
+                                  "ID_benign (rows with a --benign-values value)"),
+        "harmful_values": Flag(type=comma_names, metavar="V[,V…]",
+                               help="with --label-column: the values that mean harmful (case "
+                                    "and spaces ignored: Harmful, ' harmful ' and harmful are "
+                                    "one value)"),
+        "benign_values": Flag(type=comma_names, metavar="V[,V…]",
+                              help="with --label-column: the values that mean benign; required "
+                                   "when the column holds any other value, and a value in "
+                                   "neither list is an error listing every value with its "
+                                   "count"),
+        "whole_file": Flag(action="store_true",
+                           help="every row is --kind even though a column looks like a "
+                                "per-row label (without it such a file is refused)"),
+        "category_column": Flag(metavar="C"), "id_column": Flag(metavar="C"),
+        "response_column": Flag(metavar="C"), "title": Flag(),
+        "file_format": Flag(names=("--format",),
+                            choices=("csv", "jsonl", "jsonl.gz", "json", "parquet", "lines")),
+        "manifests_dir": Flag(metavar="DIR",
+                              help=_MANIFESTS_DIR_HELP + "; a folder other than the default is "
+                                   "read by other commands only when "
+                                   "$GUARDDIAG_USER_MANIFESTS names it"),
+        "replace": Flag(action="store_true")})
     adding.set_defaults(handler=_run_add)
 
 
@@ -233,34 +228,30 @@ def _run_pull(args: argparse.Namespace) -> int:
 def _run_add(args: argparse.Namespace) -> int:
     from guarddiag import data
     from guarddiag.analyses.loadtest import MIN_PROMPTS
+    from guarddiag.data.options import AddOptions
     from guarddiag.errors import GuarddiagError
 
-    common = {"subset_id": args.subset_id, "text_column": args.text_column,
-              "category_column": args.category_column, "id_column": args.id_column,
-              "response_column": args.response_column, "title": args.title,
-              "file_format": args.file_format, "manifests_dir": args.manifests_dir,
-              "data_dir": resolve_data_dir(args.data_dir), "replace": args.replace}
-    if args.label_column is not None:
-        if args.kind is not None or args.whole_file:
+    o = options_from(args, AddOptions, where="guarddiag data add")
+    common = {**o.common(), "data_dir": resolve_data_dir(args.data_dir)}
+    if o.label_column is not None:
+        if o.kind is not None or o.whole_file:
             raise GuarddiagError("--label-column splits the file by kind: drop --kind and "
                                  "--whole-file")
-        if not args.harmful_values:
+        if not o.harmful_values:
             raise GuarddiagError("--label-column needs --harmful-values V[,V…] (the values "
                                  "that mean harmful)")
         split = data.add_labelled_benchmark(
-            args.file, label_column=args.label_column,
-            harmful_values=args.harmful_values.split(","),
-            benign_values=args.benign_values.split(",") if args.benign_values else None,
-            **common)
+            args.file, label_column=o.label_column, harmful_values=list(o.harmful_values),
+            benign_values=list(o.benign_values) or None, **common)
         results = [("harmful", split.harmful), ("benign", split.benign)]
     else:
-        if args.harmful_values or args.benign_values:
+        if o.harmful_values or o.benign_values:
             raise GuarddiagError("--harmful-values and --benign-values go with --label-column")
-        if args.kind is None:
+        if o.kind is None:
             raise GuarddiagError("--kind harmful|benign is required (or --label-column C "
                                  "--harmful-values V to split a mixed file)")
-        results = [(args.kind, data.add_benchmark(args.file, kind=args.kind,
-                                                  whole_file=args.whole_file, **common))]
+        results = [(o.kind, data.add_benchmark(args.file, kind=o.kind,
+                                               whole_file=o.whole_file, **common))]
     verb = {"added": "added", "replaced": "replaced", "unchanged": "already added, unchanged:"}
     for kind, result in results:
         print(f"{verb[result.status]} {result.subset_id}: {result.rows:,} {kind} prompts from "

@@ -11,6 +11,9 @@ from __future__ import annotations
 import argparse
 
 from guarddiag.cli import add_parser
+from guarddiag.cli.options import Flag, add_options, options_from
+
+MODEL = "guarddiag.guards.options:LabelOptions"
 
 
 def register(sub: argparse._SubParsersAction, bench: argparse._SubParsersAction) -> None:
@@ -24,26 +27,23 @@ def register(sub: argparse._SubParsersAction, bench: argparse._SubParsersAction)
                     "label_c, …), summary.json, meta.json.\n\n"
                     "  guarddiag label --policy policy_c.md --committee committee.yaml \\\n"
                     "      --pool work/pool/pool.parquet --out work/label")
-    label.add_argument("--policy", required=True, metavar="FILE",
-                       help="the written policy (UTF-8 text / markdown)")
-    label.add_argument("--committee", required=True, metavar="FILE",
-                       help="committee YAML: models (name, generator; optional per member: "
-                            "system, temperature, seed), samples, temperature, seed, "
-                            "max_new_tokens, stop, optional questions")
-    label.add_argument("--pool", required=True, metavar="FILE",
-                       help="table with prompt_id and text columns (e.g. work/pool/pool.parquet)")
-    label.add_argument("--out", default="work/label", metavar="DIR", help="output folder")
+    add_options(label, MODEL, {"policy": Flag(required=True, metavar="FILE"),
+                               "committee": Flag(required=True, metavar="FILE"),
+                               "pool": Flag(required=True, metavar="FILE"),
+                               "out_dir": Flag(names=("--out",), metavar="DIR")})
     label.set_defaults(handler=_run_label)
 
 
 def _run_label(args: argparse.Namespace) -> int:
     from guarddiag.guards.committee import describe_committee, label_pool
     from guarddiag.guards.committee_spec import load_committee
+    from guarddiag.guards.options import LabelOptions
     from guarddiag.guards.parsing import OUTCOMES
 
-    committee = load_committee(args.committee)
-    result = label_pool(policy=args.policy, committee=committee, pool=args.pool,
-                        out_dir=args.out)
+    options = options_from(args, LabelOptions, where="guarddiag label")
+    committee = load_committee(options.committee)
+    result = label_pool(policy=options.policy, committee=committee, pool=options.pool,
+                        out_dir=options.out_dir)
     print(f"labels: {result.out_dir / 'labels.parquet'}  ({result.n_asked} votes asked, "
           f"{result.n_reused} reused, {result.n_unanswered} unanswered)")
     print(f"committee: {describe_committee(committee)}")

@@ -48,6 +48,8 @@ class Flag:
     help: str | None = None
     """The command line's words when the docstring is not enough; never a default (the
     formatter appends the model's)."""
+    required: bool = False
+    """The field has no default: the command line needs the flag."""
     convert: Callable[[Any], Any] | None = None
     """Turns the parsed value (of an ``append`` flag: the list) into the field's value."""
 
@@ -119,6 +121,8 @@ def add_options(parser: argparse.ArgumentParser, model: str, flags: Mapping[str,
             extra["metavar"] = flag.metavar
         if flag.choices is not None:
             extra["choices"] = flag.choices
+        if flag.required:
+            extra["required"] = True
         action = target.add_argument(*names, dest=field, default=argparse.SUPPRESS,
                                      help=flag.help or FROM_MODEL, **extra)
         action.option_field = (model, field)  # type: ignore[attr-defined]
@@ -167,7 +171,8 @@ def help_of(action: argparse.Action) -> str:
     model, field = field_of(action)  # type: ignore[misc]
     info = model_class(model).model_fields[field]
     text = action.help if action.help not in (None, FROM_MODEL) else plain(info.description)
-    default = stated_default(info.get_default(call_default_factory=True))
+    default = None if info.is_required() else stated_default(
+        info.get_default(call_default_factory=True))
     if (default is not None and not _is_switch(action)
             and "(default" not in text):  # a default said in words (the usable cores) stays
         text = f"{text} (default {default.replace('%', '%%')})"

@@ -1,4 +1,5 @@
-"""The options of ``guarddiag guards score``, declared once: :class:`GuardScoreOptions`.
+"""The options of ``guarddiag guards score`` and ``guarddiag label``, declared once:
+:class:`GuardScoreOptions`, :class:`LabelOptions`.
 
 The command line (its flags are generated from it), :func:`guarddiag.score_guard` and the
 engine :func:`~guarddiag.guards.scoring.score_guard` take this one object, so their defaults
@@ -78,3 +79,22 @@ class GuardScoreOptions(Model):
         """``options`` (default: every default) with ``fields`` replaced, checked."""
         base = {} if options is None else options.model_dump(exclude_unset=True)
         return validate(cls, base | fields, where="score_guard")
+
+
+LABEL_DIR = paths.DEFAULT_WORK_DIR / "label"
+"""Where ``guarddiag label`` and :func:`~guarddiag.guards.committee.label_pool` write."""
+
+
+class LabelOptions(Model):
+    """What ``guarddiag label`` (:func:`~guarddiag.guards.committee.label_pool`) relabels, with
+    which committee, and where the votes go."""
+
+    policy: Path
+    """The written policy (UTF-8 text / markdown)."""
+    committee: Path
+    """Committee YAML: models (name, generator; optional per member: system, temperature,
+    seed), samples, temperature, seed, max_new_tokens, stop, optional questions."""
+    pool: Path
+    """Table with prompt_id and text columns (e.g. work/pool/pool.parquet)."""
+    out_dir: Path = LABEL_DIR
+    """Output folder (votes.jsonl, labels.parquet, summary.json, meta.json)."""
