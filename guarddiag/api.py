@@ -28,6 +28,7 @@ from guarddiag.guards.base import GuardAdapter
 from guarddiag.guards.callable import CallableGuardAdapter, GuardFunction, PairGuardFunction
 from guarddiag.guards.options import GuardScoreOptions
 from guarddiag.guards.scoring import GuardScoreResult
+from guarddiag.paths import work_paths
 from guarddiag.guards.scoring import score_guard as score_adapter
 from guarddiag.report.make import make_report
 from guarddiag.report.write import ReportResult
@@ -37,7 +38,7 @@ __all__ = ["run_audit", "run_report", "score_guard"]
 
 
 def run_audit(pool: str | Path, options: AuditOptions | None = None, *,
-              out: str | Path = "work/audit", data_dir: str | Path | None = None,
+              out: str | Path | None = None, data_dir: str | Path | None = None,
               force: bool = False, **fields: Any) -> AuditResult:
     """Which benchmark prompts sit in the training ``pool``, and which pool rows hold them.
 
@@ -46,12 +47,13 @@ def run_audit(pool: str | Path, options: AuditOptions | None = None, *,
     ``text_fields=("messages[].content", "prompt", "response")``), says what is audited.
     ``pool`` is a table file (parquet, Arrow, CSV/TSV, JSON lines; .gz/.zst), a glob over
     shards, a folder of shards or a ``datasets`` folder, read in batches.
-    Writes the audit folder ``out`` (rows_to_remove.parquet, overlap.parquet, decontaminated/,
+    Writes the audit folder ``out`` (default ``work/audit``; rows_to_remove.parquet, overlap.parquet, decontaminated/,
     summary.json) and returns the :class:`~guarddiag.audit.result.AuditResult`; a rerun with
     the same inputs reuses it. :func:`guarddiag.audit.gate.check_gate` applies the options'
     gates to the result.
     """
-    return audit_pool(pool, options, out_dir=out, data_dir=data_dir, force=force, **fields)
+    out_dir = out if out is not None else work_paths().audit
+    return audit_pool(pool, options, out_dir=out_dir, data_dir=data_dir, force=force, **fields)
 
 
 def score_guard(guard: GuardAdapter | GuardFunction | PairGuardFunction,
