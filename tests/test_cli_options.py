@@ -37,6 +37,8 @@ HAND_WRITTEN: dict[str, dict[str, str]] = {
                         "--risk-name", "--risk-definition", "--question", "--categories",
                         "--exclude-categories", "--max-new-tokens", "--device", "--dtype",
                         "--concurrency", "--timeout", "--cache-dir")}},
+    "mutate": {"--benchmark": "the verb's argument (the base subset), not an option",
+               "--generator": "builds the generator object mutate_benchmark takes"},
     "audit": {"--out": "the audit folder, an argument of audit_pool, not an option",
               "--force": "an argument of audit_pool (recompute), not an option of the audit"},
 }
@@ -46,7 +48,7 @@ NOT_MODELLED: dict[str, str] = {
     name: "no options model yet: its flags are its verb's keyword arguments (issue 51 follow-up)"
     for name in ("data list", "data pull", "audit apply",
                  "branches validate", "branches list", "guards list", "balance",
-                 "mutate", "judge-eval", "jaccard", "export decontaminated", "export card",
+                 "judge-eval", "jaccard", "export decontaminated", "export card",
                  "runs prune")}
 """Commands with option flags and no options model (checked: each really is such a command)."""
 
@@ -133,7 +135,7 @@ def test_every_flag_is_a_field_and_every_field_a_flag(command):
 def test_the_modelled_commands_are_the_verbs():
     modelled = {c for c, p in COMMANDS.items() if getattr(p, "options_declared", ())}
     assert {"audit", "train", "train plan", "predict", "sweep", "report", "demo",
-            "guards score", "label", "data add", "pool build"} <= modelled
+            "guards score", "label", "data add", "pool build", "mutate"} <= modelled
 
 
 def test_the_unmodelled_list_holds_only_unmodelled_commands():
