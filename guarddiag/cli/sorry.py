@@ -9,7 +9,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from guarddiag.cli import add_parser, add_work_paths, work_paths_from
+from guarddiag.cli import add_parser, add_work_paths, print_table, work_paths_from
 from guarddiag.cli.bench import add_device
 from guarddiag.cli.options import Flag, add_options, options_from
 from guarddiag.errors import GuarddiagError
@@ -77,15 +77,18 @@ Example:
   guarddiag jaccard --pool work/pool/pool.parquet --benchmarks study,sorrybench"""
 
 
+TABLES_MODEL = "guarddiag.sorry.options:TablesOptions"
+_TABLES_FLAGS = {"benchmarks": Flag(metavar="IDS"),
+                 "out_dir": Flag(names=("--out",), type=Path, metavar="DIR"),
+                 "figure": Flag(names=("--no-figure",), action="store_false",
+                                help="skip the PNG/PDF figure")}
+
+
 def register(sub: argparse._SubParsersAction, bench: argparse._SubParsersAction) -> None:
     p = add_parser(sub, "balance", help="pillar/domain balance of each benchmark",
                    description=_BALANCE)
-    p.add_argument("--benchmarks", default="all", metavar="IDS",
-                   help="'all', 'study', 'extra', 'derived' or comma-separated subset ids")
+    add_options(p, TABLES_MODEL, _TABLES_FLAGS)
     add_work_paths(p, "derived")
-    p.add_argument("--out", type=Path, default=None, metavar="DIR",
-                   help="output folder (default <work-dir>/sorry/balance)")
-    p.add_argument("--no-figure", action="store_true", help="skip the PNG/PDF figure")
     p.set_defaults(handler=_run_balance)
 
     m = add_parser(sub, "mutate", help="write SORRY-Bench mutations of a benchmark as subsets",
@@ -129,11 +132,7 @@ def register(sub: argparse._SubParsersAction, bench: argparse._SubParsersAction)
     add_work_paths(c, "pool", "derived", help={
         "pool": "pool table with prompt_id, text; when not given and absent, the pool column "
                 "is skipped with a note"})
-    c.add_argument("--benchmarks", default="all", metavar="IDS",
-                   help="'all', 'study', 'extra', 'derived' or comma-separated subset ids")
-    c.add_argument("--out", type=Path, default=None, metavar="DIR",
-                   help="output folder (default <work-dir>/sorry/jaccard)")
-    c.add_argument("--no-figure", action="store_true", help="skip the PNG/PDF figure")
+    add_options(c, TABLES_MODEL, _TABLES_FLAGS)
     c.set_defaults(handler=_run_jaccard)
 
     b = add_parser(bench, "jaccard", help="speed of the exact max-Jaccard search",
@@ -163,21 +162,17 @@ def _fmt(value: object, digits: int = 2) -> str:
 
 
 def _print_rows(header: Sequence[str], rows: Sequence[Sequence[object]]) -> None:
-    cells = [[_fmt(v) for v in r] for r in rows]
-    widths = [max(len(h), *(len(r[i]) for r in cells)) if cells else len(h)
-              for i, h in enumerate(header)]
-    print("  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)).rstrip())
-    for r in cells:
-        print("  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip())
+    print_table(tuple(header), [tuple(_fmt(v) for v in r) for r in rows])
 
 
 def _run_balance(args: argparse.Namespace) -> int:
+    from guarddiag.sorry.options import TablesOptions
     from guarddiag.sorry.outputs import run_balance
 
     paths = work_paths_from(args)
-    run = run_balance(ids=args.benchmarks, data_dir=args.data_dir,
-                      derived_dir=paths.derived, out_dir=args.out or paths.sorry / "balance",
-                      figure=not args.no_figure)
+    o = options_from(args, TablesOptions, where="guarddiag balance")
+    run = run_balance(ids=o.benchmarks, data_dir=args.data_dir, derived_dir=paths.derived,
+                      out_dir=o.out_dir or paths.sorry / "balance", figure=o.figure)
     rows = []
     for b in run.result.benchmarks:
         if not b.assessable:
@@ -277,13 +272,15 @@ def _run_judge_eval(args: argparse.Namespace) -> int:
 
 
 def _run_jaccard(args: argparse.Namespace) -> int:
+    from guarddiag.sorry.options import TablesOptions
     from guarddiag.sorry.outputs import run_jaccard
 
     paths = work_paths_from(args)
-    run = run_jaccard(ids=args.benchmarks, pool=paths.pool,
+    o = options_from(args, TablesOptions, where="guarddiag jaccard")
+    run = run_jaccard(ids=o.benchmarks, pool=paths.pool,
                       pool_required=args.pool_path is not None, data_dir=args.data_dir,
-                      derived_dir=paths.derived, out_dir=args.out or paths.sorry / "jaccard",
-                      figure=not args.no_figure)
+                      derived_dir=paths.derived, out_dir=o.out_dir or paths.sorry / "jaccard",
+                      figure=o.figure)
     if run.pool_path is None:
         logger.info(f"note: no pool ({paths.pool} absent): the pool columns are empty; "
                     "pass --pool FILE")

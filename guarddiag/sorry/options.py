@@ -6,6 +6,7 @@ The command line's flags are generated from it and
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from pydantic import Field
@@ -44,3 +45,15 @@ class MutateOptions(Model):
         """``options`` with ``fields`` replaced, checked."""
         base = {} if options is None else options.model_dump(exclude_unset=True)
         return validate(cls, base | fields, where="mutate options")
+
+
+class TablesOptions(Model):
+    """What ``guarddiag balance`` and ``guarddiag jaccard`` tabulate
+    (:func:`~guarddiag.sorry.outputs.run_balance`, :func:`~guarddiag.sorry.outputs.run_jaccard`)."""
+
+    benchmarks: str = "all"
+    """'all', 'study', 'extra', 'derived' or comma-separated subset ids."""
+    out_dir: Path | None = None
+    """Output folder (unset: <work-dir>/sorry/balance or <work-dir>/sorry/jaccard)."""
+    figure: bool = True
+    """Draw the PNG/PDF figure."""
