@@ -28,8 +28,8 @@ from guarddiag.guards.base import GuardAdapter
 from guarddiag.guards.callable import CallableGuardAdapter, GuardFunction, PairGuardFunction
 from guarddiag.guards.options import GuardScoreOptions
 from guarddiag.guards.scoring import GuardScoreResult
-from guarddiag.paths import work_paths
 from guarddiag.guards.scoring import score_guard as score_adapter
+from guarddiag.paths import work_paths
 from guarddiag.report.make import make_report
 from guarddiag.report.write import ReportResult
 from guarddiag.typed import validate
@@ -47,10 +47,10 @@ def run_audit(pool: str | Path, options: AuditOptions | None = None, *,
     ``text_fields=("messages[].content", "prompt", "response")``), says what is audited.
     ``pool`` is a table file (parquet, Arrow, CSV/TSV, JSON lines; .gz/.zst), a glob over
     shards, a folder of shards or a ``datasets`` folder, read in batches.
-    Writes the audit folder ``out`` (default ``work/audit``; rows_to_remove.parquet, overlap.parquet, decontaminated/,
-    summary.json) and returns the :class:`~guarddiag.audit.result.AuditResult`; a rerun with
-    the same inputs reuses it. :func:`guarddiag.audit.gate.check_gate` applies the options'
-    gates to the result.
+    Writes the audit folder ``out`` (default ``work/audit``; rows_to_remove.parquet,
+    overlap.parquet, decontaminated/, summary.json) and returns the
+    :class:`~guarddiag.audit.result.AuditResult`; a rerun with the same inputs reuses it.
+    :func:`guarddiag.audit.gate.check_gate` applies the options' gates to the result.
     """
     out_dir = out if out is not None else work_paths().audit
     return audit_pool(pool, options, out_dir=out_dir, data_dir=data_dir, force=force, **fields)
@@ -99,11 +99,10 @@ def score_guard(guard: GuardAdapter | GuardFunction | PairGuardFunction,
         adapter = guard
     else:
         # None: the function adapter's own batch size and retries (declared there, once)
+        own: dict[str, Any] = {k: v for k, v in (("batch_size", o.batch_size),
+                                                 ("retries", o.retries)) if v is not None}
         adapter = CallableGuardAdapter(function=guard, name=o.name, definition=o.definition,
-                                       input=o.input or "prompt", **{
-                                           k: v for k, v in (("batch_size", o.batch_size),
-                                                             ("retries", o.retries))
-                                           if v is not None})
+                                       input=o.input or "prompt", **own)
     try:
         return score_adapter(adapter, o)
     finally:

@@ -21,8 +21,8 @@ from guarddiag.analyses import (
 )
 from guarddiag.analyses.options import ReportOptions
 from guarddiag.cli import build_parser, main
-from guarddiag.cli.report import report_options
 from guarddiag.cli.predict import predict_options
+from guarddiag.cli.report import report_options
 from guarddiag.predict.options import PredictOptions
 from guarddiag.spec import SpecError
 

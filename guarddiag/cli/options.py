@@ -14,18 +14,22 @@ checks each flag against its field, and each field against its flag.
 from __future__ import annotations
 
 import argparse
+import builtins
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from importlib import import_module
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from guarddiag.spec import SpecError
 
 __all__ = ["FROM_MODEL", "Flag", "add_options", "comma_ints", "comma_names", "field_of",
            "help_of", "model_class", "options_from", "stated_default"]
 
-M = TypeVar("M")
+if TYPE_CHECKING:
+    from guarddiag.typed import Model
+
+M = TypeVar("M", bound="Model")
 
 FROM_MODEL = "(the field's docstring)"
 """Placeholder help of a flag whose help is its field's docstring (argparse drops an action
@@ -43,7 +47,7 @@ class Flag:
     type: Callable[[str], Any] | None = None
     """Parses one value (the model validates the result); None: the text as given."""
     choices: tuple[str, ...] | None = None
-    action: str | type[argparse.Action] | None = None
+    action: str | builtins.type[argparse.Action] | None = None
     """``store_true``, ``store_false``, ``append`` or an Action class; None: one value."""
     help: str | None = None
     """The command line's words when the docstring is not enough; never a default (the
@@ -66,10 +70,11 @@ class Declared:
     """field → why it has no flag."""
 
 
-def model_class(path: str) -> type:
+def model_class(path: str) -> builtins.type[Model]:
     """The model a ``"module:Class"`` path names (imported now)."""
     module, _, name = path.partition(":")
-    return getattr(import_module(module), name)
+    model: builtins.type[Model] = getattr(import_module(module), name)
+    return model
 
 
 def field_of(action: argparse.Action) -> tuple[str, str] | None:
@@ -148,10 +153,10 @@ def options_from(args: argparse.Namespace, model: type[M], *, where: str,
     spelled: dict[str, str] = getattr(args, "option_flags", None) or {}
     converts: dict[str, Callable[[Any], Any]] = getattr(args, "option_converts", None) or {}
     given = {f: getattr(args, f) for f in spelled if hasattr(args, f)
-             and f in model.model_fields}  # type: ignore[attr-defined]
+             and f in model.model_fields}
     given = {f: converts[f](v) if f in converts else v for f, v in given.items()}
     try:
-        return validate(model, {**values, **given}, where="options")  # type: ignore[type-var]
+        return validate(model, {**values, **given}, where="options")
     except SpecError as exc:
         def named(found: re.Match[str]) -> str:
             field, rest = found[1], found[2]
@@ -168,7 +173,9 @@ _FIELD = re.compile(r'^options field "(\w+)([^"]*)"')
 def help_of(action: argparse.Action) -> str:
     """A generated flag's help: its own words or its field's docstring, then the model's
     default (escaped for argparse's %-formatting)."""
-    model, field = field_of(action)  # type: ignore[misc]
+    named = field_of(action)
+    assert named is not None, "help_of is for flags made by add_options"
+    model, field = named
     info = model_class(model).model_fields[field]
     text = action.help if action.help not in (None, FROM_MODEL) else plain(info.description)
     default = None if info.is_required() else stated_default(
@@ -185,7 +192,8 @@ def plain(docstring: str | None) -> str:
     text = re.sub(r":\w+:`~?(?:[\w.]+\.)?([^`]+)`", r"\1", text).replace("``", "")
     text = re.sub(r"\bNone( =|:)", r"unset\1", text)  # the API's None is a flag left out
     first = text.split(" ", 1)[0]
-    if first[:1].isupper() and (first[1:].islower() or first == "A") and first not in _NAMES:  # "Report folder" → "report folder"
+    # "Report folder" → "report folder"; names (Ray, TOST) keep their capital
+    if first[:1].isupper() and (first[1:].islower() or first == "A") and first not in _NAMES:
         text = text[0].lower() + text[1:]
     return text.removesuffix(".").replace("%", "%%")
 

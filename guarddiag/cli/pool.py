@@ -53,8 +53,9 @@ def _run_build(args: argparse.Namespace) -> int:
     from guarddiag.pool.options import PoolOptions
 
     o = options_from(args, PoolOptions, where="guarddiag pool build",
-                     data_dir=resolve_data_dir(getattr(args, "data_dir", None)))
-    result = build_pool(recipe=o.recipe, data_dir=o.data_dir, out_dir=o.out_dir, seed=o.seed)
+                     data_dir=getattr(args, "data_dir", None))
+    result = build_pool(recipe=o.recipe, data_dir=resolve_data_dir(o.data_dir),
+                        out_dir=o.out_dir, seed=o.seed)
     logger.info(f"pool: wrote {result.pool_path}, {result.agreement_path.name}, "
                 f"{result.meta_path.name}")
 
