@@ -53,12 +53,12 @@ def register(sub: argparse._SubParsersAction, bench: argparse._SubParsersAction)
                     "status, expected and found prompt counts; unavailable subsets show where\n"
                     "to get them. Exit status 1 when a subset is invalid (present but wrong),\n"
                     "0 otherwise.")
-    listing.add_argument("--ids", default="all,derived", help=_IDS_HELP)
-    listing.add_argument("--manifests-dir", default=None, metavar="DIR",
-                         help=_MANIFESTS_DIR_HELP)
+    add_options(listing, "guarddiag.data.options:ListOptions", {
+        "ids": Flag(help=_IDS_HELP),
+        "manifests_dir": Flag(metavar="DIR", help=_MANIFESTS_DIR_HELP)})
     add_work_paths(listing, "derived")
-    listing.add_argument("--json", action="store_true",
-                         help="print a JSON list of subset records instead of the table")
+    add_options(listing, "guarddiag.data.options:ListOptions",
+                {"as_json": Flag(names=("--json",), action="store_true")})
     listing.set_defaults(handler=_run_list)
 
     pulling = add_parser(
@@ -71,13 +71,9 @@ def register(sub: argparse._SubParsersAction, bench: argparse._SubParsersAction)
                     "host can be reached.\n\n"
                     "  guarddiag data pull --ids saladbench_base,saladbench_attack\n"
                     "  guarddiag data pull --mirror http://127.0.0.1:8000")
-    pulling.add_argument("--ids", default="all", help=_IDS_HELP)
-    pulling.add_argument("--mirror", default=None, metavar="URL",
-                         help="fetch <URL>/<relative path> instead of the public sources: a "
-                              "copy of the data directory served over HTTP (default "
-                              "$GUARDDIAG_MIRROR)")
-    pulling.add_argument("--timeout", type=float, default=60.0, metavar="S",
-                         help="seconds to wait for a server before giving up on a URL")
+    add_options(pulling, "guarddiag.data.options:PullOptions", {
+        "ids": Flag(help=_IDS_HELP), "mirror": Flag(metavar="URL"),
+        "timeout": Flag(type=float, metavar="S")})
     pulling.set_defaults(handler=_run_pull)
     _add_add(data_sub)
 
@@ -154,18 +150,20 @@ def _fmt_count(n: int | None) -> str:
 
 def _run_list(args: argparse.Namespace) -> int:
     from guarddiag import data
+    from guarddiag.data.options import ListOptions
 
+    o = options_from(args, ListOptions, where="guarddiag data list")
     data_dir = resolve_data_dir(args.data_dir)
     derived_dir = work_paths_from(args).derived
-    statuses = data.subset_status(data_dir=data_dir, ids=args.ids, derived_dir=derived_dir,
-                                  user_manifests_dir=args.manifests_dir)
-    if args.json:
+    statuses = data.subset_status(data_dir=data_dir, ids=o.ids, derived_dir=derived_dir,
+                                  user_manifests_dir=o.manifests_dir)
+    if o.as_json:
         print(json.dumps([s.to_dict() for s in statuses], indent=2, sort_keys=True,
                          ensure_ascii=False))
         return 1 if any(s.status == "invalid" for s in statuses) else 0
     print(f"data directory: {data_dir}")
-    print(f"user manifests: {data.user_manifests_root(args.manifests_dir, data_dir=data_dir)}")
-    old = data.legacy_user_manifests(args.manifests_dir, data_dir=data_dir)
+    print(f"user manifests: {data.user_manifests_root(o.manifests_dir, data_dir=data_dir)}")
+    old = data.legacy_user_manifests(o.manifests_dir, data_dir=data_dir)
     if old is not None:
         print(f"not read: {old} (user manifests an earlier version wrote into the data "
               f"directory; move them to the folder above, or set {data.USER_MANIFESTS_ENV})")
@@ -206,9 +204,10 @@ def _run_list(args: argparse.Namespace) -> int:
 
 def _run_pull(args: argparse.Namespace) -> int:
     from guarddiag import data
+    from guarddiag.data.options import PullOptions
 
-    result = data.pull(ids=args.ids, data_dir=args.data_dir, mirror=args.mirror,
-                       timeout=args.timeout)
+    o = options_from(args, PullOptions, where="guarddiag data pull")
+    result = data.pull(ids=o.ids, data_dir=args.data_dir, mirror=o.mirror, timeout=o.timeout)
     logger.info(f"data directory: {result.data_dir}")
     for f in result.files:
         if f.status == "present":

@@ -1,4 +1,5 @@
-"""The options of ``guarddiag data add``, declared once: :class:`AddOptions`.
+"""The options of ``guarddiag data add``, ``data list`` and ``data pull``, declared once:
+:class:`AddOptions`, :class:`ListOptions`, :class:`PullOptions`.
 
 The command line's flags are generated from it; :func:`~guarddiag.data.add.add_benchmark` and
 :func:`~guarddiag.data.add.add_labelled_benchmark` take its fields as keyword arguments.
@@ -8,6 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Any, Literal
+
+from pydantic import Field
 
 from guarddiag.typed import Model
 
@@ -58,3 +61,30 @@ class AddOptions(Model):
         return self.model_dump(include={"subset_id", "text_column", "category_column",
                                         "id_column", "response_column", "title",
                                         "file_format", "manifests_dir", "replace"})
+
+
+class ListOptions(Model):
+    """Which subsets ``guarddiag data list`` checks, and how it prints them."""
+
+    ids: str = "all,derived"
+    """Subset ids and/or selectors, comma-separated: all (every base subset), study, extra
+    (other built-in ones), user (added with data add), derived."""
+    manifests_dir: Path | None = None
+    """User manifests folder (unset: ``$GUARDDIAG_USER_MANIFESTS``, else
+    ``$XDG_DATA_HOME/guarddiag/user_manifests``)."""
+    as_json: bool = False
+    """Print a JSON list of subset records instead of the table."""
+
+
+class PullOptions(Model):
+    """Which subsets ``guarddiag data pull`` (:func:`~guarddiag.data.pull.pull`) fetches, and
+    from where."""
+
+    ids: str = "all"
+    """Subset ids and/or selectors, comma-separated: all (every base subset), study, extra
+    (other built-in ones), user (added with data add), derived."""
+    mirror: str | None = None
+    """Fetch <URL>/<relative path> instead of the public sources: a copy of the data
+    directory served over HTTP (unset: ``$GUARDDIAG_MIRROR``)."""
+    timeout: float = Field(default=60.0, gt=0.0)
+    """Seconds to wait for a server before giving up on a URL."""
