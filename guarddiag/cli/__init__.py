@@ -1,7 +1,9 @@
 """The ``guarddiag`` command: one thin sub-command per stage, each calling one library verb.
 
-Sub-commands live in :mod:`guarddiag.cli`, one module per area; each module's
-``register(sub, bench)`` adds its parsers to the top-level sub-parsers and to ``bench``'s.
+Sub-commands live in :mod:`guarddiag.cli`, one module per command (or command group); each
+module's ``register(sub, bench)`` adds its parsers to the top-level sub-parsers and to
+``bench``'s. A verb's option flags are generated from its options model
+(:mod:`guarddiag.cli.options`).
 Heavy libraries (torch, transformers, matplotlib) are imported inside handlers, so
 ``guarddiag --help`` stays fast.
 """
