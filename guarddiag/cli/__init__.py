@@ -96,6 +96,15 @@ def add_parser(sub: argparse._SubParsersAction, name: str, *, help: str,
                           formatter_class=_Formatter, parents=[_common_options()])
 
 
+def add_group(sub: argparse._SubParsersAction, name: str, *, help: str, description: str,
+              metavar: str = "ACTION") -> argparse._SubParsersAction:
+    """A command that only groups actions (``data list``, ``guards score``): the sub-parsers
+    its actions are added to, their name in ``<name>_command``."""
+    parser = sub.add_parser(name, help=help, description=description,
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
+    return parser.add_subparsers(dest=f"{name}_command", metavar=metavar, required=True)
+
+
 def print_table(header: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> None:
     """Left-aligned columns, as wide as their longest cell, for a command's printed summary."""
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h)

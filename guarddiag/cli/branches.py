@@ -10,16 +10,14 @@ from __future__ import annotations
 
 import argparse
 
-from guarddiag.cli import add_parser, print_table
+from guarddiag.cli import add_group, add_parser, print_table
 
 
 def register(sub: argparse._SubParsersAction, bench: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser(
-        "branches", help="check and list the branch specs (branches/*.yaml)",
+    actions = add_group(
+        sub, "branches", help="check and list the branch specs (branches/*.yaml)",
         description="Branch specs: the teachers T_A/T_B, the reference and E1-E10 (SPEC §4),\n"
-                    "one flat YAML file each. Use --branches-dir for your own set.",
-        formatter_class=argparse.RawDescriptionHelpFormatter)
-    actions = parser.add_subparsers(dest="branches_command", metavar="ACTION", required=True)
+                    "one flat YAML file each. Use --branches-dir for your own set.")
     validate = add_parser(actions, "validate", help="validate every spec, all errors at once",
                           description="Validate the branch specs as a set: known keys and "
                                       "routes, fractions in [0, 1],\nknown sizes, teachers and "

@@ -18,7 +18,7 @@ import logging
 import sys
 from typing import Any
 
-from guarddiag.cli import add_parser, add_work_paths, work_paths_from
+from guarddiag.cli import add_group, add_parser, add_work_paths, work_paths_from
 from guarddiag.cli.options import Flag, add_options, comma_names, options_from
 from guarddiag.paths import resolve_data_dir
 
@@ -39,11 +39,10 @@ _MANIFESTS_DIR_HELP = ("user manifests folder (default $GUARDDIAG_USER_MANIFESTS
 
 
 def register(sub: argparse._SubParsersAction, bench: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser(
-        "data", help="benchmark subsets: list their status, pull missing files, add your own",
+    data_sub = add_group(
+        sub, "data", help="benchmark subsets: list their status, pull missing files, add your own",
         description="Benchmark subsets described by data_manifests/benchmarks/*.yaml and, for\n"
                     "your own files (data add), by the user manifests folder.")
-    data_sub = parser.add_subparsers(dest="data_command", metavar="ACTION", required=True)
 
     listing = add_parser(
         data_sub, "list", help="each subset's status (available/unavailable/invalid) and counts",

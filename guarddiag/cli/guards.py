@@ -18,7 +18,7 @@ import argparse
 import logging
 from typing import TYPE_CHECKING, Any
 
-from guarddiag.cli import add_parser, add_work_paths, work_paths_from
+from guarddiag.cli import add_group, add_parser, add_work_paths, work_paths_from
 from guarddiag.cli.options import Flag, add_options, options_from
 
 if TYPE_CHECKING:
@@ -30,13 +30,11 @@ MODEL = "guarddiag.guards.options:GuardScoreOptions"
 
 
 def register(sub: argparse._SubParsersAction, bench: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser(
-        "guards", help="outside guards: list the adapters, score a guard on the benchmarks",
+    guards_sub = add_group(
+        sub, "guards", help="outside guards: list the adapters, score a guard on the benchmarks",
         description="Outside guards (Qwen3Guard, Granite Guardian, Llama Guard, any Hugging\n"
                     "Face classifier, a predictions file) scored on the same prompts as the\n"
-                    "branches, into the same predictions table.",
-        formatter_class=argparse.RawDescriptionHelpFormatter)
-    guards_sub = parser.add_subparsers(dest="guards_command", metavar="ACTION", required=True)
+                    "branches, into the same predictions table.")
     listing = add_parser(guards_sub, "list", help="the adapters and what each needs",
                          description="Print every guard adapter: what it needs (a model, an\n"
                                      "endpoint, a file), the public models it is written for,\n"

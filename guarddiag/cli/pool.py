@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 
-from guarddiag.cli import add_parser
+from guarddiag.cli import add_group, add_parser
 from guarddiag.cli.options import Flag, add_options, options_from
 from guarddiag.labels import CLASSES
 from guarddiag.paths import resolve_data_dir
@@ -33,9 +33,8 @@ example:
 
 
 def register(sub: argparse._SubParsersAction, bench: argparse._SubParsersAction) -> None:
-    pool = sub.add_parser("pool", help="build the dual-policy training pool",
-                          description="Training-pool commands.")
-    pool_sub = pool.add_subparsers(dest="pool_command", metavar="ACTION", required=True)
+    pool_sub = add_group(sub, "pool", help="build the dual-policy training pool",
+                         description="Training-pool commands.")
     build = add_parser(pool_sub, "build", help="label public prompts under policies A and B",
                        description=_DESCRIPTION)
     add_options(build, "guarddiag.pool.options:PoolOptions", {
