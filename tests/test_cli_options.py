@@ -47,7 +47,8 @@ HAND_WRITTEN: dict[str, dict[str, str]] = {
 
 _LATER = "no options model yet (issue 51 follow-up): its flags are its verb's keyword arguments"
 NOT_MODELLED: dict[str, str] = {
-    "runs prune": _LATER, "export card": _LATER,
+    "runs prune": "one required argument (the benchmarks), no option with a default",
+    "export card": _LATER,
     "export decontaminated": _LATER + "; the model's module must not load datasets for --help",
     "audit apply": _LATER + "; its options are the finished audit's own",
     "judge-eval": _LATER + "; its 0.5 cut-off is the study protocol's (issue 51 item 2)",
