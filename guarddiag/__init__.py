@@ -8,7 +8,9 @@ The public API is small and re-exported here (see README "Python API")::
     scored = guarddiag.score_guard(my_guard_fn, benchmarks=["xstest_safe"])
     report = guarddiag.run_report("work/runs", out="reports/mine", audit_dir="work/audit")
 
-Each verb returns one result object with ``to_frame()`` and ``to_dict()``. Everything else is an
+Each verb takes its options model whole (``AuditOptions``, ``GuardScoreOptions``,
+``ReportOptions``: the objects the command line builds) or any of its fields by name, and
+returns one result object with ``to_frame()`` and ``to_dict()``. Everything else is an
 implementation detail. (``guarddiag.audit`` and ``guarddiag.report`` are the stage packages,
 hence ``run_audit`` and ``run_report``.)
 """
@@ -27,10 +29,13 @@ from guarddiag.labels import CLASSES, LOOSE, MAPPINGS, STRICT, BinaryMapping
 numerics.request()
 
 if TYPE_CHECKING:
+    from guarddiag.analyses.options import ReportOptions
     from guarddiag.api import run_audit, run_report, score_guard
+    from guarddiag.audit.options import AuditOptions
     from guarddiag.audit.result import AuditResult
     from guarddiag.guards.base import GuardAdapter, GuardVerdict
     from guarddiag.guards.callable import CallableGuardAdapter, GuardFunction
+    from guarddiag.guards.options import GuardScoreOptions
     from guarddiag.guards.scoring import GuardScoreResult
 
 # The verbs and result types load on first use (PEP 562), so `import guarddiag` and the
@@ -40,7 +45,10 @@ _LAZY = {"run_audit": "guarddiag.api", "run_report": "guarddiag.api",
          "GuardAdapter": "guarddiag.guards.base", "GuardVerdict": "guarddiag.guards.base",
          "CallableGuardAdapter": "guarddiag.guards.callable",
          "GuardFunction": "guarddiag.guards.callable",
-         "GuardScoreResult": "guarddiag.guards.scoring"}
+         "GuardScoreResult": "guarddiag.guards.scoring",
+         # each verb's options, the same objects the command line builds
+         "AuditOptions": "guarddiag.audit.options", "ReportOptions": "guarddiag.analyses.options",
+         "GuardScoreOptions": "guarddiag.guards.options"}
 
 
 def __getattr__(name: str) -> Any:
@@ -59,14 +67,17 @@ __all__ = [
     "LOOSE",
     "MAPPINGS",
     "STRICT",
+    "AuditOptions",
     "AuditResult",
     "BinaryMapping",
     "CallableGuardAdapter",
     "GuardAdapter",
     "GuardFunction",
+    "GuardScoreOptions",
     "GuardScoreResult",
     "GuardVerdict",
     "GuarddiagError",
+    "ReportOptions",
     "__version__",
     "run_audit",
     "run_report",

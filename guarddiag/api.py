@@ -16,7 +16,6 @@ name the stage packages.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,9 +26,10 @@ from guarddiag.audit.run import audit_pool
 from guarddiag.errors import GuarddiagError
 from guarddiag.guards.base import GuardAdapter
 from guarddiag.guards.callable import CallableGuardAdapter, GuardFunction, PairGuardFunction
-from guarddiag.guards.canary import CANARY_TOLERANCE
+from guarddiag.guards.options import GuardScoreOptions
 from guarddiag.guards.scoring import GuardScoreResult
 from guarddiag.guards.scoring import score_guard as score_adapter
+from guarddiag.paths import work_paths
 from guarddiag.report.make import make_report
 from guarddiag.report.write import ReportResult
 from guarddiag.typed import validate
@@ -38,7 +38,7 @@ __all__ = ["run_audit", "run_report", "score_guard"]
 
 
 def run_audit(pool: str | Path, options: AuditOptions | None = None, *,
-              out: str | Path = "work/audit", data_dir: str | Path | None = None,
+              out: str | Path | None = None, data_dir: str | Path | None = None,
               force: bool = False, **fields: Any) -> AuditResult:
     """Which benchmark prompts sit in the training ``pool``, and which pool rows hold them.
 
@@ -47,26 +47,22 @@ def run_audit(pool: str | Path, options: AuditOptions | None = None, *,
     ``text_fields=("messages[].content", "prompt", "response")``), says what is audited.
     ``pool`` is a table file (parquet, Arrow, CSV/TSV, JSON lines; .gz/.zst), a glob over
     shards, a folder of shards or a ``datasets`` folder, read in batches.
-    Writes the audit folder ``out`` (rows_to_remove.parquet, overlap.parquet, decontaminated/,
-    summary.json) and returns the :class:`~guarddiag.audit.result.AuditResult`; a rerun with
-    the same inputs reuses it. :func:`guarddiag.audit.gate.check_gate` applies the options'
-    gates to the result.
+    Writes the audit folder ``out`` (default ``work/audit``; rows_to_remove.parquet,
+    overlap.parquet, decontaminated/, summary.json) and returns the
+    :class:`~guarddiag.audit.result.AuditResult`; a rerun with the same inputs reuses it.
+    :func:`guarddiag.audit.gate.check_gate` applies the options' gates to the result.
     """
-    return audit_pool(pool, options, out_dir=out, data_dir=data_dir, force=force, **fields)
+    out_dir = out if out is not None else work_paths().audit
+    return audit_pool(pool, options, out_dir=out_dir, data_dir=data_dir, force=force, **fields)
 
-def score_guard(guard: GuardAdapter | GuardFunction | PairGuardFunction, *,
-                benchmarks: str | Sequence[str] = "all,derived", name: str | None = None,
-                runs_dir: str | Path = "work/runs", audit_dir: str | Path | None = "work/audit",
-                data_dir: str | Path | None = None, derived_dir: str | Path | None = None,
-                mapping: str = "loose", batch_size: int = 64,
-                definition: str | None = None, input: str | None = None,
-                version: str | None = None, rescore: bool = False,
-                training_data: str | Path | None = None,
-                training_text_column: str = "text", retries: int = 0,
-                allow_inverted: bool = False,
-                canary_tolerance: float = CANARY_TOLERANCE,
-                pool: str | Path | None = None) -> GuardScoreResult:
+
+def score_guard(guard: GuardAdapter | GuardFunction | PairGuardFunction,
+                options: GuardScoreOptions | None = None, **fields: Any) -> GuardScoreResult:
     """Score an outside guard on the benchmarks; writes ``<runs_dir>/outside/<name>.parquet``.
+
+    ``options`` (:class:`~guarddiag.guards.options.GuardScoreOptions`, the same object and
+    defaults as ``guarddiag guards score``), with any field replaced by ``fields``
+    (``benchmarks=["xstest_safe"]``, ``runs_dir="work/runs"``), says what is scored and how.
 
     ``guard`` is a guard adapter or a plain function from prompt texts to one answer each
     (P(unsafe), a label, or class probabilities); ``name`` defaults to the function's name.
@@ -92,26 +88,23 @@ def score_guard(guard: GuardAdapter | GuardFunction | PairGuardFunction, *,
     ``fn(prompts, responses)`` on benchmarks that carry a model's responses (WildGuardTest); an
     adapter says what it reads itself.
     """
+    o = GuardScoreOptions.of(options, **fields)
     if isinstance(guard, GuardAdapter):
-        if input is not None and input != guard.input:
-            raise GuarddiagError(f"guard {guard.name!r} reads {guard.input}, not {input}: "
+        if o.input is not None and o.input != guard.input:
+            raise GuarddiagError(f"guard {guard.name!r} reads {guard.input}, not {o.input}: "
                                  f"set input when building the adapter")
-        if retries:
+        if o.retries:
             raise GuarddiagError(f"guard {guard.name!r} is an adapter: give it its retries "
                                  f"when building it (retries= applies to a function)")
         adapter = guard
     else:
-        adapter = CallableGuardAdapter(function=guard, name=name, batch_size=batch_size,
-                                       definition=definition, input=input or "prompt",
-                                       retries=retries)
+        # None: the function adapter's own batch size and retries (declared there, once)
+        own: dict[str, Any] = {k: v for k, v in (("batch_size", o.batch_size),
+                                                 ("retries", o.retries)) if v is not None}
+        adapter = CallableGuardAdapter(function=guard, name=o.name, definition=o.definition,
+                                       input=o.input or "prompt", **own)
     try:
-        return score_adapter(adapter, benchmarks=benchmarks, runs_dir=runs_dir,
-                             audit_dir=audit_dir, data_dir=data_dir, derived_dir=derived_dir,
-                             name=name, mapping=mapping, version=version, rescore=rescore,
-                             definition=definition, training_data=training_data,
-                             training_text_column=training_text_column,
-                             allow_inverted=allow_inverted, canary_tolerance=canary_tolerance,
-                             pool=pool)
+        return score_adapter(adapter, o)
     finally:
         if adapter is not guard:
             adapter.close()

@@ -42,14 +42,7 @@ from guarddiag import paths
 from guarddiag.audit import audit_pool
 from guarddiag.cores import usable_cores
 from guarddiag.data import load_benchmarks, pull, subset_status
-from guarddiag.demo_defaults import (
-    DEMO_SEED,
-    DEMO_SIZE,
-    FLOOR_BRANCHES,
-    FLOOR_SEEDS,
-    MUTATED_BENCHMARK,
-    MUTATIONS,
-)
+from guarddiag.demo_defaults import MUTATED_BENCHMARK, DemoOptions
 from guarddiag.errors import GuarddiagError
 from guarddiag.files import write_json
 from guarddiag.guards import profanity
@@ -64,30 +57,6 @@ if TYPE_CHECKING:
     from guarddiag.train.runner import RunSummary
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class DemoOptions:
-    data_dir: Path | None = None
-    """Public data directory; None = ``$GUARDDIAG_DATA`` (else the user cache)."""
-    work_dir: Path = Path("work/demo")
-    """Pool, audit, runs and predictions of the demo."""
-    out_dir: Path = Path("reports/demo")
-    """Where the report is written."""
-    size: str = DEMO_SIZE
-    seed: int = DEMO_SEED
-    floor_seeds: tuple[int, ...] = FLOOR_SEEDS
-    """Extra seeds of the floor recipes, completing a seed triplet with ``seed``."""
-    floor_branches: tuple[str, ...] = FLOOR_BRANCHES
-    mutations: tuple[str, ...] = MUTATIONS
-    """Mutations (names or groups) of the sorrybench subset; empty skips the stage."""
-    mirror: str | None = None
-    """Base URL of a served copy of the data directory, for ``data pull``."""
-    n_resamples: int = 2000
-    """Prompt-bootstrap resamples per score in the report."""
-    jobs: int = field(default_factory=usable_cores)
-    """Runs trained (and scored) at a time, each in its own process with one torch thread;
-    1 trains them one after another in this process. The bytes are the same either way."""
 
 
 @dataclass(frozen=True)
@@ -224,12 +193,13 @@ def _score_in_parallel(runs: list[RunSummary], options: DemoOptions, work: paths
     the same bytes as scoring there)."""
     if options.jobs < 2:
         return
-    from guarddiag.predict.options import BATCH_SIZE
-    from guarddiag.predict.sweep import ScoreTask, score_runs
+    from guarddiag.predict.options import PredictOptions
+    from guarddiag.predict.sweep import score_runs
 
     score_runs(run_dirs=[work.runs / r.run_id for r in runs], engine="local", jobs=options.jobs,
-               score=ScoreTask("", str(work.pool), "all,derived", str(data_dir),
-                               str(work.derived), batch_size=BATCH_SIZE, device="auto", threads=1))
+               score=PredictOptions(runs_dir=work.runs, pool_path=work.pool,
+                                    benchmarks="all,derived", data_dir=data_dir,
+                                    derived_dir=work.derived, threads=1))
 
 
 def _fingerprint(options: DemoOptions, work: paths.WorkPaths, data_dir: Path) -> None:
@@ -247,7 +217,7 @@ def _fingerprint(options: DemoOptions, work: paths.WorkPaths, data_dir: Path) ->
     logger.info(f"demo: fingerprint for `guarddiag bench reproduce` → {path}")
 
 
-def run_demo(options: DemoOptions = DemoOptions()) -> DemoResult:
+def run_demo(options: DemoOptions | None = None) -> DemoResult:
     """Run every stage of the study at demo size; see the module docstring."""
     # torch, transformers and matplotlib load only when the stages that need them run.
     from guarddiag.model.sizes import get_size
@@ -255,6 +225,7 @@ def run_demo(options: DemoOptions = DemoOptions()) -> DemoResult:
     from guarddiag.report import ReportOptions, make_report
     from guarddiag.train.branches import load_branches, select_branches
 
+    options = options or DemoOptions()
     data_dir = paths.resolve_data_dir(options.data_dir)
     work = paths.work_paths(options.work_dir)
     pool_dir = work.pool.parent

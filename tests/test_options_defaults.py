@@ -1,12 +1,10 @@
 """The options of ``report`` and ``predict`` are declared once (ReportOptions, PredictOptions)
 and every default that changes a reported number is pinned here: changing one in the model
 fails this file. The CLI and the API take the same model, so they cannot drift from it, and the
-"(default …)" each --help states is the model's."""
+"(default …)" each --help states is the model's (tests/test_cli_options.py)."""
 
 from __future__ import annotations
 
-import argparse
-import re
 from pathlib import Path
 
 import pytest
@@ -15,8 +13,8 @@ import guarddiag.api
 from guarddiag.analyses import load, loadtest, overlap_origin, threshold_free
 from guarddiag.analyses.options import ReportOptions
 from guarddiag.cli import build_parser, main
+from guarddiag.cli.predict import predict_options
 from guarddiag.cli.report import report_options
-from guarddiag.cli.train import predict_options
 from guarddiag.predict.options import PredictOptions
 from guarddiag.protocol import protocol
 from guarddiag.spec import SpecError
@@ -92,40 +90,6 @@ def test_predict_defaults_are_pinned():
     assert set(PredictOptions.model_fields) == set(PREDICT_DEFAULTS) | set(PATHS)
 
 
-def _subparser(name: str) -> argparse.ArgumentParser:
-    parser = build_parser()
-    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    return sub.choices[name]
-
-
-def _shown(value: object) -> str:
-    if isinstance(value, tuple):
-        return ",".join(value)
-    return str(value)
-
-
-@pytest.mark.parametrize(("command", "model"), [
-    ("report", ReportOptions), ("predict", PredictOptions), ("sweep", PredictOptions)])
-def test_each_help_states_the_models_default(command, model):
-    checked = 0
-    for action in _subparser(command)._actions:
-        if action.dest not in model.model_fields or action.dest in FOLDERS:
-            continue
-        stated = re.search(r"\(default ([^;)]+)", action.help or "")
-        if action.dest in ("device", "threads", "baseline"):
-            continue  # shared --device/--threads helpers; a switch has no stated default
-        if action.dest == "rank_group":
-            # The default names no branch: the group comes from the runs' roles.
-            assert model.model_fields["rank_group"].default == ()
-            assert "the A-last group" in (action.help or "")
-            continue
-        assert stated, f"{command} {action.option_strings}: no (default …) in its help"
-        default = model.model_fields[action.dest].get_default(call_default_factory=True)
-        assert stated[1].split(", ")[0] == _shown(default), f"{command} {action.option_strings}"
-        checked += 1
-    assert checked >= (12 if command == "report" else 2)
-
-
 def test_the_command_lines_defaults_are_the_models(tmp_path):
     args = build_parser().parse_args(["report", "--work-dir", str(tmp_path)])
     options = report_options(args)
@@ -175,4 +139,4 @@ def test_bad_options_are_one_line_naming_the_field(tmp_path, capsys):
         guarddiag.api.run_report(tmp_path, thresold=0.5)
     assert main(["report", "--runs-dir", str(tmp_path), "--alpha", "1.5"]) == 2
     err_text = capsys.readouterr().err
-    assert 'guarddiag report field "alpha": input should be less than 1, got 1.5' in err_text
+    assert "--alpha: input should be less than 1, got 1.5" in err_text

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from guarddiag.cli import _DEFAULT_UNDER_WORK
+from guarddiag.cli import build_parser
 from guarddiag.paths import AuditFolder, PoolFolder, RunsFolder, WorkPaths
 
 
@@ -18,8 +18,11 @@ def test_the_layout_under_one_work_folder():
     assert w.audit_folder.summary == Path("w/audit/summary.json")
     assert w.audit_folder.kept_ids("advbench") == Path("w/audit/decontaminated/advbench.txt")
     # The CLI's help quotes each option's default place; it reads it off the same layout.
-    assert _DEFAULT_UNDER_WORK == {"pool": "pool/pool.parquet", "audit": "audit",
-                                   "runs": "runs", "derived": "derived"}
+    sub = next(a for a in build_parser()._actions if a.dest == "command").choices["report"]
+    helps = {a.option_strings[0]: a.help for a in sub._actions if a.option_strings}
+    assert "(default <work-dir>/pool/pool.parquet)" in helps["--pool"]
+    assert "(default <work-dir>/audit)" in helps["--audit-dir"]
+    assert "(default <work-dir>/runs)" in helps["--runs-dir"]
 
 
 def test_an_outside_guards_files_and_the_tables_listed(tmp_path):

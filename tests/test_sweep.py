@@ -19,7 +19,8 @@ from model_fixtures import make_pool, write_tiny_branches
 from guarddiag.cli import main
 from guarddiag.errors import GuarddiagError
 from guarddiag.predict import predict_runs
-from guarddiag.predict.sweep import ScoreTask, sweep
+from guarddiag.predict.options import PredictOptions
+from guarddiag.predict.sweep import sweep
 from guarddiag.runs import CHECKPOINT_FILE, LOCK_FILE
 from guarddiag.train import train_branches
 from guarddiag.train.branches import load_branches
@@ -98,7 +99,7 @@ def test_a_two_worker_sweep_writes_the_sequential_bytes(grid, tmp_path):
     par = tmp_path / "sweep"
     res = sweep(names="all", sizes=["micro"], seeds=[42], runs_dir=par, pool_path=pool,
                 branches_dir=folder, engine="local", jobs=2,
-                score=ScoreTask("", str(pool), "none", None, None, 64, "cpu", 1))
+                score=PredictOptions(pool_path=pool, benchmarks="none", device="cpu", threads=1))
     assert [r.run_id for r in res.runs] == RUN_IDS
     assert {r.status for r in res.runs} == {"trained"}
     from guarddiag.pool.table import read_pool
@@ -129,7 +130,7 @@ def test_a_worker_killed_mid_run_is_retried_and_resumes_to_the_same_weights(
     res = sweep(names="all", sizes=["micro"], seeds=[42], runs_dir=par, pool_path=pool,
                 branches_dir=folder, engine=engine, jobs=2,
                 options=TrainOptions(checkpoint_every_steps=1),
-                score=ScoreTask("", str(pool), "none", None, None, 64, "cpu", 1))
+                score=PredictOptions(pool_path=pool, benchmarks="none", device="cpu", threads=1))
     watcher.join(timeout=1)
     assert len(killed) == 1
     status = {r.run_id: r.status for r in res.runs}
@@ -149,7 +150,7 @@ def test_the_ray_engine_on_two_local_workers_writes_the_sequential_bytes(
     par = tmp_path / "ray"
     res = sweep(names="all", sizes=["micro"], seeds=[42], runs_dir=par, pool_path=pool,
                 branches_dir=folder, engine="ray",
-                score=ScoreTask("", str(pool), "none", None, None, 64, "cpu", 1))
+                score=PredictOptions(pool_path=pool, benchmarks="none", device="cpu", threads=1))
     assert [r.run_id for r in res.runs] == RUN_IDS
     assert {r.status for r in res.runs} == {"trained"}
     assert ray_cluster.cluster_resources()["CPU"] == 2

@@ -19,6 +19,7 @@ from guarddiag.audit.containment import (
 )
 from guarddiag.audit.exact import FormIndex, Match, exact_matches, index_forms
 from guarddiag.audit.neardup import check_threshold, near_matches
+from guarddiag.audit.options import AuditOptions
 from guarddiag.audit.phrase import turn_form
 from guarddiag.audit.result import (
     DEFAULT_CONTAINMENT,
@@ -86,11 +87,11 @@ def audit_frames(pool_ids: Sequence[str], pool_texts: Sequence[str],
     texts, and overlap.parquet gains a ``field`` column). ``pool_addresses``: each text's
     row's (file, row, line, byte), for rows_to_remove. Twins: :func:`attribute_twins`.
     """
-    threshold, short_threshold = check_options(
+    threshold, short_threshold = check_options(AuditOptions.model_construct(  # checked there
         threshold=threshold, short_threshold=short_threshold, short_words=short_words,
         near_dup=near_dup, drop_near=drop_near, templates=templates,
         drop_template=drop_template, containment=containment,
-        containment_threshold=containment_threshold, drop_contained=drop_contained)
+        containment_threshold=containment_threshold, drop_contained=drop_contained))
     _check_lengths(pool_ids, pool_texts, pool_fields)
     names = list(benchmarks)
     bench_ids, bench_texts = _benchmark_columns(benchmarks)
@@ -203,30 +204,28 @@ def _count(names: list[str], by_bench: Mapping[int, list[tuple[int, int, int, fl
     return results, decontaminated
 
 
-def check_options(*, threshold: float, short_threshold: float, short_words: int,
-                  near_dup: bool, drop_near: bool, templates: bool, drop_template: bool,
-                  containment: bool = False, containment_threshold: float = DEFAULT_CONTAINMENT,
-                  drop_contained: bool = False) -> tuple[float, float]:
-    """The audit's option rules, in one place: both thresholds in (0, 1], the short-prompt one
-    at least as strict, a non-negative word count, and no drop option without its search.
-    Returns the checked (threshold, short_threshold)."""
-    threshold = check_threshold(threshold)
-    short_threshold = check_threshold(short_threshold)
+def check_options(o: AuditOptions) -> tuple[float, float]:
+    """The audit's option rules that relate two options, in one place: both thresholds in
+    (0, 1], the short-prompt one at least as strict, a non-negative word count, and no drop
+    option without its search. Returns the checked (threshold, short_threshold)."""
+    threshold = check_threshold(o.threshold)
+    short_threshold = check_threshold(o.short_threshold)
     if short_threshold < threshold:
         raise GuarddiagError(f"short-prompt threshold {short_threshold:g} is below the near "
                              f"threshold {threshold:g}: it must be as strict or stricter")
-    if short_words < 0:
-        raise GuarddiagError(f"short-prompt word count must be ≥ 0, got {short_words}")
+    if o.short_words < 0:
+        raise GuarddiagError(f"short-prompt word count must be ≥ 0, got {o.short_words}")
     for dropped, searched, kind, drop_name, search_name in (
-            (drop_near, near_dup, "near duplicates", "near", "near_dup"),
-            (drop_template, templates, "template overlaps", "template", "templates"),
-            (drop_contained, containment, "contained overlaps", "contained", "containment")):
+            (o.drop_near, o.near_dup, "near duplicates", "near", "near_dup"),
+            (o.drop_template, o.templates, "template overlaps", "template", "templates"),
+            (o.drop_contained, o.containment, "contained overlaps", "contained",
+             "containment")):
         if dropped and not searched:
             flag = search_name.replace("_", "-")
             raise GuarddiagError(f"--drop-{drop_name} (drop_{drop_name}) needs --{flag} "
                                  f"({search_name}=True): {kind} are only found then")
-    if containment:
-        check_containment(containment_threshold)
+    if o.containment:
+        check_containment(o.containment_threshold)
     return threshold, short_threshold
 
 

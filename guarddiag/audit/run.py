@@ -100,12 +100,7 @@ def audit_pool(pool: str | Path, options: AuditOptions | None = None, *,
     opts = AuditOptions.of(options, **fields)
     pool, out_dir = Path(pool), Path(out_dir)
     # The drop rules in the command line's words first, then every option rule before any I/O.
-    threshold, short_threshold = check_options(
-        threshold=opts.threshold, short_threshold=opts.short_threshold,
-        short_words=opts.short_words, near_dup=opts.near_dup, drop_near=opts.drop_near,
-        templates=opts.templates, drop_template=opts.drop_template,
-        containment=opts.containment, containment_threshold=opts.containment_threshold,
-        drop_contained=opts.drop_contained)
+    threshold, short_threshold = check_options(opts)
     check_engine(opts.engine, workers=opts.workers)
     shards = find_shards(str(pool))
     digest = meanwhile(pool_digest, shards)

@@ -1,7 +1,9 @@
 """The ``guarddiag`` command: one thin sub-command per stage, each calling one library verb.
 
-Sub-commands live in :mod:`guarddiag.cli`, one module per area; each module's
-``register(sub, bench)`` adds its parsers to the top-level sub-parsers and to ``bench``'s.
+Sub-commands live in :mod:`guarddiag.cli`, one module per command (or command group); each
+module's ``register(sub, bench)`` adds its parsers to the top-level sub-parsers and to
+``bench``'s. A verb's option flags are generated from its options model
+(:mod:`guarddiag.cli.options`).
 Heavy libraries (torch, transformers, matplotlib) are imported inside handlers, so
 ``guarddiag --help`` stays fast.
 """
@@ -19,11 +21,12 @@ from importlib import import_module
 from pathlib import Path
 from typing import NoReturn
 
+from guarddiag.cli.options import field_of, help_of
 from guarddiag.errors import GuarddiagError
-from guarddiag.paths import WorkPaths
+from guarddiag.paths import DEFAULT_WORK_DIR, WorkPaths
 
-COMMAND_MODULES = ("data", "pool", "audit", "train", "guards", "report", "sorry", "export",
-                   "demo", "runs")
+COMMAND_MODULES = ("data", "pool", "audit", "branches", "train", "predict", "sweep", "guards",
+                   "label", "report", "sorry", "export", "demo", "runs")
 
 _DESCRIPTION = """\
 guarddiag: how much of a guard classifier's public-benchmark score is detection capability,
@@ -34,9 +37,12 @@ Typical order: data list -> pool build -> audit -> train -> predict -> report
 
 
 class _Formatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
-    """Keeps descriptions as written and shows defaults, except empty ones."""
+    """Keeps descriptions as written and shows defaults, except empty ones; a flag generated
+    from an options model (:mod:`guarddiag.cli.options`) shows its field's help and default."""
 
     def _get_help_string(self, action: argparse.Action) -> str | None:
+        if field_of(action) is not None:
+            return help_of(action)
         if action.default in (None, False, argparse.SUPPRESS) or not action.help:
             return action.help
         return super()._get_help_string(action)
@@ -90,7 +96,26 @@ def add_parser(sub: argparse._SubParsersAction, name: str, *, help: str,
                           formatter_class=_Formatter, parents=[_common_options()])
 
 
-# The work-folder options, defined once: flag, metavar, WorkPaths field, what it holds.
+def add_group(sub: argparse._SubParsersAction, name: str, *, help: str, description: str,
+              metavar: str = "ACTION") -> argparse._SubParsersAction:
+    """A command that only groups actions (``data list``, ``guards score``): the sub-parsers
+    its actions are added to, their name in ``<name>_command``."""
+    parser = sub.add_parser(name, help=help, description=description,
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
+    return parser.add_subparsers(dest=f"{name}_command", metavar=metavar, required=True)
+
+
+def print_table(header: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> None:
+    """Left-aligned columns, as wide as their longest cell, for a command's printed summary."""
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h)
+              for i, h in enumerate(header)]
+    print("  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)).rstrip())
+    for r in rows:
+        print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
+
+
+# The work-folder options: WorkPaths field → flag, metavar, what it holds (where it defaults to
+# is WorkPaths.under's).
 _PATH_OPTIONS: dict[str, tuple[str, str, str]] = {
     "pool": ("--pool", "FILE", "labelled pool table"),
     "audit": ("--audit-dir", "DIR", "contamination audit folder (overlap.parquet, summary.json)"),
@@ -98,8 +123,6 @@ _PATH_OPTIONS: dict[str, tuple[str, str, str]] = {
     "derived": ("--derived-dir", "DIR", "folder of derived (mutated) subsets written by "
                                         "`guarddiag mutate`"),
 }
-_DEFAULT_UNDER_WORK = {name: str(getattr(WorkPaths.under("."), name)) for name in _PATH_OPTIONS}
-"""Each option's place under ``--work-dir``, as :meth:`WorkPaths.under` lays it out."""
 
 
 def add_work_paths(p: argparse.ArgumentParser | argparse._ArgumentGroup, *fields: str,
@@ -109,12 +132,14 @@ def add_work_paths(p: argparse.ArgumentParser | argparse._ArgumentGroup, *fields
     with :func:`work_paths_from`. ``help`` replaces an option's description for one command."""
     if not any(a.dest == "work_dir" for a in getattr(p, "_actions", [])):
         p.add_argument("--work-dir", type=Path, default=None, metavar="DIR",
-                       help="work folder the options below default into (default work/)")
+                       help="work folder the options below default into "
+                            f"(default {DEFAULT_WORK_DIR}/)")
+    layout = WorkPaths.under("<work-dir>")
     for name in fields:
         flag, metavar, text = _PATH_OPTIONS[name]
         text = (help or {}).get(name, text)
         p.add_argument(flag, dest=f"{name}_path", type=Path, default=None, metavar=metavar,
-                       help=f"{text} (default <work-dir>/{_DEFAULT_UNDER_WORK[name]})")
+                       help=f"{text} (default {getattr(layout, name).as_posix()})")
 
 
 def work_paths_from(args: argparse.Namespace) -> WorkPaths:

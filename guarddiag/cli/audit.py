@@ -6,9 +6,10 @@ import argparse
 import logging
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from guarddiag.cli import add_parser, add_work_paths, work_paths_from
+from guarddiag.cli.options import Flag, add_options, options_from
 from guarddiag.paths import resolve_data_dir
 
 if TYPE_CHECKING:
@@ -20,10 +21,7 @@ logger = logging.getLogger(__name__)
 # Handlers import their stage package (polars) and guarddiag.progress (tqdm) when they run:
 # every sub-command module is imported to build the parser, and `guarddiag --help` stays fast.
 
-_FIGURE_HELP = ("also draw overlap.png/.pdf, the per-benchmark bar chart (off by default: "
-                "matplotlib's import and two renders take about 0.8 s, most of a small audit's "
-                "time); on an audit in --out that is still current, the chart is drawn from its "
-                "saved summary without a new scan")
+MODEL = "guarddiag.audit.options:AuditOptions"
 
 _AUDIT_DESCRIPTION = """\
 Contamination audit of a training pool against public benchmark subsets.
@@ -115,51 +113,10 @@ Example (the acceptance sizes, ~2 min on 2 cores):
 def register(sub: argparse._SubParsersAction, bench: argparse._SubParsersAction) -> None:
     parser = add_parser(sub, "audit", help="contamination audit of a pool against benchmarks",
                         description=_AUDIT_DESCRIPTION)
-    parser.add_argument("--text-column", default=None, metavar="C",
-                        help="the one top-level column holding the text; every row must hold "
-                             "non-empty text there (default text)")
-    _add_fields(parser)
-    parser.add_argument("--id-column", default=None, metavar="C",
-                        help="column holding unique row ids; 'none' numbers rows from 1 "
-                             "(default prompt_id)")
-    parser.add_argument("--benchmarks", default=None, metavar="IDS",
-                        help="'all', 'study' or comma-separated subset ids "
-                             "(see `guarddiag data list`; default all)")
-    parser.add_argument("--near-dup", action="store_true",
-                        help="also find near duplicates (word-set Jaccard >= --threshold)")
-    parser.add_argument("--threshold", type=float, default=None, metavar="J",
-                        help="word-set Jaccard at or above which a pool row is a near duplicate "
-                             "(default 0.8)")
-    # Defaults live in guarddiag.audit.result (importing it here would load polars for --help);
-    # tests/test_cli.py checks that the help states them.
-    parser.add_argument("--short-words", type=int, default=None, metavar="N",
-                        help="benchmark prompts with fewer distinct words than N are short: one "
-                             "changed word can flip their meaning ('gut a fish' / 'gut a "
-                             "human'), so their near duplicates need --short-threshold "
-                             "(default 10)")
-    parser.add_argument("--short-threshold", type=float, default=None, metavar="J",
-                        help="word-set Jaccard a short prompt's near duplicate needs "
-                             "(default 0.9)")
-    parser.add_argument("--drop-near", action="store_true",
-                        help="decontaminated lists drop near duplicates too (default: exact "
-                             "overlaps only, as in the study); needs --near-dup")
-    parser.add_argument("--templates", action="store_true",
-                        help="also count template overlaps: a pool row that is the benchmark "
-                             "prompt with other quoted titles or names ('Generate the lyrics of "
-                             "\"X\" by Y' for another X and Y)")
-    parser.add_argument("--template-min-words", type=int, default=None, metavar="N",
-                        help="words besides the slots a template needs to count: a generic "
-                             "frame ('What does \"X\" mean?', 3 words) matches every other "
-                             "question of that frame (default 4)")
-    parser.add_argument("--drop-template", action="store_true",
-                        help="decontaminated lists drop template overlaps too; needs "
-                             "--templates")
-    _add_containment(parser)
-    _add_gates(parser)
+    add_options(parser, MODEL, {**_TEXT_FLAGS, **_SEARCH_FLAGS, **_CONTAINMENT_FLAGS,
+                                **_GATE_FLAGS, **_ENGINE_FLAGS})
     parser.add_argument("--out", type=Path, default=None, metavar="DIR",
                         help="output folder (default <work-dir>/audit)")
-    parser.add_argument("--figure", action=argparse.BooleanOptionalAction, default=False,
-                        help=_FIGURE_HELP)
     add_work_paths(parser, "pool", "derived",
                    help={"pool": "pool: a table file (parquet, Arrow, CSV/TSV or JSON "
                                      "lines; .gz/.zst), a quoted glob over shards "
@@ -168,15 +125,6 @@ def register(sub: argparse._SubParsersAction, bench: argparse._SubParsersAction)
     parser.add_argument("--force", action="store_true",
                         help="recompute even when --out already holds this exact audit, and "
                              "start an interrupted scan over instead of resuming it")
-    parser.add_argument("--engine", choices=("local", "ray"), default="local",
-                        help="local: --workers processes on this machine; ray: one Ray task per "
-                             "shard part on the cluster (the shards must be at the same path on "
-                             "every node); the outputs are the same bytes")
-    parser.add_argument("--workers", type=int, default=None, metavar="N",
-                        help="cores the local engine uses (default: every core)")
-    parser.add_argument("--ray-address", default=None, metavar="ADDR",
-                        help="Ray cluster to join ('auto' for the one `ray start` made; default: "
-                             "start a local one)")
     parser.set_defaults(handler=_run_audit)
     _register_apply(parser)
     _register_bench(bench)
@@ -213,65 +161,115 @@ def _register_apply(audit: argparse.ArgumentParser) -> None:
     parser.set_defaults(handler=_run_apply)
 
 
-def _add_containment(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--containment", action="store_true",
-                        help="also find contained overlaps: a benchmark prompt inside a longer "
-                             "pool row (a jailbreak wrapper, a post quoting it), whatever the "
-                             "row's length")
-    parser.add_argument("--containment-threshold", type=float, default=None, metavar="C",
-                        help="share of the prompt's three-word runs a row must hold, for "
-                             "prompts of --short-words distinct words or more (default 0.8); "
-                             "every prompt is also found as a whole phrase (5 words or fewer) "
-                             "or with one word substituted in place (6 or more)")
-    parser.add_argument("--drop-contained", action="store_true",
-                        help="decontaminated lists drop contained overlaps too; needs "
-                             "--containment")
-    parser.add_argument("--review-rows", type=int, default=None, metavar="N",
-                        help="a prompt of fewer than --short-words words found in the texts "
-                             "of N rows or more (whole or inside) is a common phrase: its "
-                             "contained matches are listed for review, not gated (0: never; "
-                             "default 3)")
-
-
-def _add_fields(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--text-field", action="append", metavar="PATH",
+_TEXT_FLAGS = {
+    "text_column": Flag(metavar="C", help="the one top-level column holding the text; every "
+                                          "row must hold non-empty text there"),
+    "text_fields": Flag(names=("--text-field",), action="append", metavar="PATH", convert=tuple,
                         help="a field whose texts are audited, repeatable: a column, or a "
                              "nested path (messages[].content, messages[role=user].content, "
                              "data.prompt, response); rows missing it or holding empty text "
-                             "there are skipped and counted per field; replaces --text-column")
-    parser.add_argument("--require-field", action="append", metavar="PATH",
-                        help="a --text-field every row must hold as non-empty text "
-                             "(repeatable): rows without it are an error, with the true "
-                             "counts, before the scan")
-
-
-def _add_gates(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--fail-above", type=float, default=None, metavar="PCT",
-                        help="release gate: exit with status 1 when more than PCT%% of any one "
-                             "benchmark's prompts are in the corpus, counting every audited "
-                             "kind but --gate-exclude (a share of the benchmark, not of the "
-                             "corpus: 0 fails on any hit)")
-    parser.add_argument("--max-corpus-rows", type=int, default=None, metavar="N",
-                        help="release gate: exit with status 1 when more than N corpus rows "
-                             "hold a benchmark prompt (every audited kind but --gate-exclude)")
-    parser.add_argument("--gate-exclude", action="append", metavar="KIND",
-                        choices=("exact", "near", "template", "contained"),
-                        help="an overlap kind the gates do not count (repeatable)")
-    parser.add_argument("--bad-rows", choices=("fail", "skip"), default=None,
-                        help="bad rows (malformed JSON lines, wrong-typed fields or ids, "
-                             "missing or repeated ids) are all listed in bad_rows.jsonl with "
-                             "file, line and byte; fail: exit 2 after the whole scan; skip: "
-                             "audit the rest, rows without a unique id under their address "
-                             "(default fail)")
-    parser.add_argument("--allow-missing-field", action="store_true",
-                        help="a gate may pass though a --text-field held text in no row "
-                             "(else it could not check: exit 2)")
-    parser.add_argument("--allow-unavailable", action="store_true",
-                        help="a gate may pass though a selected benchmark is unavailable "
-                             "(else exit 2)")
-    parser.add_argument("--allow-bad-rows", action="store_true",
-                        help="a gate may pass though --bad-rows skip left rows unsearched "
-                             "(else exit 2)")
+                             "there are skipped and counted per field; replaces --text-column"),
+    "require_fields": Flag(names=("--require-field",), action="append", metavar="PATH",
+                           convert=tuple,
+                           help="a --text-field every row must hold as non-empty text "
+                                "(repeatable): rows without it are an error, with the true "
+                                "counts, before the scan"),
+    "id_column": Flag(metavar="C", convert=lambda v: None if v.lower() == "none" else v,
+                      help="column holding unique row ids; 'none' numbers rows from 1"),
+    "benchmarks": Flag(metavar="IDS", help="'all', 'study' or comma-separated subset ids "
+                                           "(see `guarddiag data list`)"),
+}
+_SEARCH_FLAGS = {
+    "near_dup": Flag(action="store_true",
+                     help="also find near duplicates (word-set Jaccard >= --threshold)"),
+    "threshold": Flag(type=float, metavar="J",
+                      help="word-set Jaccard at or above which a pool row is a near duplicate"),
+    "short_words": Flag(type=int, metavar="N",
+                        help="benchmark prompts with fewer distinct words than N are short: one "
+                             "changed word can flip their meaning ('gut a fish' / 'gut a "
+                             "human'), so their near duplicates need --short-threshold"),
+    "short_threshold": Flag(type=float, metavar="J",
+                            help="word-set Jaccard a short prompt's near duplicate needs"),
+    "drop_near": Flag(action="store_true",
+                      help="decontaminated lists drop near duplicates too (default: exact "
+                           "overlaps only, as in the study); needs --near-dup"),
+    "templates": Flag(action="store_true",
+                      help="also count template overlaps: a pool row that is the benchmark "
+                           "prompt with other quoted titles or names ('Generate the lyrics of "
+                           "\"X\" by Y' for another X and Y)"),
+    "template_min_words": Flag(type=int, metavar="N",
+                               help="words besides the slots a template needs to count: a "
+                                    "generic frame ('What does \"X\" mean?', 3 words) matches "
+                                    "every other question of that frame"),
+    "drop_template": Flag(action="store_true",
+                          help="decontaminated lists drop template overlaps too; needs "
+                               "--templates"),
+}
+_CONTAINMENT_FLAGS = {
+    "containment": Flag(action="store_true",
+                        help="also find contained overlaps: a benchmark prompt inside a longer "
+                             "pool row (a jailbreak wrapper, a post quoting it), whatever the "
+                             "row's length"),
+    "containment_threshold": Flag(type=float, metavar="C",
+                                  help="share of the prompt's three-word runs a row must hold, "
+                                       "for prompts of --short-words distinct words or more; "
+                                       "every prompt is also found as a whole phrase (5 words "
+                                       "or fewer) or with one word substituted in place (6 or "
+                                       "more)"),
+    "drop_contained": Flag(action="store_true",
+                           help="decontaminated lists drop contained overlaps too; needs "
+                                "--containment"),
+    "review_rows": Flag(type=int, metavar="N",
+                        help="a prompt of fewer than --short-words words found in the texts "
+                             "of N rows or more (whole or inside) is a common phrase: its "
+                             "contained matches are listed for review, not gated (0: never)"),
+}
+_GATE_FLAGS = {
+    "fail_above": Flag(type=float, metavar="PCT",
+                       help="release gate: exit with status 1 when more than PCT%% of any one "
+                            "benchmark's prompts are in the corpus, counting every audited "
+                            "kind but --gate-exclude (a share of the benchmark, not of the "
+                            "corpus: 0 fails on any hit)"),
+    "max_corpus_rows": Flag(type=int, metavar="N",
+                            help="release gate: exit with status 1 when more than N corpus "
+                                 "rows hold a benchmark prompt (every audited kind but "
+                                 "--gate-exclude)"),
+    "gate_exclude": Flag(action="append", metavar="KIND", convert=tuple,
+                         choices=("exact", "near", "template", "contained"),
+                         help="an overlap kind the gates do not count (repeatable)"),
+    "bad_rows": Flag(choices=("fail", "skip"),
+                     help="bad rows (malformed JSON lines, wrong-typed fields or ids, missing "
+                          "or repeated ids) are all listed in bad_rows.jsonl with file, line "
+                          "and byte; fail: exit 2 after the whole scan; skip: audit the rest, "
+                          "rows without a unique id under their address"),
+    "allow_missing_field": Flag(action="store_true",
+                                help="a gate may pass though a --text-field held text in no "
+                                     "row (else it could not check: exit 2)"),
+    "allow_unavailable": Flag(action="store_true",
+                              help="a gate may pass though a selected benchmark is "
+                                   "unavailable (else exit 2)"),
+    "allow_bad_rows": Flag(action="store_true",
+                           help="a gate may pass though --bad-rows skip left rows unsearched "
+                                "(else exit 2)"),
+}
+_ENGINE_FLAGS = {
+    "figure": Flag(action=argparse.BooleanOptionalAction,
+                   help="also draw overlap.png/.pdf, the per-benchmark bar chart (off by "
+                        "default: matplotlib's import and two renders take most of a small "
+                        "audit's time); on an audit in --out that is still current, the chart "
+                        "is drawn from its saved summary without a new scan"),
+    "engine": Flag(choices=("local", "ray"),
+                   help="local: --workers processes on this machine; ray: one Ray task per "
+                        "shard part on the cluster (the shards must be at the same path on "
+                        "every node); the outputs are the same bytes"),
+    "workers": Flag(type=int, metavar="N",
+                    help="cores the local engine uses (default: every core)"),
+    "ray_address": Flag(metavar="ADDR",
+                        help="Ray cluster to join ('auto' for the one `ray start` made; "
+                             "default: start a local one)"),
+}
+"""The audit's flags, one per :class:`~guarddiag.audit.options.AuditOptions` field (their
+defaults are the model's)."""
 
 
 def _register_bench(bench: argparse._SubParsersAction) -> None:
@@ -330,36 +328,16 @@ def _register_bench(bench: argparse._SubParsersAction) -> None:
     bparser.set_defaults(handler=_run_bench)
 
 
-# CLI flag -> AuditOptions field, for the options whose flag default is None ("the model's
-# default"): the defaults are declared once, in guarddiag.audit.options.
-_OPTION_FLAGS = ("benchmarks", "threshold", "short_words", "short_threshold",
-                 "containment_threshold", "template_min_words", "fail_above", "max_corpus_rows",
-                 "workers", "ray_address", "bad_rows", "review_rows")
-
-
 def audit_options_from(args: argparse.Namespace) -> AuditOptions:
     """The :class:`~guarddiag.audit.options.AuditOptions` the command line sets."""
     from guarddiag.audit.options import AuditOptions
 
-    given: dict[str, Any] = {name: getattr(args, name) for name in _OPTION_FLAGS
-                             if getattr(args, name) is not None}
-    if args.text_column is not None:
-        if args.text_field:
-            from guarddiag.errors import GuarddiagError
+    if hasattr(args, "text_column") and hasattr(args, "text_fields"):
+        from guarddiag.errors import GuarddiagError
 
-            raise GuarddiagError("--text-column and --text-field: use one (--text-field takes "
-                                 "a top-level column too)")
-        given["text_column"] = args.text_column
-    if args.id_column is not None:
-        given["id_column"] = None if args.id_column.lower() == "none" else args.id_column
-    return AuditOptions.of(
-        **given, text_fields=tuple(args.text_field or ()),
-        require_fields=tuple(args.require_field or ()),
-        gate_exclude=tuple(args.gate_exclude or ()), near_dup=args.near_dup,
-        drop_near=args.drop_near, templates=args.templates, drop_template=args.drop_template,
-        containment=args.containment, drop_contained=args.drop_contained, engine=args.engine,
-        figure=args.figure, allow_missing_field=args.allow_missing_field,
-        allow_unavailable=args.allow_unavailable, allow_bad_rows=args.allow_bad_rows)
+        raise GuarddiagError("--text-column and --text-field: use one (--text-field takes "
+                             "a top-level column too)")
+    return options_from(args, AuditOptions, where="guarddiag audit")
 
 
 def _run_audit(args: argparse.Namespace) -> int:

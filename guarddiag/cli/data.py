@@ -18,7 +18,8 @@ import logging
 import sys
 from typing import Any
 
-from guarddiag.cli import add_parser, add_work_paths, work_paths_from
+from guarddiag.cli import add_group, add_parser, add_work_paths, work_paths_from
+from guarddiag.cli.options import Flag, add_options, comma_names, options_from
 from guarddiag.paths import resolve_data_dir
 
 logger = logging.getLogger(__name__)
@@ -29,6 +30,8 @@ logger = logging.getLogger(__name__)
 _IDS_HELP = ("subset ids and/or selectors, comma-separated: all (every base subset), study "
              "(the 15 of SPEC §5), extra (other built-in ones), user (added with data add), "
              "derived")
+ADD_MODEL = "guarddiag.data.options:AddOptions"
+
 _MANIFESTS_DIR_HELP = ("user manifests folder (default $GUARDDIAG_USER_MANIFESTS, else "
                        "$XDG_DATA_HOME/guarddiag/user_manifests, i.e. "
                        "~/.local/share/guarddiag/user_manifests: yours, never the shared data "
@@ -36,11 +39,10 @@ _MANIFESTS_DIR_HELP = ("user manifests folder (default $GUARDDIAG_USER_MANIFESTS
 
 
 def register(sub: argparse._SubParsersAction, bench: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser(
-        "data", help="benchmark subsets: list their status, pull missing files, add your own",
+    data_sub = add_group(
+        sub, "data", help="benchmark subsets: list their status, pull missing files, add your own",
         description="Benchmark subsets described by data_manifests/benchmarks/*.yaml and, for\n"
                     "your own files (data add), by the user manifests folder.")
-    data_sub = parser.add_subparsers(dest="data_command", metavar="ACTION", required=True)
 
     listing = add_parser(
         data_sub, "list", help="each subset's status (available/unavailable/invalid) and counts",
@@ -50,12 +52,12 @@ def register(sub: argparse._SubParsersAction, bench: argparse._SubParsersAction)
                     "status, expected and found prompt counts; unavailable subsets show where\n"
                     "to get them. Exit status 1 when a subset is invalid (present but wrong),\n"
                     "0 otherwise.")
-    listing.add_argument("--ids", default="all,derived", help=_IDS_HELP)
-    listing.add_argument("--manifests-dir", default=None, metavar="DIR",
-                         help=_MANIFESTS_DIR_HELP)
+    add_options(listing, "guarddiag.data.options:ListOptions", {
+        "ids": Flag(help=_IDS_HELP),
+        "manifests_dir": Flag(metavar="DIR", help=_MANIFESTS_DIR_HELP)})
     add_work_paths(listing, "derived")
-    listing.add_argument("--json", action="store_true",
-                         help="print a JSON list of subset records instead of the table")
+    add_options(listing, "guarddiag.data.options:ListOptions",
+                {"as_json": Flag(names=("--json",), action="store_true")})
     listing.set_defaults(handler=_run_list)
 
     pulling = add_parser(
@@ -68,13 +70,9 @@ def register(sub: argparse._SubParsersAction, bench: argparse._SubParsersAction)
                     "host can be reached.\n\n"
                     "  guarddiag data pull --ids saladbench_base,saladbench_attack\n"
                     "  guarddiag data pull --mirror http://127.0.0.1:8000")
-    pulling.add_argument("--ids", default="all", help=_IDS_HELP)
-    pulling.add_argument("--mirror", default=None, metavar="URL",
-                         help="fetch <URL>/<relative path> instead of the public sources: a "
-                              "copy of the data directory served over HTTP (default "
-                              "$GUARDDIAG_MIRROR)")
-    pulling.add_argument("--timeout", type=float, default=60.0, metavar="S",
-                         help="seconds to wait for a server before giving up on a URL")
+    add_options(pulling, "guarddiag.data.options:PullOptions", {
+        "ids": Flag(help=_IDS_HELP), "mirror": Flag(metavar="URL"),
+        "timeout": Flag(type=float, metavar="S")})
     pulling.set_defaults(handler=_run_pull)
     _add_add(data_sub)
 
@@ -102,45 +100,37 @@ def _add_add(data_sub: argparse._SubParsersAction) -> None:
                     "      --label-column label --harmful-values harmful,unsafe \\\n"
                     "      --benign-values benign")
     adding.add_argument("file", metavar="FILE", help="the benchmark file")
-    adding.add_argument("--id", required=True, dest="subset_id", metavar="ID",
-                        help="benchmark id: lower-case letters, digits, _ and - (not a built-in "
-                             "id)")
-    adding.add_argument("--text-column", required=True, metavar="C",
-                        help="column holding the prompt text")
-    adding.add_argument("--kind", default=None, choices=("harmful", "benign"),
-                        help="what a guard should call every prompt of it (required unless "
-                             "--label-column splits the file)")
-    adding.add_argument("--label-column", default=None, metavar="C",
-                        help="column holding each row's label: split the file into ID_harmful "
-                             "(rows with a --harmful-values value) and ID_benign (rows with a "
-                             "--benign-values value)")
-    adding.add_argument("--harmful-values", default=None, metavar="V[,V…]",
-                        help="with --label-column: the values that mean harmful (case and "
-                             "spaces ignored: Harmful, ' harmful ' and harmful are one value)")
-    adding.add_argument("--benign-values", default=None, metavar="V[,V…]",
-                        help="with --label-column: the values that mean benign; required when "
-                             "the column holds any other value, and a value in neither list "
-                             "is an error listing every value with its count")
-    adding.add_argument("--whole-file", action="store_true",
-                        help="every row is --kind even though a column looks like a per-row "
-                             "label (without it such a file is refused)")
-    adding.add_argument("--category-column", default=None, metavar="C",
-                        help="column holding a category (optional)")
-    adding.add_argument("--id-column", default=None, metavar="C",
-                        help="column holding unique prompt ids (default: row numbers)")
-    adding.add_argument("--response-column", default=None, metavar="C",
-                        help="column holding a model's response to each prompt, for guards "
-                             "that read prompt + response (optional)")
-    adding.add_argument("--title", default=None, help="a readable name (default: the id)")
-    adding.add_argument("--format", default=None, dest="file_format",
-                        choices=("csv", "jsonl", "jsonl.gz", "json", "parquet", "lines"),
-                        help="file format when the suffix does not say")
-    adding.add_argument("--manifests-dir", default=None, metavar="DIR",
-                        help=_MANIFESTS_DIR_HELP + "; a folder other than the default is read "
-                             "by other commands only when $GUARDDIAG_USER_MANIFESTS names it")
-    adding.add_argument("--replace", action="store_true",
-                        help="replace an earlier add under the same id (a changed file, "
-                             "another file or other options)")
+    add_options(adding, ADD_MODEL, {
+        "subset_id": Flag(names=("--id",), required=True, metavar="ID"),
+        "text_column": Flag(required=True, metavar="C"),
+        "kind": Flag(choices=("harmful", "benign"),
+                     help="what a guard should call every prompt of it (required unless "
+                          "--label-column splits the file)"),
+        "label_column": Flag(metavar="C",
+                             help="column holding each row's label: split the file into "
+                                  "ID_harmful (rows with a --harmful-values value) and "
+                                  "ID_benign (rows with a --benign-values value)"),
+        "harmful_values": Flag(type=comma_names, metavar="V[,V…]",
+                               help="with --label-column: the values that mean harmful (case "
+                                    "and spaces ignored: Harmful, ' harmful ' and harmful are "
+                                    "one value)"),
+        "benign_values": Flag(type=comma_names, metavar="V[,V…]",
+                              help="with --label-column: the values that mean benign; required "
+                                   "when the column holds any other value, and a value in "
+                                   "neither list is an error listing every value with its "
+                                   "count"),
+        "whole_file": Flag(action="store_true",
+                           help="every row is --kind even though a column looks like a "
+                                "per-row label (without it such a file is refused)"),
+        "category_column": Flag(metavar="C"), "id_column": Flag(metavar="C"),
+        "response_column": Flag(metavar="C"), "title": Flag(),
+        "file_format": Flag(names=("--format",),
+                            choices=("csv", "jsonl", "jsonl.gz", "json", "parquet", "lines")),
+        "manifests_dir": Flag(metavar="DIR",
+                              help=_MANIFESTS_DIR_HELP + "; a folder other than the default is "
+                                   "read by other commands only when "
+                                   "$GUARDDIAG_USER_MANIFESTS names it"),
+        "replace": Flag(action="store_true")})
     adding.set_defaults(handler=_run_add)
 
 
@@ -159,18 +149,20 @@ def _fmt_count(n: int | None) -> str:
 
 def _run_list(args: argparse.Namespace) -> int:
     from guarddiag import data
+    from guarddiag.data.options import ListOptions
 
+    o = options_from(args, ListOptions, where="guarddiag data list")
     data_dir = resolve_data_dir(args.data_dir)
     derived_dir = work_paths_from(args).derived
-    statuses = data.subset_status(data_dir=data_dir, ids=args.ids, derived_dir=derived_dir,
-                                  user_manifests_dir=args.manifests_dir)
-    if args.json:
+    statuses = data.subset_status(data_dir=data_dir, ids=o.ids, derived_dir=derived_dir,
+                                  user_manifests_dir=o.manifests_dir)
+    if o.as_json:
         print(json.dumps([s.to_dict() for s in statuses], indent=2, sort_keys=True,
                          ensure_ascii=False))
         return 1 if any(s.status == "invalid" for s in statuses) else 0
     print(f"data directory: {data_dir}")
-    print(f"user manifests: {data.user_manifests_root(args.manifests_dir, data_dir=data_dir)}")
-    old = data.legacy_user_manifests(args.manifests_dir, data_dir=data_dir)
+    print(f"user manifests: {data.user_manifests_root(o.manifests_dir, data_dir=data_dir)}")
+    old = data.legacy_user_manifests(o.manifests_dir, data_dir=data_dir)
     if old is not None:
         print(f"not read: {old} (user manifests an earlier version wrote into the data "
               f"directory; move them to the folder above, or set {data.USER_MANIFESTS_ENV})")
@@ -211,9 +203,10 @@ def _run_list(args: argparse.Namespace) -> int:
 
 def _run_pull(args: argparse.Namespace) -> int:
     from guarddiag import data
+    from guarddiag.data.options import PullOptions
 
-    result = data.pull(ids=args.ids, data_dir=args.data_dir, mirror=args.mirror,
-                       timeout=args.timeout)
+    o = options_from(args, PullOptions, where="guarddiag data pull")
+    result = data.pull(ids=o.ids, data_dir=args.data_dir, mirror=o.mirror, timeout=o.timeout)
     logger.info(f"data directory: {result.data_dir}")
     for f in result.files:
         if f.status == "present":
@@ -232,35 +225,31 @@ def _run_pull(args: argparse.Namespace) -> int:
 
 def _run_add(args: argparse.Namespace) -> int:
     from guarddiag import data
+    from guarddiag.data.options import AddOptions
     from guarddiag.errors import GuarddiagError
     from guarddiag.protocol import protocol
 
-    common = {"subset_id": args.subset_id, "text_column": args.text_column,
-              "category_column": args.category_column, "id_column": args.id_column,
-              "response_column": args.response_column, "title": args.title,
-              "file_format": args.file_format, "manifests_dir": args.manifests_dir,
-              "data_dir": resolve_data_dir(args.data_dir), "replace": args.replace}
-    if args.label_column is not None:
-        if args.kind is not None or args.whole_file:
+    o = options_from(args, AddOptions, where="guarddiag data add")
+    common = {**o.common(), "data_dir": resolve_data_dir(args.data_dir)}
+    if o.label_column is not None:
+        if o.kind is not None or o.whole_file:
             raise GuarddiagError("--label-column splits the file by kind: drop --kind and "
                                  "--whole-file")
-        if not args.harmful_values:
+        if not o.harmful_values:
             raise GuarddiagError("--label-column needs --harmful-values V[,V…] (the values "
                                  "that mean harmful)")
         split = data.add_labelled_benchmark(
-            args.file, label_column=args.label_column,
-            harmful_values=args.harmful_values.split(","),
-            benign_values=args.benign_values.split(",") if args.benign_values else None,
-            **common)
+            args.file, label_column=o.label_column, harmful_values=list(o.harmful_values),
+            benign_values=list(o.benign_values) or None, **common)
         results = [("harmful", split.harmful), ("benign", split.benign)]
     else:
-        if args.harmful_values or args.benign_values:
+        if o.harmful_values or o.benign_values:
             raise GuarddiagError("--harmful-values and --benign-values go with --label-column")
-        if args.kind is None:
+        if o.kind is None:
             raise GuarddiagError("--kind harmful|benign is required (or --label-column C "
                                  "--harmful-values V to split a mixed file)")
-        results = [(args.kind, data.add_benchmark(args.file, kind=args.kind,
-                                                  whole_file=args.whole_file, **common))]
+        results = [(o.kind, data.add_benchmark(args.file, kind=o.kind,
+                                               whole_file=o.whole_file, **common))]
     verb = {"added": "added", "replaced": "replaced", "unchanged": "already added, unchanged:"}
     for kind, result in results:
         print(f"{verb[result.status]} {result.subset_id}: {result.rows:,} {kind} prompts from "

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from guarddiag.cli import add_parser
-from guarddiag.cores import usable_cores
+from guarddiag.cli.options import Flag, add_options, comma_ints, comma_names, options_from
 
 _DESCRIPTION = """\
 Run the whole study at CPU size, in order: data check (pulling data when there is none), pool
@@ -29,69 +29,33 @@ Example:
   guarddiag demo --work-dir work/demo --out reports/demo --floor-branches reference,E8"""
 
 
-def _names(text: str) -> tuple[str, ...]:
-    return tuple(n.strip() for n in text.split(",") if n.strip())
-
-
-def _seeds(text: str) -> tuple[int, ...]:
-    try:
-        return tuple(int(s) for s in _names(text))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}"
-                                         ) from None
-
-
-def _jobs(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        n = 0
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {text!r}")
-    return n
+_MODEL = "guarddiag.demo_defaults:DemoOptions"
 
 
 def register(sub, bench) -> None:
-    from guarddiag.demo_defaults import DEMO_SIZE, FLOOR_BRANCHES, FLOOR_SEEDS, MUTATIONS
-
     p = add_parser(sub, "demo", help="run the whole study at CPU size, end to end (resumable)",
                    description=_DESCRIPTION)
-    p.add_argument("--work-dir", type=Path, default=Path("work/demo"), metavar="DIR",
-                   help="pool, audit, runs and predictions of the demo")
-    p.add_argument("--out", type=Path, default=Path("reports/demo"), metavar="DIR",
-                   help="report folder")
-    p.add_argument("--size", default=DEMO_SIZE, metavar="SIZE",
-                   help="model size of the students (teachers one size up; default "
-                        "%(default)s, see `guarddiag train --list-sizes`)")
-    p.add_argument("--floor-branches", type=_names, default=",".join(FLOOR_BRANCHES),
-                   metavar="NAMES",
-                   help="recipes trained at the extra seeds to measure the seed floor "
-                        "(default: all)")
-    p.add_argument("--floor-seeds", type=_seeds, default=",".join(map(str, FLOOR_SEEDS)),
-                   metavar="SEEDS",
-                   help="extra seeds of the floor recipes (with 42 they form a triplet); "
-                        "an empty string skips the floor")
-    p.add_argument("--mutations", type=_names, default=",".join(MUTATIONS), metavar="NAMES",
-                   help="mutations of sorrybench (names or groups, see `guarddiag mutate "
-                        "--help`); an empty string skips them")
-    p.add_argument("--mirror", default=None, metavar="URL",
-                   help="served copy of a data directory, used when no data is present")
-    p.add_argument("--bootstrap", type=int, default=2000, metavar="B",
-                   help="prompt-bootstrap resamples per score in the report")
-    p.add_argument("--jobs", type=_jobs, default=usable_cores(), metavar="N",
-                   help="runs trained and scored at a time (default: usable cores, here "
-                        "%(default)s; 1 = one after another in this process)")
+    add_options(p, _MODEL, {
+        "work_dir": Flag(metavar="DIR", type=Path),
+        "out_dir": Flag(names=("--out",), metavar="DIR", type=Path),
+        "size": Flag(metavar="SIZE"),
+        "floor_branches": Flag(type=comma_names, metavar="NAMES"),
+        "floor_seeds": Flag(type=comma_ints, metavar="SEEDS"),
+        "mutations": Flag(type=comma_names, metavar="NAMES"),
+        "mirror": Flag(metavar="URL"),
+        "n_resamples": Flag(names=("--bootstrap",), type=int, metavar="B"),
+        "jobs": Flag(type=int, metavar="N"),
+    }, elsewhere={"data_dir": "--data-dir"},
+        api_only={"seed": "the study's first seed; the floor seeds are the flag to change"})
     p.set_defaults(handler=_run_demo)
 
 
 def _run_demo(args: argparse.Namespace) -> int:
-    from guarddiag.demo import DemoOptions, run_demo
+    from guarddiag.demo import run_demo
+    from guarddiag.demo_defaults import DemoOptions
 
-    result = run_demo(DemoOptions(
-        data_dir=args.data_dir, work_dir=args.work_dir, out_dir=args.out, size=args.size,
-        floor_branches=args.floor_branches, floor_seeds=args.floor_seeds,
-        mutations=args.mutations, mirror=args.mirror,
-        n_resamples=args.bootstrap, jobs=args.jobs))
+    result = run_demo(options_from(args, DemoOptions, where="guarddiag demo",
+                                   data_dir=args.data_dir))
     print(f"demo report: {result.out_dir / 'report.html'}")
     print("stage times: " + ", ".join(f"{k} {v:.0f} s" for k, v in result.stage_seconds.items()))
     for line in result.headline:

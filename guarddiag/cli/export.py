@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from guarddiag.cli import add_parser, add_work_paths, work_paths_from
+from guarddiag.cli import add_group, add_parser, add_work_paths, work_paths_from
 from guarddiag.paths import resolve_data_dir
 
 # Handlers import guarddiag.exports (datasets, pyarrow) when they run, so that building the
@@ -31,10 +31,9 @@ Example:
 
 
 def register(sub: argparse._SubParsersAction, bench: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("export", help="decontaminated subsets (JSONL, HF datasets) and "
-                                           "the disclosure card (model-card YAML)",
-                            description="Exports for other tools.")
-    export_sub = parser.add_subparsers(dest="export_command", metavar="WHAT", required=True)
+    export_sub = add_group(sub, "export", help="decontaminated subsets (JSONL, HF datasets) "
+                                               "and the disclosure card (model-card YAML)",
+                           description="Exports for other tools.", metavar="WHAT")
     deco = add_parser(export_sub, "decontaminated", help="decontaminated benchmark prompts",
                       description=_DECONTAMINATED)
     deco.add_argument("--benchmarks", default="all", metavar="IDS",

@@ -1,4 +1,4 @@
-"""Sub-commands: ``guards list``, ``guards score`` (outside guards) and ``label`` (committee).
+"""Sub-commands: ``guards list`` and ``guards score`` (outside guards).
 
 Examples::
 
@@ -10,35 +10,48 @@ Examples::
     guarddiag guards score --adapter qwen3guard --endpoint http://127.0.0.1:8000/v1#Qwen/Qwen3Guard-Gen-4B
     guarddiag guards score --adapter http --url http://127.0.0.1:9000/score --field p_unsafe
     guarddiag guards score --adapter hf-classifier --model ./my-guard --labels my-guard-labels.yaml
-    guarddiag label --policy policy_c.md --committee committee.yaml --pool work/pool/pool.parquet
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from guarddiag.cli import add_parser, add_work_paths, work_paths_from
+from guarddiag.cli import add_group, add_parser, add_work_paths, work_paths_from
+from guarddiag.cli.options import Flag, add_options, options_from
+
+if TYPE_CHECKING:
+    from guarddiag.guards.options import GuardScoreOptions
 
 logger = logging.getLogger(__name__)
 
+MODEL = "guarddiag.guards.options:GuardScoreOptions"
+
 
 def register(sub: argparse._SubParsersAction, bench: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser(
-        "guards", help="outside guards: list the adapters, score a guard on the benchmarks",
+    guards_sub = add_group(
+        sub, "guards", help="outside guards: list the adapters, score a guard on the benchmarks",
         description="Outside guards (Qwen3Guard, Granite Guardian, Llama Guard, any Hugging\n"
                     "Face classifier, a predictions file) scored on the same prompts as the\n"
-                    "branches, into the same predictions table.",
-        formatter_class=argparse.RawDescriptionHelpFormatter)
-    guards_sub = parser.add_subparsers(dest="guards_command", metavar="ACTION", required=True)
+                    "branches, into the same predictions table.")
     listing = add_parser(guards_sub, "list", help="the adapters and what each needs",
                          description="Print every guard adapter: what it needs (a model, an\n"
                                      "endpoint, a file), the public models it is written for,\n"
                                      "and its options.")
     listing.set_defaults(handler=_run_list)
     _add_score(guards_sub)
-    _add_label(sub)
+
+
+_GUARD_FLAGS = {
+    "input": Flag(choices=("prompt", "prompt+response")), "name": Flag(),
+    "definition": Flag(metavar="TEXT"), "version": Flag(names=("--guard-version",), metavar="V"),
+    "rescore": Flag(action="store_true"), "canary_tolerance": Flag(type=float, metavar="X"),
+    "allow_inverted": Flag(action="store_true"),
+    "training_data": Flag(metavar="TABLE"), "training_text_column": Flag(metavar="C")}
+"""The GuardScoreOptions flags that say which guard this is and how its answers are kept."""
+_WORK_FIELDS = {"runs_dir": "--runs-dir", "audit_dir": "--audit-dir",
+                "derived_dir": "--derived-dir", "pool": "--pool", "data_dir": "--data-dir"}
 
 
 def _add_score(guards_sub: argparse._SubParsersAction) -> None:
@@ -94,32 +107,27 @@ def _add_score(guards_sub: argparse._SubParsersAction) -> None:
                           "(model_id, threshold, policy …); http: a fixed field of the "
                           "request body (repeatable; values read as YAML)")
     _add_http(src)
-    src.add_argument("--input", default=None, choices=("prompt", "prompt+response"),
-                     help="callable, any-guardrail: what the guard reads (default prompt); "
-                          "prompt+response needs benchmarks with responses (WildGuardTest) "
-                          "and, for callable, a function fn(prompts, responses)")
     src.add_argument("--strict", action="store_true", default=None,
                      help="file: a row matching no prompt of the selected benchmarks is an "
                           "error (default: such rows are skipped and counted)")
     src.add_argument("--labels", default=None, metavar="YAML",
                      help="label → class mapping (hf-classifier; optional for file)")
-    src.add_argument("--name", default=None,
-                     help="guard name (run id guard/<name>); default from the model or file")
-    _add_identity_and_model_options(src)
+    add_options(score, MODEL, _GUARD_FLAGS, group=src)
+    _add_model_options(src)
     where = score.add_argument_group("what to score and where")
-    where.add_argument("--benchmarks", default="all,derived", metavar="IDS",
-                       help="benchmark ids or selectors (all, study, extra, user, derived, "
-                            "a,b,…); default all,derived: every benchmark and every mutated "
-                            "subset, like the demo's outside guard")
+    add_options(score, MODEL, {"benchmarks": Flag(metavar="IDS"),
+                               "mapping": Flag(choices=("loose", "strict"))}, group=where)
     add_work_paths(where, "runs", "audit", "derived", "pool", help={
         "runs": "runs folder; the guard is written to DIR/outside/",
         "audit": "contamination audit (for survives_decontam)",
         "pool": "labelled pool: where it exists, its val split is scored too, so the report "
                 "reads the guard at the branches' matched false-flag rate on the "
                 "policy-neutral rows and can place it on their B-to-A axis"})
-    where.add_argument("--mapping", default="loose", choices=("loose", "strict"),
-                       help="binary read-out of the printed summary (both are stored)")
-    _add_running(score.add_argument_group("running"))
+    running = score.add_argument_group("running")
+    add_options(score, MODEL, {"batch_size": Flag(type=int, metavar="N"),
+                               "retries": Flag(type=int, metavar="N")}, group=running,
+                elsewhere=_WORK_FIELDS)
+    _add_running(running)
     score.set_defaults(handler=_run_score)
 
 
@@ -139,29 +147,7 @@ def _add_http(src: argparse._ArgumentGroup) -> None:
                           "token is never on the command line (repeatable)")
 
 
-def _add_identity_and_model_options(src: argparse._ArgumentGroup) -> None:
-    src.add_argument("--definition", default=None, metavar="TEXT",
-                     help="what \"unsafe\" means for this guard, in one sentence (shown in the "
-                          "report beside its scores; default: what the adapter states)")
-    src.add_argument("--guard-version", default=None, metavar="V",
-                     help="the guard's version: its own run, guard/<name>@V, kept beside the "
-                          "other versions' (answers of one are never another's); give a new "
-                          "one when the model behind the guard changes")
-    src.add_argument("--rescore", action="store_true",
-                     help="ask every selected prompt again, reusing no saved answer and "
-                          "bypassing every cache (an endpoint's response cache too)")
-    src.add_argument("--canary-tolerance", type=float, default=None, metavar="X",
-                     help="how far a canary's class probabilities may move before the saved "
-                          "answers count as another model's (default 1e-4)")
-    src.add_argument("--allow-inverted", action="store_true",
-                     help="score a guard that rates the harmful sanity prompts lower than the "
-                          "benign ones (by default it stops: is it P(safe)?)")
-    src.add_argument("--training-data", default=None, metavar="TABLE",
-                     help="the guard's own training prompts (CSV/JSONL/parquet): audited "
-                          "against the benchmarks, so the report also shows the guard on its "
-                          "own decontaminated prompts (column survives_own_decontam)")
-    src.add_argument("--training-text-column", default="text", metavar="C",
-                     help="column of --training-data holding the prompt text")
+def _add_model_options(src: argparse._ArgumentGroup) -> None:
     src.add_argument("--risk-name", default=None,
                      help="granite-guardian: guardian_config risk_name (default harm)")
     src.add_argument("--risk-definition", default=None, metavar="TEXT",
@@ -176,49 +162,19 @@ def _add_identity_and_model_options(src: argparse._ArgumentGroup) -> None:
 
 
 def _add_running(run: argparse._ArgumentGroup) -> None:
-    run.add_argument("--batch-size", type=int, default=None,
-                     help="prompts per call: local models and functions (default 8); http: "
-                          "prompts per request (default 1)")
     run.add_argument("--max-new-tokens", type=int, default=None,
                      help="generation limit (default per adapter)")
     run.add_argument("--device", default="auto", metavar="DEVICE",
                      help="local models: auto (CUDA when present, else the CPU), cpu, cuda, "
                           "cuda:N or mps")
     run.add_argument("--dtype", default=None, help="float32 / bfloat16 (default by device)")
-    run.add_argument("--concurrency", type=int, default=8,
-                     help="endpoint and http requests in flight")
-    run.add_argument("--timeout", type=float, default=120.0, metavar="S",
-                     help="seconds per endpoint or http request")
-    run.add_argument("--retries", type=int, default=None,
-                     help="retries (exponential backoff) before a prompt fails: endpoint and "
-                          "http (default 4), callable (default 0: a raising function stops "
-                          "the run at once)")
+    run.add_argument("--concurrency", type=int, default=None,
+                     help="endpoint and http requests in flight (default: the adapter's)")
+    run.add_argument("--timeout", type=float, default=None, metavar="S",
+                     help="seconds per endpoint or http request (default: the adapter's)")
     run.add_argument("--cache-dir", default=None, metavar="DIR",
                      help="endpoint and http response cache, keyed by URL, guard identity and "
                           "request (default <runs-dir>/outside/.cache)")
-
-
-def _add_label(sub: argparse._SubParsersAction) -> None:
-    label = add_parser(
-        sub, "label", help="relabel prompts under a written policy with an LLM committee",
-        description="A three-round binary cascade (harmful? → boundary vs generic, or compound\n"
-                    "vs harmful), every question asked of every committee model several times;\n"
-                    "majority vote (an exact tie resolves to yes and is flagged), Fleiss kappa\n"
-                    "per round. Votes are appended to <out>/votes.jsonl as they arrive; a rerun\n"
-                    "asks only for missing votes. Writes <out>/labels.parquet (prompt_id,\n"
-                    "label_c, …), summary.json, meta.json.\n\n"
-                    "  guarddiag label --policy policy_c.md --committee committee.yaml \\\n"
-                    "      --pool work/pool/pool.parquet --out work/label")
-    label.add_argument("--policy", required=True, metavar="FILE",
-                       help="the written policy (UTF-8 text / markdown)")
-    label.add_argument("--committee", required=True, metavar="FILE",
-                       help="committee YAML: models (name, generator; optional per member: "
-                            "system, temperature, seed), samples, temperature, seed, "
-                            "max_new_tokens, stop, optional questions")
-    label.add_argument("--pool", required=True, metavar="FILE",
-                       help="table with prompt_id and text columns (e.g. work/pool/pool.parquet)")
-    label.add_argument("--out", default="work/label", metavar="DIR", help="output folder")
-    label.set_defaults(handler=_run_label)
 
 
 def _run_list(args: argparse.Namespace) -> int:
@@ -234,28 +190,24 @@ def _run_list(args: argparse.Namespace) -> int:
 
 
 def _run_score(args: argparse.Namespace) -> int:
+    from guarddiag.guards.options import GuardScoreOptions
     from guarddiag.guards.registry import ADAPTERS, get_adapter
     from guarddiag.guards.scoring import score_guard
     from guarddiag.paths import resolve_data_dir
     from guarddiag.protocol import protocol
 
     paths = work_paths_from(args)
+    options = options_from(args, GuardScoreOptions, where="guarddiag guards score",
+                           runs_dir=paths.runs, audit_dir=paths.audit,
+                           data_dir=resolve_data_dir(args.data_dir), derived_dir=paths.derived,
+                           pool=paths.pool if paths.pool.is_file() else None)
     kind = args.adapter
     if kind not in ADAPTERS:
         get_adapter(kind)  # raises the one-line "unknown guard adapter" error
     _reject_unused(args, kind)
-    adapter = get_adapter(kind, **_adapter_options(args, kind, paths))
+    adapter = get_adapter(kind, **_adapter_options(args, options, kind, paths))
     try:
-        result = score_guard(adapter, benchmarks=args.benchmarks, runs_dir=paths.runs,
-                             audit_dir=paths.audit, data_dir=resolve_data_dir(args.data_dir),
-                             derived_dir=paths.derived, mapping=args.mapping,
-                             version=args.guard_version, rescore=args.rescore,
-                             definition=args.definition, training_data=args.training_data,
-                             training_text_column=args.training_text_column,
-                             allow_inverted=args.allow_inverted,
-                             pool=paths.pool if paths.pool.is_file() else None,
-                             **({"canary_tolerance": args.canary_tolerance}
-                                if args.canary_tolerance is not None else {}))
+        result = score_guard(adapter, options)
     finally:
         adapter.close()
     logger.info(f"guard {result.name}: {result.n_prompts} prompts, {result.n_asked} asked, "
@@ -278,31 +230,32 @@ def _run_score(args: argparse.Namespace) -> int:
     return 0
 
 
-def _adapter_options(args: argparse.Namespace, kind: str, paths: Any) -> dict[str, Any]:
+def _adapter_options(args: argparse.Namespace, scoring: GuardScoreOptions, kind: str,
+                     paths: Any) -> dict[str, Any]:
     """The adapter's keyword options from the command line (None: the adapter's default)."""
     from guarddiag.errors import GuarddiagError
     from guarddiag.guards.base import parse_options
 
-    batch = args.batch_size or 8
-    options: dict[str, Any] = {"name": args.name}
+    batch = scoring.batch_size
+    options: dict[str, Any] = {"name": scoring.name}
     if kind == "file":
         options.update(file=args.file, labels=args.labels, strict=args.strict)
     elif kind == "callable":
-        options.update(target=args.target, batch_size=batch, input=args.input,
-                       retries=args.retries)
+        options.update(target=args.target, batch_size=batch, input=scoring.input,
+                       retries=scoring.retries)
     elif kind == "http":
         options.update(url=args.url, field=args.field, text_key=args.text_key,
-                       batch_size=args.batch_size, body=parse_options(args.option),
+                       batch_size=batch, body=parse_options(args.option),
                        headers=_headers(args.header), concurrency=args.concurrency,
-                       timeout_s=args.timeout, retries=args.retries,
+                       timeout_s=args.timeout, retries=scoring.retries,
                        cache_dir=args.cache_dir or str(paths.outside / ".cache"),
-                       definition=args.definition)
+                       definition=scoring.definition)
     elif kind == "any-guardrail":
         if not args.target:
             raise GuarddiagError("--adapter any-guardrail needs --target <guardrail name> "
                                  "(e.g. harm_guard)")
         options.update(target=args.target, options=parse_options(args.option),
-                       batch_size=batch, input=args.input)
+                       batch_size=batch, input=scoring.input)
     elif kind == "hf-classifier":
         from guarddiag.model.device import pick_device
 
@@ -313,7 +266,7 @@ def _adapter_options(args: argparse.Namespace, kind: str, paths: Any) -> dict[st
         options.update(model=args.model, endpoint=args.endpoint, batch_size=batch,
                        max_new_tokens=args.max_new_tokens, device=_local_device(args),
                        dtype=args.dtype, concurrency=args.concurrency, timeout_s=args.timeout,
-                       retries=args.retries, cache_dir=cache)
+                       retries=scoring.retries, cache_dir=cache)
         if kind == "granite-guardian":
             options.update(risk_name=args.risk_name, risk_definition=args.risk_definition)
         if kind == "chat-guard":
@@ -363,37 +316,7 @@ def _reject_unused(args: argparse.Namespace, kind: str) -> None:
     from guarddiag.errors import GuarddiagError
 
     for flag, kinds in _ONLY_FOR.items():
-        value = getattr(args, flag.lstrip("-").replace("-", "_"))
+        value = getattr(args, flag.lstrip("-").replace("-", "_"), None)
         if value is not None and kind not in kinds:
             raise GuarddiagError(f"{flag} does not apply to the {kind} adapter "
                                  f"(it is for {', '.join(kinds)})")
-
-
-def _run_label(args: argparse.Namespace) -> int:
-    from guarddiag.guards.committee import describe_committee, label_pool
-    from guarddiag.guards.committee_spec import load_committee
-    from guarddiag.guards.parsing import OUTCOMES
-
-    committee = load_committee(args.committee)
-    result = label_pool(policy=args.policy, committee=committee, pool=args.pool,
-                        out_dir=args.out)
-    print(f"labels: {result.out_dir / 'labels.parquet'}  ({result.n_asked} votes asked, "
-          f"{result.n_reused} reused, {result.n_unanswered} unanswered)")
-    print(f"committee: {describe_committee(committee)}")
-    print(f"{'round':<9} {'prompts':>7} {'votes':>6} {'ties':>5} {'kappa_n':>7}  "
-          f"{'fleiss_kappa [95% interval]':<29} votes not read (never guessed)")
-    for r in result.rounds:
-        kappa = "-" if r.fleiss_kappa is None else f"{r.fleiss_kappa:.3f}"
-        if r.kappa_low is not None and r.kappa_high is not None:
-            kappa += f" [{r.kappa_low:.3f}, {r.kappa_high:.3f}]"
-        unread = ", ".join(f"{o} {r.outcomes[o]}" for o in OUTCOMES
-                           if o != "parsed" and r.outcomes.get(o))
-        print(f"{r.round:<9} {r.n_prompts:>7} {r.n_votes:>6} {r.n_ties:>5} "
-              f"{r.n_kappa_prompts:>7}  {kappa:<29} {r.n_invalid}"
-              + (f" ({unread})" if unread else ""))
-    counts = result.labels.group_by("label_c").len().sort("label_c")
-    print("classes: " + ", ".join(f"{k or 'undecided'} {v}" for k, v in
-                                  zip(counts["label_c"].to_list(), counts["len"].to_list(),
-                                      strict=True)))
-    print(f"generation: {result.timing.line()}")
-    return 0 if result.n_unanswered == 0 else 1

@@ -5,9 +5,10 @@ from __future__ import annotations
 import argparse
 import logging
 
-from guarddiag.cli import add_parser
+from guarddiag.cli import add_group, add_parser
+from guarddiag.cli.options import Flag, add_options, options_from
 from guarddiag.labels import CLASSES
-from guarddiag.paths import resolve_data_dir, work_paths
+from guarddiag.paths import resolve_data_dir
 
 logger = logging.getLogger(__name__)
 
@@ -32,17 +33,13 @@ example:
 
 
 def register(sub: argparse._SubParsersAction, bench: argparse._SubParsersAction) -> None:
-    pool = sub.add_parser("pool", help="build the dual-policy training pool",
-                          description="Training-pool commands.")
-    pool_sub = pool.add_subparsers(dest="pool_command", metavar="ACTION", required=True)
+    pool_sub = add_group(sub, "pool", help="build the dual-policy training pool",
+                         description="Training-pool commands.")
     build = add_parser(pool_sub, "build", help="label public prompts under policies A and B",
                        description=_DESCRIPTION)
-    build.add_argument("--recipe", metavar="FILE", default=None,
-                       help="pool recipe YAML (default: data_manifests/pools/default.yaml)")
-    build.add_argument("--out", metavar="DIR", default=None,
-                       help="output folder (default: work/pool)")
-    build.add_argument("--seed", type=int, default=None,
-                       help="override the recipe's seed (sampling, synthetic rows, splits)")
+    add_options(build, "guarddiag.pool.options:PoolOptions", {
+        "recipe": Flag(metavar="FILE"), "out_dir": Flag(names=("--out",), metavar="DIR"),
+        "seed": Flag(type=int)}, elsewhere={"data_dir": "--data-dir"})
     build.set_defaults(handler=_run_build)
 
 
@@ -52,10 +49,12 @@ def _pct(x: float | None) -> str:
 
 def _run_build(args: argparse.Namespace) -> int:
     from guarddiag.pool import build_pool
+    from guarddiag.pool.options import PoolOptions
 
-    data_dir = resolve_data_dir(getattr(args, "data_dir", None))
-    out = args.out if args.out is not None else work_paths().pool.parent
-    result = build_pool(recipe=args.recipe, data_dir=data_dir, out_dir=out, seed=args.seed)
+    o = options_from(args, PoolOptions, where="guarddiag pool build",
+                     data_dir=getattr(args, "data_dir", None))
+    result = build_pool(recipe=o.recipe, data_dir=resolve_data_dir(o.data_dir),
+                        out_dir=o.out_dir, seed=o.seed)
     logger.info(f"pool: wrote {result.pool_path}, {result.agreement_path.name}, "
                 f"{result.meta_path.name}")
 

@@ -9,15 +9,14 @@ from __future__ import annotations
 
 import argparse
 
-from guarddiag.cli import add_parser, add_work_paths, work_paths_from
+from guarddiag.cli import add_group, add_parser, add_work_paths, work_paths_from
 
 
 def register(sub: argparse._SubParsersAction, bench: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser(
-        "runs", help="the runs folder: prune a benchmark's rows",
+    runs_sub = add_group(
+        sub, "runs", help="the runs folder: prune a benchmark's rows",
         description="Maintenance of the runs folder (predictions.parquet, outside/, each "
                     "run's score cache).")
-    runs_sub = parser.add_subparsers(dest="runs_command", metavar="ACTION", required=True)
     prune = add_parser(
         runs_sub, "prune", help="remove every row of the named benchmarks",
         description="Remove the named benchmarks' rows from predictions.parquet, every\n"

@@ -9,8 +9,9 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from guarddiag.cli import add_parser, add_work_paths, work_paths_from
+from guarddiag.cli import add_parser, add_work_paths, print_table, work_paths_from
 from guarddiag.cli.bench import add_device
+from guarddiag.cli.options import Flag, add_options, options_from
 from guarddiag.errors import GuarddiagError
 
 logger = logging.getLogger(__name__)
@@ -76,44 +77,35 @@ Example:
   guarddiag jaccard --pool work/pool/pool.parquet --benchmarks study,sorrybench"""
 
 
+TABLES_MODEL = "guarddiag.sorry.options:TablesOptions"
+_TABLES_FLAGS = {"benchmarks": Flag(metavar="IDS"),
+                 "out_dir": Flag(names=("--out",), type=Path, metavar="DIR"),
+                 "figure": Flag(names=("--no-figure",), action="store_false",
+                                help="skip the PNG/PDF figure")}
+
+
 def register(sub: argparse._SubParsersAction, bench: argparse._SubParsersAction) -> None:
     p = add_parser(sub, "balance", help="pillar/domain balance of each benchmark",
                    description=_BALANCE)
-    p.add_argument("--benchmarks", default="all", metavar="IDS",
-                   help="'all', 'study', 'extra', 'derived' or comma-separated subset ids")
+    add_options(p, TABLES_MODEL, _TABLES_FLAGS)
     add_work_paths(p, "derived")
-    p.add_argument("--out", type=Path, default=None, metavar="DIR",
-                   help="output folder (default <work-dir>/sorry/balance)")
-    p.add_argument("--no-figure", action="store_true", help="skip the PNG/PDF figure")
     p.set_defaults(handler=_run_balance)
 
     m = add_parser(sub, "mutate", help="write SORRY-Bench mutations of a benchmark as subsets",
                    description=_MUTATE)
     m.add_argument("--benchmark", required=True, metavar="ID", help="base subset id to mutate")
-    m.add_argument("--mutations", required=True, metavar="NAMES",
-                   help="comma-separated mutation names or groups (see above)")
-    m.add_argument("--seed", type=int, default=0,
-                   help="seed of the misspellings and of generator sampling")
     m.add_argument("--generator", default=None, metavar="SPEC",
                    help="hf:<model folder or id> or endpoint:<base url>#<model name>; needed "
                         "by generative mutations")
-    m.add_argument("--bare", action="store_true",
-                   help="encodings: write the encoded payload without the decoding instruction")
-    m.add_argument("--misspell-rate", type=float, default=0.3, metavar="R",
-                   help="share of words (>= 4 letters) misspelt")
-    m.add_argument("--temperature", type=float, default=0.0,
-                   help="generator sampling temperature (0 = greedy)")
-    m.add_argument("--max-new-tokens", type=int, default=1024, help="generator output limit")
-    m.add_argument("--batch-size", type=int, default=16,
-                   help="prompts per generator call (and per resume checkpoint)")
-    m.add_argument("--suffix", default=None,
-                   help="appended to the subset ids: <benchmark>__<mutation>_<suffix>")
-    m.add_argument("--stop", action="append", default=None, metavar="TEXT",
-                   help="generator: a string that ends a rewrite (repeatable; \\n for a "
-                        "newline)")
-    m.add_argument("--sample", type=int, default=None, metavar="N",
-                   help="mutate a seeded sample (--seed) of N base prompts only: a trial run "
-                        "(its notes say so)")
+    add_options(m, "guarddiag.sorry.options:MutateOptions", {
+        "mutations": Flag(required=True, metavar="NAMES"), "seed": Flag(type=int),
+        "bare": Flag(action="store_true"), "misspell_rate": Flag(type=float, metavar="R"),
+        "temperature": Flag(type=float), "max_new_tokens": Flag(type=int),
+        "batch_size": Flag(type=int), "suffix": Flag(),
+        "stop": Flag(action="append", metavar="TEXT", convert=_newlines,
+                     help="generator: a string that ends a rewrite (repeatable; \\n for a "
+                          "newline)"),
+        "sample": Flag(type=int, metavar="N")})
     add_work_paths(m, "derived", help={"derived": "where derived subsets are written"})
     m.set_defaults(handler=_run_mutate)
 
@@ -141,11 +133,7 @@ def register(sub: argparse._SubParsersAction, bench: argparse._SubParsersAction)
     add_work_paths(c, "pool", "derived", help={
         "pool": "pool table with prompt_id, text; when not given and absent, the pool column "
                 "is skipped with a note"})
-    c.add_argument("--benchmarks", default="all", metavar="IDS",
-                   help="'all', 'study', 'extra', 'derived' or comma-separated subset ids")
-    c.add_argument("--out", type=Path, default=None, metavar="DIR",
-                   help="output folder (default <work-dir>/sorry/jaccard)")
-    c.add_argument("--no-figure", action="store_true", help="skip the PNG/PDF figure")
+    add_options(c, TABLES_MODEL, _TABLES_FLAGS)
     c.set_defaults(handler=_run_jaccard)
 
     b = add_parser(bench, "jaccard", help="speed of the exact max-Jaccard search",
@@ -156,6 +144,11 @@ def register(sub: argparse._SubParsersAction, bench: argparse._SubParsersAction)
     b.add_argument("--pool", default=None, metavar="FILE", help="pool table (prompt_id, text)")
     b.add_argument("--benchmarks", default="all", metavar="IDS", help="subset ids")
     b.set_defaults(handler=_run_bench_jaccard)
+
+
+def _newlines(items: Sequence[str]) -> tuple[str, ...]:
+    """``--stop`` values with ``\\n`` read as a newline."""
+    return tuple(t.replace("\\n", "\n") for t in items)
 
 
 # ── handlers ──────────────────────────────────────────────────────────────────────────────────
@@ -170,21 +163,17 @@ def _fmt(value: object, digits: int = 2) -> str:
 
 
 def _print_rows(header: Sequence[str], rows: Sequence[Sequence[object]]) -> None:
-    cells = [[_fmt(v) for v in r] for r in rows]
-    widths = [max(len(h), *(len(r[i]) for r in cells)) if cells else len(h)
-              for i, h in enumerate(header)]
-    print("  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)).rstrip())
-    for r in cells:
-        print("  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip())
+    print_table(tuple(header), [tuple(_fmt(v) for v in r) for r in rows])
 
 
 def _run_balance(args: argparse.Namespace) -> int:
+    from guarddiag.sorry.options import TablesOptions
     from guarddiag.sorry.outputs import run_balance
 
     paths = work_paths_from(args)
-    run = run_balance(ids=args.benchmarks, data_dir=args.data_dir,
-                      derived_dir=paths.derived, out_dir=args.out or paths.sorry / "balance",
-                      figure=not args.no_figure)
+    o = options_from(args, TablesOptions, where="guarddiag balance")
+    run = run_balance(ids=o.benchmarks, data_dir=args.data_dir, derived_dir=paths.derived,
+                      out_dir=o.out_dir or paths.sorry / "balance", figure=o.figure)
     rows = []
     for b in run.result.benchmarks:
         if not b.assessable:
@@ -216,9 +205,11 @@ def _run_balance(args: argparse.Namespace) -> int:
 
 def _run_mutate(args: argparse.Namespace) -> int:
     from guarddiag.sorry.mutate import mutate_benchmark, resolve_mutations
+    from guarddiag.sorry.options import MutateOptions
     from guarddiag.sorry.rewrite import REWRITE_OUTCOMES
 
-    chosen = resolve_mutations(args.mutations)  # unknown names fail before a model loads
+    options = options_from(args, MutateOptions, where="guarddiag mutate")
+    chosen = resolve_mutations(options.mutations)  # unknown names fail before a model loads
     generator = None
     if args.generator is not None:
         if all(m.deterministic for m in chosen):
@@ -226,16 +217,10 @@ def _run_mutate(args: argparse.Namespace) -> int:
         else:
             from guarddiag.guards.backends import make_generator
 
-            generator = make_generator(args.generator, batch_size=args.batch_size)
+            generator = make_generator(args.generator, batch_size=options.batch_size)
     try:
-        result = mutate_benchmark(args.benchmark, mutations=[m.id for m in chosen],
-                                  seed=args.seed, generator=generator, bare=args.bare,
-                                  misspell_rate=args.misspell_rate,
-                                  max_new_tokens=args.max_new_tokens,
-                                  temperature=args.temperature, batch_size=args.batch_size,
-                                  suffix=args.suffix, data_dir=args.data_dir,
-                                  stop=[t.replace("\\n", "\n") for t in args.stop or ()],
-                                  sample=args.sample, derived_dir=work_paths_from(args).derived)
+        result = mutate_benchmark(args.benchmark, options, generator=generator,
+                                  data_dir=args.data_dir, derived_dir=work_paths_from(args).derived)
     finally:
         if generator is not None:
             generator.close()
@@ -288,13 +273,15 @@ def _run_judge_eval(args: argparse.Namespace) -> int:
 
 
 def _run_jaccard(args: argparse.Namespace) -> int:
+    from guarddiag.sorry.options import TablesOptions
     from guarddiag.sorry.outputs import run_jaccard
 
     paths = work_paths_from(args)
-    run = run_jaccard(ids=args.benchmarks, pool=paths.pool,
+    o = options_from(args, TablesOptions, where="guarddiag jaccard")
+    run = run_jaccard(ids=o.benchmarks, pool=paths.pool,
                       pool_required=args.pool_path is not None, data_dir=args.data_dir,
-                      derived_dir=paths.derived, out_dir=args.out or paths.sorry / "jaccard",
-                      figure=not args.no_figure)
+                      derived_dir=paths.derived, out_dir=o.out_dir or paths.sorry / "jaccard",
+                      figure=o.figure)
     if run.pool_path is None:
         logger.info(f"note: no pool ({paths.pool} absent): the pool columns are empty; "
                     "pass --pool FILE")

@@ -67,6 +67,7 @@ from guarddiag.guards.committee_spec import (
     load_committee,
     load_policy,
 )
+from guarddiag.guards.options import LABEL_DIR
 from guarddiag.guards.parsing import OUTCOMES, answer_outcome
 from guarddiag.progress import progress
 from guarddiag.stats import fleiss_kappa as fleiss_kappa  # re-exported
@@ -202,7 +203,7 @@ class _VoteLog:
 
 
 def label_pool(*, policy: str | Path, committee: str | Path | Committee,
-               pool: str | Path | pl.DataFrame, out_dir: str | Path = "work/label",
+               pool: str | Path | pl.DataFrame, out_dir: str | Path = LABEL_DIR,
                generators: Mapping[str, TextGenerator] | None = None) -> LabelResult:
     """Relabel the pool's prompts under ``policy`` with the committee (see the module doc).
 

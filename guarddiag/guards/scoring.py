@@ -50,7 +50,6 @@ from guarddiag.guards.base import (
     text_digest,
 )
 from guarddiag.guards.canary import (
-    CANARY_TOLERANCE,
     Canary,
     CanaryCheck,
     canaries_from,
@@ -60,6 +59,7 @@ from guarddiag.guards.canary import (
     write_canaries,
 )
 from guarddiag.guards.inputs import ScoringInputs, decontaminated, select_inputs
+from guarddiag.guards.options import GuardScoreOptions
 from guarddiag.guards.own_decontam import own_audit, read_training, with_own_flags
 from guarddiag.guards.rawlog import Answers, open_log, record
 from guarddiag.guards.responses import RESPONSE
@@ -441,18 +441,14 @@ def _meta(adapter: GuardAdapter, name: str, *, version: str | None, definition: 
     }
 
 
-def score_guard(adapter: GuardAdapter, *, benchmarks: str | Sequence[str] = "all,derived",
-                runs_dir: str | Path = "work/runs", audit_dir: str | Path | None = "work/audit",
-                data_dir: str | Path | None = None, derived_dir: str | Path | None = None,
-                frames: dict[str, pl.DataFrame] | None = None, name: str | None = None,
-                mapping: str = "loose", chunk_size: int | None = None,
-                benchmark_sha256: dict[str, str] | None = None, version: str | None = None,
-                rescore: bool = False, definition: str | None = None,
-                training_data: str | Path | None = None, training_text_column: str = "text",
-                allow_inverted: bool = False, canary_tolerance: float = CANARY_TOLERANCE,
-                pool: str | Path | None = None) -> GuardScoreResult:
+def score_guard(adapter: GuardAdapter, options: GuardScoreOptions | None = None, *,
+                frames: dict[str, pl.DataFrame] | None = None, chunk_size: int | None = None,
+                benchmark_sha256: dict[str, str] | None = None,
+                **fields: Any) -> GuardScoreResult:
     """Score ``adapter`` on the benchmarks and write its predictions table (see module doc).
 
+    ``options`` (:class:`~guarddiag.guards.options.GuardScoreOptions`, the object ``guarddiag
+    guards score`` builds), with any field replaced by ``fields``, says what is scored and how.
     ``benchmarks`` defaults to every benchmark and every derived (mutated) subset, as the
     demo's outside guard is scored. A prompt is called unsafe at P(unsafe) ≥
     the protocol's cut-off (0.5). ``frames`` injects benchmark frames (``benchmark``,
@@ -478,24 +474,26 @@ def score_guard(adapter: GuardAdapter, *, benchmarks: str | Sequence[str] = "all
     scores the pool's val split too (``pool_val``), so the report's calls can read the guard
     at the branches' matched false-flag rate and place it on their axis.
     """
-    read_out = get_mapping(mapping)
-    run = run_name(check_guard_name(name or adapter.name), version)
-    inputs = select_inputs(adapter, run, benchmarks=benchmarks, data_dir=data_dir,
-                            derived_dir=derived_dir, frames=frames,
-                            benchmark_sha256=benchmark_sha256, pool=pool)
-    folder = RunsFolder(Path(runs_dir))
+    o = GuardScoreOptions.of(options, **fields)
+    version, rescore, tolerance = o.version, o.rescore, o.canary_tolerance
+    read_out = get_mapping(o.mapping)
+    run = run_name(check_guard_name(o.name or adapter.name), version)
+    inputs = select_inputs(adapter, run, benchmarks=o.benchmarks, data_dir=o.data_dir,
+                            derived_dir=o.derived_dir, frames=frames,
+                            benchmark_sha256=benchmark_sha256, pool=o.pool)
+    folder = RunsFolder(Path(o.runs_dir))
     folder.outside.mkdir(parents=True, exist_ok=True)
     where = folder.outside_guard(run)
     fp = fingerprint(adapter, version=version)
-    training = read_training(training_data, text_column=training_text_column)
+    training = read_training(o.training_data, text_column=o.training_text_column)
     adapter.use_cache(scope=fp, read=not rescore)
     ordered = {b: inputs.frames[b].with_columns(pl.col("prompt_id").cast(pl.String))
                for b in sorted(inputs.frames)}
-    reuse = _reuse(adapter, run, where, fp, ordered, rescore=rescore, tolerance=canary_tolerance)
+    reuse = _reuse(adapter, run, where, fp, ordered, rescore=rescore, tolerance=tolerance)
     if reuse.n_reused:
         logger.info(f"{run}: reusing {reuse.n_reused} answer(s) from {where.raw} (identity "
                     f"{fp}; rescore=True / --rescore asks again)")
-    sanity = (check_direction(adapter, name=run, allow_inverted=allow_inverted)
+    sanity = (check_direction(adapter, name=run, allow_inverted=o.allow_inverted)
               if reuse.pending else None)
     chunk = max(1, int(chunk_size or adapter.chunk_size))
     n_asked, cached = _ask(adapter, run, reuse.pending, fp=fp, raw_path=where.raw,
@@ -503,14 +501,14 @@ def score_guard(adapter: GuardAdapter, *, benchmarks: str | Sequence[str] = "all
                            pairs=adapter.input == PROMPT_RESPONSE)
     if cached:
         cached = _verify_cached(adapter, run, where, fp, ordered, reuse, cached,
-                                tolerance=canary_tolerance, chunk_size=chunk)
+                                tolerance=tolerance, chunk_size=chunk)
     return _finish(adapter, run, where, fp, inputs, ordered, reuse, read_out.name,
                    counts=(n_asked - len(cached), reuse.n_reused + len(cached)),
-                   checks={"canaries": _canary_doc(reuse.check, canary_tolerance),
+                   checks={"canaries": _canary_doc(reuse.check, tolerance),
                            "sanity": sanity.to_dict() if sanity is not None else None},
-                   version=version, definition=definition, audit_dir=audit_dir,
-                   derived_dir=derived_dir, data_dir=data_dir, training=training,
-                   tolerance=canary_tolerance)
+                   version=version, definition=o.definition, audit_dir=o.audit_dir,
+                   derived_dir=o.derived_dir, data_dir=o.data_dir, training=training,
+                   tolerance=tolerance)
 
 
 def _finish(adapter: GuardAdapter, run: str, where: OutsideGuardFiles, fp: str,

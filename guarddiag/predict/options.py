@@ -1,4 +1,5 @@
-"""The options of ``guarddiag predict``, declared once: :class:`PredictOptions`.
+"""The options of ``guarddiag predict`` and ``sweep``, declared once: :class:`PredictOptions`,
+:class:`SweepOptions`.
 
 The CLI (``guarddiag predict``, and ``sweep``'s scoring step), the demo and
 :func:`~guarddiag.predict.runner.predict_runs` take this one object, so their defaults cannot
@@ -8,11 +9,13 @@ drift; the defaults are pinned in ``tests/test_options_defaults.py``.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any, Literal
 
 from pydantic import Field
 
 from guarddiag import paths
-from guarddiag.typed import Model
+from guarddiag.cores import usable_cores
+from guarddiag.typed import Model, validate
 
 BATCH_SIZE = 64
 """Prompts per scoring batch, unless a caller says otherwise (the demo's parallel scoring uses
@@ -48,3 +51,22 @@ class PredictOptions(Model):
     device: str = "auto"
     """auto (CUDA when present), cpu, cuda, cuda:N or mps; on CUDA the guards score under bf16
     autocast."""
+
+
+class SweepOptions(Model):
+    """How ``guarddiag sweep`` (:func:`~guarddiag.predict.sweep.sweep`) runs the plan's tasks."""
+
+    engine: Literal["local", "ray"] = "local"
+    """local: a process pool of ``jobs`` workers; ray: Ray tasks on a cluster."""
+    jobs: int = Field(default_factory=usable_cores, ge=1)
+    """Local engine: runs at a time (default: the usable cores)."""
+    address: str | None = None
+    """Ray cluster address (auto: the running cluster; None: start one)."""
+    predict: bool = True
+    """Score every run after training and write the predictions table."""
+
+    @classmethod
+    def of(cls, options: SweepOptions | None = None, /, **fields: Any) -> SweepOptions:
+        """``options`` (default: every default) with ``fields`` replaced, checked."""
+        base = {} if options is None else options.model_dump(exclude_unset=True)
+        return validate(cls, base | fields, where="sweep options")

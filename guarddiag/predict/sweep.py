@@ -30,15 +30,14 @@ from typing import Any
 
 from guarddiag.errors import GuarddiagError
 from guarddiag.model.device import pick_device
-from guarddiag.model.threads import torch_threads
+from guarddiag.model.threads import auto_threads, torch_threads
+from guarddiag.predict.options import PredictOptions, SweepOptions
 from guarddiag.predict.runner import fill_score_cache, scoring_inputs
 from guarddiag.train.branches import PlannedRun, load_branches, plan_runs
-from guarddiag.train.options import TrainOptions
+from guarddiag.train.options import PlanOptions, TrainOptions
 from guarddiag.train.runner import RunSummary, train_one
 
 logger = logging.getLogger(__name__)
-
-ENGINES = ("local", "ray")
 
 
 def merge_plans(*plans: Sequence[PlannedRun]) -> list[PlannedRun]:
@@ -70,27 +69,15 @@ def train_task(task: SweepTask) -> RunSummary:
                      runs_dir=task.runs_dir, pool_path=task.pool_path, options=options)
 
 
-@dataclass(frozen=True)
-class ScoreTask:
-    run_dir: str
-    pool_path: str
-    benchmarks: str | tuple[str, ...]
-    data_dir: str | None
-    derived_dir: str | None
-    batch_size: int
-    device: str
-    threads: int | None
-
-
-def score_task(task: ScoreTask) -> int:
-    """Fill one run's score cache in a worker; returns the prompts scored."""
-    inputs, _, _ = scoring_inputs(
-        pool_path=Path(task.pool_path), benchmarks=task.benchmarks,
-        data_dir=Path(task.data_dir) if task.data_dir else None,
-        derived_dir=Path(task.derived_dir) if task.derived_dir else None)
-    with torch_threads(task.threads):
-        _, n = fill_score_cache(Path(task.run_dir), inputs, batch_size=task.batch_size,
-                                device=pick_device(task.device), desc=task.run_dir)
+def score_task(job: tuple[str, PredictOptions]) -> int:
+    """Fill the score cache of one run (``job``: its folder and the scoring options) in a
+    worker; returns the prompts scored."""
+    run_dir, options = job
+    inputs, _, _ = scoring_inputs(pool_path=options.pool_path, benchmarks=options.benchmarks,
+                                  data_dir=options.data_dir, derived_dir=options.derived_dir)
+    with torch_threads(options.threads):
+        _, n = fill_score_cache(Path(run_dir), inputs, batch_size=options.batch_size,
+                                device=pick_device(options.device), desc=run_dir)
     return n
 
 
@@ -205,38 +192,41 @@ class SweepResult:
     jobs: int
 
 
-def open_engine(engine: str, *, jobs: int, address: str | None) -> LocalEngine | RayEngine:
-    """The engine a sweep or a scoring fan-out runs on, its options checked in one place."""
-    if engine not in ENGINES:
-        raise GuarddiagError(f"--engine {engine!r}: expected one of {', '.join(ENGINES)}")
-    if jobs < 1:
-        raise GuarddiagError(f"--jobs: expected at least 1, got {jobs}")
-    return LocalEngine(jobs) if engine == "local" else RayEngine(address=address)
+def open_engine(how: SweepOptions) -> LocalEngine | RayEngine:
+    """The engine a sweep or a scoring fan-out runs on (its options checked by the model)."""
+    return LocalEngine(how.jobs) if how.engine == "local" else RayEngine(address=how.address)
 
 
-def sweep(*, names: str | Sequence[str] = "all", sizes: Sequence[str] = ("micro",),
-          seeds: Sequence[int] = (42,), plan: Sequence[PlannedRun] | None = None,
+def sweep(*, names: str | Sequence[str] | None = None, sizes: Sequence[str] | None = None,
+          seeds: Sequence[int] | None = None, plan: Sequence[PlannedRun] | None = None,
           runs_dir: str | Path, pool_path: str | Path,
           branches_dir: str | Path | None = None, options: TrainOptions | None = None,
-          engine: str = "local", jobs: int = 2, address: str | None = None,
-          score: ScoreTask | None = None) -> SweepResult:
-    """Train the plan with up to ``jobs`` runs at a time, dependencies first; then, with
-    ``score`` (its ``run_dir`` is ignored), fill every run's score cache in parallel.
+          how: SweepOptions | None = None, score: PredictOptions | None = None,
+          **fields: Any) -> SweepResult:
+    """Train the plan, dependencies first, on the engine ``how`` names
+    (:class:`~guarddiag.predict.options.SweepOptions`, any field replaced by ``fields``:
+    ``engine="ray"``, ``jobs=2``); then, with ``score`` (the scoring options; their
+    ``runs_dir`` and ``out_path`` are not read), fill every run's score cache in parallel.
 
-    The plan is ``names`` × ``sizes`` × ``seeds``, or ``plan`` as given (e.g. from
-    :func:`merge_plans`)."""
+    The plan is ``names`` × ``sizes`` × ``seeds`` (each None: :class:`PlanOptions`' default),
+    or ``plan`` as given (e.g. from :func:`merge_plans`)."""
     options = options or TrainOptions()
+    how = SweepOptions.of(how, **fields)
     gpu = pick_device(options.device).type == "cuda"
     if plan is None:
-        plan = plan_runs(load_branches(branches_dir), names=names, sizes=sizes, seeds=seeds)
+        chosen = PlanOptions.of(branches=names, sizes=sizes, seeds=seeds)
+        plan = plan_runs(load_branches(branches_dir), names=chosen.branches,
+                         sizes=chosen.sizes, seeds=chosen.seeds)
+    if score is not None and score.threads is None:
+        score = score.model_copy(update={"threads": auto_threads(r.size for r in plan)})
     bdir = str(branches_dir) if branches_dir is not None else None
-    eng = open_engine(engine, jobs=jobs, address=address)
-    logger.info(f"sweep: {len(plan)} run(s) on the {engine} engine"
-                + (f", {jobs} at a time" if engine == "local" else ""))
+    eng = open_engine(how)
+    logger.info(f"sweep: {len(plan)} run(s) on the {how.engine} engine"
+                + (f", {how.jobs} at a time" if how.engine == "local" else ""))
     try:
         t0 = time.monotonic()
         summaries = _train_plan(eng, plan, SweepTask("", str(runs_dir), str(pool_path), bdir,
-                                                     options), gpu=gpu, jobs=jobs)
+                                                     options), gpu=gpu, jobs=how.jobs)
         t1 = time.monotonic()
         n_scored = 0 if score is None else _score_plan(
             eng, [Path(runs_dir) / run.run_id for run in plan], score, gpu=gpu)
@@ -244,25 +234,26 @@ def sweep(*, names: str | Sequence[str] = "all", sizes: Sequence[str] = ("micro"
     finally:
         eng.close()
     return SweepResult(tuple(summaries[r.run_id] for r in plan), n_scored,
-                       round(t1 - t0, 2), round(t2 - t1, 2), engine, jobs)
+                       round(t1 - t0, 2), round(t2 - t1, 2), how.engine, how.jobs)
 
 
-def score_runs(*, run_dirs: Sequence[str | Path], score: ScoreTask, engine: str = "local",
-               jobs: int = 2, address: str | None = None) -> int:
-    """Fill the score caches of finished runs in parallel (``predict_runs`` then only reads
-    them); returns the prompts scored."""
+def score_runs(*, run_dirs: Sequence[str | Path], score: PredictOptions,
+               how: SweepOptions | None = None, **fields: Any) -> int:
+    """Fill the score caches of finished runs in parallel on the engine ``how`` names (any
+    field replaced by ``fields``); ``predict_runs`` then only reads them. Returns the prompts
+    scored."""
     gpu = pick_device(score.device).type == "cuda"
-    eng = open_engine(engine, jobs=jobs, address=address)
+    eng = open_engine(SweepOptions.of(how, **fields))
     try:
         return _score_plan(eng, [Path(d) for d in run_dirs], score, gpu=gpu)
     finally:
         eng.close()
 
 
-def _score_plan(eng: LocalEngine | RayEngine, run_dirs: Sequence[Path], score: ScoreTask, *,
-                gpu: bool) -> int:
+def _score_plan(eng: LocalEngine | RayEngine, run_dirs: Sequence[Path],
+                score: PredictOptions, *, gpu: bool) -> int:
     for run_dir in run_dirs:
-        eng.submit(str(run_dir), score_task, replace(score, run_dir=str(run_dir)), gpu=gpu)
+        eng.submit(str(run_dir), score_task, (str(run_dir), score), gpu=gpu)
     return sum(int(eng.next_done()[1]) for _ in run_dirs)
 
 

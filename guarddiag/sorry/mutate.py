@@ -52,6 +52,7 @@ from guarddiag.sorry.ciphers import (
     misspell,
     morse_unencodable,
 )
+from guarddiag.sorry.options import MutateOptions
 from guarddiag.sorry.rewrite import (
     KEPT,
     PROMPT,
@@ -379,15 +380,14 @@ class _Settings:
     root: Path
 
 
-def mutate_benchmark(benchmark: str, *, mutations: str | Sequence[str], seed: int = 0,
-                     generator: TextGenerator | None = None, bare: bool = False,
-                     misspell_rate: float = 0.3, max_new_tokens: int = 1024,
-                     temperature: float = 0.0, batch_size: int = 16,
-                     suffix: str | None = None, stop: Sequence[str] = (),
-                     sample: int | None = None,
+def mutate_benchmark(benchmark: str, options: MutateOptions | None = None, *,
+                     generator: TextGenerator | None = None,
                      data_dir: str | os.PathLike[str] | None = None,
-                     derived_dir: str | os.PathLike[str] | None = None) -> MutateResult:
-    """Write one derived subset per mutation of base subset ``benchmark``.
+                     derived_dir: str | os.PathLike[str] | None = None,
+                     **fields: Any) -> MutateResult:
+    """Write one derived subset per mutation of base subset ``benchmark``, as ``options``
+    (:class:`~guarddiag.sorry.options.MutateOptions`, any field replaced by ``fields``:
+    ``mutations=["caesar"]``) say.
 
     Unknown mutations and a generative mutation without ``generator`` are reported before any
     work starts. Rewrites that come back empty, refused or echoed are left out (listed in
@@ -395,7 +395,9 @@ def mutate_benchmark(benchmark: str, *, mutations: str | Sequence[str], seed: in
     that many base prompts only (a trial run; the notes say so). ``stop``: strings that end a
     rewrite.
     """
-    chosen = resolve_mutations(mutations)
+    o = MutateOptions.of(options, **fields)
+    seed, suffix, sample = o.seed, o.suffix, o.sample
+    chosen = resolve_mutations(o.mutations)
     if generator is None:
         needing = [m.id for m in chosen if not m.deterministic]
         if needing:
@@ -421,8 +423,8 @@ def mutate_benchmark(benchmark: str, *, mutations: str | Sequence[str], seed: in
     if sample is not None and sample < frame.height:
         picked = np.sort(np.random.default_rng(seed).choice(frame.height, sample, replace=False))
         frame = frame[picked.tolist()]
-    how = _Settings(benchmark, seed, generator, bare, misspell_rate, max_new_tokens,
-                    temperature, batch_size, tuple(stop), suffix, sample,
+    how = _Settings(benchmark, seed, generator, o.bare, o.misspell_rate, o.max_new_tokens,
+                    o.temperature, o.batch_size, o.stop, suffix, sample,
                     Path(derived_dir) if derived_dir is not None else work_paths().derived)
     timing = getattr(generator, "timing", None)
     before = copy(timing) if isinstance(timing, GenerationTiming) else None

@@ -11,9 +11,11 @@ None of them changes what a run learns, so they stay out of the run fingerprint,
 
 from __future__ import annotations
 
-from pydantic import Field
+from typing import Annotated
 
-from guarddiag.typed import Model
+from pydantic import Field, field_validator
+
+from guarddiag.typed import Model, validate
 
 
 class TrainingInterrupted(KeyboardInterrupt):
@@ -47,3 +49,34 @@ class TrainOptions(Model):
     """``torch.compile`` the encoder (CUDA; slow to start, faster per step on long runs)."""
     wait_for_lock: bool = False
     """When another process holds a run's lock: wait for it (True) or stop with an error."""
+
+
+def _names(value: object) -> object:
+    """``"a,b"`` → ``("a", "b")`` (the command line's spelling of a list)."""
+    if isinstance(value, str):
+        return tuple(part.strip() for part in value.split(",") if part.strip())
+    return value
+
+
+class PlanOptions(Model):
+    """Which runs a training plan holds: ``branches`` × ``sizes`` × ``seeds``, plus the runs
+    they depend on (``guarddiag train``, ``train plan``, ``sweep`` and the API share it)."""
+
+    branches: str | tuple[str, ...] = "all"
+    """'all' or comma-separated branch names (e.g. E1,E8)."""
+    sizes: tuple[str, ...] = Field(default=("micro",), min_length=1)
+    """Model sizes, comma-separated: micro, tiny (random init, CPU), small, base, large
+    (ModernBERT-base/-large shapes)."""
+    seeds: tuple[Annotated[int, Field(ge=0)], ...] = Field(default=(42,), min_length=1)
+    """Comma-separated training seeds, e.g. 42,43,44."""
+
+    @field_validator("sizes", "seeds", mode="before")
+    @classmethod
+    def _split(cls, value: object) -> object:
+        return _names(value)
+
+    @classmethod
+    def of(cls, **fields: object) -> PlanOptions:
+        """The plan with the fields given (None: the default)."""
+        return validate(cls, {k: v for k, v in fields.items() if v is not None},
+                        where="plan options")

@@ -41,7 +41,7 @@ from guarddiag.train.branches import BranchSet, BranchSpec, PlannedRun, plan_run
 from guarddiag.train.full import train_full
 from guarddiag.train.head_only import train_head_only
 from guarddiag.train.lock import RunLock
-from guarddiag.train.options import TrainOptions
+from guarddiag.train.options import PlanOptions, TrainOptions
 from guarddiag.train.plan import find_run
 from guarddiag.train.pooled import (
     encoder_for,
@@ -181,18 +181,21 @@ def _summary(run: PlannedRun, meta: dict[str, Any], *, status: str,
                       float(best.get("val_acc_b", math.nan)))
 
 
-def train_branches(*, branches: BranchSet, names: str | Sequence[str] = "all",
-                   sizes: Sequence[str] = ("micro",), seeds: Sequence[int] = (42,),
+def train_branches(*, branches: BranchSet, names: str | Sequence[str] | None = None,
+                   sizes: Sequence[str] | None = None, seeds: Sequence[int] | None = None,
                    plan: Sequence[PlannedRun] | None = None,
                    runs_dir: str | Path, pool_path: str | Path,
                    options: TrainOptions | None = None) -> TrainResult:
-    """Train every run of the plan (``names`` × ``sizes`` × ``seeds``, or ``plan`` as given)
-    in dependency order; finished runs are skipped."""
+    """Train every run of the plan (``names`` × ``sizes`` × ``seeds``, each None: the
+    :class:`~guarddiag.train.options.PlanOptions` default; or ``plan`` as given) in dependency
+    order; finished runs are skipped."""
     runs_dir = Path(runs_dir)
     options = options or TrainOptions()
     device_line = describe_device(pick_device(options.device), spec=options.device)
     if plan is None:
-        plan = plan_runs(branches, names=names, sizes=sizes, seeds=seeds)
+        chosen = PlanOptions.of(branches=names, sizes=sizes, seeds=seeds)
+        plan = plan_runs(branches, names=chosen.branches, sizes=chosen.sizes,
+                         seeds=chosen.seeds)
     pool = read_pool(pool_path)
     threads = options.threads if options.threads is not None else \
         auto_threads(r.size for r in plan)
