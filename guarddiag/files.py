@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from guarddiag.errors import GuarddiagError
+from guarddiag.paths import META_FILE
 
 if TYPE_CHECKING:
     from polars._typing import PolarsDataType
@@ -285,8 +286,6 @@ def git_sha() -> str | None:
     return out.stdout.strip() or None
 
 
-META_FILE = "meta.json"
-"""The file that says how a folder's contents were made (a run, an audit, a pool, a report)."""
 
 
 def write_meta(folder: str | Path, *, inputs: dict[str, str] | None = None,

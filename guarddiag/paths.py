@@ -16,7 +16,11 @@ from pathlib import Path
 from typing import ClassVar
 
 from guarddiag.errors import GuarddiagError
-from guarddiag.files import META_FILE
+
+META_FILE = "meta.json"
+"""The file that says how a folder's contents were made (a run, an audit, a pool, a report).
+Declared here, with every other file name of the work folder, where polars-free modules (this one
+is imported by ``import guarddiag``) can name it; :mod:`guarddiag.files` writes it."""
 
 DATA_ENV = "GUARDDIAG_DATA"
 """Environment variable naming the public data directory (``benchmarks/`` and ``pools/``)."""
