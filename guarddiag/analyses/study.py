@@ -100,11 +100,11 @@ def _rank_rows(rank: BranchRankResult | None) -> list[Row]:
     if rank is None:
         return [_row("rank test of the A-last group on copyright", "p", 1 / 210, "1/C(10,4)",
                      None)]
-    return [_row(f"rank test {{{', '.join(rank.group)}}} on {rank.benchmark} ({size})", "p",
+    return [_row(f"rank test {{{', '.join(rank.group)}}} on {rank.benchmark} ({test.size})", "p",
                  1 / 210, "k = 4 of 10 hold the top ranks: 1/C(10,4)", float(test.p_value),
                  f"exact, {test.tail} tail; n = {test.n}, k = {test.k}"
                  + ("; ties present" if test.ties else ""))
-            for size, test in rank.tests]
+            for test in rank.tests]
 
 
 _STUDY_VAL = ("multilingual val, 69.3% of it also in policy-A training files (here: the val "

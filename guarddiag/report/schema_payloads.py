@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from guarddiag.analyses.payload import Doc, ExactJson, Payload, Record, absent
+from guarddiag.analyses.payload import Doc, Payload, Record, absent
 from guarddiag.analyses.valsets import ValSetsResult
 
 JsonValue = Any
@@ -247,54 +247,6 @@ class LoadJson(Doc):
     """Monte-Carlo draws of the span's seed-noise null."""
     min_prompts: int
     """Cohorts with fewer prompts are undetermined."""
-
-
-class TieBlockJson(Doc):
-    score: float
-    branches: list[str]
-    n_in_group: int
-
-
-class RankTestJson(Doc):
-    size: str
-    group: list[str]
-    branches: list[str]
-    """High → low."""
-    scores: list[float | None]
-    ranks: list[float]
-    """Mid-ranks."""
-    n: int
-    k: int
-    rank_sum: float
-    max_rank_sum: float
-    group_holds_top: bool
-    group_holds_bottom: bool
-    ties: bool
-    p_closed_form: ExactJson
-    p_either_closed_form: ExactJson
-    p_upper: ExactJson
-    p_lower: ExactJson
-    p_two_sided: ExactJson
-    tail: Literal["top", "bottom", "either"]
-    p_value: ExactJson
-    """Of the declared tail."""
-    p_tie_aware: ExactJson
-    """= ``p_value``, named beside the closed form (exact only when no tie crosses the group)."""
-    n_tied: int
-    tie_blocks: list[TieBlockJson]
-    tie_straddles_group: bool
-    """A tie holds branches in and out of the group: the closed form understates p."""
-    extreme_beside_tie: bool
-    tie_note: str
-
-
-class RankJson(Doc):
-    benchmark: str
-    metric: str
-    subset: str
-    mapping: str
-    tail: Literal["top", "bottom", "either"]
-    tests: list[RankTestJson]
 
 
 class MappingJson(Doc):

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from guarddiag.analyses.pool import PoolStatsResult
+from guarddiag.analyses.rank import BranchRankResult
 from guarddiag.analyses.threshold_free import ThresholdFreeResult
 from guarddiag.analyses.variants import DistillSensitivityResult
 from guarddiag.report import schema_payloads as p
@@ -48,7 +49,7 @@ BUILT_IN_SECTIONS: tuple[SectionBuilder, ...] = (
     register_section("scores", section_scores, payload=p.ScoresJson),
     register_section("load", section_load, payload=p.LoadJson),
     register_section("calls", section_calls, payload=p.CallsJson),
-    register_section("rank", section_rank, payload=p.RankJson),
+    register_section("rank", section_rank, payload=BranchRankResult),
     register_section("distill", section_distill, payload=DistillSensitivityResult),
     register_section("mapping", section_mapping, payload=p.MappingJson),
     register_section("outside", section_outside, payload=p.OutsideJson),
