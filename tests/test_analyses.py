@@ -293,12 +293,12 @@ def test_val_correlation_matches_scipy():
     sets = SimpleNamespace(groups=lambda *, subset, mapping: loads)
     corr = analyses.val_correlation(scores, sets, subset="full", mapping="loose")
     # Harmful and benign kept apart, in SPEC order (standard before copyright).
-    assert corr.policy_benchmarks == tuple(b for b in (STD, COPY) if loads[b] == "policy")
-    assert corr.capability_benchmarks == tuple(b for b in (STD, COPY)
+    assert corr.policy.benchmarks == tuple(b for b in (STD, COPY) if loads[b] == "policy")
+    assert corr.capability.benchmarks == tuple(b for b in (STD, COPY)
                                                if loads[b] == "capability")
     assert corr.group("policy", "benign").benchmarks == ((ORH,) if loads[ORH] == "policy"
                                                          else ())
-    assert COPY in corr.policy_benchmarks
+    assert COPY in corr.policy.benchmarks
     # Oracle: seed means per branch straight from the score table, then scipy.
     t = scores.to_frame()
     students = t.filter((pl.col("guard_kind") == "branch")
@@ -314,7 +314,7 @@ def test_val_correlation_matches_scipy():
     val = {b: exact_mean(students.filter(pl.col("metric") == "VAL", pl.col("lang") == "en",
                                          pl.col("branch") == b)) for b in branches}
     binary = students.filter(pl.col("subset") == "full", pl.col("mapping") == "loose",
-                             pl.col("benchmark").is_in(list(corr.policy_benchmarks)))
+                             pl.col("benchmark").is_in(list(corr.policy.benchmarks)))
     means = {b: exact_mean(binary.filter(pl.col("branch") == b)) for b in branches}
     expected = scipy.stats.spearmanr([val[b] for b in branches], [means[b] for b in branches])
     assert corr.policy.rho == pytest.approx(expected.statistic)

@@ -118,12 +118,12 @@ def _correlation_rows(correlation: CorrelationResult | None) -> list[Row]:
         _row("Spearman ρ(VAL, mean score on the benchmarks with an A/B call)", "rho", 0.74,
              _STUDY_VAL + "; the study's policy-load set", correlation.policy.rho,
              f"English VAL; n = {correlation.policy.n} recipes (seed means), "
-             f"{len(correlation.policy_benchmarks)} harmful study benchmark(s) called A flags "
+             f"{len(correlation.policy.benchmarks)} harmful study benchmark(s) called A flags "
              "more or less"),
         _row("Spearman ρ(VAL, mean score on the benchmarks called capability)", "rho", 0.34,
              _STUDY_VAL + "; the study's capability-load set", correlation.capability.rho,
              f"English VAL; n = {correlation.capability.n} recipes (seed means), "
-             f"{len(correlation.capability_benchmarks)} harmful study benchmark(s) called "
+             f"{len(correlation.capability.benchmarks)} harmful study benchmark(s) called "
              "capability"),
     ]
 

@@ -275,38 +275,6 @@ class OutsideJson(Doc):
     (loose read-out, Wilson)."""
 
 
-class SpearmanJson(Doc):
-    rho: float | None
-    p_value: float | None
-    """Two-sided (scipy.stats.spearmanr); no interval."""
-    n: int
-    """Recipes (one point per (size, branch), seed means)."""
-    benchmarks: list[str]
-    significant: bool | None
-
-
-class SpearmanGroupJson(SpearmanJson):
-    load: Literal["policy", "capability"]
-    kind: Literal["harmful", "benign"]
-
-
-class CorrelationJson(Doc):
-    policy: SpearmanJson
-    """The harmful (CAP) sets the first screen calls A flags more or less (``policy``) and
-    capability (``capability``), beside the study's +0.74 and +0.34."""
-    capability: SpearmanJson
-    groups: list[SpearmanGroupJson]
-    unit: Literal["recipe"]
-    alpha: float
-    excluded: list[str]
-    """Scored benchmarks not among the study's 15 (extra or mutated subsets), left out."""
-    recipes: list[Record]
-    """size, branch, n_seeds, val, policy_harmful, policy_benign, capability_harmful,
-    capability_benign (seed means; no interval)."""
-    subset: str
-    mapping: str
-
-
 class _ValBase(Doc):
     overlap: list[Record]
     """Overlap of the val split with each training source (VAL itself is in ``scores``)."""
@@ -342,13 +310,6 @@ class DisclosureJson(Doc):
     competence_caution: str | None
     """The competence caution (as in ``summary.competence.caution``), or null."""
     provenance: ProvenanceJson | None
-
-
-class SorryCategoriesJson(Doc):
-    domains: list[Record]
-    """entity, domain, capture, n_runs."""
-    mapping: str
-    threshold: float
 
 
 class SorryRobustnessJson(Doc):

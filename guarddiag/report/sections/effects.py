@@ -25,7 +25,6 @@ from guarddiag.report.sections.common import BOLD_RULE, capability_benchmarks, c
 from guarddiag.report.sections.paired import paired_blocks, paired_payload
 from guarddiag.report.sections.ranks import (
     correlation_blocks,
-    correlation_payload,
     rank_tie_blocks,
 )
 
@@ -155,4 +154,4 @@ def section_correlation(ctx: ReportContext) -> Section:
         return Section.omit("correlation", title,
                             "no VAL scores (no pool.parquet or no pool_val predictions)")
     blocks = correlation_blocks(c, cohort_words(ctx, c.subset))
-    return Section("correlation", title, tuple(blocks), correlation_payload(c))
+    return Section("correlation", title, tuple(blocks), payload_of(c))

@@ -7,14 +7,11 @@ this module only formats them.
 
 from __future__ import annotations
 
-from typing import Any
-
 import polars as pl
 
 from guarddiag.analyses.correlation import CorrelationResult
 from guarddiag.analyses.rank import BranchRankResult
 from guarddiag.report.document import Block, Column, Paragraph, Table
-from guarddiag.report.jsonable import jsonable, records
 
 
 def rank_tie_blocks(r: BranchRankResult) -> list[Block]:
@@ -25,15 +22,14 @@ def _rho_sentence(c: CorrelationResult) -> str:
     out, weak = [], 0
     for g in c.groups:
         label = f"{SET_NAMES[g.load]}, {g.kind}"
-        r = g.result
-        if r.rho is None or r.p_value is None:
+        if g.rho is None or g.p_value is None:
             why = ("no benchmark in this set" if not g.benchmarks else
-                   f"n = {r.n} recipe(s) or a constant input")
+                   f"n = {g.n} recipe(s) or a constant input")
             out.append(f"{label}: ρ undefined ({why}).")
             continue
         verdict = "significant" if g.significant else "not significant"
         weak += not g.significant
-        out.append(f"{label}: ρ = {r.rho:+.2f} (p = {r.p_value:.3g}, n = {r.n} recipes), "
+        out.append(f"{label}: ρ = {g.rho:+.2f} (p = {g.p_value:.3g}, n = {g.n} recipes), "
                    f"{verdict} at {c.alpha:g}.")
     if weak:
         out.append(f"A ρ that is not significant ({weak} of {len(c.groups)} here) cannot be "
@@ -75,17 +71,3 @@ def correlation_blocks(c: CorrelationResult, cohort: str) -> list[Block]:
 
 SET_NAMES = {"policy": "called A flags more or less", "capability": "called capability"}
 """How the correlations' two sets read in a table: named by the first screen's calls."""
-
-
-def correlation_payload(c: CorrelationResult) -> dict[str, Any]:
-    def one(load: str, kind: str) -> dict[str, Any]:
-        g = c.group(load, kind)
-        return {"rho": g.result.rho, "p_value": g.result.p_value, "n": g.result.n,
-                "benchmarks": list(g.benchmarks), "significant": g.significant}
-
-    return jsonable({
-        "policy": one("policy", "harmful"), "capability": one("capability", "harmful"),
-        "groups": [{"load": g.load, "kind": g.kind, **one(g.load, g.kind)} for g in c.groups],
-        "unit": "recipe", "alpha": c.alpha, "excluded": list(c.excluded),
-        "recipes": records(c.table), "subset": c.subset, "mapping": c.mapping})
-
