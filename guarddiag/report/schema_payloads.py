@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+from guarddiag.analyses.paired import PairedComparisonResult
 from guarddiag.analyses.payload import Doc, Payload, Record, absent
 from guarddiag.analyses.valsets import ValSetsResult
 
@@ -195,26 +196,9 @@ class ScoreJson(Doc):
     n_positive: int
 
 
-class PairedJson(Doc):
-    """One family of paired comparisons (one table of the report), Holm-corrected together."""
-
-    family: str
-    """``recipes`` (Table 1), ``outside:<mapping>`` (Table 2) or ``mapping``."""
-    description: str
-    test: str
-    alpha: float
-    """Family-wise level: a comparison is significant where its Holm-adjusted p < alpha."""
-    n_comparisons: int
-    n_significant: int
-    comparisons: list[Record]
-    """family, benchmark, metric_alias, subset, mapping, size, first, second, n, n_first_only
-    (b), n_second_only (c), share_first, share_second, delta (= share_first − share_second, a
-    fraction), p_value (exact McNemar, two-sided), p_holm, significant."""
-
-
 class _ScoresBase(Doc):
     scores: list[ScoreJson]
-    paired: PairedJson | None
+    paired: Payload[PairedComparisonResult] | None
     """Each student branch recipe vs the reference recipe of its size (primary cohort); a
     recipe's prompt decision is the majority of its seeds."""
     recipes: RecipesJson
@@ -253,7 +237,7 @@ class MappingJson(Doc):
     effects: list[Record]
     """Per run, benchmark, subset: loose, strict (with intervals), delta_pp, strict_applied."""
     by_recipe: list[Record]
-    paired: PairedJson | None
+    paired: Payload[PairedComparisonResult] | None
     """Each run under the strict mapping vs itself under the loose one (primary subset)."""
 
 
@@ -261,7 +245,7 @@ class OutsideJson(Doc):
     rows: list[Record]
     """Guards and branch recipes on the decontaminated prompts, per mapping; every row's
     interval is ``seed-range+wilson`` (a guard is one run: its Wilson interval)."""
-    paired: list[PairedJson]
+    paired: list[Payload[PairedComparisonResult]]
     """Per mapping: each outside guard vs the reference recipe of each size."""
     definitions: dict[str, str]
     """Per outside guard (run id), what "unsafe" means for it, as its adapter states it."""
