@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from guarddiag.analyses.paired import PairedComparisonResult
 from guarddiag.analyses.payload import Doc, Payload, Record, absent
+from guarddiag.analyses.provenance import ProvenanceResult
 from guarddiag.analyses.valsets import ValSetsResult
 
 JsonValue = Any
@@ -138,7 +139,7 @@ class SummaryJson(Doc):
     threshold: float
     competence: CompetenceJson | None
     """Null where no reference run was scored on a clear-harm benchmark."""
-    provenance: ProvenanceJson | None
+    provenance: Payload[ProvenanceResult] | None
     """Null where no run meta.json was found."""
 
 
@@ -293,7 +294,7 @@ class DisclosureJson(Doc):
     policies: dict[str, str]
     competence_caution: str | None
     """The competence caution (as in ``summary.competence.caution``), or null."""
-    provenance: ProvenanceJson | None
+    provenance: Payload[ProvenanceResult] | None
 
 
 class SorryRobustnessJson(Doc):
@@ -334,18 +335,6 @@ class ContaminationJson(_ContaminationBase):
     """Present where the predictions record it: per scored benchmark, the audit its
     survives_decontam flags came from (benchmark, audit_dir, audit_id, pool_sha256, pool_rows,
     compared, drops, n, n_kept, via: the base subset a derived subset inherits from)."""
-
-
-class ProvenanceJson(Doc):
-    """What the branches are, from each scored run's meta.json."""
-
-    demo: bool
-    """Some branch size is a demo size (a CPU size of the size registry, random init): the
-    report opens with a do-not-cite banner."""
-    sizes: list[Record]
-    """Per (guard_kind, size): n_runs, branches, n_params_min, n_params_max, checkpoint
-    ("random init" or checkpoint names), train_rows_min, train_rows_max, demo_size."""
-    sentence: str
 
 
 class RecipesJson(Doc):
