@@ -10,11 +10,13 @@ from fractions import Fraction
 from math import comb
 
 import pytest
+from pydantic import ValidationError
 from rank_oracle import enumerate_rank_sums
 from synthetic_runs import COPY, KINDS, decisions, frame, rows_for, run_meta
 
 from guarddiag import analyses, stats
-from guarddiag.analyses.rank import rank_test_at
+from guarddiag.analyses.payload import payload_model, payload_of
+from guarddiag.analyses.rank import BranchRankResult, rank_test_at
 
 GROUP = ("E1", "E7", "E8", "E10")
 
@@ -114,3 +116,27 @@ def test_seed_means_equal_in_exact_arithmetic_tie():
                                                                               False)
     assert row["p_tie_aware"] == pytest.approx(1 / 210)
     assert not row["extreme_beside_tie"]  # E5 (0.4), just below the group, is not tied
+
+
+def test_the_payload_is_the_result_declared_once():
+    # results.json's rank.tests[*] comes from RankTestAtSize's own fields: the exact p's as
+    # {value, exact}, the tie blocks as records, the note the report prints; the group of the
+    # whole result stays out (each test holds it).
+    scores = {f"E{i}": 0.1 * i for i in range(1, 11)}
+    for b in ("E1", "E7", "E8", "E10", "E2"):
+        scores[b] = 1.0
+    at = rank_test_at("micro", stats.rank_test(scores, GROUP))
+    res = BranchRankResult(benchmark=COPY, metric="CAP", subset="full", mapping="loose",
+                           group=GROUP, tail="top", tests=(at,))
+    payload = payload_of(res)
+    assert sorted(payload) == ["benchmark", "mapping", "metric", "subset", "tail", "tests"]
+    (test,) = payload["tests"]
+    assert test["p_tie_aware"] == {"value": 1 / 42, "exact": "1/42"}
+    assert test["p_closed_form"] == {"value": 1 / 210, "exact": "1/210"}
+    assert test["tie_blocks"] == [{"score": 1.0, "branches": ["E1", "E2", "E7", "E8", "E10"],
+                                   "n_in_group": 4}]
+    assert test["tie_note"] == at.tie_note
+    assert "p_closed_form_of_tail" not in test
+    payload_model(BranchRankResult).model_validate(payload)
+    with pytest.raises(ValidationError):
+        payload_model(BranchRankResult).model_validate({**payload, "group": list(GROUP)})
