@@ -189,7 +189,7 @@ def rank_plot(rank: BranchRankResult) -> Figure:
     with paper_style():
         fig = _new(2.6 * len(sizes) + 1.0, 2.6)
         axes = fig.subplots(1, len(sizes), squeeze=False)[0]
-        for ax, (size, test) in zip(axes, sizes, strict=True):
+        for ax, test in zip(axes, sizes, strict=True):
             x = np.arange(test.n)
             colors = [_ORANGE if b in test.group else _BLUE for b in test.branches]
             ax.bar(x, np.array(test.scores) * 100, color=colors)
@@ -197,7 +197,7 @@ def rank_plot(rank: BranchRankResult) -> Figure:
             ax.set_ylim(0, 105)
             ax.set_ylabel(f"{rank.metric} on {rank.benchmark} (%)")
             p = test.p_value
-            ax.set_title(f"{size}: p = {p.numerator}/{p.denominator} = {float(p):.2g} "
+            ax.set_title(f"{test.size}: p = {p.numerator}/{p.denominator} = {float(p):.2g} "
                          f"({test.tail} tail)", fontsize=8)
         axes[0].legend(handles=[Patch(color=_ORANGE, label="named group"),
                                 Patch(color=_BLUE, label="other branches")],

@@ -81,19 +81,19 @@ def test_one_point_per_recipe_study_benchmarks_only():
     assert corr.table["n_seeds"].to_list() == [3, 3, 3, 3, 3, 1]
     # The extra set is policy-load too, but left out of every mean.
     assert corr.excluded == (EXTRA,)
-    assert corr.policy_benchmarks == (COPY,)
-    assert corr.capability_benchmarks == (STD,)
+    assert corr.policy.benchmarks == (COPY,)
+    assert corr.capability.benchmarks == (STD,)
     assert corr.group("policy", "benign").benchmarks == (ORH,)
     assert corr.group("capability", "benign").benchmarks == ()
     for (load, kind), bench in {("policy", "harmful"): COPY, ("capability", "harmful"): STD,
                                 ("policy", "benign"): ORH}.items():
         g = corr.group(load, kind)
         want = _expected(bench)
-        assert g.result.rho == pytest.approx(want.statistic), (load, kind)
-        assert g.result.p_value == pytest.approx(want.pvalue), (load, kind)
+        assert g.rho == pytest.approx(want.statistic), (load, kind)
+        assert g.p_value == pytest.approx(want.pvalue), (load, kind)
         assert g.significant == (want.pvalue < 0.05)
     empty = corr.group("capability", "benign")
-    assert (empty.result.rho, empty.result.p_value, empty.significant) == (None, None, None)
+    assert (empty.rho, empty.p_value, empty.significant) == (None, None, None)
 
 
 def test_the_text_says_when_rho_is_not_significant():

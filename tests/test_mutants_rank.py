@@ -10,7 +10,7 @@ from __future__ import annotations
 from synthetic_runs import COPY, KINDS, decisions, frame, rows_for, run_meta
 
 from guarddiag import analyses, stats
-from guarddiag.analyses.rank import rank_ties
+from guarddiag.analyses.rank import rank_test_at
 
 GROUP = ("E1", "E7", "E8", "E10")
 OTHERS = ("E2", "E3", "E4", "E5", "E6", "E9")
@@ -27,14 +27,15 @@ def test_a_tie_beside_the_top_group_counts_only_right_below_it():
     # only the branch just below the top four matters: no extreme-beside-tie.
     scores = _scores({"E1": 0.9, "E7": 0.8, "E8": 0.7, "E10": 0.6, "E2": 0.5, "E3": 0.4,
                       "E4": 0.4, "E5": 0.3, "E6": 0.2, "E9": 0.1})
-    ties = rank_ties(stats.rank_test(scores, GROUP, tail="top"))
-    assert [b.branches for b in ties.blocks] == [("E3", "E4")]
+    ties = rank_test_at("full", stats.rank_test(scores, GROUP, tail="top"))
+    assert [b.branches for b in ties.tie_blocks] == [("E3", "E4")]
     assert not ties.extreme_beside_tie
     # the same with tail "either": the group holds the top, not the bottom: still no
-    assert not rank_ties(stats.rank_test(scores, GROUP, tail="either")).extreme_beside_tie
+    either = rank_test_at("full", stats.rank_test(scores, GROUP, tail="either"))
+    assert not either.extreme_beside_tie
     # but a tie right below the group is one
     scores["E2"] = 0.4
-    assert rank_ties(stats.rank_test(scores, GROUP, tail="top")).extreme_beside_tie
+    assert rank_test_at("full", stats.rank_test(scores, GROUP, tail="top")).extreme_beside_tie
 
 
 def test_a_group_at_the_bottom_borders_a_tie_only_for_a_bottom_tail():
@@ -43,12 +44,12 @@ def test_a_group_at_the_bottom_borders_a_tie_only_for_a_bottom_tail():
                       "E4": 0.6, "E5": 0.7, "E6": 0.8, "E9": 0.9})
     bottom = stats.rank_test(scores, GROUP, tail="bottom")
     assert bottom.group_holds_bottom
-    assert rank_ties(bottom).extreme_beside_tie
-    assert rank_ties(stats.rank_test(scores, GROUP, tail="either")).extreme_beside_tie
+    assert rank_test_at("full", bottom).extreme_beside_tie
+    assert rank_test_at("full", stats.rank_test(scores, GROUP, tail="either")).extreme_beside_tie
     # tail "top" declares the top: the group's bottom position is not the extreme tested
     top = stats.rank_test(scores, GROUP, tail="top")
     assert top.group_holds_bottom
-    assert not rank_ties(top).extreme_beside_tie
+    assert not rank_test_at("full", top).extreme_beside_tie
 
 
 def _study(per_size: dict[str, dict[str, int]], n: int = 10) -> analyses.ScoresResult:
@@ -83,7 +84,7 @@ def test_sizes_come_in_name_order():
     sizes = ["a1", "b2", "c3", "d4", "e5", "f6", "g7", "h8"]
     per_size = {s: _full(i % 2) for i, s in enumerate(reversed(sizes))}
     res = analyses.branch_rank_test(_study(per_size), group=GROUP, benchmark=COPY)
-    assert [size for size, _ in res.tests] == sizes
+    assert [t.size for t in res.tests] == sizes
     assert res.to_frame()["size"].to_list() == sizes
 
 
@@ -94,6 +95,6 @@ def test_sizes_without_the_whole_group_or_without_another_branch_are_skipped():
         "only_group": {b: k for b, k in _full().items() if b in GROUP},
     }
     res = analyses.branch_rank_test(_study(per_size), group=GROUP, benchmark=COPY)
-    assert [size for size, _ in res.tests] == ["full"]
-    (_, test), = res.tests
+    assert [t.size for t in res.tests] == ["full"]
+    test, = res.tests
     assert (test.n, test.k) == (10, 4)

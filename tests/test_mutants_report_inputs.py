@@ -51,7 +51,7 @@ def test_provenance_sentence_marks_only_demo_sizes_and_unrecorded_rows():
     assert prov.demo is True
     # Sizes sort as strings (base < micro); branches in the specs' order; 149,014,272 / 1e6
     # = 149.01; 609,908 / 1e6 = 0.61.
-    assert prov.sentence() == (
+    assert prov.sentence == (
         f"base: 2 branch runs (reference, E1), 149.01 M parameters, {ckpt}, trained on "
         "8,000 rows; "
         "micro: 2 branch runs (reference, E2), 0.61 M parameters, random init, trained on "
@@ -72,7 +72,7 @@ def test_provenance_span_ignores_runs_without_a_row_count():
     row = prov.table.row(0, named=True)
     assert (row["train_rows_min"], row["train_rows_max"]) == (1272, 1272)
     assert (row["n_params_min"], row["n_params_max"]) == (None, None)
-    assert prov.sentence() == ("small: 2 branch runs (E3, E4), parameters not recorded, x/y, "
+    assert prov.sentence == ("small: 2 branch runs (E3, E4), parameters not recorded, x/y, "
                                "trained on 1,272 rows")
 
 

@@ -13,7 +13,7 @@ import pytest
 from synthetic_runs import COPY, KINDS, decisions, frame, rows_for, run_meta
 
 from guarddiag import analyses, stats
-from guarddiag.analyses.rank import BranchRankResult
+from guarddiag.analyses.rank import BranchRankResult, rank_test_at
 
 GROUP = ("E1", "E7", "E8", "E10")
 # SPEC §6: "Study: HarmBench-copyright 0.99, WildGuard-benign 0.043"; "copyright widest 58.5,
@@ -65,7 +65,7 @@ def test_a_measured_rank_test_is_compared_with_one_over_c_10_4():
     test = stats.rank_test({"E1": 1.0, "E7": 0.9, "E8": 0.8, "E10": 0.7, "E2": 0.0, "E3": 0.1,
                             "E4": 0.2, "E5": 0.3, "E6": 0.4, "E9": 0.5}, GROUP)
     rank = BranchRankResult(benchmark=COPY, metric="CAP", subset="full", mapping="loose",
-                            group=GROUP, tail="top", tests=(("micro", test),))
+                            group=GROUP, tail="top", tests=(rank_test_at("micro", test),))
     rows = _compare(scores, rank)
     row = rows[f"rank test {{E1, E7, E8, E10}} on {COPY} (micro)"]
     assert row["study"] == pytest.approx(1 / comb(10, 4))

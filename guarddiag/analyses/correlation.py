@@ -27,57 +27,95 @@ each mean is over the same benchmarks.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal
 
 import polars as pl
 
 from guarddiag import stats
 from guarddiag.analyses.calls import CALLS_ANALYSIS, CallsResult
 from guarddiag.analyses.load import student_runs
+from guarddiag.analyses.payload import json_key
 from guarddiag.analyses.registry import AnalysisContext, register_analysis
 from guarddiag.analyses.scored import SCORES
 from guarddiag.analyses.scores import ScoresResult
 from guarddiag.labels import branch_order
 from guarddiag.protocol import protocol
 
-GROUPS: tuple[tuple[str, str], ...] = (("policy", "harmful"), ("policy", "benign"),
+Load = Literal["policy", "capability"]
+Kind = Literal["harmful", "benign"]
+GROUPS: tuple[tuple[Load, Kind], ...] = (("policy", "harmful"), ("policy", "benign"),
                                        ("capability", "harmful"), ("capability", "benign"))
 """(load, kind) of the four correlations, in report order."""
 _METRIC_KIND = {"CAP": "harmful", "OVER-REF": "benign"}
 
 
 @dataclass(frozen=True)
-class SpearmanGroup:
+class SpearmanSet:
+    """VAL against the mean score on one set of benchmarks: Spearman's ρ and whether it is
+    significant."""
+
+    rho: float | None
+    """None where undefined (fewer than 3 recipes or a constant input)."""
+    p_value: float | None
+    """Two-sided (scipy.stats.spearmanr); no interval."""
+    n: int
+    """Recipes (one point per (size, branch), seed means)."""
+    benchmarks: tuple[str, ...]
+    significant: bool | None
+    """p < alpha; None where ρ is undefined."""
+
+
+@dataclass(frozen=True)
+class SpearmanGroup(SpearmanSet):
     """One correlation: VAL against the mean score on one (load, kind) set of benchmarks."""
 
-    load: str
-    kind: str
-    benchmarks: tuple[str, ...]
-    result: stats.SpearmanResult
-    """ρ, two-sided p-value and n (= recipes)."""
-    alpha: float
+    load: Literal["policy", "capability"]
+    kind: Literal["harmful", "benign"]
 
     @property
     def column(self) -> str:
         return f"{self.load}_{self.kind}"
 
-    @property
-    def significant(self) -> bool | None:
-        """p < alpha; None where ρ is undefined."""
-        p = self.result.p_value
-        return None if p is None else p < self.alpha
+
+def spearman_group(load: Load, kind: Kind, benchmarks: tuple[str, ...], val: list[float],
+                   score: list[float], *, alpha: float) -> SpearmanGroup:
+    """ρ(``val``, ``score``) on the (``load``, ``kind``) set, significant where p < ``alpha``."""
+    r = stats.spearman(val, score)
+    return SpearmanGroup(rho=r.rho, p_value=r.p_value, n=r.n, benchmarks=benchmarks,
+                         significant=None if r.p_value is None else r.p_value < alpha,
+                         load=load, kind=kind)
 
 
 @dataclass(frozen=True)
 class CorrelationResult:
-    table: pl.DataFrame = field(repr=False)
-    """Per recipe: size, branch, n_seeds, val and the mean score on each (load, kind) set
-    (columns ``policy_harmful`` …; null where the recipe misses a benchmark of the set)."""
+    """Spearman ρ between VAL and the share read unsafe, per (load, kind) set of study
+    benchmarks, one point per recipe."""
+
+    table: pl.DataFrame = field(repr=False, metadata=json_key("recipes"))
+    """size, branch, n_seeds, val, policy_harmful, policy_benign, capability_harmful,
+    capability_benign (seed means; null where the recipe misses a benchmark of the set; no
+    interval)."""
     groups: tuple[SpearmanGroup, ...]
     excluded: tuple[str, ...]
-    """Scored benchmarks left out: not among the study's 15 (extra or mutated subsets)."""
+    """Scored benchmarks not among the study's 15 (extra or mutated subsets), left out."""
     subset: str
     mapping: str
     alpha: float = field(default_factory=lambda: protocol().alpha)
+    unit: Literal["recipe"] = "recipe"
+    """What one point is: a recipe (size, branch), its seeds averaged."""
+    # The study compared policy-load with capability-load benchmarks; its capability-load set
+    # was harmful (CAP), so the harmful rows are the ones set beside its numbers.
+    policy: SpearmanSet = field(init=False)
+    """The harmful (CAP) sets the first screen calls A flags more or less (``policy``) and
+    capability (``capability``), beside the study's +0.74 and +0.34."""
+    capability: SpearmanSet = field(init=False)
+
+    def __post_init__(self) -> None:
+        for load in ("policy", "capability"):
+            g = self.group(load, "harmful")
+            object.__setattr__(self, load, SpearmanSet(
+                rho=g.rho, p_value=g.p_value, n=g.n, benchmarks=g.benchmarks,
+                significant=g.significant))
 
     def to_frame(self) -> pl.DataFrame:
         return self.table.clone()
@@ -85,32 +123,14 @@ class CorrelationResult:
     def group(self, load: str, kind: str) -> SpearmanGroup:
         return next(g for g in self.groups if (g.load, g.kind) == (load, kind))
 
-    # The study compared policy-load with capability-load benchmarks; its capability-load set
-    # was harmful (CAP), so the harmful rows are the ones set beside its numbers.
-    @property
-    def policy(self) -> stats.SpearmanResult:
-        return self.group("policy", "harmful").result
-
-    @property
-    def capability(self) -> stats.SpearmanResult:
-        return self.group("capability", "harmful").result
-
-    @property
-    def policy_benchmarks(self) -> tuple[str, ...]:
-        return self.group("policy", "harmful").benchmarks
-
-    @property
-    def capability_benchmarks(self) -> tuple[str, ...]:
-        return self.group("capability", "harmful").benchmarks
-
     def summary_frame(self) -> pl.DataFrame:
         return pl.DataFrame({
             "load": [g.load for g in self.groups], "kind": [g.kind for g in self.groups],
             "benchmarks": [", ".join(g.benchmarks) for g in self.groups],
             "n_benchmarks": [len(g.benchmarks) for g in self.groups],
-            "n_recipes": [g.result.n for g in self.groups],
-            "rho": [g.result.rho for g in self.groups],
-            "p_value": [g.result.p_value for g in self.groups],
+            "n_recipes": [g.n for g in self.groups],
+            "rho": [g.rho for g in self.groups],
+            "p_value": [g.p_value for g in self.groups],
             "significant": [g.significant for g in self.groups],
         }, schema={"load": pl.String, "kind": pl.String, "benchmarks": pl.String,
                    "n_benchmarks": pl.Int64, "n_recipes": pl.Int64, "rho": pl.Float64,
@@ -153,9 +173,8 @@ def val_correlation(scores: ScoresResult, calls: CallsResult | None, *, subset: 
     for (ld, kd), benches in sets.items():
         col = f"{ld}_{kd}"
         have = table.filter(pl.col(col).is_not_null()) if benches else table.clear()
-        groups.append(SpearmanGroup(load=ld, kind=kd, benchmarks=benches, alpha=alpha,
-                                    result=stats.spearman(have["val"].to_list(),
-                                                          have[col].to_list())))
+        groups.append(spearman_group(ld, kd, benches, have["val"].to_list(),
+                                     have[col].to_list(), alpha=alpha))
     return CorrelationResult(
         table=table, groups=tuple(groups),
         excluded=tuple(b for b in scored if b not in study), subset=subset,

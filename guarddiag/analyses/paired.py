@@ -31,6 +31,7 @@ from typing import Any
 import polars as pl
 
 from guarddiag import stats
+from guarddiag.analyses.payload import json_key
 from guarddiag.analyses.registry import AnalysisContext, register_analysis
 from guarddiag.analyses.scored import SCORES
 from guarddiag.analyses.scores import VAL_BENCHMARK
@@ -38,6 +39,10 @@ from guarddiag.labels import MAPPINGS, BinaryMapping, branch_order
 from guarddiag.predictions import unsafe_decisions
 from guarddiag.protocol import protocol
 from guarddiag.roles import is_reference, is_student, names_where
+
+TEST = ("exact McNemar test (two-sided binomial on the prompts the two read differently), "
+        "Holm-corrected across the comparisons of one table")
+"""The test of every paired family, in words."""
 
 SCHEMA: dict[str, pl.DataType] = {
     "family": pl.String(), "benchmark": pl.String(), "metric_alias": pl.String(),
@@ -54,18 +59,27 @@ a fraction)."""
 class PairedComparisonResult:
     """One family of paired comparisons (one table of the report), Holm-corrected together."""
 
-    table: pl.DataFrame = field(repr=False)
+    table: pl.DataFrame = field(repr=False, metadata=json_key("comparisons"))
+    """family, benchmark, metric_alias, subset, mapping, size, first, second, n, n_first_only
+    (b), n_second_only (c), share_first, share_second, delta (= share_first − share_second, a
+    fraction), p_value (exact McNemar, two-sided), p_holm, significant."""
     family: str
+    """``recipes`` (Table 1), ``outside:<mapping>`` (Table 2) or ``mapping``."""
     description: str
     """What is compared with what, in words (the report's caption uses it)."""
     alpha: float = field(default_factory=lambda: protocol().alpha)
+    """Family-wise level: a comparison is significant where its Holm-adjusted p < alpha."""
+    test: str = field(init=False, default=TEST)
+    """The test, in words (the same for every family)."""
+    n_comparisons: int = field(init=False)
+    n_significant: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "n_comparisons", self.table.height)
+        object.__setattr__(self, "n_significant", self.significant().height)
 
     def to_frame(self) -> pl.DataFrame:
         return self.table.clone()
-
-    @property
-    def n_comparisons(self) -> int:
-        return self.table.height
 
     def significant(self) -> pl.DataFrame:
         """The comparisons whose Holm-adjusted p is below ``alpha``, in table order."""

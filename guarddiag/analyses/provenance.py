@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
+from guarddiag.analyses.payload import json_key
 from guarddiag.analyses.registry import AnalysisContext, register_analysis
 from guarddiag.labels import branch_order
 
@@ -28,27 +29,35 @@ def demo_sizes() -> frozenset[str]:
 
 @dataclass(frozen=True)
 class ProvenanceResult:
-    table: pl.DataFrame = field(repr=False)
+    """What the branches are, from each scored run's meta.json."""
+
+    table: pl.DataFrame = field(repr=False, metadata=json_key("sizes"))
     """Per (guard_kind, size): n_runs, branches, n_params_min, n_params_max, checkpoint
     ("random init" or the checkpoint names), train_rows_min, train_rows_max, demo_size."""
     demo: bool
-    """Some branch run is at a demo size (random init, CPU size): do not cite the verdicts."""
+    """Some branch size is a demo size (a CPU size of the size registry, random init): the
+    report opens with a do-not-cite banner."""
+    sentence: str = field(init=False)
+    """One plain sentence per branch size, e.g. 'micro: 17 branch runs, 0.61 M parameters
+    each, random init, trained on 1,272–8,000 rows'."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "sentence", _sentence(self.table))
 
     def to_frame(self) -> pl.DataFrame:
         return self.table.clone()
 
-    def sentence(self) -> str:
-        """One plain sentence per branch size, e.g. 'micro: 17 branch runs, 0.61 M parameters
-        each, random init, trained on 1,272–8,000 rows'."""
-        parts = []
-        for r in self.table.iter_rows(named=True):
-            what = "branch runs" if r["guard_kind"] == "branch" else f"{r['guard_kind']} runs"
-            parts.append(f"{r['size']}: {r['n_runs']} {what} ({r['branches']}), "
-                         f"{_params(r['n_params_min'], r['n_params_max'])}, "
-                         f"{r['checkpoint']}, trained on "
-                         f"{_span(r['train_rows_min'], r['train_rows_max'])} rows"
-                         + (" — demo size" if r["demo_size"] else ""))
-        return "; ".join(parts)
+
+def _sentence(table: pl.DataFrame) -> str:
+    parts = []
+    for r in table.iter_rows(named=True):
+        what = "branch runs" if r["guard_kind"] == "branch" else f"{r['guard_kind']} runs"
+        parts.append(f"{r['size']}: {r['n_runs']} {what} ({r['branches']}), "
+                     f"{_params(r['n_params_min'], r['n_params_max'])}, "
+                     f"{r['checkpoint']}, trained on "
+                     f"{_span(r['train_rows_min'], r['train_rows_max'])} rows"
+                     + (" — demo size" if r["demo_size"] else ""))
+    return "; ".join(parts)
 
 
 def _params(lo: int | None, hi: int | None) -> str:

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from guarddiag.analyses.inputs import ReportInputs
+from guarddiag.analyses.payload import not_in_payload
 from guarddiag.analyses.registry import AnalysisContext, register_analysis
 from guarddiag.errors import GuarddiagError
 from guarddiag.labels import BinaryMapping, get_mapping
@@ -40,14 +41,14 @@ from guarddiag.sorry.taxonomy import SORRY_BENCHMARK, base_benchmark
 class SorryCategoriesResult:
     """Capture per SORRY-Bench domain and category on one benchmark."""
 
-    benchmark: str
+    benchmark: str = field(metadata=not_in_payload())
     mapping: str
     threshold: float
-    breakdown: CategoryBreakdown
+    breakdown: CategoryBreakdown = field(metadata=not_in_payload())
     domains: pl.DataFrame = field(repr=False)
     """Domain capture per recipe (mean over seeds): entity, domain, capture, n_runs."""
-    sensitive: PolicySensitivity | None
-    sensitive_note: str | None
+    sensitive: PolicySensitivity | None = field(metadata=not_in_payload())
+    sensitive_note: str | None = field(metadata=not_in_payload())
     """Why ``sensitive`` is None (e.g. fewer than two branches)."""
 
     def to_frame(self) -> pl.DataFrame:

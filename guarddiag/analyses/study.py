@@ -100,11 +100,11 @@ def _rank_rows(rank: BranchRankResult | None) -> list[Row]:
     if rank is None:
         return [_row("rank test of the A-last group on copyright", "p", 1 / 210, "1/C(10,4)",
                      None)]
-    return [_row(f"rank test {{{', '.join(rank.group)}}} on {rank.benchmark} ({size})", "p",
+    return [_row(f"rank test {{{', '.join(rank.group)}}} on {rank.benchmark} ({test.size})", "p",
                  1 / 210, "k = 4 of 10 hold the top ranks: 1/C(10,4)", float(test.p_value),
                  f"exact, {test.tail} tail; n = {test.n}, k = {test.k}"
                  + ("; ties present" if test.ties else ""))
-            for size, test in rank.tests]
+            for test in rank.tests]
 
 
 _STUDY_VAL = ("multilingual val, 69.3% of it also in policy-A training files (here: the val "
@@ -118,12 +118,12 @@ def _correlation_rows(correlation: CorrelationResult | None) -> list[Row]:
         _row("Spearman ρ(VAL, mean score on the benchmarks with an A/B call)", "rho", 0.74,
              _STUDY_VAL + "; the study's policy-load set", correlation.policy.rho,
              f"English VAL; n = {correlation.policy.n} recipes (seed means), "
-             f"{len(correlation.policy_benchmarks)} harmful study benchmark(s) called A flags "
+             f"{len(correlation.policy.benchmarks)} harmful study benchmark(s) called A flags "
              "more or less"),
         _row("Spearman ρ(VAL, mean score on the benchmarks called capability)", "rho", 0.34,
              _STUDY_VAL + "; the study's capability-load set", correlation.capability.rho,
              f"English VAL; n = {correlation.capability.n} recipes (seed means), "
-             f"{len(correlation.capability_benchmarks)} harmful study benchmark(s) called "
+             f"{len(correlation.capability.benchmarks)} harmful study benchmark(s) called "
              "capability"),
     ]
 

@@ -22,9 +22,10 @@ different cohorts in one column.
 
 Changes in version 3
 --------------------
-- ``summary.provenance`` and ``disclosure.provenance`` (:class:`ProvenanceJson`): the branches'
-  sizes, parameter counts, checkpoint (random init or named), training rows, read from each
-  run's meta.json, and ``demo`` (a demo size: the report opens with a do-not-cite banner).
+- ``summary.provenance`` and ``disclosure.provenance`` (the payload of
+  :class:`~guarddiag.analyses.provenance.ProvenanceResult`): the branches' sizes, parameter
+  counts, checkpoint (random init or named), training rows, read from each run's meta.json, and
+  ``demo`` (a demo size: the report opens with a do-not-cite banner).
 - ``scores.recipes`` (:class:`RecipesJson`): Table 1's rows, every cell with one interval,
   ``seed-range+wilson`` (a single run's hull is its Wilson interval); ``bold`` lists the
   capability-load benchmarks, the only columns that mark a best value. ``outside.rows`` and
@@ -69,8 +70,9 @@ Changes in version 2
   ``n_tied``, ``tie_blocks``, ``tie_straddles_group``, ``extreme_beside_tie``, ``tie_note``.
 - Paired tests (issue 12): ``scores.paired`` (each student branch recipe vs the reference of
   its size), ``outside.paired`` (per mapping, each outside guard vs the reference recipe) and
-  ``mapping.paired`` (each run strict vs loose) — :class:`PairedJson`: exact McNemar p per
-  comparison and its Holm-adjusted value across the family, ``significant`` at ``alpha``.
+  ``mapping.paired`` (each run strict vs loose) — the payload of
+  :class:`~guarddiag.analyses.paired.PairedComparisonResult`: exact McNemar p per comparison
+  and its Holm-adjusted value across the family, ``significant`` at ``alpha``.
 - ``study``: new ``overlap_origin`` (per audited benchmark: is its exact overlap set by the pool
   recipe's sampled copies or measured), ``excluded_subsets`` (derived subsets left out of the
   study-comparable means) and ``notes``; the overlap rows' ``here_note`` states the origin.

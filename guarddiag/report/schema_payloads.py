@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from guarddiag.analyses.payload import Doc, ExactJson, Payload, Record, absent
+from guarddiag.analyses.paired import PairedComparisonResult
+from guarddiag.analyses.payload import Doc, Payload, Record, absent
+from guarddiag.analyses.provenance import ProvenanceResult
 from guarddiag.analyses.valsets import ValSetsResult
 
 JsonValue = Any
@@ -137,7 +139,7 @@ class SummaryJson(Doc):
     threshold: float
     competence: CompetenceJson | None
     """Null where no reference run was scored on a clear-harm benchmark."""
-    provenance: ProvenanceJson | None
+    provenance: Payload[ProvenanceResult] | None
     """Null where no run meta.json was found."""
 
 
@@ -195,26 +197,9 @@ class ScoreJson(Doc):
     n_positive: int
 
 
-class PairedJson(Doc):
-    """One family of paired comparisons (one table of the report), Holm-corrected together."""
-
-    family: str
-    """``recipes`` (Table 1), ``outside:<mapping>`` (Table 2) or ``mapping``."""
-    description: str
-    test: str
-    alpha: float
-    """Family-wise level: a comparison is significant where its Holm-adjusted p < alpha."""
-    n_comparisons: int
-    n_significant: int
-    comparisons: list[Record]
-    """family, benchmark, metric_alias, subset, mapping, size, first, second, n, n_first_only
-    (b), n_second_only (c), share_first, share_second, delta (= share_first − share_second, a
-    fraction), p_value (exact McNemar, two-sided), p_holm, significant."""
-
-
 class _ScoresBase(Doc):
     scores: list[ScoreJson]
-    paired: PairedJson | None
+    paired: Payload[PairedComparisonResult] | None
     """Each student branch recipe vs the reference recipe of its size (primary cohort); a
     recipe's prompt decision is the majority of its seeds."""
     recipes: RecipesJson
@@ -249,59 +234,11 @@ class LoadJson(Doc):
     """Cohorts with fewer prompts are undetermined."""
 
 
-class TieBlockJson(Doc):
-    score: float
-    branches: list[str]
-    n_in_group: int
-
-
-class RankTestJson(Doc):
-    size: str
-    group: list[str]
-    branches: list[str]
-    """High → low."""
-    scores: list[float | None]
-    ranks: list[float]
-    """Mid-ranks."""
-    n: int
-    k: int
-    rank_sum: float
-    max_rank_sum: float
-    group_holds_top: bool
-    group_holds_bottom: bool
-    ties: bool
-    p_closed_form: ExactJson
-    p_either_closed_form: ExactJson
-    p_upper: ExactJson
-    p_lower: ExactJson
-    p_two_sided: ExactJson
-    tail: Literal["top", "bottom", "either"]
-    p_value: ExactJson
-    """Of the declared tail."""
-    p_tie_aware: ExactJson
-    """= ``p_value``, named beside the closed form (exact only when no tie crosses the group)."""
-    n_tied: int
-    tie_blocks: list[TieBlockJson]
-    tie_straddles_group: bool
-    """A tie holds branches in and out of the group: the closed form understates p."""
-    extreme_beside_tie: bool
-    tie_note: str
-
-
-class RankJson(Doc):
-    benchmark: str
-    metric: str
-    subset: str
-    mapping: str
-    tail: Literal["top", "bottom", "either"]
-    tests: list[RankTestJson]
-
-
 class MappingJson(Doc):
     effects: list[Record]
     """Per run, benchmark, subset: loose, strict (with intervals), delta_pp, strict_applied."""
     by_recipe: list[Record]
-    paired: PairedJson | None
+    paired: Payload[PairedComparisonResult] | None
     """Each run under the strict mapping vs itself under the loose one (primary subset)."""
 
 
@@ -309,7 +246,7 @@ class OutsideJson(Doc):
     rows: list[Record]
     """Guards and branch recipes on the decontaminated prompts, per mapping; every row's
     interval is ``seed-range+wilson`` (a guard is one run: its Wilson interval)."""
-    paired: list[PairedJson]
+    paired: list[Payload[PairedComparisonResult]]
     """Per mapping: each outside guard vs the reference recipe of each size."""
     definitions: dict[str, str]
     """Per outside guard (run id), what "unsafe" means for it, as its adapter states it."""
@@ -321,38 +258,6 @@ class OutsideJson(Doc):
     """Guards audited against their own training data: per guard, benchmark and prompts
     (pool-decontaminated | own-decontaminated | both), n_scored, n_unsafe, score, low, high
     (loose read-out, Wilson)."""
-
-
-class SpearmanJson(Doc):
-    rho: float | None
-    p_value: float | None
-    """Two-sided (scipy.stats.spearmanr); no interval."""
-    n: int
-    """Recipes (one point per (size, branch), seed means)."""
-    benchmarks: list[str]
-    significant: bool | None
-
-
-class SpearmanGroupJson(SpearmanJson):
-    load: Literal["policy", "capability"]
-    kind: Literal["harmful", "benign"]
-
-
-class CorrelationJson(Doc):
-    policy: SpearmanJson
-    """The harmful (CAP) sets the first screen calls A flags more or less (``policy``) and
-    capability (``capability``), beside the study's +0.74 and +0.34."""
-    capability: SpearmanJson
-    groups: list[SpearmanGroupJson]
-    unit: Literal["recipe"]
-    alpha: float
-    excluded: list[str]
-    """Scored benchmarks not among the study's 15 (extra or mutated subsets), left out."""
-    recipes: list[Record]
-    """size, branch, n_seeds, val, policy_harmful, policy_benign, capability_harmful,
-    capability_benign (seed means; no interval)."""
-    subset: str
-    mapping: str
 
 
 class _ValBase(Doc):
@@ -389,14 +294,7 @@ class DisclosureJson(Doc):
     policies: dict[str, str]
     competence_caution: str | None
     """The competence caution (as in ``summary.competence.caution``), or null."""
-    provenance: ProvenanceJson | None
-
-
-class SorryCategoriesJson(Doc):
-    domains: list[Record]
-    """entity, domain, capture, n_runs."""
-    mapping: str
-    threshold: float
+    provenance: Payload[ProvenanceResult] | None
 
 
 class SorryRobustnessJson(Doc):
@@ -437,18 +335,6 @@ class ContaminationJson(_ContaminationBase):
     """Present where the predictions record it: per scored benchmark, the audit its
     survives_decontam flags came from (benchmark, audit_dir, audit_id, pool_sha256, pool_rows,
     compared, drops, n, n_kept, via: the base subset a derived subset inherits from)."""
-
-
-class ProvenanceJson(Doc):
-    """What the branches are, from each scored run's meta.json."""
-
-    demo: bool
-    """Some branch size is a demo size (a CPU size of the size registry, random init): the
-    report opens with a do-not-cite banner."""
-    sizes: list[Record]
-    """Per (guard_kind, size): n_runs, branches, n_params_min, n_params_max, checkpoint
-    ("random init" or checkpoint names), train_rows_min, train_rows_max, demo_size."""
-    sentence: str
 
 
 class RecipesJson(Doc):

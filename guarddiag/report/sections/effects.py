@@ -20,14 +20,12 @@ from guarddiag.report.document import (
     Section,
     Table,
 )
-from guarddiag.report.jsonable import jsonable, records
+from guarddiag.report.jsonable import payload_of, records
 from guarddiag.report.sections.common import BOLD_RULE, capability_benchmarks, cohort_words
 from guarddiag.report.sections.paired import paired_blocks, paired_payload
 from guarddiag.report.sections.ranks import (
     correlation_blocks,
-    correlation_payload,
     rank_tie_blocks,
-    rank_tie_payload,
 )
 
 
@@ -66,20 +64,7 @@ def section_rank(ctx: ReportContext) -> Section:
                Column("score", "score", "pct"), Column("rank", "mid-rank", "num1"),
                Column("in_group", "in group")), r.branch_frame(), collapsed=True),
     ]
-    tests = []
-    for (size, t), (_, tie) in zip(r.tests, r.ties(), strict=True):
-        tests.append(rank_tie_payload(tie, size) | jsonable({
-            "size": size, "group": list(t.group), "branches": list(t.branches),
-            "scores": list(t.scores), "ranks": list(t.ranks), "n": t.n, "k": t.k,
-            "rank_sum": t.rank_sum, "max_rank_sum": t.max_rank_sum,
-            "group_holds_top": t.group_holds_top, "group_holds_bottom": t.group_holds_bottom,
-            "ties": t.ties, "p_closed_form": t.p_extreme_top,
-            "p_either_closed_form": t.p_extreme_either, "p_upper": t.p_upper,
-            "p_lower": t.p_lower, "p_two_sided": t.p_two_sided, "tail": t.tail,
-            "p_value": t.p_value}))
-    payload = {"benchmark": r.benchmark, "metric": r.metric, "subset": r.subset,
-               "mapping": r.mapping, "tail": r.tail, "tests": tests}
-    return Section("rank", title, tuple(blocks), payload)
+    return Section("rank", title, tuple(blocks), payload_of(r))
 
 
 def section_mapping(ctx: ReportContext) -> Section:
@@ -169,4 +154,4 @@ def section_correlation(ctx: ReportContext) -> Section:
         return Section.omit("correlation", title,
                             "no VAL scores (no pool.parquet or no pool_val predictions)")
     blocks = correlation_blocks(c, cohort_words(ctx, c.subset))
-    return Section("correlation", title, tuple(blocks), correlation_payload(c))
+    return Section("correlation", title, tuple(blocks), payload_of(c))

@@ -119,7 +119,7 @@ def _what_was_run(ctx: ReportContext) -> str:
             f"{len(ctx.benchmarks)} benchmarks; prompts: {cohort_words(ctx, threshold=False)}.")
     prov, c = ctx.get(PROVENANCE), ctx.get(COMPETENCE)
     if prov is not None and prov.table.height:
-        text += f" The guards: {prov.sentence()}."
+        text += f" The guards: {prov.sentence}."
     if c is None:
         text += " Competence gate: not computed (no reference run on a clear-harm benchmark)."
     else:

@@ -14,7 +14,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from guarddiag.analyses.correlation import CorrelationResult
 from guarddiag.analyses.pool import PoolStatsResult
+from guarddiag.analyses.rank import BranchRankResult
+from guarddiag.analyses.sorry import SorryCategoriesResult
 from guarddiag.analyses.threshold_free import ThresholdFreeResult
 from guarddiag.analyses.variants import DistillSensitivityResult
 from guarddiag.report import schema_payloads as p
@@ -48,16 +51,16 @@ BUILT_IN_SECTIONS: tuple[SectionBuilder, ...] = (
     register_section("scores", section_scores, payload=p.ScoresJson),
     register_section("load", section_load, payload=p.LoadJson),
     register_section("calls", section_calls, payload=p.CallsJson),
-    register_section("rank", section_rank, payload=p.RankJson),
+    register_section("rank", section_rank, payload=BranchRankResult),
     register_section("distill", section_distill, payload=DistillSensitivityResult),
     register_section("mapping", section_mapping, payload=p.MappingJson),
     register_section("outside", section_outside, payload=p.OutsideJson),
     register_section("threshold_free", section_threshold_free, payload=ThresholdFreeResult),
-    register_section("correlation", section_correlation, payload=p.CorrelationJson),
+    register_section("correlation", section_correlation, payload=CorrelationResult),
     register_section("val", section_val, payload=p.ValJson),
     register_section("pool", section_pool, payload=PoolStatsResult),
     register_section("study", section_study, payload=p.StudyJson),
-    register_section("sorry_categories", sorry_categories, payload=p.SorryCategoriesJson),
+    register_section("sorry_categories", sorry_categories, payload=SorryCategoriesResult),
     register_section("sorry_robustness", sorry_robustness, payload=p.SorryRobustnessJson),
     register_section("sorry_balance", sorry_balance, payload=p.SorryBalanceJson),
     register_section("disclosure", section_disclosure, payload=p.DisclosureJson, last=True),

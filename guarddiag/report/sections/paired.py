@@ -8,13 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from guarddiag.analyses.paired import PairedComparisonResult
+from guarddiag.analyses.paired import TEST, PairedComparisonResult
 from guarddiag.report.document import Block, Column, Paragraph, Table
-from guarddiag.report.jsonable import records
+from guarddiag.report.jsonable import payload_of
 from guarddiag.report.render.cells import p_text
 
-TEST_WORDS = ("exact McNemar test (two-sided binomial on the prompts the two read differently), "
-              "Holm-corrected across the comparisons of one table")
 _LISTED = 8
 
 _COLUMNS = (Column("benchmark", "benchmark"), Column("metric_alias", "metric"),
@@ -45,7 +43,7 @@ def paired_blocks(res: PairedComparisonResult | None, name: str) -> list[Block]:
         return []
     sig = res.significant()
     pct = round(res.alpha * 100)
-    text = (f"Paired tests ({res.description}): {TEST_WORDS} ({res.n_comparisons:,}). "
+    text = (f"Paired tests ({res.description}): {TEST} ({res.n_comparisons:,}). "
             f"{sig.height:,} of {res.n_comparisons:,} differences are significant at a "
             f"family-wise {pct}% level. Every other difference in the table cannot be told "
             "apart from chance on these prompts: a higher or bolder number there is not "
@@ -72,9 +70,8 @@ def paired_blocks(res: PairedComparisonResult | None, name: str) -> list[Block]:
 
 
 def paired_payload(res: PairedComparisonResult | None) -> dict[str, Any] | None:
-    """The family's results.json record (``PairedJson``), or None."""
+    """The family's results.json record (derived from :class:`PairedComparisonResult`), or
+    None."""
     if res is None:
         return None
-    return {"family": res.family, "description": res.description, "test": TEST_WORDS,
-            "alpha": res.alpha, "n_comparisons": res.n_comparisons,
-            "n_significant": res.significant().height, "comparisons": records(res.table)}
+    return payload_of(res)

@@ -11,7 +11,7 @@ from typing import Any
 from guarddiag.analyses.provenance import PROVENANCE
 from guarddiag.report.context import ReportContext
 from guarddiag.report.document import Block, Paragraph
-from guarddiag.report.jsonable import records
+from guarddiag.report.jsonable import payload_of
 
 DEMO_BANNER = ("Demo-size models: do not cite these verdicts. The branches are small encoders "
                "trained from random initialisation on a CPU ({sizes}), not guards anyone "
@@ -41,7 +41,7 @@ def provenance_blocks(ctx: ReportContext, *, caution: str | None = None,
         return (*blocks, Paragraph("What was measured: no run meta.json was found beside the "
                                    "predictions, so the branches' sizes, parameter counts and "
                                    "checkpoints are not known to this report."))
-    blocks.append(Paragraph(f"What was measured: {prov.sentence()}. Sizes, parameter counts, "
+    blocks.append(Paragraph(f"What was measured: {prov.sentence}. Sizes, parameter counts, "
                             "checkpoints and training rows are read from each run's "
                             "meta.json; a demo size is one the size registry lists as a CPU "
                             "size (guarddiag/model/sizes.py) with no pretrained checkpoint."))
@@ -52,4 +52,4 @@ def provenance_payload(ctx: ReportContext) -> dict[str, Any] | None:
     prov = ctx.get(PROVENANCE)
     if prov is None:
         return None
-    return {"demo": prov.demo, "sizes": records(prov.table), "sentence": prov.sentence()}
+    return payload_of(prov)

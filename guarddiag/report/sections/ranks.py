@@ -1,90 +1,35 @@
 """Words for two effects sections: the rank test's ties, and the VAL–score correlations.
 
-The numbers come from :mod:`guarddiag.analyses.rank` (:func:`~guarddiag.analyses.rank.rank_ties`)
-and :mod:`guarddiag.analyses.correlation`; this module only formats them.
+The numbers come from :mod:`guarddiag.analyses.rank` (its tie notes too, which results.json
+carries: :func:`~guarddiag.analyses.rank.tie_note`) and :mod:`guarddiag.analyses.correlation`;
+this module only formats them.
 """
 
 from __future__ import annotations
 
-from fractions import Fraction
-from typing import Any
-
 import polars as pl
 
 from guarddiag.analyses.correlation import CorrelationResult
-from guarddiag.analyses.rank import BranchRankResult, RankTies
+from guarddiag.analyses.rank import BranchRankResult
 from guarddiag.report.document import Block, Column, Paragraph, Table
-from guarddiag.report.jsonable import jsonable, records
-from guarddiag.report.sections.common import pct
-
-_WORDS = ("no", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten",
-          "eleven", "twelve")
-
-
-def count_words(n: int) -> str:
-    """0 → 'no', 6 → 'six', 13 → '13'."""
-    return _WORDS[n] if 0 <= n < len(_WORDS) else str(n)
-
-
-def p_words(p: Fraction) -> str:
-    return f"{p.numerator}/{p.denominator} = {float(p):.3g}"
-
-
-def tie_note(size: str, ties: RankTies) -> str:
-    """One sentence group per model size: which branches tie, and what that does to p."""
-    if not ties.blocks:
-        return (f"{size}: no two branches tie, so the tie-aware p is the exact rank-sum p, "
-                f"{p_words(ties.p_tie_aware)}.")
-    parts = []
-    for b in ties.blocks:
-        inside = ("none of them in the group" if b.n_in_group == 0 else
-                  f"{count_words(b.n_in_group)} of them in the group")
-        parts.append(f"{count_words(len(b.branches))} of {count_words(ties.n)} branches tie at "
-                     f"{pct(b.score)} ({', '.join(b.branches)}; {inside})")
-    text = f"{size}: " + "; ".join(parts) + ". "
-    if ties.straddles:
-        text += ("The group shares a tie with branches outside it, so it cannot be told apart "
-                 f"from them: the tie-aware p is {p_words(ties.p_tie_aware)}, larger than the "
-                 f"closed form {p_words(ties.p_closed_form)}, which assumes no ties.")
-    elif ties.extreme_beside_tie:
-        text += (f"The group's {count_words(ties.k)} extreme ranks come from that tie: the test "
-                 "separates the group from a block of branches with identical scores and "
-                 "cannot order branches inside the block. The tie-aware p is "
-                 f"{p_words(ties.p_tie_aware)}"
-                 + (", equal to the closed form because no tie crosses the group's boundary."
-                    if ties.p_tie_aware == ties.p_closed_form else "."))
-    else:
-        text += (f"No tie touches the group's boundary; the tie-aware p is "
-                 f"{p_words(ties.p_tie_aware)}.")
-    return text
 
 
 def rank_tie_blocks(r: BranchRankResult) -> list[Block]:
-    return [Paragraph("Ties. " + " ".join(tie_note(size, t) for size, t in r.ties()))]
-
-
-def rank_tie_payload(ties: RankTies, size: str) -> dict[str, Any]:
-    return jsonable({
-        "p_tie_aware": ties.p_tie_aware, "n_tied": ties.n_tied,
-        "tie_blocks": [{"score": b.score, "branches": list(b.branches),
-                        "n_in_group": b.n_in_group} for b in ties.blocks],
-        "tie_straddles_group": ties.straddles, "extreme_beside_tie": ties.extreme_beside_tie,
-        "tie_note": tie_note(size, ties)})
+    return [Paragraph("Ties. " + " ".join(t.tie_note for t in r.tests))]
 
 
 def _rho_sentence(c: CorrelationResult) -> str:
     out, weak = [], 0
     for g in c.groups:
         label = f"{SET_NAMES[g.load]}, {g.kind}"
-        r = g.result
-        if r.rho is None or r.p_value is None:
+        if g.rho is None or g.p_value is None:
             why = ("no benchmark in this set" if not g.benchmarks else
-                   f"n = {r.n} recipe(s) or a constant input")
+                   f"n = {g.n} recipe(s) or a constant input")
             out.append(f"{label}: ρ undefined ({why}).")
             continue
         verdict = "significant" if g.significant else "not significant"
         weak += not g.significant
-        out.append(f"{label}: ρ = {r.rho:+.2f} (p = {r.p_value:.3g}, n = {r.n} recipes), "
+        out.append(f"{label}: ρ = {g.rho:+.2f} (p = {g.p_value:.3g}, n = {g.n} recipes), "
                    f"{verdict} at {c.alpha:g}.")
     if weak:
         out.append(f"A ρ that is not significant ({weak} of {len(c.groups)} here) cannot be "
@@ -126,17 +71,3 @@ def correlation_blocks(c: CorrelationResult, cohort: str) -> list[Block]:
 
 SET_NAMES = {"policy": "called A flags more or less", "capability": "called capability"}
 """How the correlations' two sets read in a table: named by the first screen's calls."""
-
-
-def correlation_payload(c: CorrelationResult) -> dict[str, Any]:
-    def one(load: str, kind: str) -> dict[str, Any]:
-        g = c.group(load, kind)
-        return {"rho": g.result.rho, "p_value": g.result.p_value, "n": g.result.n,
-                "benchmarks": list(g.benchmarks), "significant": g.significant}
-
-    return jsonable({
-        "policy": one("policy", "harmful"), "capability": one("capability", "harmful"),
-        "groups": [{"load": g.load, "kind": g.kind, **one(g.load, g.kind)} for g in c.groups],
-        "unit": "recipe", "alpha": c.alpha, "excluded": list(c.excluded),
-        "recipes": records(c.table), "subset": c.subset, "mapping": c.mapping})
-

@@ -20,6 +20,7 @@ import polars as pl
 from guarddiag.analyses.sorry import SORRY, SorryCategoriesResult, SorryResults
 from guarddiag.report.context import ReportContext, SectionBuilder
 from guarddiag.report.document import Block, Column, FigureBlock, Paragraph, Section, Table
+from guarddiag.report.jsonable import payload_of
 from guarddiag.sorry.plots import plot_balance, plot_category_capture, plot_robustness
 from guarddiag.sorry.taxonomy import DOMAINS
 
@@ -94,9 +95,7 @@ def sorry_categories(ctx: ReportContext) -> Section:
     blocks.append(FigureBlock("sorry_categories", plot_category_capture(
         res.breakdown, benchmark=res.benchmark),
         f"Capture per category and run on {res.benchmark}."))
-    payload = {"domains": res.domains.to_dicts(), "mapping": res.mapping,
-               "threshold": res.threshold}
-    return Section(sid, title, tuple(blocks), payload)
+    return Section(sid, title, tuple(blocks), payload_of(res))
 
 
 def sorry_robustness(ctx: ReportContext) -> Section:
