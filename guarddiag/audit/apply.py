@@ -33,12 +33,13 @@ from guarddiag import files
 from guarddiag.audit import jsonlread
 from guarddiag.audit.badrows import BAD_ROWS_FILE, SKIPPED_KINDS, read_bad_rows
 from guarddiag.audit.gate import GateResult, check_gate
-from guarddiag.audit.options import AuditOptions
+from guarddiag.audit.options import ApplyOptions, AuditOptions
 from guarddiag.audit.result import AuditResult
 from guarddiag.audit.run import audit_pool
 from guarddiag.audit.stream import Shard, find_shards, pool_digest
 from guarddiag.errors import GuarddiagError
 from guarddiag.paths import AuditFolder
+from guarddiag.typed import replaced
 
 logger = logging.getLogger(__name__)
 
@@ -86,18 +87,20 @@ class ApplyResult:
         return "\n".join(lines)
 
 
-def apply_audit(audit_dir: str | Path, *, out: str | Path, keep_review: bool = False,
-                data_dir: str | Path | None = None, derived_dir: str | Path | None = None
-                ) -> ApplyResult:
+def apply_audit(audit_dir: str | Path, options: ApplyOptions | None = None, /, *,
+                data_dir: str | Path | None = None, derived_dir: str | Path | None = None,
+                **fields: Any) -> ApplyResult:
     """Write the corpus the audit in ``audit_dir`` audited, without its rows to remove and its
-    skipped bad rows, to ``out`` (module docstring); audit it again into ``out/audit`` with the
-    same options and gates.
+    skipped bad rows, to ``options.out`` (module docstring); audit it again into
+    ``out/audit`` with the same options and gates. ``options``
+    (:class:`~guarddiag.audit.options.ApplyOptions`) with any field replaced by ``fields``.
 
     Example (CPU, seconds)::
 
         apply_audit("work/audit-chat", out="work/chat-clean")
     """
-    audit_dir, out = Path(audit_dir), Path(out)
+    o = replaced(ApplyOptions, options, fields, where="audit apply options")
+    audit_dir, out, keep_review = Path(audit_dir), o.out, o.keep_review
     folder = AuditFolder(audit_dir)
     if not folder.is_finished():
         raise GuarddiagError(f"{audit_dir}: no finished audit here (run `guarddiag audit`)")
