@@ -108,7 +108,7 @@ def apply_audit(audit_dir: str | Path, options: ApplyOptions | None = None, /, *
     if "audit_options" not in meta:
         raise GuarddiagError(f"{folder.meta}: written before `audit apply` existed; "
                              "run the audit again")
-    options = AuditOptions.of(**meta["audit_options"])
+    audited = AuditOptions.of(**meta["audit_options"])
     shards = find_shards(meta["pool_path"])
     if pool_digest(shards) != meta["inputs"]["pool"]:
         raise GuarddiagError(f"{meta['pool_path']}: the pool changed since the audit in "
@@ -121,10 +121,10 @@ def apply_audit(audit_dir: str | Path, options: ApplyOptions | None = None, /, *
     cleaned = out / Path(shards[0].path).name if len(shards) == 1 else out
     logger.info(f"audit apply: wrote {cleaned} ({sum(s.removed for s in written):,} rows "
                 "removed); auditing it again")
-    result = audit_pool(cleaned, options, out_dir=out / REAUDIT, data_dir=data_dir,
+    result = audit_pool(cleaned, audited, out_dir=out / REAUDIT, data_dir=data_dir,
                         derived_dir=derived_dir)
     return ApplyResult(shards=written, cleaned_pool=cleaned, out=out, reaudit=result,
-                       gate=check_gate(result, options))
+                       gate=check_gate(result, audited))
 
 
 def _to_remove(audit_dir: Path, *, keep_review: bool

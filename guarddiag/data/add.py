@@ -199,13 +199,25 @@ def add_benchmark(file: str | os.PathLike[str], *,
         add_benchmark("red_team.csv", subset_id="red_team", text_column="prompt",
                       kind="harmful", category_column="category")
     """
-    o = replaced(AddOptions, None, fields, where="add_benchmark")
-    if o.label_column is not None:
-        raise GuarddiagError("add_benchmark: label_column splits the file; call "
-                             "add_labelled_benchmark")
-    result = add_file(file, o, data_dir=data_dir)
+    result = _add_by_name(file, fields, data_dir=data_dir, split=False)
     assert isinstance(result, AddResult)
     return result
+
+
+def _add_by_name(file: str | os.PathLike[str], fields: dict[str, Any], *,
+                 data_dir: str | os.PathLike[str] | None, split: bool
+                 ) -> AddResult | SplitAddResult:
+    """:func:`add_file` with ``fields`` as the options, refused when ``label_column`` does not
+    match the verb (``split``) called."""
+    verb = "add_labelled_benchmark" if split else "add_benchmark"
+    o = replaced(AddOptions, None, fields, where=verb)
+    if split and o.label_column is None:
+        raise GuarddiagError(f"{verb}: label_column is required (the column holding each "
+                             "row's label)")
+    if not split and o.label_column is not None:
+        raise GuarddiagError(f"{verb}: label_column splits the file; call "
+                             "add_labelled_benchmark")
+    return add_file(file, o, data_dir=data_dir)
 
 
 def _add_whole(file: str | os.PathLike[str], o: AddOptions, kind: str, *,
@@ -254,11 +266,7 @@ def add_labelled_benchmark(file: str | os.PathLike[str], *,
                                label_column="label", harmful_values=["harmful"],
                                benign_values=["benign"])
     """
-    o = replaced(AddOptions, None, fields, where="add_labelled_benchmark")
-    if o.label_column is None:
-        raise GuarddiagError("add_labelled_benchmark: label_column is required (the column "
-                             "holding each row's label)")
-    result = add_file(file, o, data_dir=data_dir)
+    result = _add_by_name(file, fields, data_dir=data_dir, split=True)
     assert isinstance(result, SplitAddResult)
     return result
 
