@@ -152,11 +152,13 @@ def demo_plan(branches: BranchSet, options: DemoOptions) -> list[PlannedRun]:
     seeds, dependencies first: the head-only contrast's seed noise is measured per recipe."""
     from guarddiag.predict.sweep import merge_plans
     from guarddiag.train.branches import plan_runs
+    from guarddiag.train.options import PlanOptions
 
     return list(merge_plans(
-        plan_runs(branches, names="all", sizes=(options.size,), seeds=(options.seed,)),
-        plan_runs(branches, names=_floor_names(options), sizes=(options.size,),
-                  seeds=options.floor_seeds) if options.floor_seeds else []))
+        plan_runs(branches, PlanOptions.of(sizes=(options.size,), seeds=(options.seed,))),
+        plan_runs(branches, PlanOptions.of(branches=_floor_names(options),
+                                           sizes=(options.size,), seeds=options.floor_seeds))
+        if options.floor_seeds else []))
 
 
 def _floor_names(options: DemoOptions) -> str | list[str]:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,7 +25,9 @@ import yaml
 from guarddiag import data, files
 from guarddiag.audit.outputs import load_decontaminated
 from guarddiag.errors import GuarddiagError
+from guarddiag.export_options import CardOptions, DecontaminatedOptions
 from guarddiag.paths import AuditFolder
+from guarddiag.typed import replaced
 
 logger = logging.getLogger(__name__)
 
@@ -65,13 +66,16 @@ def _kept_frame(frame: pl.DataFrame, kept: frozenset[str], name: str) -> pl.Data
     return out
 
 
-def export_decontaminated(audit_dir: str | Path, *, out: str | Path,
-                          benchmarks: str | Sequence[str] = "all",
+def export_decontaminated(audit_dir: str | Path,
+                          options: DecontaminatedOptions | None = None, /, *,
                           data_dir: str | Path | None = None,
                           derived_dir: str | Path | None = None,
-                          hf: bool = True) -> ExportResult:
-    """Write the decontaminated prompts of every audited benchmark (see the module doc)."""
-    audit_dir, out_dir = Path(audit_dir), Path(out)
+                          **fields: Any) -> ExportResult:
+    """Write the decontaminated prompts of every audited benchmark (see the module doc), as
+    ``options`` (:class:`~guarddiag.export_options.DecontaminatedOptions`, any field replaced
+    by ``fields``: ``out="exports/x"``) say."""
+    o = replaced(DecontaminatedOptions, options, fields, where="export options")
+    audit_dir, out_dir, benchmarks, hf = Path(audit_dir), o.out, o.benchmarks, o.hf
     if not AuditFolder(audit_dir).summary.is_file():
         raise GuarddiagError(f"{audit_dir}: no {AuditFolder.SUMMARY}; run `guarddiag audit` first")
     kept = load_decontaminated(audit_dir)
@@ -129,8 +133,12 @@ _CARD_FIELDS = ("benchmark", "n", "n_kept", "share_exact", "share_near", "call",
                 "q_contrast", "n_groups")
 
 
-def export_card(report_dir: str | Path, *, out: str | Path | None = None) -> CardResult:
-    """The report's disclosure card as model-card YAML (default ``<report_dir>/card.yaml``)."""
+def export_card(report_dir: str | Path, options: CardOptions | None = None, /,
+                **fields: Any) -> CardResult:
+    """The report's disclosure card as model-card YAML, written where ``options``
+    (:class:`~guarddiag.export_options.CardOptions`, any field replaced by ``fields``) say
+    (default ``<report_dir>/card.yaml``)."""
+    out = replaced(CardOptions, options, fields, where="export card options").out
     report_dir = Path(report_dir)
     results_path = report_dir / "results.json"
     if not results_path.is_file():
@@ -162,7 +170,7 @@ def export_card(report_dir: str | Path, *, out: str | Path | None = None) -> Car
                  "the span test's A-last vs B-last contrast at 0.5. Shares are of the "
                  "benchmark's prompts found in the training pool.",
     }}
-    path = Path(out) if out is not None else report_dir / "card.yaml"
+    path = out if out is not None else report_dir / "card.yaml"
     files.write_text(yaml.safe_dump(card, sort_keys=False, allow_unicode=True), path)
     logger.info(f"export: disclosure card → {path}")
     return CardResult(path=path, card=card)

@@ -90,6 +90,11 @@ def is_reference() -> pl.Expr:
     return _branch() & (pl.col("role") == "reference")
 
 
+def is_teacher() -> pl.Expr:
+    """Runs of a teacher branch (its soft labels train other branches)."""
+    return _branch() & (pl.col("role") == "teacher")
+
+
 def is_a_last() -> pl.Expr:
     """The A-last group: students whose last policy signal is A (the study's E1, E7, E8, E10:
     three recalibrated on policy-A labels, one distilled from the policy-A teacher). Every

@@ -106,6 +106,14 @@ unable to parse string as a number, got 'x'
         raise SpecError(str(where), problems) from None
 
 
+def replaced(model: type[M], options: M | None, fields: Mapping[str, Any], *,
+             where: str) -> M:
+    """``options`` (None: every default) with ``fields`` replaced, checked as ``model``: what
+    a verb that takes its options object whole, or its fields by name, builds."""
+    base = {} if options is None else options.model_dump(exclude_unset=True)
+    return validate(model, {**base, **fields}, where=where)
+
+
 def read_values(model: type[Model], doc: Any, *, where: str, problems: Problems,
                 extra_keys: Sequence[str] = ()) -> dict[str, Any]:
     """The fields of ``model`` read from a spec mapping, each validated on its own, every problem

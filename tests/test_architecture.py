@@ -56,8 +56,9 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("report", ("report", "plots")),
     ("bench", ("bench",)),             # guarddiag bench: measures the stages, imported by none
     ("demo", ("demo", "demo_defaults", "reproduce")),
-    ("api", ("", "api", "exports")),    # the package face, guarddiag/__init__.py, its verbs
-                                        # and the exports for other tools
+    ("api", ("", "api", "exports", "export_options")),  # the package face,
+                                        # guarddiag/__init__.py, its verbs and the exports
+                                        # for other tools (their options apart: no datasets)
     ("cli", ("cli", "__main__")),
 )
 

@@ -13,6 +13,7 @@ from guarddiag.errors import GuarddiagError
 from guarddiag.paths import branches_dir
 from guarddiag.spec import SpecError
 from guarddiag.train.branches import load_branches, parse_seeds, parse_sizes, plan_runs
+from guarddiag.train.options import PlanOptions
 
 
 def test_bundled_specs_are_the_study_branches():
@@ -63,7 +64,7 @@ def test_bundled_specs_are_the_study_branches():
 
 def test_plan_runs_dependencies_first_and_teachers_once():
     b = load_branches()
-    plan = plan_runs(b, names="E1,E8", sizes=["micro"], seeds=[43, 44])
+    plan = plan_runs(b, PlanOptions.of(branches="E1,E8", sizes=["micro"], seeds=[43, 44]))
     ids = [r.run_id for r in plan]
     assert ids[:2] == ["tiny/T_A/seed=42", "tiny/T_B/seed=42"]  # fixed-seed teachers, once
     assert ids.index("micro/reference/seed=43") < ids.index("micro/E1/seed=43")
@@ -72,7 +73,7 @@ def test_plan_runs_dependencies_first_and_teachers_once():
     e8 = next(r for r in plan if r.run_id == "micro/E8/seed=43")
     assert e8.teacher == "tiny/T_A/seed=42"
     assert len(ids) == len(set(ids)) == 2 + 2 * 3
-    base = plan_runs(b, names="reference", sizes=["base"], seeds=[42])
+    base = plan_runs(b, PlanOptions.of(branches="reference", sizes=["base"], seeds=[42]))
     assert [r.run_id for r in base] == ["large/T_B/seed=42", "base/reference/seed=42"]
 
 
@@ -119,7 +120,7 @@ def test_variants_are_named_after_their_base_and_planned_with_all(tmp_path):
     # is not a variant is what it was before variants existed).
     assert "variant_of" not in b["E6"].resolved()
     assert b["E6-a05"].resolved()["variant_of"] == "E6"
-    ids = [r.run_id for r in plan_runs(b, names="all", sizes=["micro"], seeds=[42])]
+    ids = [r.run_id for r in plan_runs(b, PlanOptions.of(seeds=[42]))]
     assert ids == ["micro/T/seed=42", "micro/E6/seed=42", "micro/E6-a05/seed=42"]
     cases = [
         ({"E6": GOOD.format(name="E6"), "E6-x": GOOD.format(name="E6-x")},

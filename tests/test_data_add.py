@@ -457,6 +457,31 @@ def test_a_label_column_splits_the_file_into_harmful_and_benign(setup, capsys):
     assert (doc["filter_field"], doc["filter_values"]) == ("label", ["benign"])
 
 
+def test_add_file_takes_the_options_object_whole(setup):
+    """The Python API takes the command line's AddOptions: one object splits a mixed file, the
+    keyword wrappers build the same object and refuse the other shape."""
+    from guarddiag.data.options import AddOptions
+
+    ddir, _ = setup
+    src = write_csv(ddir.parent / "team" / "mixed.csv", mixed_rows())
+    options = AddOptions(subset_id="team", text_column="prompt", id_column="uid",
+                         label_column="label", harmful_values=("harmful", "unsafe"),
+                         benign_values=("benign",))
+    split = data.add_file(src, options, data_dir=ddir)
+    assert isinstance(split, data.SplitAddResult)
+    assert (split.harmful.rows, split.benign.rows) == (10, 10)  # mixed_rows: 5+5 and 10
+    loaded = data.load_benchmarks("team_harmful,team_benign", data_dir=ddir)
+    assert (loaded.frames["team_harmful"].height, loaded.frames["team_benign"].height) == (10, 10)
+    with pytest.raises(GuarddiagError, match="label_column splits the file"):
+        data.add_benchmark(src, subset_id="x", text_column="prompt", label_column="label",
+                           harmful_values=["harmful"], data_dir=ddir)
+    with pytest.raises(GuarddiagError, match="label_column is required"):
+        data.add_labelled_benchmark(src, subset_id="x", text_column="prompt", data_dir=ddir)
+    with pytest.raises(SpecError, match='field "kind"'):
+        data.add_benchmark(src, subset_id="x", text_column="prompt", kind="harmfull",
+                           data_dir=ddir)
+
+
 def test_benign_values_make_any_other_value_an_error(setup, capsys):
     ddir, _ = setup
     rows = mixed_rows()

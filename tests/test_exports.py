@@ -16,7 +16,9 @@ from guarddiag import files
 from guarddiag.cli import main
 from guarddiag.data import load_benchmarks
 from guarddiag.errors import GuarddiagError
+from guarddiag.export_options import CardOptions
 from guarddiag.exports import export_card, export_decontaminated
+from guarddiag.spec import SpecError
 
 
 @pytest.fixture(scope="module")
@@ -96,3 +98,11 @@ def test_card_carries_the_reports_calls_and_counts(tmp_path):
         assert "load" not in entry
         assert "load_study" not in entry
     assert result.to_frame().height == len(by_name)
+    # The options object whole, or its field by name: the same card, where it says.
+    whole = export_card(tmp_path / "rep", CardOptions(out=tmp_path / "a.yaml"))
+    named = export_card(tmp_path / "rep", out=tmp_path / "b.yaml")
+    assert (whole.path, named.path) == (tmp_path / "a.yaml", tmp_path / "b.yaml")
+    assert whole.path.read_bytes() == named.path.read_bytes() \
+        == (tmp_path / "rep" / "card.yaml").read_bytes()
+    with pytest.raises(SpecError, match='field "outt"'):
+        export_card(tmp_path / "rep", outt=tmp_path / "c.yaml")

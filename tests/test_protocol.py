@@ -4,6 +4,8 @@ reads it, a user can point at another one, and no analysis or report module rest
 from __future__ import annotations
 
 import ast
+import re
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -187,11 +189,10 @@ def _restated(value: object) -> bool:
     return False
 
 
-def protocol_literals() -> list[str]:
-    """``path:line: value (in name)`` of every literal in analyses/ and report/ that restates
-    a benchmark id, the cut-off or α, outside :data:`ALLOWED`."""
+def _constants() -> Iterator[tuple[str, str, ast.Constant]]:
+    """(module under guarddiag/, top-level name, constant) of every literal in analyses/ and
+    report/ that is not a docstring."""
     package = ROOT / "guarddiag"
-    found = []
     for path in sorted([*(package / "analyses").rglob("*.py"),
                         *(package / "report").rglob("*.py")]):
         rel = path.relative_to(package).as_posix()
@@ -199,11 +200,56 @@ def protocol_literals() -> list[str]:
         docs = _docstrings(tree)
         for top in tree.body:
             name = _top_name(top)
-            for node in ast.walk(top):
-                if (isinstance(node, ast.Constant) and id(node) not in docs
-                        and _restated(node.value) and (rel, name) not in ALLOWED):
-                    found.append(f"{rel}:{node.lineno}: {node.value!r} (in {name or '?'})")
-    return found
+            yield from ((rel, name, node) for node in ast.walk(top)
+                        if isinstance(node, ast.Constant) and id(node) not in docs)
+
+
+def protocol_literals() -> list[str]:
+    """``path:line: value (in name)`` of every literal in analyses/ and report/ that restates
+    a benchmark id, the cut-off or α, outside :data:`ALLOWED`."""
+    return [f"{rel}:{node.lineno}: {node.value!r} (in {name or '?'})"
+            for rel, name, node in _constants()
+            if _restated(node.value) and (rel, name) not in ALLOWED]
+
+
+CUTOFF_WORDS = re.compile(r"(?<![\d.])0\.5(?!\d)")
+"""The cut-off quoted inside a sentence or a column heading ("at 0.5", "P(unsafe) ≥ 0.5")."""
+WORDS_ALLOWED: dict[tuple[str, str], str] = {
+    ("report/sections/threshold_free.py", "section_threshold_free"):
+        "'not 0.5': the AUROC of a guard ranking at random, which AUPRC's chance level is not",
+}
+"""Texts that say 0.5 and do not mean the cut-off, with the reason (besides :data:`ALLOWED`)."""
+
+
+def cutoff_words() -> list[str]:
+    """``path:line: text`` of every report or analysis text that writes the cut-off's value
+    instead of reading it from the protocol, so that another protocol file would leave it
+    saying 0.5."""
+    return [f"{rel}:{node.lineno}: {node.value[:60]!r}" for rel, name, node in _constants()
+            if isinstance(node.value, str) and CUTOFF_WORDS.search(node.value)
+            and (rel, name) not in ALLOWED and (rel, name) not in WORDS_ALLOWED]
+
+
+def test_no_report_text_quotes_the_cutoff():
+    assert cutoff_words() == []
+
+
+def test_another_cutoff_changes_the_reports_words(tmp_path, monkeypatch):
+    """The glossary, the call words and the neutral rows' note read the protocol's cut-off;
+    the default protocol's words are the pinned ones (tests/test_example_report.py)."""
+    from guarddiag.analyses.operating import neutral_note
+    from guarddiag.report.glossary import glossary
+    from guarddiag.report.sections.first_screen import call_columns
+
+    monkeypatch.delenv(PROTOCOL_ENV, raising=False)
+    assert "differ at 0.5 but not" in dict(glossary())["threshold shift"]
+    monkeypatch.setenv(PROTOCOL_ENV, str(_write(tmp_path, cutoff=0.7)))
+    terms = dict(glossary())
+    assert "differ at 0.7 but not" in terms["threshold shift"]
+    assert "false-flag rate at 0.7 on the policy-neutral rows" in terms["matched threshold"]
+    assert not any("{cut}" in meaning for meaning in terms.values())
+    assert neutral_note().endswith("false-flag rate at 0.7 there")
+    assert [c.header for c in call_columns() if c.key == "effect_05"] == ["A − B at 0.7 (pp)"]
 
 
 def test_no_analysis_or_report_module_restates_the_protocol():
@@ -228,3 +274,10 @@ def test_every_allowed_entry_is_still_needed():
         assert top is not None, f"{rel}: no top-level {name}"
         assert any(isinstance(n, ast.Constant) and id(n) not in docs and _restated(n.value)
                    for n in ast.walk(top)), f"{rel}:{name} holds no protocol literal now"
+
+
+def test_the_words_scan_finds_a_quoted_cutoff_and_only_that():
+    texts = ("beyond it at 0.5 only", "P(unsafe) ≥ 0.5 sits beside it", "0.55", "10.5",
+             "effect_05", "at 0.50")
+    assert [bool(CUTOFF_WORDS.search(t)) for t in texts] == [True, True, False, False, False,
+                                                            False]

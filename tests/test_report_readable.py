@@ -27,7 +27,7 @@ from guarddiag.report.glossary import GLOSSARY, anchor, link_first_uses
 from guarddiag.report.render.cells import MAX_COLUMNS, table_cells, table_parts
 from guarddiag.report.sections.common import decontam_level
 from guarddiag.report.sections.data import _with_contrast
-from guarddiag.report.sections.first_screen import CALL_COLUMNS, call_table, cite_sentence
+from guarddiag.report.sections.first_screen import call_columns, call_table, cite_sentence
 from guarddiag.report.sections.sorry import _sensitive_blocks
 
 
@@ -266,7 +266,7 @@ def test_the_first_screen_reads_the_calls_analysis_when_it_is_there():
          "yes", 0.25, 0.2, 0.3, 0.4, 0.35, 0.45, "—"),
         ("b2", "capability", "distill: capability; head_only: undetermined",
          "no: flips with threshold=0.5", 0.25, 0.2, 0.3, 0.4, 0.35, 0.45, "—")]
-    _, cells = table_cells(Table("t", "c", CALL_COLUMNS, table))
+    _, cells = table_cells(Table("t", "c", call_columns(), table))
     assert cells[0][4][0] == "25.0 [20.0, 30.0]"              # matched
     assert cells[0][5][0] == "40.0 [35.0, 45.0]"              # at 0.5, beside it
     # Only the stable, determined call may be cited, with its interval and routes.

@@ -23,7 +23,7 @@ from guarddiag.analyses.rank import RANK
 from guarddiag.analyses.scored import SCORES
 from guarddiag.analyses.study import STUDY
 from guarddiag.errors import GuarddiagError
-from guarddiag.roles import is_a_last, is_route_cohort, names_where
+from guarddiag.roles import is_a_last, is_reference, is_route_cohort, is_teacher, names_where
 from guarddiag.runs import read_run_meta
 from guarddiag.spec import SpecError
 from guarddiag.train.branches import load_branches
@@ -240,3 +240,14 @@ def test_the_route_cohort_is_reference_students_and_controls_without_variants():
         "role": ["reference", "student", "control", "student", "teacher", None, None],
         "variant_of": [None, None, None, "E6", None, None, None]})
     assert names_where(t, is_route_cohort()) == ("reference", "E1", "E1-ctrl")
+
+
+def test_teachers_and_the_reference_by_role_not_by_name():
+    """A teacher renamed, or an outside guard that calls itself "reference", is read by its
+    role and guard kind."""
+    t = pl.DataFrame({
+        "branch": ["reference", "my_teacher", "T_B", "E1", "reference"],
+        "guard_kind": ["branch", "branch", "branch", "branch", "outside"],
+        "role": ["reference", "teacher", "teacher", "student", "reference"]})
+    assert names_where(t, is_teacher()) == ("my_teacher", "T_B")
+    assert t.filter(is_reference()).height == 1

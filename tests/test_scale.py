@@ -23,6 +23,7 @@ from guarddiag.runs import LOCK_FILE
 from guarddiag.train import TrainingInterrupted, TrainOptions, train_one
 from guarddiag.train.branches import load_branches
 from guarddiag.train.lock import RunLock, RunLockedError
+from guarddiag.train.options import PlanOptions
 from guarddiag.train.plan import find_run, plan_graph
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -117,7 +118,7 @@ def setup_runs(tmp_path_factory):
 
 def test_plan_graph_has_the_dependency_edges_and_levels(setup_runs, tmp_path):
     branches, _, _ = setup_runs
-    graph = plan_graph(branches, names="all", sizes=["micro"], seeds=[42], runs_dir=tmp_path)
+    graph = plan_graph(branches, PlanOptions.of(sizes=["micro"], seeds=[42]), runs_dir=tmp_path)
     levels = {n.id: n.level for n in graph.nodes}
     assert levels == {"micro/T_A/seed=42": 0, "micro/T_B/seed=42": 0,
                       "micro/reference/seed=42": 1, "micro/E8/seed=42": 1,
@@ -248,7 +249,7 @@ def test_an_interrupted_train_run_resumes_to_identical_weights(setup_runs, tmp_p
         train_one(runs_dir=tmp_path / "killed", options=opts, **kw)
     rd = tmp_path / "killed/micro/T_A/seed=42"
     assert not (rd / LOCK_FILE).exists()  # released on the way out
-    graph = plan_graph(branches, names="T_A", sizes=["micro"], seeds=[42],
+    graph = plan_graph(branches, PlanOptions.of(branches="T_A", sizes=["micro"], seeds=[42]),
                        runs_dir=tmp_path / "killed")
     assert graph.nodes[0].status == "interrupted"
     resumed = train_one(runs_dir=tmp_path / "killed", **kw)

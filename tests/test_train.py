@@ -30,6 +30,7 @@ from guarddiag.train import (
     train_run,
 )
 from guarddiag.train.branches import load_branches, plan_runs
+from guarddiag.train.options import PlanOptions
 from guarddiag.train.rows import POLICY_ANCHOR_SHARE, policy_anchor_mask
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -250,7 +251,7 @@ def test_finished_runs_are_skipped_and_changed_specs_retrained(trained, pool_pat
     again = train_branches(branches=branches, names="E1", sizes=["micro"], seeds=[42],
                            runs_dir=runs, pool_path=pool_path)
     assert {r.status for r in again.runs} == {"skipped"}
-    run = next(r for r in plan_runs(branches, names="E1", sizes=["micro"], seeds=[42])
+    run = next(r for r in plan_runs(branches, PlanOptions.of(branches="E1", seeds=[42]))
                if r.branch == "E1")
     # meta.json carries the spec's roles; a changed role relabels the run, never retrains it.
     assert read_run_meta(runs / run.run_id).roles == branches["E1"].roles()
@@ -268,7 +269,7 @@ def test_finished_runs_are_skipped_and_changed_specs_retrained(trained, pool_pat
 
 def test_missing_dependency_is_a_one_line_error(trained, pool_path, tmp_path):
     branches, _, _ = trained
-    run = next(r for r in plan_runs(branches, names="E1", sizes=["micro"], seeds=[7])
+    run = next(r for r in plan_runs(branches, PlanOptions.of(branches="E1", seeds=[7]))
                if r.branch == "E1")
     with pytest.raises(GuarddiagError, match="needs the finished run micro/reference/seed=7"):
         train_run(branches["E1"], run, pool=read_pool(pool_path), runs_dir=tmp_path)

@@ -81,7 +81,7 @@ from guarddiag.analyses.contrast import (
     route_pairs,
 )
 from guarddiag.analyses.loadtest import NO_PROMPTS
-from guarddiag.analyses.operating import NEUTRAL_NOTE, degenerate_runs, run_scores
+from guarddiag.analyses.operating import degenerate_runs, neutral_note, run_scores
 from guarddiag.analyses.placement import place_outside_guards
 from guarddiag.analyses.registry import AnalysisContext, AnalysisOmitted, register_analysis
 from guarddiag.analyses.study_calls import study_rows
@@ -328,7 +328,7 @@ def route_verdict(test: RouteTest, at_05: RouteTest | None, *, alpha: float, mar
         return {**out, "call": MORE if c.effect > 0 else LESS, "reason": ""}
     if at_05 is not None and at_05.contrast is not None and p_two_sided(at_05.contrast) < alpha:
         return {**out, "call": "threshold shift",
-                "reason": "the contrast at 0.5 vanishes at the matched threshold"}
+                "reason": f"the contrast at {at_cutoff()} vanishes at the matched threshold"}
     if out["p_equivalence"] < alpha:
         return {**out, "call": "capability", "reason": f"contrast within ±{margin * 100:g} pp"}
     return {**out, "call": "undetermined",
@@ -436,7 +436,7 @@ def compute_calls(predictions: pl.DataFrame, *, pool: pl.DataFrame | None,
                          thresholds=thresholds.sort(["mapping", "run_id"]),
                          placement=pl.DataFrame(), study=pl.DataFrame(),
                          mapping=primary.name, alpha=alpha, margin=margin,
-                         neutral_rows=NEUTRAL_NOTE, clear_harm=harm, notes=tuple(notes))
+                         neutral_rows=neutral_note(), clear_harm=harm, notes=tuple(notes))
     placement = place_outside_guards(headline=result.headline(), scores=scores,
                                      thresholds=result.thresholds, mapping=primary.name,
                                      clear_harm=harm, confidence=confidence, seed=seed)

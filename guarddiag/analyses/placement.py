@@ -34,7 +34,7 @@ from guarddiag.analyses.callwords import (
 )
 from guarddiag.analyses.contrast import contrast_side, pooled_variance, route_pairs
 from guarddiag.protocol import protocol
-from guarddiag.roles import is_route_cohort
+from guarddiag.roles import is_reference, is_route_cohort
 
 PLACEMENT_DRAWS = 2000
 """Monte-Carlo draws of a placement interval (a ratio of noisy ends has no exact one here)."""
@@ -80,7 +80,7 @@ def place_outside_guards(*, headline: pl.DataFrame, scores: pl.DataFrame,
     outside = cohort.filter(pl.col("guard_kind") == "outside")
     cap = _clear_harm_capture(scores, outside["run_id"].unique().to_list(), mapping=mapping,
                               clear_harm=clear_harm, threshold=PRIMARY_THRESHOLD)
-    refs = cohort.filter(pl.col("role") == "reference")["run_id"].unique().to_list()
+    refs = cohort.filter(is_reference())["run_id"].unique().to_list()
     ref_cap = _clear_harm_capture(scores, refs, mapping=mapping, clear_harm=clear_harm,
                                   threshold=at_cutoff())
     competence = protocol().competence_floor

@@ -33,12 +33,13 @@ from guarddiag import files
 from guarddiag.audit import jsonlread
 from guarddiag.audit.badrows import BAD_ROWS_FILE, SKIPPED_KINDS, read_bad_rows
 from guarddiag.audit.gate import GateResult, check_gate
-from guarddiag.audit.options import AuditOptions
+from guarddiag.audit.options import ApplyOptions, AuditOptions
 from guarddiag.audit.result import AuditResult
 from guarddiag.audit.run import audit_pool
 from guarddiag.audit.stream import Shard, find_shards, pool_digest
 from guarddiag.errors import GuarddiagError
 from guarddiag.paths import AuditFolder
+from guarddiag.typed import replaced
 
 logger = logging.getLogger(__name__)
 
@@ -86,18 +87,20 @@ class ApplyResult:
         return "\n".join(lines)
 
 
-def apply_audit(audit_dir: str | Path, *, out: str | Path, keep_review: bool = False,
-                data_dir: str | Path | None = None, derived_dir: str | Path | None = None
-                ) -> ApplyResult:
+def apply_audit(audit_dir: str | Path, options: ApplyOptions | None = None, /, *,
+                data_dir: str | Path | None = None, derived_dir: str | Path | None = None,
+                **fields: Any) -> ApplyResult:
     """Write the corpus the audit in ``audit_dir`` audited, without its rows to remove and its
-    skipped bad rows, to ``out`` (module docstring); audit it again into ``out/audit`` with the
-    same options and gates.
+    skipped bad rows, to ``options.out`` (module docstring); audit it again into
+    ``out/audit`` with the same options and gates. ``options``
+    (:class:`~guarddiag.audit.options.ApplyOptions`) with any field replaced by ``fields``.
 
     Example (CPU, seconds)::
 
         apply_audit("work/audit-chat", out="work/chat-clean")
     """
-    audit_dir, out = Path(audit_dir), Path(out)
+    o = replaced(ApplyOptions, options, fields, where="audit apply options")
+    audit_dir, out, keep_review = Path(audit_dir), o.out, o.keep_review
     folder = AuditFolder(audit_dir)
     if not folder.is_finished():
         raise GuarddiagError(f"{audit_dir}: no finished audit here (run `guarddiag audit`)")
@@ -105,7 +108,7 @@ def apply_audit(audit_dir: str | Path, *, out: str | Path, keep_review: bool = F
     if "audit_options" not in meta:
         raise GuarddiagError(f"{folder.meta}: written before `audit apply` existed; "
                              "run the audit again")
-    options = AuditOptions.of(**meta["audit_options"])
+    audited = AuditOptions.of(**meta["audit_options"])
     shards = find_shards(meta["pool_path"])
     if pool_digest(shards) != meta["inputs"]["pool"]:
         raise GuarddiagError(f"{meta['pool_path']}: the pool changed since the audit in "
@@ -118,10 +121,10 @@ def apply_audit(audit_dir: str | Path, *, out: str | Path, keep_review: bool = F
     cleaned = out / Path(shards[0].path).name if len(shards) == 1 else out
     logger.info(f"audit apply: wrote {cleaned} ({sum(s.removed for s in written):,} rows "
                 "removed); auditing it again")
-    result = audit_pool(cleaned, options, out_dir=out / REAUDIT, data_dir=data_dir,
+    result = audit_pool(cleaned, audited, out_dir=out / REAUDIT, data_dir=data_dir,
                         derived_dir=derived_dir)
     return ApplyResult(shards=written, cleaned_pool=cleaned, out=out, reaudit=result,
-                       gate=check_gate(result, options))
+                       gate=check_gate(result, audited))
 
 
 def _to_remove(audit_dir: Path, *, keep_review: bool

@@ -1,6 +1,7 @@
-"""The audit verb's options, declared once: ``guarddiag audit``, :func:`guarddiag.run_audit`,
+"""The audit verbs' options, declared once: ``guarddiag audit``, :func:`guarddiag.run_audit`,
 :func:`~guarddiag.audit.run.audit_pool` and the scan engine all take one :class:`AuditOptions`,
-so their defaults cannot drift apart.
+so their defaults cannot drift apart; ``guarddiag audit apply`` and
+:func:`~guarddiag.audit.apply.apply_audit` take one :class:`ApplyOptions`.
 
 Build one with :meth:`AuditOptions.of` (``AuditOptions.of(near_dup=True)``, or an existing
 options object with some fields replaced); an unknown field or a value of the wrong type is a
@@ -11,6 +12,7 @@ are checked by :func:`guarddiag.audit.frames.check_options`, before any I/O.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import field_validator, model_validator
@@ -24,9 +26,9 @@ from guarddiag.audit.result import (
     DEFAULT_THRESHOLD,
 )
 from guarddiag.audit.template import MIN_FIXED_WORDS
-from guarddiag.typed import Model, validate
+from guarddiag.typed import Model, replaced
 
-__all__ = ["GATE_KINDS", "AuditOptions"]
+__all__ = ["GATE_KINDS", "ApplyOptions", "AuditOptions"]
 
 GATE_KINDS = ("exact", "near", "template", "contained")
 """Overlap kinds, as ``--gate-exclude`` names them."""
@@ -98,8 +100,7 @@ class AuditOptions(Model):
     @classmethod
     def of(cls, options: AuditOptions | None = None, /, **fields: Any) -> AuditOptions:
         """``options`` (default: every default) with ``fields`` replaced, checked."""
-        base = {} if options is None else options.model_dump(exclude_unset=True)
-        return validate(cls, base | fields, where="audit options")
+        return replaced(cls, options, fields, where="audit options")
 
     @field_validator("text_fields", "require_fields")
     @classmethod
@@ -161,3 +162,13 @@ class AuditOptions(Model):
         on = {"exact": True, "near": self.near_dup, "template": self.templates,
               "contained": self.containment}
         return tuple(k for k in GATE_KINDS if on[k] and k not in self.gate_exclude)
+
+
+class ApplyOptions(Model):
+    """How ``guarddiag audit apply`` (:func:`~guarddiag.audit.apply.apply_audit`) writes the
+    cleaned corpus; the audit's own options come from the finished audit."""
+
+    out: Path
+    """Folder for the cleaned shards (same names and formats), removed/ and the new audit/."""
+    keep_review: bool = False
+    """Keep the rows whose only matches are listed for review."""

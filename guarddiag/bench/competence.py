@@ -54,7 +54,7 @@ from guarddiag.numerics import cpu_flags
 from guarddiag.pool.table import read_pool
 from guarddiag.predictions import read, with_unsafe_probability
 from guarddiag.protocol import protocol
-from guarddiag.roles import is_reference
+from guarddiag.roles import is_reference, is_teacher
 from guarddiag.runs import read_run_meta
 
 BENCH_BRANCHES = ("T_A", "T_B", "reference")
@@ -232,7 +232,7 @@ def competence_by_size(predictions: pl.DataFrame, pool: pl.DataFrame, *,
         pl.col("cap_ffr").min().alias("cap_ffr_low"),
         pl.col("cap_ffr").max().alias("cap_ffr_high"), pl.col("ffr").mean(),
         pl.col("cap_05").mean())
-    copy = points.filter((pl.col("benchmark") == copyright_id) & (pl.col("role") == "teacher"))
+    copy = points.filter((pl.col("benchmark") == copyright_id) & is_teacher())
     gap = [{"size": s, **_copy_gap(copy.filter(pl.col("size") == t))}
            for s, t in teachers.items()]
     ranking = ranking_table(predictions, mapping=mapping, subset=subset, margin=margin)
@@ -274,13 +274,13 @@ def _bench_size(task: _SizeTask) -> SizeCost:
     from guarddiag.predict.options import BATCH_SIZE
     from guarddiag.predict.runner import fill_score_cache, scoring_inputs
     from guarddiag.train import load_branches, plan_runs, train_branches
-    from guarddiag.train.options import TrainOptions
+    from guarddiag.train.options import PlanOptions, TrainOptions
     from guarddiag.train.pooled import encoder_for
 
     runs_dir = Path(task.runs_dir)
     stored = runs_dir / COSTS_DIR / f"{task.size}.json"
-    plan = plan_runs(load_branches(), names=list(BENCH_BRANCHES), sizes=[task.size],
-                     seeds=list(task.seeds))
+    plan = plan_runs(load_branches(), PlanOptions.of(branches=tuple(BENCH_BRANCHES),
+                                                     sizes=(task.size,), seeds=task.seeds))
     encoder = encoder_for(task.size, TrainOptions())
     t0 = time.perf_counter()
     encoder.embed(list(task.sample))

@@ -103,7 +103,7 @@ recall and precision against an exact oracle (every pair's intersection count, a
 product); then the ratios exact / bare join, near-dup / exact (without and with the chart)
 and datasketch / prefix join. datasketch is the optional peer extra: pip install "guarddiag[peer]".
 
-Example (the acceptance sizes, ~2 min on 2 cores):
+Example (the acceptance sizes; their time: docs/decisions.md#2026-12-03-guarddiag-bench-audit):
   guarddiag bench audit
   guarddiag bench audit --rows 0 --near-rows 0 --recall-pool work/pool/pool.parquet
   guarddiag bench audit --suite --json work/audit-suite.json
@@ -153,11 +153,9 @@ def _register_apply(audit: argparse.ArgumentParser) -> None:
                         description=_APPLY_DESCRIPTION)
     add_work_paths(parser, "audit", "derived",
                    help={"audit": "the finished audit whose rows to remove are applied"})
-    parser.add_argument("--out", type=Path, required=True, metavar="DIR",
-                        help="folder for the cleaned shards (same names and formats), "
-                             "removed/ and the new audit/")
-    parser.add_argument("--keep-review", action="store_true",
-                        help="keep the rows whose only matches are listed for review")
+    add_options(parser, "guarddiag.audit.options:ApplyOptions", {
+        "out": Flag(type=Path, required=True, metavar="DIR"),
+        "keep_review": Flag(action="store_true")})
     parser.set_defaults(handler=_run_apply)
 
 
@@ -358,9 +356,11 @@ def _run_audit(args: argparse.Namespace) -> int:
 
 def _run_apply(args: argparse.Namespace) -> int:
     from guarddiag.audit.apply import apply_audit
+    from guarddiag.audit.options import ApplyOptions
 
     paths = work_paths_from(args)
-    applied = apply_audit(paths.audit, out=args.out, keep_review=args.keep_review,
+    applied = apply_audit(paths.audit,
+                          options_from(args, ApplyOptions, where="guarddiag audit apply"),
                           data_dir=resolve_data_dir(args.data_dir), derived_dir=paths.derived)
     print(applied.render())
     return _gate_status(applied.gate)

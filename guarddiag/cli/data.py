@@ -226,30 +226,12 @@ def _run_pull(args: argparse.Namespace) -> int:
 def _run_add(args: argparse.Namespace) -> int:
     from guarddiag import data
     from guarddiag.data.options import AddOptions
-    from guarddiag.errors import GuarddiagError
     from guarddiag.protocol import protocol
 
     o = options_from(args, AddOptions, where="guarddiag data add")
-    common = {**o.common(), "data_dir": resolve_data_dir(args.data_dir)}
-    if o.label_column is not None:
-        if o.kind is not None or o.whole_file:
-            raise GuarddiagError("--label-column splits the file by kind: drop --kind and "
-                                 "--whole-file")
-        if not o.harmful_values:
-            raise GuarddiagError("--label-column needs --harmful-values V[,V…] (the values "
-                                 "that mean harmful)")
-        split = data.add_labelled_benchmark(
-            args.file, label_column=o.label_column, harmful_values=list(o.harmful_values),
-            benign_values=list(o.benign_values) or None, **common)
-        results = [("harmful", split.harmful), ("benign", split.benign)]
-    else:
-        if o.harmful_values or o.benign_values:
-            raise GuarddiagError("--harmful-values and --benign-values go with --label-column")
-        if o.kind is None:
-            raise GuarddiagError("--kind harmful|benign is required (or --label-column C "
-                                 "--harmful-values V to split a mixed file)")
-        results = [(o.kind, data.add_benchmark(args.file, kind=o.kind,
-                                               whole_file=o.whole_file, **common))]
+    added = data.add_file(args.file, o, data_dir=resolve_data_dir(args.data_dir))
+    results = [("harmful", added.harmful), ("benign", added.benign)] \
+        if isinstance(added, data.SplitAddResult) else [(o.kind, added)]
     verb = {"added": "added", "replaced": "replaced", "unchanged": "already added, unchanged:"}
     for kind, result in results:
         print(f"{verb[result.status]} {result.subset_id}: {result.rows:,} {kind} prompts from "

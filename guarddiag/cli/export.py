@@ -6,10 +6,11 @@ import argparse
 from pathlib import Path
 
 from guarddiag.cli import add_group, add_parser, add_work_paths, work_paths_from
+from guarddiag.cli.options import Flag, add_options, options_from
 from guarddiag.paths import resolve_data_dir
 
-# Handlers import guarddiag.exports (datasets, pyarrow) when they run, so that building the
-# parser for `guarddiag --help` stays fast.
+# Handlers import guarddiag.exports (datasets, pyarrow) when they run, and the flags' models
+# live in guarddiag.export_options, so that building the parser and `--help` stay fast.
 
 _DECONTAMINATED = """\
 Write the prompts that survive decontamination, per audited benchmark, for other tools:
@@ -36,12 +37,10 @@ def register(sub: argparse._SubParsersAction, bench: argparse._SubParsersAction)
                            description="Exports for other tools.", metavar="WHAT")
     deco = add_parser(export_sub, "decontaminated", help="decontaminated benchmark prompts",
                       description=_DECONTAMINATED)
-    deco.add_argument("--benchmarks", default="all", metavar="IDS",
-                      help="'all', 'study' or comma-separated subset ids (audited ones only)")
-    deco.add_argument("--out", type=Path, default=Path("exports/decontaminated"), metavar="DIR",
-                      help="output folder")
-    deco.add_argument("--no-hf", action="store_true",
-                      help="skip the Hugging Face datasets folder (JSONL only)")
+    add_options(deco, "guarddiag.export_options:DecontaminatedOptions", {
+        "benchmarks": Flag(metavar="IDS"), "out": Flag(type=Path, metavar="DIR"),
+        "hf": Flag(names=("--no-hf",), action="store_false",
+                   help="skip the Hugging Face datasets folder (JSONL only)")})
     add_work_paths(deco, "audit", "derived", help={"audit": "audit folder with summary.json"})
     deco.set_defaults(handler=_run_decontaminated)
 
@@ -49,18 +48,20 @@ def register(sub: argparse._SubParsersAction, bench: argparse._SubParsersAction)
                       description=_CARD)
     card.add_argument("--report", type=Path, required=True, metavar="DIR",
                       help="report folder holding results.json")
-    card.add_argument("--out", type=Path, default=None, metavar="FILE",
-                      help="card file (default <report>/card.yaml)")
+    add_options(card, "guarddiag.export_options:CardOptions",
+                {"out": Flag(type=Path, metavar="FILE")})
     card.set_defaults(handler=_run_card)
 
 
 def _run_decontaminated(args: argparse.Namespace) -> int:
+    from guarddiag.export_options import DecontaminatedOptions
     from guarddiag.exports import export_decontaminated
 
     paths = work_paths_from(args)
-    result = export_decontaminated(paths.audit, out=args.out, benchmarks=args.benchmarks,
+    options = options_from(args, DecontaminatedOptions, where="guarddiag export decontaminated")
+    result = export_decontaminated(paths.audit, options,
                                    data_dir=resolve_data_dir(args.data_dir),
-                                   derived_dir=paths.derived, hf=not args.no_hf)
+                                   derived_dir=paths.derived)
     for name, n in result.rows.items():
         print(f"{name:<28} {n:>7,}  {result.out_dir / (name + '.jsonl')}")
     if result.hf_dir is not None:
@@ -69,8 +70,10 @@ def _run_decontaminated(args: argparse.Namespace) -> int:
 
 
 def _run_card(args: argparse.Namespace) -> int:
+    from guarddiag.export_options import CardOptions
     from guarddiag.exports import export_card
 
-    result = export_card(args.report, out=args.out)
+    result = export_card(args.report, options_from(args, CardOptions,
+                                                   where="guarddiag export card"))
     print(result.path)
     return 0

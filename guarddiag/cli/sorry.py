@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from guarddiag.cli import add_parser, add_work_paths, print_table, work_paths_from
-from guarddiag.cli.bench import add_device
+from guarddiag.cli.bench import DEVICE_HELP
 from guarddiag.cli.options import Flag, add_options, options_from
 from guarddiag.errors import GuarddiagError
 
@@ -111,21 +111,18 @@ def register(sub: argparse._SubParsersAction, bench: argparse._SubParsersAction)
 
     j = add_parser(sub, "judge-eval", help="agreement of a refusal judge with human labels",
                    description=_JUDGE)
-    j.add_argument("--records", required=True, metavar="FILE",
-                   help="records table with prompt, response, label (fulfil/refuse)")
-    j.add_argument("--judge", required=True, metavar="SPEC",
-                   help="keyword | run:<run dir> | guard:<adapter>")
-    j.add_argument("--guard-option", action="append", default=[], metavar="KEY=VALUE",
-                   help="option for guard:<adapter> (repeatable), e.g. model=/models/x")
-    j.add_argument("--mapping", default="loose", choices=("loose", "strict"),
-                   help="binary mapping for run:/guard: judges")
-    j.add_argument("--threshold", type=float, default=None,
-                   help="P(unsafe) at or above which a run:/guard: judge says fulfil "
-                        "(default the protocol's cut-off, 0.5)")
-    j.add_argument("--batch-size", type=int, default=64, help="run: judge batch size")
-    add_device(j)
-    j.add_argument("--out", default=None, metavar="FILE.json",
-                   help="also write the summary JSON (and per-record verdicts beside it)")
+    add_options(j, "guarddiag.sorry.options:JudgeEvalOptions", {
+        "records": Flag(required=True, metavar="FILE"),
+        "judge": Flag(required=True, metavar="SPEC"),
+        "guard_options": Flag(names=("--guard-option",), action="append", metavar="KEY=VALUE",
+                              convert=_guard_options,
+                              help="option for guard:<adapter> (repeatable), e.g. "
+                                   "model=/models/x"),
+        "mapping": Flag(choices=("loose", "strict")),
+        "threshold": Flag(type=float, metavar="P"),
+        "batch_size": Flag(type=int, metavar="N"),
+        "device": Flag(metavar="DEVICE", help=DEVICE_HELP),
+        "out": Flag(type=Path, metavar="FILE.json")})
     j.set_defaults(handler=_run_judge_eval)
 
     c = add_parser(sub, "jaccard", help="max word-set Jaccard of benchmark prompts vs pool "
@@ -172,8 +169,8 @@ def _run_balance(args: argparse.Namespace) -> int:
 
     paths = work_paths_from(args)
     o = options_from(args, TablesOptions, where="guarddiag balance")
-    run = run_balance(ids=o.benchmarks, data_dir=args.data_dir, derived_dir=paths.derived,
-                      out_dir=o.out_dir or paths.sorry / "balance", figure=o.figure)
+    run = run_balance(o, data_dir=args.data_dir, derived_dir=paths.derived,
+                      out_dir=o.out_dir or paths.sorry / "balance")
     rows = []
     for b in run.result.benchmarks:
         if not b.assessable:
@@ -250,12 +247,10 @@ def _guard_options(items: Sequence[str]) -> dict[str, object]:
 
 
 def _run_judge_eval(args: argparse.Namespace) -> int:
+    from guarddiag.sorry.options import JudgeEvalOptions
     from guarddiag.sorry.outputs import run_judge_eval
 
-    result = run_judge_eval(records=args.records, judge=args.judge, mapping=args.mapping,
-                            threshold=args.threshold, batch_size=args.batch_size,
-                            guard_options=_guard_options(args.guard_option), out=args.out,
-                            device=args.device)
+    result = run_judge_eval(options_from(args, JudgeEvalOptions, where="guarddiag judge-eval"))
     kappa = "undefined" if result.kappa is None else f"{result.kappa:.3f}"
     n_agree = round(result.agreement * result.n)
     print(f"judge: {result.judge}")
@@ -278,10 +273,9 @@ def _run_jaccard(args: argparse.Namespace) -> int:
 
     paths = work_paths_from(args)
     o = options_from(args, TablesOptions, where="guarddiag jaccard")
-    run = run_jaccard(ids=o.benchmarks, pool=paths.pool,
-                      pool_required=args.pool_path is not None, data_dir=args.data_dir,
-                      derived_dir=paths.derived, out_dir=o.out_dir or paths.sorry / "jaccard",
-                      figure=o.figure)
+    run = run_jaccard(o, pool=paths.pool, pool_required=args.pool_path is not None,
+                      data_dir=args.data_dir, derived_dir=paths.derived,
+                      out_dir=o.out_dir or paths.sorry / "jaccard")
     if run.pool_path is None:
         logger.info(f"note: no pool ({paths.pool} absent): the pool columns are empty; "
                     "pass --pool FILE")

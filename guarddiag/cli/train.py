@@ -214,8 +214,7 @@ def _run_plan(args: argparse.Namespace) -> int:
     from guarddiag.train.plan import plan_graph
 
     plan = plan_options(args)
-    graph = plan_graph(load_branches(args.branches_dir), names=plan.branches,
-                       sizes=plan.sizes, seeds=plan.seeds,
+    graph = plan_graph(load_branches(args.branches_dir), plan,
                        runs_dir=work_paths_from(args).runs)
     if args.out:
         from guarddiag.files import write_json

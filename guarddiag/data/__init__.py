@@ -35,6 +35,7 @@ from guarddiag.data.add import (
     AddResult,
     SplitAddResult,
     add_benchmark,
+    add_file,
     add_labelled_benchmark,
 )
 from guarddiag.data.load import (
@@ -81,6 +82,7 @@ __all__ = [
     "SplitAddResult",
     "SubsetStatus",
     "add_benchmark",
+    "add_file",
     "add_labelled_benchmark",
     "derived_bases",
     "legacy_user_manifests",

@@ -1,9 +1,10 @@
 """``data add``: a user's own benchmark file, described by a manifest every command reads.
 
-:func:`add_benchmark` reads the file once, checks it exactly as loading will (the columns, a
-non-empty text in every row, unique ids), and writes ``<id>.yaml`` into the user manifests
-folder (:func:`guarddiag.data.manifest.user_manifests_root`). The manifest is a base manifest
-like the built-in ones and is parsed by the same code; it pins the file's sha256 and row count.
+:func:`add_file` (or :func:`add_benchmark`) reads the file once, checks it exactly as loading
+will (the columns, a non-empty text in every row, unique ids), and writes ``<id>.yaml`` into
+the user manifests folder (:func:`guarddiag.data.manifest.user_manifests_root`). The manifest
+is a base manifest like the built-in ones and is parsed by the same code; it pins the file's
+sha256 and row count.
 
 The file stays where the user keeps it and the manifest holds its absolute path. A copy in the
 data directory would hide a later edit (the audit would silently use the old copy) and would
@@ -29,19 +30,20 @@ from guarddiag import paths
 from guarddiag.data.fields import ID_PATTERN
 from guarddiag.data.load import load_subset
 from guarddiag.data.manifest import (
-    KINDS,
     BenchmarkFile,
     BenchmarkManifest,
     load_manifests,
     parse_manifest,
     user_manifests_root,
 )
+from guarddiag.data.options import AddOptions
 from guarddiag.data.read import ROW, as_text, read_file_rows
 from guarddiag.errors import GuarddiagError
 from guarddiag.files import atomic_path, sha256_file
 from guarddiag.spec import Problems
+from guarddiag.typed import replaced
 
-__all__ = ["ADD_FORMATS", "AddResult", "SplitAddResult", "add_benchmark",
+__all__ = ["ADD_FORMATS", "AddResult", "SplitAddResult", "add_benchmark", "add_file",
            "add_labelled_benchmark"]
 
 ADD_FORMATS: dict[str, str] = {
@@ -156,14 +158,33 @@ def _previous(target: Path, doc: dict[str, Any], *, replace: bool) -> str:
                          f"({target}); pass --replace to change them")
 
 
-def add_benchmark(file: str | os.PathLike[str], *, subset_id: str, text_column: str,
-                  kind: str, category_column: str | None = None, id_column: str | None = None,
-                  response_column: str | None = None, title: str | None = None,
-                  file_format: str | None = None,
-                  manifests_dir: str | os.PathLike[str] | None = None,
-                  data_dir: str | os.PathLike[str] | None = None,
-                  replace: bool = False, whole_file: bool = False) -> AddResult:
-    """Describe ``file`` as the benchmark ``subset_id`` in the user manifests folder.
+def add_file(file: str | os.PathLike[str], options: AddOptions, *,
+             data_dir: str | os.PathLike[str] | None = None) -> AddResult | SplitAddResult:
+    """Describe ``file`` as ``options`` (:class:`~guarddiag.data.options.AddOptions`) say:
+    split by ``label_column`` into two benchmarks (:func:`add_labelled_benchmark`), else one
+    benchmark of ``kind`` (:func:`add_benchmark`)."""
+    o = options
+    if o.label_column is not None:
+        if o.kind is not None or o.whole_file:
+            raise GuarddiagError("--label-column splits the file by kind: drop --kind and "
+                                 "--whole-file")
+        if not o.harmful_values:
+            raise GuarddiagError("--label-column needs --harmful-values V[,V…] (the values "
+                                 "that mean harmful)")
+        return _add_labelled(file, o, o.label_column, data_dir=data_dir)
+    if o.harmful_values or o.benign_values:
+        raise GuarddiagError("--harmful-values and --benign-values go with --label-column")
+    if o.kind is None:
+        raise GuarddiagError("--kind harmful|benign is required (or --label-column C "
+                             "--harmful-values V to split a mixed file)")
+    return _add_whole(file, o, o.kind, data_dir=data_dir)
+
+
+def add_benchmark(file: str | os.PathLike[str], *,
+                  data_dir: str | os.PathLike[str] | None = None, **fields: Any) -> AddResult:
+    """Describe ``file`` as the benchmark ``subset_id`` in the user manifests folder; ``fields``
+    are :class:`~guarddiag.data.options.AddOptions`'s (``kind`` required, no
+    ``label_column``).
 
     ``kind`` is what a guard should call every prompt (``harmful`` or ``benign``). Without
     ``id_column`` the prompt ids are the 1-based data-row numbers. ``response_column`` holds a
@@ -178,21 +199,43 @@ def add_benchmark(file: str | os.PathLike[str], *, subset_id: str, text_column: 
         add_benchmark("red_team.csv", subset_id="red_team", text_column="prompt",
                       kind="harmful", category_column="category")
     """
-    if kind not in KINDS:
-        raise GuarddiagError(f"--kind {kind!r}: expected harmful or benign")
-    src = _read_source(file, subset_id=subset_id, file_format=file_format,
-                       manifests_dir=manifests_dir, data_dir=data_dir,
-                       columns={"--text-column": text_column, "--id-column": id_column,
-                                "--category-column": category_column,
-                                "--response-column": response_column})
-    if not whole_file:
-        _refuse_label_like(src, subset_id=subset_id, kind=kind,
-                           used={text_column, id_column, category_column, response_column})
-    doc = _manifest_doc(subset_id=subset_id, title=title, kind=kind, path=src.path,
+    result = _add_by_name(file, fields, data_dir=data_dir, split=False)
+    assert isinstance(result, AddResult)
+    return result
+
+
+def _add_by_name(file: str | os.PathLike[str], fields: dict[str, Any], *,
+                 data_dir: str | os.PathLike[str] | None, split: bool
+                 ) -> AddResult | SplitAddResult:
+    """:func:`add_file` with ``fields`` as the options, refused when ``label_column`` does not
+    match the verb (``split``) called."""
+    verb = "add_labelled_benchmark" if split else "add_benchmark"
+    o = replaced(AddOptions, None, fields, where=verb)
+    if split and o.label_column is None:
+        raise GuarddiagError(f"{verb}: label_column is required (the column holding each "
+                             "row's label)")
+    if not split and o.label_column is not None:
+        raise GuarddiagError(f"{verb}: label_column splits the file; call "
+                             "add_labelled_benchmark")
+    return add_file(file, o, data_dir=data_dir)
+
+
+def _add_whole(file: str | os.PathLike[str], o: AddOptions, kind: str, *,
+               data_dir: str | os.PathLike[str] | None) -> AddResult:
+    src = _read_source(file, subset_id=o.subset_id, file_format=o.file_format,
+                       manifests_dir=o.manifests_dir, data_dir=data_dir,
+                       columns={"--text-column": o.text_column, "--id-column": o.id_column,
+                                "--category-column": o.category_column,
+                                "--response-column": o.response_column})
+    if not o.whole_file:
+        _refuse_label_like(src, subset_id=o.subset_id, kind=kind,
+                           used={o.text_column, o.id_column, o.category_column,
+                                 o.response_column})
+    doc = _manifest_doc(subset_id=o.subset_id, title=o.title, kind=kind, path=src.path,
                         fmt=src.fmt, sha256=src.sha256, rows=src.raw.height,
-                        text_column=text_column, id_column=id_column,
-                        category_column=category_column, response_column=response_column)
-    return _write_manifest(doc, src, replace=replace, data_dir=data_dir)
+                        text_column=o.text_column, id_column=o.id_column,
+                        category_column=o.category_column, response_column=o.response_column)
+    return _write_manifest(doc, src, replace=o.replace, data_dir=data_dir)
 
 
 @dataclass(frozen=True)
@@ -203,16 +246,12 @@ class SplitAddResult:
     benign: AddResult
 
 
-def add_labelled_benchmark(file: str | os.PathLike[str], *, subset_id: str, text_column: str,
-                           label_column: str, harmful_values: Sequence[str],
-                           benign_values: Sequence[str] | None = None,
-                           category_column: str | None = None, id_column: str | None = None,
-                           response_column: str | None = None, title: str | None = None,
-                           file_format: str | None = None,
-                           manifests_dir: str | os.PathLike[str] | None = None,
+def add_labelled_benchmark(file: str | os.PathLike[str], *,
                            data_dir: str | os.PathLike[str] | None = None,
-                           replace: bool = False) -> SplitAddResult:
-    """Split a file of harmful and benign prompts into ``<id>_harmful`` and ``<id>_benign``.
+                           **fields: Any) -> SplitAddResult:
+    """Split a file of harmful and benign prompts into ``<id>_harmful`` and ``<id>_benign``;
+    ``fields`` are :class:`~guarddiag.data.options.AddOptions`'s (``label_column`` and
+    ``harmful_values`` required).
 
     Rows whose ``label_column`` value is among ``harmful_values`` are harmful, those among
     ``benign_values`` benign; values match whatever their case and spacing (``Harmful``,
@@ -227,31 +266,39 @@ def add_labelled_benchmark(file: str | os.PathLike[str], *, subset_id: str, text
                                label_column="label", harmful_values=["harmful"],
                                benign_values=["benign"])
     """
-    harmful = _values(harmful_values, "--harmful-values")
-    src = _read_source(file, subset_id=subset_id, file_format=file_format,
-                       manifests_dir=manifests_dir, data_dir=data_dir,
-                       columns={"--text-column": text_column, "--label-column": label_column,
-                                "--id-column": id_column,
-                                "--category-column": category_column,
-                                "--response-column": response_column})
+    result = _add_by_name(file, fields, data_dir=data_dir, split=True)
+    assert isinstance(result, SplitAddResult)
+    return result
+
+
+def _add_labelled(file: str | os.PathLike[str], o: AddOptions, label_column: str, *,
+                  data_dir: str | os.PathLike[str] | None) -> SplitAddResult:
+    harmful = _values(o.harmful_values, "--harmful-values")
+    src = _read_source(file, subset_id=o.subset_id, file_format=o.file_format,
+                       manifests_dir=o.manifests_dir, data_dir=data_dir,
+                       columns={"--text-column": o.text_column, "--label-column": label_column,
+                                "--id-column": o.id_column,
+                                "--category-column": o.category_column,
+                                "--response-column": o.response_column})
     split = _split_values(src, label_column, harmful,
-                          None if benign_values is None else
-                          _values(benign_values, "--benign-values"))
+                          _values(o.benign_values, "--benign-values") if o.benign_values
+                          else None)
     out = {}
     for kind, values in split.items():
-        part_id = f"{subset_id}_{kind}"
+        part_id = f"{o.subset_id}_{kind}"
         _check_id_free(part_id, src.known)
-        doc = _manifest_doc(subset_id=part_id, title=f"{title or subset_id} ({kind})",
+        doc = _manifest_doc(subset_id=part_id, title=f"{o.title or o.subset_id} ({kind})",
                             kind=kind, path=src.path, fmt=src.fmt, sha256=src.sha256,
-                            rows=src.raw.height, text_column=text_column, id_column=id_column,
-                            category_column=category_column, response_column=response_column)
+                            rows=src.raw.height, text_column=o.text_column,
+                            id_column=o.id_column, category_column=o.category_column,
+                            response_column=o.response_column)
         doc["filter_field"] = label_column
         doc["filter_values"] = list(values)
         doc["expected_count"] = int(src.labels(label_column).is_in(list(values)).sum())
         out[kind] = doc
     return SplitAddResult(
-        harmful=_write_manifest(out["harmful"], src, replace=replace, data_dir=data_dir),
-        benign=_write_manifest(out["benign"], src, replace=replace, data_dir=data_dir))
+        harmful=_write_manifest(out["harmful"], src, replace=o.replace, data_dir=data_dir),
+        benign=_write_manifest(out["benign"], src, replace=o.replace, data_dir=data_dir))
 
 
 # ── shared steps ─────────────────────────────────────────────────────────────────────────────

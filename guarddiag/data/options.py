@@ -1,14 +1,15 @@
 """The options of ``guarddiag data add``, ``data list`` and ``data pull``, declared once:
 :class:`AddOptions`, :class:`ListOptions`, :class:`PullOptions`.
 
-The command line's flags are generated from it; :func:`~guarddiag.data.add.add_benchmark` and
-:func:`~guarddiag.data.add.add_labelled_benchmark` take its fields as keyword arguments.
+The command line's flags are generated from them; :func:`~guarddiag.data.add.add_file` takes
+an :class:`AddOptions` whole (:func:`~guarddiag.data.add.add_benchmark` and
+:func:`~guarddiag.data.add.add_labelled_benchmark` its fields by name).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import Field
 
@@ -55,12 +56,6 @@ class AddOptions(Model):
     replace: bool = False
     """Replace an earlier add under the same id (a changed file, another file or other
     options)."""
-
-    def common(self) -> dict[str, Any]:
-        """The keyword arguments both add verbs take."""
-        return self.model_dump(include={"subset_id", "text_column", "category_column",
-                                        "id_column", "response_column", "title",
-                                        "file_format", "manifests_dir", "replace"})
 
 
 class ListOptions(Model):

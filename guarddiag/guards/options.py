@@ -17,7 +17,7 @@ from pydantic import Field
 
 from guarddiag import paths
 from guarddiag.guards.canary import CANARY_TOLERANCE
-from guarddiag.typed import Model, validate
+from guarddiag.typed import Model, replaced
 
 
 class GuardScoreOptions(Model):
@@ -77,8 +77,7 @@ class GuardScoreOptions(Model):
     def of(cls, options: GuardScoreOptions | None = None, /, **fields: Any
            ) -> GuardScoreOptions:
         """``options`` (default: every default) with ``fields`` replaced, checked."""
-        base = {} if options is None else options.model_dump(exclude_unset=True)
-        return validate(cls, base | fields, where="score_guard")
+        return replaced(cls, options, fields, where="score_guard")
 
 
 LABEL_DIR = paths.DEFAULT_WORK_DIR / "label"

@@ -15,7 +15,7 @@ from pydantic import Field
 
 from guarddiag import paths
 from guarddiag.cores import usable_cores
-from guarddiag.typed import Model, validate
+from guarddiag.typed import Model, replaced
 
 BATCH_SIZE = 64
 """Prompts per scoring batch, unless a caller says otherwise (the demo's parallel scoring uses
@@ -68,5 +68,4 @@ class SweepOptions(Model):
     @classmethod
     def of(cls, options: SweepOptions | None = None, /, **fields: Any) -> SweepOptions:
         """``options`` (default: every default) with ``fields`` replaced, checked."""
-        base = {} if options is None else options.model_dump(exclude_unset=True)
-        return validate(cls, base | fields, where="sweep options")
+        return replaced(cls, options, fields, where="sweep options")

@@ -214,9 +214,8 @@ def sweep(*, names: str | Sequence[str] | None = None, sizes: Sequence[str] | No
     how = SweepOptions.of(how, **fields)
     gpu = pick_device(options.device).type == "cuda"
     if plan is None:
-        chosen = PlanOptions.of(branches=names, sizes=sizes, seeds=seeds)
-        plan = plan_runs(load_branches(branches_dir), names=chosen.branches,
-                         sizes=chosen.sizes, seeds=chosen.seeds)
+        plan = plan_runs(load_branches(branches_dir),
+                         PlanOptions.of(branches=names, sizes=sizes, seeds=seeds))
     if score is not None and score.threads is None:
         score = score.model_copy(update={"threads": auto_threads(r.size for r in plan)})
     bdir = str(branches_dir) if branches_dir is not None else None

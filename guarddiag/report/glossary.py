@@ -9,6 +9,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+from guarddiag.analyses.callwords import at_cutoff
+
 GLOSSARY: tuple[tuple[str, str], ...] = (
     ("CAP", "capture: the share of a harmful benchmark's prompts read as unsafe (higher catches "
             "more)."),
@@ -38,7 +40,7 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
                             "mapping: flags on them are false flags whatever policy a run "
                             "learnt."),
     ("matched threshold", "a run's threshold that gives it the reference recipe's false-flag "
-                          "rate at 0.5 on the policy-neutral rows; the calls read every run "
+                          "rate at {cut} on the policy-neutral rows; the calls read every run "
                           "there, so a guard that flags more of everything gains nothing."),
     ("route-matched", "an A-last branch compared with the runs that took its route with "
                       "policy-B labels: its control (head-only) or the reference (distillation)."),
@@ -51,7 +53,7 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
     ("A flags less", "call: they flag less at the matched threshold: the A-last heads rank these "
                      "prompts lower against the neutral rows. On prompts both policies call "
                      "unsafe, a ranking loss, not policy content."),
-    ("threshold shift", "call: the A-last branches differ at 0.5 but not at the matched "
+    ("threshold shift", "call: the A-last branches differ at {cut} but not at the matched "
                         "threshold: they flag more (or less) of everything."),
     ("capability", "call: an equivalence test (TOST) shows the route-matched A − B contrast "
                    "within ±margin at the matched threshold on every route: label policy does "
@@ -89,7 +91,14 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
                         "benchmarks must reach the floor for a capability call to mean "
                         "detection."),
 )
-"""(term, definition), in the order a reader meets them."""
+"""(term, definition), in the order a reader meets them; ``{cut}`` stands for the protocol's
+cut-off (:func:`glossary` writes it in)."""
+
+
+def glossary() -> tuple[tuple[str, str], ...]:
+    """:data:`GLOSSARY` as the report prints it: ``{cut}`` is the protocol's cut-off."""
+    cut = at_cutoff()
+    return tuple((term, meaning.replace("{cut}", cut)) for term, meaning in GLOSSARY)
 
 
 def anchor(term: str) -> str:

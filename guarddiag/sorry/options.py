@@ -1,17 +1,21 @@
-"""The options of ``guarddiag mutate``, declared once: :class:`MutateOptions`.
+"""The options of the SORRY-Bench verbs, declared once: :class:`MutateOptions`,
+:class:`TablesOptions` (``balance``, ``jaccard``) and :class:`JudgeEvalOptions`.
 
-The command line's flags are generated from it and
-:func:`~guarddiag.sorry.mutate.mutate_benchmark` takes it whole (or its fields by name).
+The command line's flags are generated from them and the verbs
+(:func:`~guarddiag.sorry.mutate.mutate_benchmark`, :func:`~guarddiag.sorry.outputs.run_balance`,
+:func:`~guarddiag.sorry.outputs.run_jaccard`, :func:`~guarddiag.sorry.outputs.run_judge_eval`)
+take them whole (or their fields by name).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field
 
-from guarddiag.typed import Model, validate
+from guarddiag.protocol import protocol
+from guarddiag.typed import Model, replaced
 
 
 class MutateOptions(Model):
@@ -43,8 +47,7 @@ class MutateOptions(Model):
     @classmethod
     def of(cls, options: MutateOptions | None = None, /, **fields: Any) -> MutateOptions:
         """``options`` with ``fields`` replaced, checked."""
-        base = {} if options is None else options.model_dump(exclude_unset=True)
-        return validate(cls, base | fields, where="mutate options")
+        return replaced(cls, options, fields, where="mutate options")
 
 
 class TablesOptions(Model):
@@ -57,3 +60,26 @@ class TablesOptions(Model):
     """Output folder (unset: <work-dir>/sorry/balance or <work-dir>/sorry/jaccard)."""
     figure: bool = True
     """Draw the PNG/PDF figure."""
+
+
+class JudgeEvalOptions(Model):
+    """Which refusal judge ``guarddiag judge-eval``
+    (:func:`~guarddiag.sorry.outputs.run_judge_eval`) meta-evaluates, on which records."""
+
+    records: str | Path
+    """Records table with prompt, response, label (fulfil/refuse)."""
+    judge: str
+    """keyword | run:<run dir> | guard:<adapter>."""
+    mapping: Literal["loose", "strict"] = "loose"
+    """Binary mapping for run:/guard: judges."""
+    threshold: float = Field(default_factory=lambda: protocol().cutoff, ge=0.0, le=1.0)
+    """P(unsafe) at or above which a run:/guard: judge says fulfil; its default is the
+    protocol's cut-off."""
+    batch_size: int = Field(default=64, ge=1)
+    """run: judge batch size."""
+    guard_options: dict[str, Any] = Field(default_factory=dict)
+    """Keyword options of the guard:<adapter> judge (model=/models/x)."""
+    device: str = "auto"
+    """auto (CUDA when present, else the CPU), cpu, cuda, cuda:N or mps."""
+    out: Path | None = None
+    """Also write the summary JSON here (and the per-record verdicts beside it)."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 
@@ -27,7 +28,9 @@ from guarddiag.paths import work_paths
 from guarddiag.sorry.balance import BalanceResult, measure_balance
 from guarddiag.sorry.jaccard import JaccardProfile, family_of, jaccard_profile
 from guarddiag.sorry.judge import JudgeEvalResult, evaluate_judge
+from guarddiag.sorry.options import JudgeEvalOptions, TablesOptions
 from guarddiag.sorry.plots import plot_balance, plot_jaccard, save_sorry_figure
+from guarddiag.typed import replaced
 
 
 def default_out(name: str) -> Path:
@@ -42,11 +45,13 @@ class BalanceRun:
     files: tuple[Path, ...]
 
 
-def run_balance(*, ids: str = "all", data_dir: str | os.PathLike[str] | None = None,
-                derived_dir: str | os.PathLike[str] | None = None,
-                out_dir: str | os.PathLike[str] | None = None, figure: bool = True
-                ) -> BalanceRun:
-    """Balance of the selected subsets; writes balance_*.csv, balance.json, balance.png/.pdf."""
+def run_balance(options: TablesOptions | None = None, /, *,
+                data_dir: str | os.PathLike[str] | None = None,
+                derived_dir: str | os.PathLike[str] | None = None, **fields: Any) -> BalanceRun:
+    """Balance of the subsets ``options`` (:class:`~guarddiag.sorry.options.TablesOptions`, any
+    field replaced by ``fields``) select; writes balance_*.csv, balance.json, balance.png/.pdf."""
+    o = replaced(TablesOptions, options, fields, where="balance options")
+    ids, out_dir, figure = o.benchmarks, o.out_dir, o.figure
     bset = load_benchmarks(ids, data_dir=data_dir, derived_dir=derived_dir)
     if not bset.frames:
         raise GuarddiagError(f"balance: none of the selected subsets ({ids}) is available; "
@@ -77,14 +82,17 @@ class JaccardRun:
     pool_path: Path | None
 
 
-def run_jaccard(*, ids: str = "all", pool: str | os.PathLike[str] | None = None,
-                pool_required: bool = False, data_dir: str | os.PathLike[str] | None = None,
-                derived_dir: str | os.PathLike[str] | None = None,
-                out_dir: str | os.PathLike[str] | None = None, figure: bool = True
-                ) -> JaccardRun:
-    """Max word-set Jaccard profile; writes jaccard_per_prompt.parquet, jaccard_summary.csv,
-    jaccard.png/.pdf. A missing pool is an error only when ``pool_required``; otherwise the
-    pool column is left empty (and said so)."""
+def run_jaccard(options: TablesOptions | None = None, /, *,
+                pool: str | os.PathLike[str] | None = None, pool_required: bool = False,
+                data_dir: str | os.PathLike[str] | None = None,
+                derived_dir: str | os.PathLike[str] | None = None, **fields: Any) -> JaccardRun:
+    """Max word-set Jaccard profile of the subsets ``options``
+    (:class:`~guarddiag.sorry.options.TablesOptions`, any field replaced by ``fields``) select;
+    writes jaccard_per_prompt.parquet, jaccard_summary.csv, jaccard.png/.pdf. A missing pool
+    is an error only when ``pool_required``; otherwise the pool column is left empty (and said
+    so)."""
+    o = replaced(TablesOptions, options, fields, where="jaccard options")
+    ids, out_dir, figure = o.benchmarks, o.out_dir, o.figure
     pool_path = Path(pool) if pool is not None else work_paths().pool
     pool_df = None
     if pool_path.is_file():
@@ -117,17 +125,17 @@ def run_jaccard(*, ids: str = "all", pool: str | os.PathLike[str] | None = None,
                       tuple(files), pool_path)
 
 
-def run_judge_eval(*, records: str | os.PathLike[str], judge: str, mapping: str = "loose",
-                   threshold: float | None = None, batch_size: int = 64,
-                   guard_options: dict[str, object] | None = None,
-                   out: str | os.PathLike[str] | None = None,
-                   device: str = "auto") -> JudgeEvalResult:
-    """Score a judge on a records file; with ``out``, write the summary JSON and, beside it,
-    the per-record verdicts as CSV."""
-    result = evaluate_judge(records, judge, mapping=get_mapping(mapping), threshold=threshold,
-                            batch_size=batch_size, guard_options=guard_options, device=device)
+def run_judge_eval(options: JudgeEvalOptions | None = None, /,
+                   **fields: Any) -> JudgeEvalResult:
+    """Score a judge on a records file as ``options``
+    (:class:`~guarddiag.sorry.options.JudgeEvalOptions`, any field replaced by ``fields``)
+    say; with ``out``, write the summary JSON and, beside it, the per-record verdicts as CSV."""
+    o = replaced(JudgeEvalOptions, options, fields, where="judge-eval options")
+    records, out = o.records, o.out
+    result = evaluate_judge(records, o.judge, mapping=get_mapping(o.mapping),
+                            threshold=o.threshold, batch_size=o.batch_size,
+                            guard_options=o.guard_options, device=o.device)
     if out is not None:
-        out = Path(out)
         write_json({**result.summary(), "records": str(records),
                     "records_sha256": sha256_file(Path(records))}, out)
         _csv(result.records, out.with_suffix(".records.csv"))

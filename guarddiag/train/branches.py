@@ -20,7 +20,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import ConfigDict, Field, PrivateAttr, field_validator
 
@@ -32,6 +32,9 @@ from guarddiag.roles import ROUTES, BranchRoles, Policy, RoleKind, Route
 from guarddiag.runs import run_id
 from guarddiag.spec import Problems, SpecError, load_yaml_mapping
 from guarddiag.typed import Model, validate
+
+if TYPE_CHECKING:
+    from guarddiag.train.options import PlanOptions
 
 ROUTE_SETS = ({"hard_labels"}, {"hard_labels", "distill"}, {"head_only"})
 SIZE_MODES = ("same", "one_up")
@@ -469,10 +472,11 @@ def resolve_size(spec: BranchSpec, requested: str, branches: BranchSet) -> str:
     return get_size(spec.size).name
 
 
-def plan_runs(branches: BranchSet, *, names: str | Sequence[str] = "all",
-              sizes: Sequence[str], seeds: Sequence[int]) -> list[PlannedRun]:
-    """Every run needed for ``names`` × ``sizes`` × ``seeds``, dependencies first."""
-    wanted = select_branches(branches, names)
+def plan_runs(branches: BranchSet, plan: PlanOptions) -> list[PlannedRun]:
+    """Every run needed for ``plan``'s branches × sizes × seeds
+    (:class:`~guarddiag.train.options.PlanOptions`), dependencies first."""
+    wanted = select_branches(branches, plan.branches)
+    sizes, seeds = plan.sizes, plan.seeds
     for size in sizes:
         get_size(size, where="--sizes")
     if not seeds:

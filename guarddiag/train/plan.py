@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 import socket
-from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ from guarddiag.model.sizes import SIZE_ORDER
 from guarddiag.runs import CHECKPOINT_FILE, LOCK_FILE, finished_meta
 from guarddiag.train.branches import BranchSet, PlannedRun, plan_runs
 from guarddiag.train.lock import pid_alive, read_holder
+from guarddiag.train.options import PlanOptions
 
 _RUN_ID = re.compile(r"(?P<size>[^/]+)/(?P<branch>[^/]+)/seed=(?P<seed>\d+)")
 
@@ -39,7 +39,8 @@ def find_run(branches: BranchSet, run_id: str) -> PlannedRun:
     seed = int(m["seed"])
     candidates: dict[str, PlannedRun] = {}
     for size in SIZE_ORDER:
-        for run in plan_runs(branches, names=[branch], sizes=[size], seeds=[seed]):
+        for run in plan_runs(branches, PlanOptions.of(branches=(branch,), sizes=(size,),
+                                                      seeds=(seed,))):
             if run.branch == branch:
                 candidates.setdefault(run.run_id, run)
     if run_id.strip() in candidates:
@@ -90,12 +91,12 @@ class PlanGraph:
                 "levels": max((n.level for n in self.nodes), default=-1) + 1}
 
 
-def plan_graph(branches: BranchSet, *, names: str | Sequence[str], sizes: Sequence[str],
-               seeds: Sequence[int], runs_dir: str | Path) -> PlanGraph:
-    """The plan of ``names`` × ``sizes`` × ``seeds`` as nodes and edges, with each run's
-    status in ``runs_dir``."""
+def plan_graph(branches: BranchSet, chosen: PlanOptions, *, runs_dir: str | Path
+               ) -> PlanGraph:
+    """The plan ``chosen`` (:class:`~guarddiag.train.options.PlanOptions`) as nodes and edges,
+    with each run's status in ``runs_dir``."""
     runs_dir = Path(runs_dir)
-    plan = plan_runs(branches, names=names, sizes=sizes, seeds=seeds)
+    plan = plan_runs(branches, chosen)
     level: dict[str, int] = {}
     nodes, edges = [], []
     for run in plan:  # dependencies come first in a plan

@@ -193,9 +193,7 @@ def train_branches(*, branches: BranchSet, names: str | Sequence[str] | None = N
     options = options or TrainOptions()
     device_line = describe_device(pick_device(options.device), spec=options.device)
     if plan is None:
-        chosen = PlanOptions.of(branches=names, sizes=sizes, seeds=seeds)
-        plan = plan_runs(branches, names=chosen.branches, sizes=chosen.sizes,
-                         seeds=chosen.seeds)
+        plan = plan_runs(branches, PlanOptions.of(branches=names, sizes=sizes, seeds=seeds))
     pool = read_pool(pool_path)
     threads = options.threads if options.threads is not None else \
         auto_threads(r.size for r in plan)

@@ -13,7 +13,7 @@ import polars as pl
 from guarddiag.labels import branch_sort_key
 from guarddiag.report.context import ReportContext
 from guarddiag.report.document import Block, Column, Definitions, Paragraph, Section, Table
-from guarddiag.report.glossary import GLOSSARY
+from guarddiag.report.glossary import glossary
 from guarddiag.report.jsonable import records
 from guarddiag.roles import is_a_last, is_student
 
@@ -75,7 +75,7 @@ def branch_table(ctx: ReportContext) -> pl.DataFrame:
 
 
 def section_branches(ctx: ReportContext) -> Section:
-    table = branch_table(ctx)
+    table, terms = branch_table(ctx), glossary()
     blocks: list[Block] = []
     if table.height:
         blocks.append(Table(
@@ -87,6 +87,6 @@ def section_branches(ctx: ReportContext) -> Section:
     else:
         blocks.append(Paragraph("No branch runs were scored: only outside guards or baselines."))
     blocks += [Paragraph("Every symbol and abbreviation of this report; its first use links "
-                         "here."), Definitions(GLOSSARY)]
+                         "here."), Definitions(terms)]
     return Section("branches", TITLE, tuple(blocks),
-                   {"branches": records(table), "glossary": dict(GLOSSARY)})
+                   {"branches": records(table), "glossary": dict(terms)})

@@ -8,6 +8,7 @@ from __future__ import annotations
 import polars as pl
 
 from guarddiag.analyses.calls import CALLS_ANALYSIS, CallsResult
+from guarddiag.analyses.callwords import at_cutoff
 from guarddiag.analyses.placement import unplaced_guards
 from guarddiag.report.context import ReportContext
 from guarddiag.report.document import Block, Bullets, Column, Paragraph, Section, Table
@@ -18,6 +19,7 @@ TITLE = "The calls, route by route"
 
 def _intro(res: CallsResult) -> Paragraph:
     margin, counts, head = f"±{res.margin * 100:g} pp", res.counts(), res.headline()
+    cut = at_cutoff()
     n_stable = int(head["stable"].sum()) if head.height else 0
     return Paragraph(
         f"Thresholds are matched on {res.neutral_rows}. Each route is tested on its own: the "
@@ -27,7 +29,7 @@ def _intro(res: CallsResult) -> Paragraph:
         f"agree). Calls at level α = {res.alpha:g} on the {res.mapping} mapping, exact-"
         "decontaminated prompts, matched threshold, per route: A flags more / A flags less "
         "(the route's A − B contrast beyond seed noise, with its sign), threshold shift "
-        "(beyond it at 0.5 only), capability (equivalence within "
+        f"(beyond it at {cut} only), capability (equivalence within "
         f"{margin} shown by TOST), undetermined (none shown; the reason says why). The "
         "benchmark's call is the routes' where they agree ('distill only' where the other "
         "route showed nothing), routes disagree where they differ, route-sensitive where no "
@@ -46,7 +48,7 @@ def section_calls(ctx: ReportContext) -> Section:
     if res is None:
         note = ctx.results.omitted.get("calls", "no branch predictions with roles")
         return Section.omit("calls", TITLE, note)
-    head = res.headline()
+    head, cut = res.headline(), at_cutoff()
     blocks: list[Block] = [_intro(res)]
     bad = res.degenerate()
     if bad.height:
@@ -64,13 +66,13 @@ def section_calls(ctx: ReportContext) -> Section:
     blocks.append(Table(
         "calls_headline", "Per benchmark: the call and the routes that carry it, whether it and "
         "every route's call hold in every cell, the choices that flip it, and the effect at the "
-        "matched threshold and at 0.5 (the first screen's table, with the flipping choices as "
+        f"matched threshold and at {cut} (the first screen's table, with the flipping choices as "
         "their own column).",
         (Column("benchmark", "benchmark"), Column("call", "call"),
          Column("carried_by", "carried by"), Column("stable", "stable"),
          Column("flips", "flipped by"),
          Column("effect", "A − B, matched", "pp", low="effect_low", high="effect_high"),
-         Column("effect_05", "A − B at 0.5", "pp", low="effect_05_low",
+         Column("effect_05", f"A − B at {cut}", "pp", low="effect_05_low",
                 high="effect_05_high")), head, csv_only=True))
     blocks.append(Table(
         "calls_power", "The primary cohort's tests over the routes that carry the call: p of "
@@ -85,28 +87,28 @@ def section_calls(ctx: ReportContext) -> Section:
         blocks.append(Table(
             "calls_study", "Beside the study, benchmark by benchmark: its A-last and B-last "
             "figures and difference, this run's route-matched A − B at the matched threshold "
-            "and at 0.5, and whether each points the study's way.",
+            f"and at {cut}, and whether each points the study's way.",
             (Column("benchmark", "benchmark"), Column("study_a_last", "study: A-last"),
              Column("study_b_last", "study: B-last"),
              Column("study_difference", "study: A − B"),
              Column("effect", "here, matched", "pp", low="effect_low", high="effect_high"),
              Column("verdict", "matched"),
-             Column("effect_05", "here at 0.5", "pp", low="effect_05_low",
-                    high="effect_05_high"), Column("verdict_05", "at 0.5")), res.study))
+             Column("effect_05", f"here at {cut}", "pp", low="effect_05_low",
+                    high="effect_05_high"), Column("verdict_05", f"at {cut}")), res.study))
     stab = res.stability()
     blocks.append(Table(
         "calls_stability", "The call in every cell: mapping / decontamination / threshold.",
         tuple(Column(c, c) for c in stab.columns), stab, collapsed=True))
     blocks.append(Table(
-        "calls_thresholds", "Per run: neutral rows, false-flag rate at 0.5, the reference's "
+        "calls_thresholds", f"Per run: neutral rows, false-flag rate at {cut}, the reference's "
         "(target), the matched threshold, its false-flag rate, and why it is degenerate.",
         (Column("run_id", "run"), Column("mapping", "mapping"),
-         Column("n_neutral", "neutral", "int"), Column("ffr_05", "at 0.5", "pct"),
+         Column("n_neutral", "neutral", "int"), Column("ffr_05", f"at {cut}", "pct"),
          Column("target", "target", "pct"), Column("t_matched", "t", "num3"),
          Column("ffr_matched", "at t", "pct"), Column("degenerate", "degenerate")),
         res.thresholds, csv_only=True))
     blocks.append(Table(
-        "calls_scores", "Every run's rate at 0.5 and at its matched threshold, with AUROC "
+        "calls_scores", f"Every run's rate at {cut} and at its matched threshold, with AUROC "
         "and AUPRC against the neutral rows, per benchmark, mapping and decontamination level.",
         tuple(Column(c, c) for c in res.scores.columns), res.scores, csv_only=True))
     blocks += _placement_blocks(res)

@@ -18,6 +18,7 @@ from typing import Any
 import polars as pl
 
 from guarddiag.analyses.calls import CALLS_ANALYSIS, LESS, MORE, CallsResult
+from guarddiag.analyses.callwords import at_cutoff
 from guarddiag.analyses.competence import COMPETENCE
 from guarddiag.analyses.provenance import PROVENANCE
 from guarddiag.analyses.scored import SCORES
@@ -45,12 +46,15 @@ CALL_SCHEMA: dict[str, Any] = {
     "study": pl.String}
 """The first screen's call table: one row per benchmark."""
 
-CALL_COLUMNS = (
-    Column("benchmark", "benchmark"), Column("call", "call"),
-    Column("routes", "each route's call"), Column("stable", "stable?"),
-    Column("effect", "A − B, matched (pp)", "pp", low="effect_low", high="effect_high"),
-    Column("effect_05", "A − B at 0.5 (pp)", "pp", low="effect_05_low", high="effect_05_high"),
-    Column("study", "vs the study"))
+def call_columns() -> tuple[Column, ...]:
+    """The first screen's call table's columns (its effect read at the protocol's cut-off)."""
+    return (
+        Column("benchmark", "benchmark"), Column("call", "call"),
+        Column("routes", "each route's call"), Column("stable", "stable?"),
+        Column("effect", "A − B, matched (pp)", "pp", low="effect_low", high="effect_high"),
+        Column("effect_05", f"A − B at {at_cutoff()} (pp)", "pp", low="effect_05_low",
+               high="effect_05_high"),
+        Column("study", "vs the study"))
 
 
 def shown_call(call: str, carried_by: str | None) -> str:
@@ -61,7 +65,7 @@ def shown_call(call: str, carried_by: str | None) -> str:
 
 def _from_calls(calls: CallsResult) -> pl.DataFrame:
     h = calls.headline()
-    study = {r["benchmark"]: f"matched: {r['verdict']}; 0.5: {r['verdict_05']}"
+    study = {r["benchmark"]: f"matched: {r['verdict']}; {at_cutoff()}: {r['verdict_05']}"
              for r in calls.study.iter_rows(named=True)} if calls.study.height else {}
 
     def stable(r: dict[str, Any]) -> str:
@@ -133,6 +137,7 @@ def _what_was_run(ctx: ReportContext) -> str:
 
 def _operating_point(calls: CallsResult) -> str:
     """Where the effects are read, named with its numbers."""
+    cut = at_cutoff()
     thr = calls.thresholds.filter(pl.col("mapping") == calls.mapping)
     ref = thr.filter(pl.col("branch") == "reference")
     target = ref["target"].drop_nulls()
@@ -142,7 +147,7 @@ def _operating_point(calls: CallsResult) -> str:
           else "the reference's false-flag rate on the policy-neutral val rows")
     text = (f"Effects are A-last − B-last (route-matched), read at each run's matched threshold: "
             f"the threshold that gives it {at} ({calls.mapping} mapping); the raw contrast at "
-            "P(unsafe) ≥ 0.5 sits beside it.")
+            f"P(unsafe) ≥ {cut} sits beside it.")
     bad = calls.degenerate()
     if bad.height:
         by_branch: dict[str, list[str]] = {}
@@ -185,6 +190,7 @@ def cite_sentence(ctx: ReportContext, table: pl.DataFrame) -> str:
 
 
 def section_first_screen(ctx: ReportContext) -> Section:
+    cut = at_cutoff()
     table, source = call_table(ctx)
     calls: CallsResult | None = ctx.get(CALLS_ANALYSIS)
     blocks: list[Block] = list(demo_banner(ctx))
@@ -202,10 +208,10 @@ def section_first_screen(ctx: ReportContext) -> Section:
                    "its routes' (\"distill only\": the other route showed nothing); stable? = "
                    "the benchmark's and every route's call agree in every cell of the "
                    "stability table; A − B = the route-matched A-last vs B-last contrast of "
-                   "the routes that carry the call, at the matched threshold and at 0.5, with "
+                   f"the routes that carry the call, at the matched threshold and at {cut}, with "
                    "its interval; vs the study = same / opposite / not shown here beside the "
                    "study's direction.")
-    blocks.append(Table("first_screen_calls", caption, CALL_COLUMNS, table))
+    blocks.append(Table("first_screen_calls", caption, call_columns(), table))
     payload = {"source": source, "calls": records(table),
                "cite": cite_sentence(ctx, table), "what_was_run": _what_was_run(ctx),
                "operating_point": _operating_point(calls) if calls is not None else NO_NEUTRAL,

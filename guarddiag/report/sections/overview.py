@@ -6,6 +6,7 @@ from __future__ import annotations
 import polars as pl
 
 from guarddiag.analyses.calls import CALLS_ANALYSIS, LESS, MORE
+from guarddiag.analyses.callwords import at_cutoff
 from guarddiag.analyses.contamination import CONTAMINATION
 from guarddiag.analyses.disclosure import DISCLOSURE
 from guarddiag.analyses.load import LOAD
@@ -44,7 +45,7 @@ CALL_WORDS = {
     LESS: "the A-last branches flag less of it at the same false-flag rate: they rank these "
           "prompts lower against the neutral rows — on prompts both policies call unsafe a "
           "ranking loss, not policy content",
-    "threshold shift": "the A-last branches differ at 0.5 but not at matched thresholds: they "
+    "threshold shift": "the A-last branches differ at {cut} but not at matched thresholds: they "
                        "flag more (or less) of everything, a moved threshold, not policy content",
     "route-sensitive": "branches differ beyond seed noise, but no route shows an A/B contrast: "
                        "how a policy reached the model moves these scores",
@@ -59,7 +60,8 @@ CALL_WORDS = {
                      "capability",
     NO_CALL: "no policy-neutral rows to match thresholds on (no pool), so no A/B call",
 }
-"""What each first-screen call showed, in words (the glossary defines the same words)."""
+"""What each first-screen call showed, in words (the glossary defines the same words); ``{cut}``
+is the protocol's cut-off."""
 
 
 def call_lists(ctx: ReportContext) -> dict[str, list[str]]:
@@ -74,15 +76,17 @@ def call_lists(ctx: ReportContext) -> dict[str, list[str]]:
 def _call_bullets(ctx: ReportContext) -> list[str]:
     """The first screen's calls grouped by call, each with what it showed: one source, the
     first screen's table, so the two cannot disagree."""
+    cut = at_cutoff()
     table, _ = call_table(ctx)
     stable = set(table.filter(pl.col("stable") == "yes")["benchmark"].to_list())
     items = []
     for word, benches in call_lists(ctx).items():
         steady = [b.split(" (")[0] for b in benches if b.split(" (")[0] in stable]
+        words = CALL_WORDS.get(word, "").format(cut=cut)
         items.append(f"{word[0].upper() + word[1:]} ({len(benches)}): {', '.join(benches)} — "
-                     f"{CALL_WORDS.get(word, '')}. Stable under every analyst choice: "
+                     f"{words}. Stable under every analyst choice: "
                      f"{', '.join(steady) or 'none'}.")
-    items.append("The older span test (Δb against the seed floor Φb, at 0.5) is in 'Policy or "
+    items.append(f"The older span test (Δb against the seed floor Φb, at {cut}) is in 'Policy or "
                  "capability?': it cannot tell policy content from a moved threshold, so its "
                  "statistics are shown there and it makes no call.")
     return items
@@ -226,6 +230,7 @@ def _why_no_call(ctx: ReportContext, card: pl.DataFrame) -> pl.DataFrame:
 
 
 def section_disclosure(ctx: ReportContext) -> Section:
+    cut = at_cutoff()
     d = ctx.result(DISCLOSURE)
     cols = (Column("benchmark", "benchmark"), Column("n", "n", "int"),
             Column("share_exact", "prior overlap, exact", "pct"),
@@ -234,7 +239,7 @@ def section_disclosure(ctx: ReportContext) -> Section:
             Column("floor_widest", "seed floor widest (pp)", "pp"),
             Column("n_groups", "seed groups", "int"), Column("delta", "Δb (pp)", "pp"),
             Column("call", "call"), Column("call_stable", "stable?"),
-            Column("q_contrast", "q (A-last vs B-last at 0.5)", "p"),
+            Column("q_contrast", f"q (A-last vs B-last at {cut})", "p"),
             Column("span_beyond_floor", "Δb > widest Φb"), Column("why", "why no call"))
     defs = tuple(f"{name} mapping: unsafe = {' ∪ '.join(classes)}; every other class is safe"
                  + (" (used for the primary tables)" if name == d.mapping else "")
@@ -253,7 +258,7 @@ def section_disclosure(ctx: ReportContext) -> Section:
               + ("Call: the first screen's (route-matched contrast at matched thresholds, "
                  "with its stability across analyst choices); " if source == "calls" else
                  "Call: none — no policy-neutral rows (see the first screen); ")
-              + "q: BH q-value of the span test's A-last vs B-last contrast at 0.5 (see 'Policy "
+              + f"q: BH q-value of the span test's A-last vs B-last contrast at {cut} (see 'Policy "
               "or capability?'), which cannot tell policy content from a moved threshold and "
               "makes no call; Δb > widest Φb: the study's rule, a comparison. No intervals.",
               cols, card),

@@ -9,6 +9,7 @@ from typing import Any
 import polars as pl
 
 from guarddiag import plots
+from guarddiag.analyses.callwords import at_cutoff
 from guarddiag.analyses.contamination import copy_items
 from guarddiag.analyses.intervals import SEED_WILSON
 from guarddiag.analyses.load import LOAD
@@ -165,6 +166,7 @@ def _span_rows(ctx: ReportContext, t: pl.DataFrame) -> pl.DataFrame:
 
 
 def section_load(ctx: ReportContext) -> Section:
+    cut = at_cutoff()
     o, load = ctx.options, ctx.result(LOAD)
     t = _span_rows(ctx, load.table.filter((pl.col("subset") == o.primary_subset)
                                           & (pl.col("mapping") == o.mapping)).sort("benchmark"))
@@ -175,7 +177,7 @@ def section_load(ctx: ReportContext) -> Section:
             Column("span_beyond_floor", "Δb > widest Φb"),
             Column("n_groups", "seed groups", "int"),
             Column("seed_sd", "seed SD (pp)", "pp"), Column("q_span", "q (span)", "p"),
-            Column("contrast", "A-last − B-last at 0.5 (pp)", "pp"),
+            Column("contrast", f"A-last − B-last at {cut} (pp)", "pp"),
             Column("q_contrast", "q (contrast)", "p"), Column("call", "call (first screen)"))
     a_last = ", ".join(load.a_last)
     blocks: list[Block] = [
@@ -193,7 +195,7 @@ def section_load(ctx: ReportContext) -> Section:
                   f"noise (Monte Carlo, {load.n_draws:,} draws at this cohort's layout: each "
                   "branch mean with its own variance σ²/seeds). A-last − B-last: the mean of "
                   f"the A-last branches ({a_last}: last policy signal A) minus the mean of the "
-                  "other student branches at P(unsafe) ≥ 0.5, tested with an exact t test on "
+                  f"other student branches at P(unsafe) ≥ {cut}, tested with an exact t test on "
                   "the same seed SD; q: Benjamini–Hochberg over this table's benchmarks. This "
                   "test makes no call: a guard that flags more of everything passes it as well "
                   "as policy content does, and it mixes routes. The call column is the first "
