@@ -42,7 +42,8 @@ HEAVY = ("torch", "transformers", "matplotlib", "sklearn", "numba")
 # Lowest first. A module belongs to the first layer whose prefix matches its dotted name.
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("leaves", ("errors", "cores", "text", "labels", "files", "spec", "stats", "paths", "progress",
-                "predictions", "figures", "typed", "roles", "numerics", "protocol")),
+                "predictions", "figures", "typed", "roles", "numerics", "protocol",
+                "study_figures")),
     ("data", ("data",)),
     ("pool", ("pool",)),
     ("audit", ("audit",)),

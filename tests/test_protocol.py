@@ -146,19 +146,6 @@ ALLOWED: dict[tuple[str, str], str] = {
         "the middle of [0, 1], which edge a degenerate threshold is written from",
     ("analyses/overlap_origin.py", "RECIPE_SHARE"):
         "the share of a benchmark's overlap that marks it set by the recipe, not the cut-off",
-    ("analyses/study.py", "STUDY_OVERLAP"):
-        "the published study's exact overlap per benchmark (SPEC §6): a fact about one past "
-        "study, keyed by the benchmark it was measured on, not a setting",
-    ("analyses/study.py", "_load_rows"):
-        "the published Δb and seed floors of HarmBench-copyright and WildGuard-benign",
-    ("analyses/study.py", "_mapping_rows"):
-        "the published OR-H under both mappings (study Table 2)",
-    ("analyses/study.py", "_student_rows"):
-        "the published COPY and OR-H of the A-last branches",
-    ("analyses/study.py", "_fairness_notes"):
-        "the two over-refusal sets the study's own pool held",
-    ("analyses/study_calls.py", "STUDY_FIGURES"):
-        "the published A-last/B-last figures per benchmark",
 }
 """(module under guarddiag/, top-level name holding the literal) → why it is not a protocol
 constant."""

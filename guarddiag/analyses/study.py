@@ -16,6 +16,7 @@ from typing import Any
 import polars as pl
 
 from guarddiag.analyses.calls import CALLS_ANALYSIS, CallsResult
+from guarddiag.analyses.callwords import at_cutoff
 from guarddiag.analyses.competence import clear_harm_benchmarks
 from guarddiag.analyses.contamination import CONTAMINATION, ContaminationResult
 from guarddiag.analyses.correlation import CORRELATION, CorrelationResult
@@ -26,12 +27,10 @@ from guarddiag.analyses.rank import RANK, BranchRankResult
 from guarddiag.analyses.registry import AnalysisContext, register_analysis
 from guarddiag.analyses.scored import SCORES
 from guarddiag.analyses.scores import ScoresResult
+from guarddiag.protocol import protocol
 from guarddiag.roles import is_a_last, is_reference, is_student, is_variant
+from guarddiag.study_figures import study_figures
 
-STUDY_OVERLAP = {"jbb_benign": 0.880, "orbench_hard": 0.821, "harmbench_copyright": 0.250,
-                 "wildguardtest_harmful": 0.143, "strongreject": 0.121, "advbench": 0.020,
-                 "orbench_toxic": 0.0}
-"""Exact overlap of the study's training pool with each benchmark (SPEC §6)."""
 DERIVED_MARK = "__"
 """Mutated / derived subsets (``sorrybench__caesar``) carry this in their id; the study scored
 none, so they are left out of every mean compared with the study's."""
@@ -82,26 +81,27 @@ def _load_rows(load: BenchmarkLoadResult | None, lt: pl.DataFrame | None, *, sub
                                                                          literal=True))
                   ["range"].to_list()
                   if load is not None else [])
-    return [
-        _row("Δb HarmBench-copyright", "pp", 0.99, "", load_value("harmbench_copyright", "delta")),
-        _row("widest seed floor, HarmBench-copyright", "pp", 0.585, "37 triplets (111 runs)",
-             load_value("harmbench_copyright", "floor_widest"),
-             f"{load_value('harmbench_copyright', 'n_groups') or 0} seed group(s)"),
-        _row("median seed floor, all benchmarks", "pp", 0.040, "",
-             statistics.median(all_ranges) if all_ranges else None,
-             f"{len(all_ranges)} (seed group, benchmark) range(s)"),
-        _row("Δb WildGuard-benign", "pp", 0.043, "", load_value("wildguardtest_benign", "delta")),
-        _row("widest seed floor, WildGuard-benign", "pp", 0.050, "",
-             load_value("wildguardtest_benign", "floor_widest")),
-    ]
+    rows = []
+    for i, (bench, span) in enumerate(study_figures().spans.items()):
+        rows.append(_row(f"Δb {span.title}", "pp", span.delta, "", load_value(bench, "delta")))
+        rows.append(_row(f"widest seed floor, {span.title}", "pp", span.floor_widest,
+                         span.floor_note or "", load_value(bench, "floor_widest"),
+                         f"{load_value(bench, 'n_groups') or 0} seed group(s)"
+                         if span.floor_note else ""))
+        if i == 0:    # the median follows the first benchmark's rows, as in Table 4
+            rows.append(_row("median seed floor, all benchmarks", "pp",
+                             study_figures().median_floor, "",
+                             statistics.median(all_ranges) if all_ranges else None,
+                             f"{len(all_ranges)} (seed group, benchmark) range(s)"))
+    return rows
 
 
 def _rank_rows(rank: BranchRankResult | None) -> list[Row]:
+    p = study_figures().rank_p
     if rank is None:
-        return [_row("rank test of the A-last group on copyright", "p", 1 / 210, "1/C(10,4)",
-                     None)]
+        return [_row("rank test of the A-last group on copyright", "p", p.value, p.exact, None)]
     return [_row(f"rank test {{{', '.join(rank.group)}}} on {rank.benchmark} ({test.size})", "p",
-                 1 / 210, "k = 4 of 10 hold the top ranks: 1/C(10,4)", float(test.p_value),
+                 p.value, f"k = 4 of 10 hold the top ranks: {p.exact}", float(test.p_value),
                  f"exact, {test.tail} tail; n = {test.n}, k = {test.k}"
                  + ("; ties present" if test.ties else ""))
             for test in rank.tests]
@@ -115,12 +115,14 @@ def _correlation_rows(correlation: CorrelationResult | None) -> list[Row]:
     if correlation is None:
         return []
     return [
-        _row("Spearman ρ(VAL, mean score on the benchmarks with an A/B call)", "rho", 0.74,
+        _row("Spearman ρ(VAL, mean score on the benchmarks with an A/B call)", "rho",
+             study_figures().correlation.policy,
              _STUDY_VAL + "; the study's policy-load set", correlation.policy.rho,
              f"English VAL; n = {correlation.policy.n} recipes (seed means), "
              f"{len(correlation.policy.benchmarks)} harmful study benchmark(s) called A flags "
              "more or less"),
-        _row("Spearman ρ(VAL, mean score on the benchmarks called capability)", "rho", 0.34,
+        _row("Spearman ρ(VAL, mean score on the benchmarks called capability)", "rho",
+             study_figures().correlation.capability,
              _STUDY_VAL + "; the study's capability-load set", correlation.capability.rho,
              f"English VAL; n = {correlation.capability.n} recipes (seed means), "
              f"{len(correlation.capability.benchmarks)} harmful study benchmark(s) called "
@@ -133,19 +135,22 @@ def _mapping_rows(effect: MappingEffectResult | None, scores: ScoresResult, *,
     """OR-H under the loose and the strict mapping (study Table 2)."""
     if effect is None:
         return []
+    orh = study_figures().over_refusal
     t = effect.table.filter((pl.col("subset") == subset)
-                            & (pl.col("benchmark") == "orbench_hard"))
+                            & (pl.col("benchmark") == orh.benchmark))
     reference_runs = scores.table.filter(is_reference())["run_id"].unique().to_list()
     ref = t.filter(pl.col("run_id").is_in(reference_runs))
     rows = [
-        _row("OR-H, reference student, loose mapping", "share", 0.057, "own student",
+        _row("OR-H, reference student, loose mapping", "share", orh.reference_loose,
+             orh.reference_note,
              ref["loose"].mean() if ref.height else None, f"mean of {ref.height} run(s)"),  # pragma: no mutate(guard-always): an empty column's mean is None too  # noqa: E501
-        _row("OR-H, reference student, strict mapping", "share", 0.960, "own student",
+        _row("OR-H, reference student, strict mapping", "share", orh.reference_strict,
+             orh.reference_note,
              ref["strict"].mean() if ref.height else None, f"mean of {ref.height} run(s)"),  # pragma: no mutate(guard-always): an empty column's mean is None too  # noqa: E501
     ]
     for r in t.filter(pl.col("guard_kind") == "outside").iter_rows(named=True):
         rows.append(_row(f"OR-H, {r['branch']}, loose → strict", "pp", None,
-                         "Qwen3Guard-8B 29.7% → 48.5%", r["strict"] - r["loose"],
+                         orh.outside_note, r["strict"] - r["loose"],
                          f"{100 * r['loose']:.1f}% → {100 * r['strict']:.1f}%"
                          + (" (binary verdict only)" if r["strict_applied"] == "native"
                             else "")))
@@ -157,14 +162,16 @@ def _student_rows(scores: ScoresResult, calls: CallsResult | None, *, subset: st
     """The A-last branches' COPY and OR-H, and the branches' mean CAP on clear harm at 0.5 and
     at matched thresholds."""
     students = student_runs(scores.binary(subset=subset, mapping=mapping))
-    copy = students.filter(pl.col("benchmark") == "harmbench_copyright")
+    figures = study_figures()
+    copy = students.filter(pl.col("benchmark") == protocol().rank_benchmark)
     a_last = copy.filter(is_a_last())
-    orh = students.filter((pl.col("benchmark") == "orbench_hard") & is_a_last())
+    orh = students.filter((pl.col("benchmark") == figures.over_refusal.benchmark) & is_a_last())
     rows = [
-        _row("COPY of the A-last branches, lowest run", "share", 1.0,
-             "all score 100", a_last["score"].min() if a_last.height else None,
+        _row("COPY of the A-last branches, lowest run", "share", figures.a_last.copy_lowest,
+             figures.a_last.copy_note, a_last["score"].min() if a_last.height else None,
              f"{a_last.height} run(s)"),
-        _row("OR-H of A-last branches, highest run", "share", 0.068, "3.4–6.8%",
+        _row("OR-H of A-last branches, highest run", "share",
+             figures.a_last.over_refusal_highest, figures.a_last.over_refusal_note,
              orh["score"].max() if orh.height else None, f"{orh.height} run(s)"),
     ]
     # The clear-harm benchmarks (the competence gate's set, not a call's): the study's six
@@ -174,13 +181,12 @@ def _student_rows(scores: ScoresResult, calls: CallsResult | None, *, subset: st
     per_recipe = students.filter(pl.col("benchmark").is_in(list(harm))).group_by(
         ["size", "branch"]).agg(pl.col("score").mean())
     scored = sorted(set(students["benchmark"].to_list()) & set(harm))
-    note = f"{len(scored)} clear-harm benchmark(s), at 0.5"
+    cap, cut = figures.clear_harm_cap, at_cutoff()
+    note = f"{len(scored)} clear-harm benchmark(s), at {cut}"
     rows += [
-        _row("mean CAP on clear harm, lowest branch (0.5)", "share", 0.800,
-             "6 capability-load benchmarks",
+        _row(f"mean CAP on clear harm, lowest branch ({cut})", "share", cap.lowest, cap.note,
              per_recipe["score"].min() if per_recipe.height else None, note),
-        _row("mean CAP on clear harm, highest branch (0.5)", "share", 0.911,
-             "6 capability-load benchmarks",
+        _row(f"mean CAP on clear harm, highest branch ({cut})", "share", cap.highest, cap.note,
              per_recipe["score"].max() if per_recipe.height else None, note),
     ]
     if calls is not None:
@@ -191,12 +197,11 @@ def _student_rows(scores: ScoresResult, calls: CallsResult | None, *, subset: st
                                 & is_student() & ~is_variant())
         matched = m.group_by("size", "branch").agg(pl.col("rate").mean())
         rows += [
-            _row("mean CAP on clear harm, lowest branch (matched)", "share", 0.800,
-                 "6 capability-load benchmarks",
+            _row("mean CAP on clear harm, lowest branch (matched)", "share", cap.lowest, cap.note,
                  matched["rate"].min() if matched.height else None,
                  "at each run's matched threshold"),
-            _row("mean CAP on clear harm, highest branch (matched)", "share", 0.911,
-                 "6 capability-load benchmarks",
+            _row("mean CAP on clear harm, highest branch (matched)", "share", cap.highest,
+                 cap.note,
                  matched["rate"].max() if matched.height else None,
                  "at each run's matched threshold"),
         ]
@@ -219,10 +224,11 @@ def _overlap_rows(contamination: ContaminationResult | None,
         return []
     shares = dict(zip(contamination.table["benchmark"].to_list(),
                       contamination.table["share_exact"].to_list(), strict=True))
-    return [_row(f"exact overlap, {bench}", "share", value, "study pool (269,861 rows)",
-                 shares.get(bench),
+    figures = study_figures()
+    return [_row(f"exact overlap, {bench}", "share", value,
+                 f"study pool ({figures.pool_rows:,} rows)", shares.get(bench),
                  _origin_note(origins, bench) if bench in shares else "not audited here")
-            for bench, value in STUDY_OVERLAP.items()]
+            for bench, value in figures.overlap.items()]
 
 
 def _fairness_notes(contamination: ContaminationResult | None,
@@ -242,10 +248,11 @@ def _fairness_notes(contamination: ContaminationResult | None,
     shares = ({} if contamination is None else dict(zip(
         contamination.table["benchmark"].to_list(),
         contamination.table["share_exact"].to_list(), strict=True)))
-    for bench, name in (("jbb_benign", "JailbreakBench-benign"), ("orbench_hard", "OR-Bench-hard")):
+    figures = study_figures()
+    for bench, name in figures.over_refusal_sets.items():
         here = shares.get(bench)
         shown = "not audited" if here is None else f"{100 * here:.1f}%"
-        notes.append(f"{name}: exact overlap {shown} here vs {100 * STUDY_OVERLAP[bench]:.1f}% "
+        notes.append(f"{name}: exact overlap {shown} here vs {100 * figures.overlap[bench]:.1f}% "
                      "in the study, whose pool held most of that public over-refusal set; "
                      "full-set scores here and there differ in how much of the benchmark the "
                      "guards trained on, so compare decontaminated scores only.")

@@ -19,33 +19,12 @@ study), *opposite* where it excludes 0.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import polars as pl
 
 from guarddiag.analyses.callwords import PRIMARY_THRESHOLD, at_cutoff
 from guarddiag.protocol import protocol
+from guarddiag.study_figures import study_figures
 
-
-@dataclass(frozen=True)
-class StudyFigure:
-    """What the study reports for one benchmark."""
-
-    a_last: str
-    b_last: str
-    difference: str
-    sign: int
-    """+1: A-last flags more; −1: less; 0: no A/B direction."""
-
-
-STUDY_FIGURES: dict[str, StudyFigure] = {
-    "harmbench_copyright": StudyFigure("100 % (E1, E7, E8, E10)", "0–1 % (E3, E5); 17 % (E6)",
-                                       "about +99 pp", +1),
-    "orbench_hard": StudyFigure("3.4–6.8 % (E1, E7, E8, E10)", "40.3–56.4 % (E3, E5)",
-                                "about −43 pp", -1),
-    "wildguardtest_benign": StudyFigure("—", "—", "span 4.3 pp, inside the seed floor 5.0 pp",
-                                        0),
-}
 STUDY_SCHEMA = {"benchmark": pl.String, "study_a_last": pl.String, "study_b_last": pl.String,
                 "study_difference": pl.String, "effect": pl.Float64, "effect_low": pl.Float64,
                 "effect_high": pl.Float64, "verdict": pl.String, "effect_05": pl.Float64,
@@ -70,11 +49,13 @@ def direction_verdict(sign: int, low: float | None, high: float | None, *,
 
 
 def study_rows(headline: pl.DataFrame, *, margin: float | None = None) -> pl.DataFrame:
-    """One row per benchmark of :data:`STUDY_FIGURES` that this run scored."""
+    """One row per benchmark with a published direction
+    (:attr:`~guarddiag.study_figures.StudyFigures.directions`) that this run scored."""
+    directions = study_figures().directions
     rows = []
-    for r in headline.filter(pl.col("benchmark").is_in(list(STUDY_FIGURES))).iter_rows(
+    for r in headline.filter(pl.col("benchmark").is_in(list(directions))).iter_rows(
             named=True):
-        fig = STUDY_FIGURES[r["benchmark"]]
+        fig = directions[r["benchmark"]]
         rows.append({"benchmark": r["benchmark"], "study_a_last": fig.a_last,
                      "study_b_last": fig.b_last, "study_difference": fig.difference,
                      **{k: r[k] for k in ("effect", "effect_low", "effect_high", "effect_05",
