@@ -2,7 +2,7 @@
 false-flag rate, a moved threshold, a route effect, or equivalence.
 
 The load test (:mod:`~guarddiag.analyses.loadtest`) contrasts every A-last branch with every
-B-last one at P(unsafe) ≥ 0.5. That contrast is as much "head-only vs full training" as "policy A
+B-last one at P(unsafe) ≥ the protocol's cut-off. That contrast is as much "head-only vs full training" as "policy A
 vs B", and a guard that flags more of everything (a moved threshold) passes it as well. This
 analysis separates them, per (benchmark, mapping, decontamination level, threshold kind).
 
@@ -11,9 +11,9 @@ under the mapping: both policies agree they should pass, so a run's flag rate on
 false-flag rate whatever policy it learnt, and a shift there is a threshold, not policy content.
 
 **Operating-point matching.** Per run, the matched threshold gives it the reference recipe's
-false-flag rate at 0.5 on the neutral rows (the mean over the reference runs of the same size;
+false-flag rate at the cut-off on the neutral rows (the mean over the reference runs of the same size;
 an outside guard is matched to the mean over sizes), by the logit-centre rule of
-:func:`~guarddiag.analyses.operating.matched_threshold`. Every rate is computed at 0.5 and at
+:func:`~guarddiag.analyses.operating.matched_threshold`. Every rate is computed at the cut-off and at
 the matched threshold; the AUROC against the same neutral rows (threshold-free) sits beside.
 
 **Degenerate runs.** A run whose matched threshold lies within :data:`DEGENERATE_EDGE` of 0 or 1
@@ -32,7 +32,7 @@ head-only: E1, E7, E10 − their controls) is tested on its own.
   with that sign. *A flags more* on prompts only policy A blocks is the policy content the study
   describes; *A flags less* says the A-last heads rank this benchmark's prompts lower against
   the neutral rows — on prompts both policies call unsafe, a ranking loss, not policy content.
-- *threshold shift* (matched rows only): it differs at 0.5 but not at the matched threshold.
+- *threshold shift* (matched rows only): it differs at the cut-off but not at the matched threshold.
 - *capability*: TOST shows the contrast within ±margin (default 5 pp) at level α.
 - *undetermined*: none of the above; ``reason`` says why (degenerate runs, low power + MDE).
 
@@ -43,7 +43,7 @@ shows something shows the same (``carried_by`` names the routes when some route 
 *uninformative* where every run scores the same. A call is *stable* when the benchmark's call
 and every route's call are the same in every cell (mapping × decontamination × threshold).
 
-At the ``0.5`` threshold rows the call is the one an analyst who never matched thresholds would
+At the cut-off's threshold rows the call is the one an analyst who never matched thresholds would
 make (no *threshold shift*): the stability table shows where matching changes it.
 
 MDE: the |effect| a two-sided level-α test detects with 80 % power, (t_{1−α/2} + t_{0.8}) · se.
@@ -127,14 +127,14 @@ class CallsResult:
     routes: pl.DataFrame = field(repr=False)
     """Each route's own contrast and call per cohort (:data:`ROUTE_SCHEMA`)."""
     scores: pl.DataFrame = field(repr=False)
-    """Every run's rate at 0.5 and at its matched threshold, with AUROC vs the neutral rows."""
+    """Every run's rate at the cut-off and at its matched threshold, with AUROC vs the neutral rows."""
     thresholds: pl.DataFrame = field(repr=False)
-    """Per run and mapping: neutral rows, false-flag rate at 0.5, target, matched threshold,
+    """Per run and mapping: neutral rows, false-flag rate at the cut-off, target, matched threshold,
     and why the run is degenerate ("" when it is not)."""
     placement: pl.DataFrame = field(repr=False)
     """Outside guards on the B-to-A axis (:mod:`~guarddiag.analyses.placement`)."""
     study: pl.DataFrame = field(repr=False)
-    """Per benchmark the study reports on: its figures beside this run's, at 0.5 and matched
+    """Per benchmark the study reports on: its figures beside this run's, at the cut-off and matched
     (:mod:`~guarddiag.analyses.study_calls`)."""
     mapping: str
     """The report's mapping (the headline's cohort)."""
@@ -178,7 +178,7 @@ class CallsResult:
     def headline(self) -> pl.DataFrame:
         """One row per benchmark: the primary call, the routes that carry it and each route's
         call, whether every cell agrees for the benchmark and each route, the choices that flip
-        it, and the effect at the matched threshold and at 0.5 (the same routes' contrast)."""
+        it, and the effect at the matched threshold and at the cut-off (the same routes' contrast)."""
         rows = []
         at_05 = {r["benchmark"]: r
                  for r in self._cohort(self.table, at_cutoff()).iter_rows(named=True)}
@@ -225,7 +225,7 @@ class CallsResult:
 
 
 def _flips(part: pl.DataFrame, primary: Mapping[str, Any], mapping: str) -> str:
-    """The single choices that change the primary call (``threshold=0.5``, …); a change only
+    """The single choices that change the primary call (the cut-off's threshold, …); a change only
     combinations of choices bring is named ``combined choices``."""
     dims = {"mapping": mapping, "decontam": PRIMARY_DECONTAM, "threshold": PRIMARY_THRESHOLD}
     out: list[str] = []

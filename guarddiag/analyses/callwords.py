@@ -21,7 +21,8 @@ PRIMARY_THRESHOLD = "matched"
 
 
 def at_cutoff() -> str:
-    """The ``threshold`` label of the cohort read at the protocol's cut-off (``"0.5"``)."""
+    """The ``threshold`` label of the cohort read at the protocol's cut-off (``"0.5"`` under
+    the built-in protocol)."""
     return protocol().cutoff_name
 
 

@@ -1,8 +1,8 @@
-"""Operating points of every run: rates at 0.5 and at a matched threshold, AUROC against
+"""Operating points of every run: rates at the cut-off and at a matched threshold, AUROC against
 policy-neutral rows (the inputs of :mod:`~guarddiag.analyses.calls`).
 
 Neutral rows are the pool's val rows that both policies label safe under the mapping; a run's
-matched threshold gives it the reference recipe's false-flag rate at 0.5 on them. Decontamination
+matched threshold gives it the reference recipe's false-flag rate at the cut-off on them. Decontamination
 levels: ``full`` (every prompt), ``exact`` (no exact overlap with the pool, from the audit's
 overlap.parquet; the audit's decontaminated list where that table is absent) and ``all_kinds``
 (exact-free and in the audit's decontaminated list, which drops every kind it was run with).
@@ -69,8 +69,8 @@ def matched_threshold(neutral: np.ndarray, target: float) -> float:
     rows for j = target · n, linearly between neighbouring centres where j is fractional.
 
     A constant logit shift of a run's scores moves this threshold by the same shift, so the
-    rates it gives are unchanged wherever 0.5 falls between the run's scores. (The earlier
-    rule, "the threshold nearest 0.5 flagging at most the target", kept 0.5 for some runs and
+    rates it gives are unchanged wherever the cut-off falls between the run's scores. (The earlier
+    rule, "the threshold nearest the cut-off flagging at most the target", kept the cut-off for some runs and
     took an interval's low end for others: a shifted run flagged the prompts inside that
     interval and an unshifted one did not, a bias the calls read as policy content.) The
     realised false-flag rate lies between floor(target · n) / n and ceil(target · n) / n (tied

@@ -1,4 +1,4 @@
-"""The study's figures beside this run's, benchmark by benchmark, at 0.5 and at the matched
+"""The study's figures beside this run's, benchmark by benchmark, at the cut-off and at the matched
 threshold: same direction, opposite, or not shown here.
 
 The study (SPEC §4-§6) gives a direction for two benchmarks and a span for a third:

@@ -1,7 +1,7 @@
 """Sensitivity variants of a branch (``E6-a05``) and the distillation-weight table.
 
 A *variant* is a branch spec with ``variant_of`` (branches/E6-a05.yaml: E6 with the distillation
-weight α at 0.5). It trains and is scored like any branch, but it is a second setting of one of
+weight α at one half). It trains and is scored like any branch, but it is a second setting of one of
 the ten recipes, not an eleventh recipe: the analysis step takes its runs out of every other
 analysis (the rank test, Table 1, the span Δb, the load call, the seed floor, the correlations)
 with :func:`without_variants`, and reports them only in :func:`distill_sensitivity`'s table.

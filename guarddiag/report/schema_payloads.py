@@ -106,7 +106,7 @@ class FirstScreenJson(Doc):
     """One row per benchmark: benchmark, call (as shown, with "(distill only)" where only some
     routes carry it; "no call" without neutral rows), routes (each route's call), stable (yes /
     no: flips with …), effect, effect_low, effect_high (matched threshold), effect_05,
-    effect_05_low, effect_05_high (at 0.5; fractions), study (verdicts beside the study)."""
+    effect_05_low, effect_05_high (at the cut-off; fractions), study (verdicts beside the study)."""
     cite: str
     """The one sentence on what a reader may cite."""
     what_was_run: str
@@ -358,7 +358,7 @@ class CallsJson(Doc):
 
     headline: list[Record]
     """Per benchmark: benchmark, call, carried_by, route_calls, stable, flips, effect with its
-    interval (matched), effect_05 with its interval (0.5), reason."""
+    interval (matched), effect_05 with its interval (at the cut-off), reason."""
     rows: list[Record]
     """Per (benchmark, mapping, decontam, threshold): call, carried_by, route_calls, reason,
     effect with its interval, se, df, p_effect, p_equivalence, p_route, mde, n_prompts,
