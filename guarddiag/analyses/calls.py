@@ -2,9 +2,10 @@
 false-flag rate, a moved threshold, a route effect, or equivalence.
 
 The load test (:mod:`~guarddiag.analyses.loadtest`) contrasts every A-last branch with every
-B-last one at P(unsafe) ≥ the protocol's cut-off. That contrast is as much "head-only vs full training" as "policy A
-vs B", and a guard that flags more of everything (a moved threshold) passes it as well. This
-analysis separates them, per (benchmark, mapping, decontamination level, threshold kind).
+B-last one at P(unsafe) ≥ the protocol's cut-off. That contrast is as much "head-only vs full
+training" as "policy A vs B", and a guard that flags more of everything (a moved threshold)
+passes it as well. This analysis separates them, per (benchmark, mapping, decontamination
+level, threshold kind).
 
 **Policy-neutral rows.** The pool's val rows whose policy-A and policy-B labels both read safe
 under the mapping: both policies agree they should pass, so a run's flag rate on them is its
