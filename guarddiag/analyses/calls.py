@@ -12,10 +12,10 @@ under the mapping: both policies agree they should pass, so a run's flag rate on
 false-flag rate whatever policy it learnt, and a shift there is a threshold, not policy content.
 
 **Operating-point matching.** Per run, the matched threshold gives it the reference recipe's
-false-flag rate at the cut-off on the neutral rows (the mean over the reference runs of the same size;
-an outside guard is matched to the mean over sizes), by the logit-centre rule of
-:func:`~guarddiag.analyses.operating.matched_threshold`. Every rate is computed at the cut-off and at
-the matched threshold; the AUROC against the same neutral rows (threshold-free) sits beside.
+false-flag rate at the cut-off on the neutral rows (the mean over the reference runs of the same
+size; an outside guard is matched to the mean over sizes), by the logit-centre rule of
+:func:`~guarddiag.analyses.operating.matched_threshold`. Every rate is computed at the cut-off and
+at the matched threshold; the AUROC against the same neutral rows (threshold-free) sits beside.
 
 **Degenerate runs.** A run whose matched threshold lies within :data:`DEGENERATE_EDGE` of 0 or 1
 (its scores saturate: float32 ties decide its rates), or whose capture on the clear-harm
@@ -128,7 +128,8 @@ class CallsResult:
     routes: pl.DataFrame = field(repr=False)
     """Each route's own contrast and call per cohort (:data:`ROUTE_SCHEMA`)."""
     scores: pl.DataFrame = field(repr=False)
-    """Every run's rate at the cut-off and at its matched threshold, with AUROC vs the neutral rows."""
+    """Every run's rate at the cut-off and at its matched threshold, with AUROC vs the neutral
+    rows."""
     thresholds: pl.DataFrame = field(repr=False)
     """Per run and mapping: neutral rows, false-flag rate at the cut-off, target, matched threshold,
     and why the run is degenerate ("" when it is not)."""
@@ -179,7 +180,8 @@ class CallsResult:
     def headline(self) -> pl.DataFrame:
         """One row per benchmark: the primary call, the routes that carry it and each route's
         call, whether every cell agrees for the benchmark and each route, the choices that flip
-        it, and the effect at the matched threshold and at the cut-off (the same routes' contrast)."""
+        it, and the effect at the matched threshold and at the cut-off (the same routes'
+        contrast)."""
         rows = []
         at_05 = {r["benchmark"]: r
                  for r in self._cohort(self.table, at_cutoff()).iter_rows(named=True)}

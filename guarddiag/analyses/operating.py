@@ -2,10 +2,11 @@
 policy-neutral rows (the inputs of :mod:`~guarddiag.analyses.calls`).
 
 Neutral rows are the pool's val rows that both policies label safe under the mapping; a run's
-matched threshold gives it the reference recipe's false-flag rate at the cut-off on them. Decontamination
-levels: ``full`` (every prompt), ``exact`` (no exact overlap with the pool, from the audit's
-overlap.parquet; the audit's decontaminated list where that table is absent) and ``all_kinds``
-(exact-free and in the audit's decontaminated list, which drops every kind it was run with).
+matched threshold gives it the reference recipe's false-flag rate at the cut-off on them.
+Decontamination levels: ``full`` (every prompt), ``exact`` (no exact overlap with the pool, from
+the audit's overlap.parquet; the audit's decontaminated list where that table is absent) and
+``all_kinds`` (exact-free and in the audit's decontaminated list, which drops every kind it was
+run with).
 """
 
 from __future__ import annotations
@@ -70,9 +71,10 @@ def matched_threshold(neutral: np.ndarray, target: float) -> float:
 
     A constant logit shift of a run's scores moves this threshold by the same shift, so the
     rates it gives are unchanged wherever the cut-off falls between the run's scores. (The earlier
-    rule, "the threshold nearest the cut-off flagging at most the target", kept the cut-off for some runs and
-    took an interval's low end for others: a shifted run flagged the prompts inside that
-    interval and an unshifted one did not, a bias the calls read as policy content.) The
+    rule, "the threshold nearest the cut-off flagging at most the target", kept the cut-off for
+    some runs and took an interval's low end for others: a shifted run flagged the prompts
+    inside that interval and an unshifted one did not, a bias the calls read as policy
+    content.) The
     realised false-flag rate lies between floor(target · n) / n and ceil(target · n) / n (tied
     scores are flagged together, so ties can push it past). Own code: ``numpy.quantile``
     interpolates between order statistics on the probability scale, where a shift is not

@@ -5,8 +5,8 @@ difference: position = (guard − B end) / (A end − B end), 0 = like the B-sid
 the A-last ones. Everything is read at the **matched** threshold (the reference's false-flag
 rate on the policy-neutral val rows), the guard's too, so the guard has to be scored on those
 rows (``guards score`` does it when given the pool); a guard without them is not placed, as a
-guard read at the cut-off against branch ends read at their matched thresholds (0.9999 for some) mixes
-two operating points.
+guard read at the cut-off against branch ends read at their matched thresholds (0.9999 for some)
+mixes two operating points.
 
 A benchmark is on the axis only where its A and B ends differ, in the direction of its call, by
 more than the widest seed range of the recipes at either end; a guard is placed only where it

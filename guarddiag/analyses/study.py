@@ -159,8 +159,8 @@ def _mapping_rows(effect: MappingEffectResult | None, scores: ScoresResult, *,
 
 def _student_rows(scores: ScoresResult, calls: CallsResult | None, *, subset: str,
                   mapping: str) -> list[Row]:
-    """The A-last branches' COPY and OR-H, and the branches' mean CAP on clear harm at the cut-off and
-    at matched thresholds."""
+    """The A-last branches' COPY and OR-H, and the branches' mean CAP on clear harm at the cut-off
+    and at matched thresholds."""
     students = student_runs(scores.binary(subset=subset, mapping=mapping))
     figures = study_figures()
     copy = students.filter(pl.col("benchmark") == protocol().rank_benchmark)

@@ -4,8 +4,8 @@ cite.
 
 The calls come from the ``calls`` analysis (:mod:`guarddiag.analyses.calls`): one row per
 benchmark at the primary cohort, each route's call beside the benchmark's, stability across
-analyst choices, and the route-matched effect at the matched threshold and at the cut-off. This table
-is the report's one verdict: every other section, figure, results.json's summary, the
+analyst choices, and the route-matched effect at the matched threshold and at the cut-off. This
+table is the report's one verdict: every other section, figure, results.json's summary, the
 disclosure card and the terminal headline read their labels from :func:`benchmark_calls`.
 Without policy-neutral rows (no pool) there is no A/B call at all, and the screen says how to
 give them; it never falls back to the span test's labels.
