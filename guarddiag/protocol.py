@@ -19,8 +19,7 @@ from pydantic import Field, ValidationInfo, field_validator
 
 from guarddiag import paths
 from guarddiag.labels import CLASSES
-from guarddiag.spec import load_yaml_mapping
-from guarddiag.typed import Model, validate
+from guarddiag.typed import Model, validate_file
 
 __all__ = ["PROTOCOL_ENV", "Protocol", "load_protocol", "protocol", "protocol_path"]
 
@@ -128,7 +127,7 @@ def protocol_path() -> Path:
 
 def load_protocol(path: str | os.PathLike[str]) -> Protocol:
     """The protocol file at ``path``, validated whole (:func:`guarddiag.typed.validate`)."""
-    return validate(Protocol, load_yaml_mapping(Path(path)), where=path)
+    return validate_file(Protocol, path)
 
 
 @functools.cache

@@ -13,14 +13,12 @@ from __future__ import annotations
 
 import functools
 import os
-from pathlib import Path
 from typing import Literal
 
 from pydantic import Field
 
 from guarddiag import paths
-from guarddiag.spec import load_yaml_mapping
-from guarddiag.typed import Model, validate
+from guarddiag.typed import Model, validate_file
 
 __all__ = ["Direction", "Span", "StudyFigures", "load_study_figures", "study_figures"]
 
@@ -109,7 +107,7 @@ class StudyFigures(Model):
 
 def load_study_figures(path: str | os.PathLike[str]) -> StudyFigures:
     """The figures file at ``path``, validated whole (:func:`guarddiag.typed.validate`)."""
-    return validate(StudyFigures, load_yaml_mapping(Path(path)), where=path)
+    return validate_file(StudyFigures, path)
 
 
 @functools.cache

@@ -106,6 +106,12 @@ unable to parse string as a number, got 'x'
         raise SpecError(str(where), problems) from None
 
 
+def validate_file(model: type[M], path: str | PathLike[str]) -> M:
+    """``model`` read from the YAML file at ``path``: :func:`validate`, the path naming every
+    problem."""
+    return validate(model, load_yaml_mapping(Path(path)), where=path)
+
+
 def replaced(model: type[M], options: M | None, fields: Mapping[str, Any], *,
              where: str) -> M:
     """``options`` (None: every default) with ``fields`` replaced, checked as ``model``: what
