@@ -9,16 +9,12 @@ reports), never null unless its type says so.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 from guarddiag.analyses.paired import PairedComparisonResult
 from guarddiag.analyses.payload import Doc, Payload, Record, absent
 from guarddiag.analyses.provenance import ProvenanceResult
 from guarddiag.analyses.valsets import ValSetsResult
-
-JsonValue = Any
-"""Any JSON value (files written by other stages, e.g. agreement.json)."""
-
 
 # ─── top level ─────────────────────────────────────────────────────────────────────────────────
 
