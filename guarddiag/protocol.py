@@ -63,6 +63,9 @@ class Protocol(Model):
     """The pool split whose policy-neutral rows match the operating points."""
     neutral_labels: tuple[str, ...] = Field(min_length=1)
     """Labels that make a row neutral when both policies give one the mapping reads safe."""
+    benchmark_lang: str = Field(min_length=1)
+    """The language of the study's benchmarks (a pool ``lang`` code): the competence bench
+    also matches its false-flag rate on the neutral rows in this language alone."""
 
     @field_validator("study_benign", "policy_content")
     @classmethod

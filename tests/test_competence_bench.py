@@ -118,3 +118,41 @@ def test_a_size_that_is_not_frozen_is_one_line(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].endswith("--sizes: micro is not a frozen-encoder size (the bench trains "
                             "over cached states; try minilm)")
+
+
+def test_the_benchmarks_language_gets_its_own_threshold():
+    """20 English neutral rows as above and 20 in other languages, two of them scored .999 and
+    .998: 5 % of all 40 is 2 rows, so the all-language threshold sits between .998 and .95 (on
+    the logit scale) and flags those two (2 of the 20 other-language rows); the English rows
+    alone give the .929 threshold of the first test."""
+    other_ids = [f"o{i}" for i in range(20)]
+    pool = _pool().with_columns(pl.lit("en").alias("lang"))
+    pool = pl.concat([pool, pl.DataFrame({
+        "prompt_id": other_ids, "split": ["val"] * 20, "label_a": ["GENERIC_SAFE"] * 20,
+        "label_b": ["GENERIC_SAFE"] * 20, "lang": ["fr"] * 20})])
+    meta = run_meta("minilm", "reference", 42)
+    rows = _run_rows(meta) + rows_for(meta, "pool_val", [.999, .998] + [.01] * 18,
+                                      ids=other_ids)
+    table, _, caps = competence_by_size(frame(rows), pool, teachers={})
+    ref = table.row(0, named=True)
+    t = 1 / (1 + math.exp(-(math.log(.998 / .002) + math.log(.95 / .05)) / 2))
+    assert t == pytest.approx(0.9898, abs=1e-4)
+    # advbench's 6 decontaminated prompts: only .99 is at or above 0.9898
+    assert ref["cap_ffr"] == pytest.approx(1 / 6)
+    assert ref["ffr"] == pytest.approx(2 / 40)
+    assert ref["ffr_other"] == pytest.approx(2 / 20)
+    assert ref["cap_ffr_lang"] == pytest.approx(2 / 6)
+    assert caps.row(0, named=True)["cap_ffr_lang"] == pytest.approx(2 / 6)
+    res = CompetenceBenchResult(table, pl.DataFrame(schema={"pair": pl.String}), caps, 0.05,
+                                "loose", "decontaminated", "cpu", (0.0, 0.0, 0.0))
+    head, line = res.to_table().splitlines()[:2]
+    assert "CAP@5%FFR-en" in head
+    assert "other FFR" in head
+    assert line.split()[1:5] == ["16.7%", "33.3%", "10.0%", "66.7%"]
+
+
+def test_a_pool_without_languages_leaves_the_split_empty():
+    table, _, _ = competence_by_size(_predictions(), _pool(), teachers={})
+    ref = table.filter(pl.col("size") == "minilm").row(0, named=True)
+    assert ref["cap_ffr_lang"] is None
+    assert ref["ffr_other"] is None

@@ -50,18 +50,21 @@ def neutral_note() -> str:
             f"rate at {at_cutoff()} there")
 
 
-def neutral_ids(pool: pl.DataFrame, mapping: BinaryMapping) -> list[str]:
+def neutral_ids(pool: pl.DataFrame, mapping: BinaryMapping, *,
+                lang: str | None = None) -> list[str]:
     """Val rows of ``pool`` that both policies label safe under ``mapping`` (the protocol's
-    ``neutral_split`` and ``neutral_labels``)."""
+    ``neutral_split`` and ``neutral_labels``); with ``lang``, only those whose ``lang`` is it."""
     proto = protocol()
-    for col in ("prompt_id", "split", "label_a", "label_b"):
+    for col in ("prompt_id", "split", "label_a", "label_b", *(("lang",) if lang else ())):
         if col not in pool.columns:
             raise GuarddiagError(f"pool: missing column {col!r} (the neutral val rows of the "
                                  f"operating-point matching need it)")
     safe = [c for c in proto.neutral_labels if not mapping.is_unsafe(c)]
-    return sorted(pool.filter((pl.col("split") == proto.neutral_split)
-                              & pl.col("label_a").is_in(safe)
-                              & pl.col("label_b").is_in(safe))["prompt_id"].to_list())
+    rows = pool.filter((pl.col("split") == proto.neutral_split)
+                       & pl.col("label_a").is_in(safe) & pl.col("label_b").is_in(safe))
+    if lang:
+        rows = rows.filter(pl.col("lang") == lang)
+    return sorted(rows["prompt_id"].to_list())
 
 
 def matched_threshold(neutral: np.ndarray, target: float) -> float:

@@ -10,6 +10,11 @@ decontaminated prompts of public sets kept outside the pool:
 * CAP of the reference on the clear-harm set (mean over the subsets, seed-averaged) at the
   threshold that flags ``ffr`` of the policy-neutral val rows (each run's own,
   :func:`~guarddiag.analyses.operating.matched_threshold`) and at 0.5 (the gate's read-out);
+* the same CAP at the threshold matched on the neutral rows in the benchmarks' language alone
+  (the protocol's ``benchmark_lang``), and the share of the other languages' neutral rows that
+  the all-language threshold flags: the clear-harm sets are English, 42 % of the pool's neutral
+  rows are not, and an English-only encoder that cannot read them spends its false-flag budget
+  there (docs/guide/study.md, "Choosing a frozen size");
 * AUROC of the reference on each ranking pair beside the TF-IDF baseline on the same prompts
   (:func:`~guarddiag.analyses.competence.ranking_table`);
 * the teachers' HarmBench-copyright gap, CAP(T_A) − CAP(T_B) at 0.5: the policy content the
@@ -94,7 +99,9 @@ class CompetenceBenchResult:
 
     sizes: pl.DataFrame = field(repr=False)
     """Per size: size, n_runs, cap_ffr, cap_ffr_low, cap_ffr_high (seed range), ffr (realised
-    false-flag rate on the neutral rows, seed mean), cap_05, copy_t_a, copy_t_b, copy_gap,
+    false-flag rate on the neutral rows, seed mean), cap_05, cap_ffr_lang (CAP at the threshold
+    matched on the neutral rows in the benchmarks' language alone), ffr_other (the share of the
+    other languages' neutral rows the all-language threshold flags), copy_t_a, copy_t_b, copy_gap,
     pairs_beaten (ranking pairs where AUROC ≥ TF-IDF + margin), the :class:`SizeCost` fields;
     and a ``tfidf`` row for the policy-B TF-IDF baseline (no cost, no teachers)."""
     ranking: pl.DataFrame = field(repr=False)
@@ -107,6 +114,8 @@ class CompetenceBenchResult:
     cpu: str
     load: tuple[float, float, float]
     """Load average when the bench finished: on a busy machine every time is longer."""
+    lang: str = field(default_factory=lambda: protocol().benchmark_lang)
+    """The benchmarks' language (``cap_ffr_lang``'s neutral rows)."""
 
     def to_frame(self) -> pl.DataFrame:
         return self.sizes.clone()
@@ -114,7 +123,9 @@ class CompetenceBenchResult:
     def to_table(self) -> str:
         """The table ``bench competence`` prints (AUROC per pair as recipe/TF-IDF)."""
         pairs = [p for p, _, _ in ranking_pairs() if p in set(self.ranking["pair"].to_list())]
-        head = (f"{'size':<18} {'CAP@' + format(self.ffr, '.0%') + 'FFR':>10} {'CAP@0.5':>8} "
+        at = "CAP@" + format(self.ffr, ".0%") + "FFR"
+        head = (f"{'size':<18} {at:>10} {at + '-' + self.lang:>13} {'other FFR':>9} "
+                f"{'CAP@0.5':>8} "
                 + "".join(f" {p[:14]:>14}" for p in pairs)
                 + f" {'T_A-T_B copy':>12} {'embed s/1k':>10} {'train s/1k':>10} "
                   f"{'teach s/1k':>10} {'peak MiB':>8}")
@@ -127,7 +138,8 @@ class CompetenceBenchResult:
                              if hit.height and hit["baseline_auroc"][0] is not None else
                              f" {'':>14}")
             lines.append(
-                f"{r['size']:<18} {_pct(r['cap_ffr']):>10} {_pct(r['cap_05']):>8}"
+                f"{r['size']:<18} {_pct(r['cap_ffr']):>10} {_pct(r.get('cap_ffr_lang')):>13}"
+                f" {_pct(r.get('ffr_other')):>9} {_pct(r['cap_05']):>8}"
                 + "".join(cells) + f" {_pp(r['copy_gap']):>12}"
                 f" {_num(r.get('embed_s_per_1k')):>10} {_num(r.get('train_s_per_1k'), 2):>10}"
                 f" {_num(r.get('teacher_s_per_1k'), 2):>10} {_num(r.get('peak_mib'), 0):>8}")
@@ -163,16 +175,18 @@ def _num(x: float | None, digits: int = 1) -> str:
 
 def run_operating_points(predictions: pl.DataFrame, neutral: Sequence[str], *,
                          benchmarks: Sequence[str], mapping: str = "loose",
-                         subset: str = "decontaminated", ffr: float = DEFAULT_FFR
-                         ) -> pl.DataFrame:
+                         subset: str = "decontaminated", ffr: float = DEFAULT_FFR,
+                         other: Sequence[str] = ()) -> pl.DataFrame:
     """Per run and benchmark of ``benchmarks``: CAP (share with P(unsafe) ≥ t) at the run's
     threshold t flagging ``ffr`` of the ``neutral`` val rows, and at the protocol's cut-off;
-    with t and the realised false-flag rate. Benchmark rows are the decontaminated ones unless
+    with t, the realised false-flag rate, and the share of the ``other`` val rows flagged at t
+    (``ffr_other``, null without them). Benchmark rows are the decontaminated ones unless
     ``subset`` is ``full``."""
     ok = with_unsafe_probability(predictions.filter(pl.col("status") == "ok"),
                                  MAPPINGS[mapping], column="_p")
-    val = ok.filter((pl.col("benchmark") == VAL_BENCHMARK)
-                    & pl.col("prompt_id").is_in(list(neutral)))
+    val = ok.filter(pl.col("benchmark") == VAL_BENCHMARK)
+    others = val.filter(pl.col("prompt_id").is_in(list(other)))
+    val = val.filter(pl.col("prompt_id").is_in(list(neutral)))
     bench = ok.filter(pl.col("benchmark").is_in(list(benchmarks)))
     if subset == "decontaminated":
         bench = bench.filter(pl.col("survives_decontam"))
@@ -182,17 +196,20 @@ def run_operating_points(predictions: pl.DataFrame, neutral: Sequence[str], *,
         rid = str(run["run_id"][0])
         p_neutral = run["_p"].to_numpy()
         t = matched_threshold(p_neutral, ffr)
+        p_other = others.filter(pl.col("run_id") == rid)["_p"].to_numpy()
+        ffr_other = float(np.mean(p_other >= t)) if p_other.size else None
         mine = bench.filter(pl.col("run_id") == rid)
         for b in benchmarks:
             p = mine.filter(pl.col("benchmark") == b)["_p"].to_numpy()
             if p.size:
                 rows.append({"run_id": rid, "benchmark": b, "n": int(p.size), "t": t,
-                             "ffr": float(np.mean(p_neutral >= t)),
+                             "ffr": float(np.mean(p_neutral >= t)), "ffr_other": ffr_other,
                              "cap_ffr": float(np.mean(p >= t)),
                              "cap_05": float(np.mean(p >= cutoff))})
     return pl.DataFrame(rows, schema={"run_id": pl.String, "benchmark": pl.String,
                                       "n": pl.Int64, "t": pl.Float64, "ffr": pl.Float64,
-                                      "cap_ffr": pl.Float64, "cap_05": pl.Float64})
+                                      "ffr_other": pl.Float64, "cap_ffr": pl.Float64,
+                                      "cap_05": pl.Float64})
 
 
 def _runs(predictions: pl.DataFrame) -> pl.DataFrame:
@@ -209,29 +226,46 @@ def competence_by_size(predictions: pl.DataFrame, pool: pl.DataFrame, *,
     in ``predictions`` and of the policy-B TF-IDF baseline (size ``tfidf``); ``teachers``
     maps a student size to its teachers' size (for the copyright gap); ``margin`` None: the
     protocol's ``auroc_margin``."""
-    copyright_id = protocol().rank_benchmark
+    proto = protocol()
+    copyright_id = proto.rank_benchmark
     clear = [b for b in clear_harm_benchmarks() if b in set(predictions["benchmark"].to_list())]
     if not clear:
         raise GuarddiagError("bench competence: no clear-harm subset was scored (is the data "
                              "directory's benchmarks/ folder there?)")
-    points = run_operating_points(predictions, neutral_ids(pool, MAPPINGS[mapping]),
-                                  benchmarks=[*clear, copyright_id], mapping=mapping,
-                                  subset=subset, ffr=ffr).join(_runs(predictions), on="run_id")
+    neutral = neutral_ids(pool, MAPPINGS[mapping])
+    # The benchmarks' language alone (module docstring): its own threshold, and how many of the
+    # other languages' neutral rows the all-language threshold flags. A pool without a lang
+    # column leaves both null.
+    in_lang = (neutral_ids(pool, MAPPINGS[mapping], lang=proto.benchmark_lang)
+               if "lang" in pool.columns else [])
+    other = sorted(set(neutral) - set(in_lang)) if in_lang else []
+    points = run_operating_points(predictions, neutral, benchmarks=[*clear, copyright_id],
+                                  mapping=mapping, subset=subset, ffr=ffr, other=other
+                                  ).join(_runs(predictions), on="run_id")
+    lang_cap = (run_operating_points(predictions, in_lang, benchmarks=clear, mapping=mapping,
+                                     subset=subset, ffr=ffr).select(
+                    "run_id", "benchmark", pl.col("cap_ffr").alias("cap_ffr_lang"))
+                if in_lang else pl.DataFrame(schema={"run_id": pl.String,
+                                                     "benchmark": pl.String,
+                                                     "cap_ffr_lang": pl.Float64}))
+    points = points.join(lang_cap, on=["run_id", "benchmark"], how="left")
     ref = points.filter(is_reference() | ((pl.col("guard_kind") == "baseline")
                                           & (pl.col("label_policy") == "B")))
     ref = ref.with_columns(pl.when(pl.col("guard_kind") == "baseline").then(pl.lit("tfidf"))
                            .otherwise(pl.col("size")).alias("size"))
     clear_rows = ref.filter(pl.col("benchmark").is_in(clear))
     caps = clear_rows.group_by(["size", "benchmark"]).agg(
-        pl.col("cap_ffr").mean(), pl.col("cap_05").mean()).sort(["size", "benchmark"])
+        pl.col("cap_ffr").mean(), pl.col("cap_05").mean(), pl.col("cap_ffr_lang").mean()
+    ).sort(["size", "benchmark"])
     per_run = clear_rows.group_by(["size", "run_id"]).agg(
         pl.col("cap_ffr").mean(), pl.col("cap_05").mean(), pl.col("ffr").first(),
+        pl.col("cap_ffr_lang").mean(), pl.col("ffr_other").first(),
         pl.len().alias("k")).filter(pl.col("k") == len(clear))
     table = per_run.group_by("size").agg(
         pl.len().alias("n_runs"), pl.col("cap_ffr").mean(),
         pl.col("cap_ffr").min().alias("cap_ffr_low"),
         pl.col("cap_ffr").max().alias("cap_ffr_high"), pl.col("ffr").mean(),
-        pl.col("cap_05").mean())
+        pl.col("cap_05").mean(), pl.col("cap_ffr_lang").mean(), pl.col("ffr_other").mean())
     copy = points.filter((pl.col("benchmark") == copyright_id) & is_teacher())
     gap = [{"size": s, **_copy_gap(copy.filter(pl.col("size") == t))}
            for s, t in teachers.items()]
