@@ -156,3 +156,20 @@ def test_a_pool_without_languages_leaves_the_split_empty():
     ref = table.filter(pl.col("size") == "minilm").row(0, named=True)
     assert ref["cap_ffr_lang"] is None
     assert ref["ffr_other"] is None
+
+
+def test_the_gate_per_size_reads_cap_at_the_cutoff_and_the_pairs():
+    table, ranking, caps = competence_by_size(_predictions(), _pool(),
+                                              teachers={"minilm": "minilm-wide"})
+    res = CompetenceBenchResult(table, ranking, caps, 0.05, "loose", "decontaminated", "cpu",
+                                (0.0, 0.0, 0.0))
+    # CAP at 0.5 is 4 of 6 (66.7 %, below the 80 % floor); xstest's AUROC 1.0 beats TF-IDF's
+    # 0.5 by more than 0.05, and it is the only pair scored
+    assert res.gate_lines() == [
+        "minilm: the report's competence gate fails (CAP): CAP at 0.5 66.7% (floor 80.0%); "
+        "AUROC ≥ TF-IDF + 0.05 on 1 of 1 pairs"]
+    passing = table.with_columns(pl.lit(0.9).alias("cap_05"))
+    res = CompetenceBenchResult(passing, ranking, caps, 0.05, "loose", "decontaminated", "cpu",
+                                (0.0, 0.0, 0.0))
+    assert res.gate_lines()[0].startswith("minilm: the report's competence gate passes: CAP at "
+                                          "0.5 90.0%")

@@ -145,6 +145,24 @@ class CompetenceBenchResult:
                 f" {_num(r.get('teacher_s_per_1k'), 2):>10} {_num(r.get('peak_mib'), 0):>8}")
         return "\n".join(lines)
 
+    def gate_lines(self) -> list[str]:
+        """Per size, the report's competence gate (:mod:`guarddiag.analyses.competence`): CAP at
+        the cut-off against the protocol's floor, and the pairs where AUROC beats TF-IDF by the
+        protocol's margin."""
+        proto = protocol()
+        lines = []
+        for r in self.sizes.filter(pl.col("size") != "tfidf").iter_rows(named=True):
+            n_pairs = self.ranking.filter(pl.col("size") == r["size"]).height
+            beaten = int(r.get("pairs_beaten") or 0)
+            failed = [*(["CAP"] if r["cap_05"] < proto.competence_floor else []),
+                      *(["AUROC"] if beaten < n_pairs else [])]
+            verdict = f"fails ({', '.join(failed)})" if failed else "passes"
+            lines.append(
+                f"{r['size']}: the report's competence gate {verdict}: CAP at {proto.cutoff:g}"
+                f" {_pct(r['cap_05'])} (floor {_pct(proto.competence_floor)}); "
+                f"AUROC ≥ TF-IDF + {proto.auroc_margin:g} on {beaten} of {n_pairs} pairs")
+        return lines
+
     def to_caps_table(self) -> str:
         """CAP per clear-harm subset and size, at the matched threshold / at 0.5."""
         sizes = self.sizes["size"].to_list()

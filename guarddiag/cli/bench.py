@@ -371,6 +371,7 @@ def _run_bench_competence(args: argparse.Namespace) -> int:
     print(f"reference recipe, {res.subset} prompts, {res.mapping} mapping; CPU {res.cpu}; "
           f"load average {load}")
     print(res.to_table())
+    print("\n".join(["", *res.gate_lines()]))
     print(f"\nCAP per clear-harm subset, at the threshold flagging {res.ffr:.0%} of the neutral "
           f"val rows / at 0.5")
     print(res.to_caps_table())
