@@ -84,6 +84,35 @@ def test_neutral_rows_are_val_rows_both_policies_label_safe_under_the_mapping():
     assert operating.neutral_ids(pool, STRICT) == ["a"]   # BOUNDARY_SAFE reads unsafe
 
 
+def test_matched_false_flags_split_by_the_benchmarks_language_by_hand():
+    """Two runs over 6 neutral val rows, 4 English and 2 French (plus one val row policy B
+    calls harmful, never neutral). The reference flags 1 of 6 at 0.5 (its .9 English row): that
+    is the target. The other run's matched threshold flags 1 of 6 too, its top row, which is
+    French: so it flags 0 of the 4 English rows and 1 of the 2 French ones."""
+    from synthetic_runs import frame, rows_for, run_meta
+
+    ids = ["e1", "e2", "e3", "e4", "f1", "f2", "h"]
+    pool = pl.DataFrame({
+        "prompt_id": ids, "split": ["val"] * 7,
+        "label_a": ["GENERIC_SAFE"] * 6 + ["HARMFUL"],
+        "label_b": ["GENERIC_SAFE"] * 6 + ["HARMFUL"],
+        "lang": ["en"] * 4 + ["fr"] * 2 + ["en"]})
+    rows = (rows_for(run_meta("minilm", "reference", 42), "pool_val",
+                     [.9, .1, .2, .3, .4, .1, .99], ids=ids)
+            + rows_for(run_meta("minilm", "E1", 42), "pool_val",
+                       [.2, .1, .3, .4, .95, .6, .99], ids=ids))
+    _, thr = operating.run_scores(frame(rows), pool=pool, mappings=(LOOSE,))
+    by = {r["branch"]: r for r in thr.iter_rows(named=True)}
+    ref, e1 = by["reference"], by["E1"]
+    assert (ref["n_neutral"], ref["n_neutral_lang"]) == (6, 4)
+    assert ref["target"] == pytest.approx(1 / 6)
+    assert (ref["ffr_matched_lang"], ref["ffr_matched_other"]) == (pytest.approx(1 / 4), 0.0)
+    assert (e1["ffr_matched_lang"], e1["ffr_matched_other"]) == (0.0, pytest.approx(1 / 2))
+    # a pool without languages leaves the split null
+    _, thr = operating.run_scores(frame(rows), pool=pool.drop("lang"), mappings=(LOOSE,))
+    assert thr["n_neutral_lang"].null_count() == thr.height
+
+
 # -- the contrast ----------------------------------------------------------------------------
 
 def _rows(recipes: dict[str, list[float]], n: int = 100) -> pl.DataFrame:
@@ -460,3 +489,20 @@ def test_a_derived_subset_inherits_its_bases_exact_overlaps():
                                & (pl.col("mapping") == "loose"))
              .select("benchmark", "n").iter_rows())
     assert n["harmful__caesar"] == n["harmful"] == 200 - 20   # every tenth prompt overlaps
+
+
+def test_the_calls_intro_says_where_the_references_false_flags_fall():
+    from types import SimpleNamespace
+
+    from guarddiag.report.sections.calls import _by_language
+
+    thr = pl.DataFrame({"mapping": ["loose"] * 3, "branch": ["reference", "reference", "E1"],
+                        "n_neutral": [10, 10, 10], "n_neutral_lang": [6, 6, 6],
+                        "ffr_matched_lang": [0.1, 0.2, 0.9],
+                        "ffr_matched_other": [0.25, 0.5, 0.0]})
+    words = _by_language(SimpleNamespace(thresholds=thr, mapping="loose"))
+    assert words == (" Of those rows 6 are in the benchmarks' language (en) and 4 in others; at "
+                     "its matched threshold the reference flags 15.0% of the first and 37.5% of "
+                     "the others (seed mean).")
+    assert _by_language(SimpleNamespace(thresholds=thr.with_columns(
+        pl.lit(None, pl.Int64).alias("n_neutral_lang")), mapping="loose")) == ""

@@ -369,7 +369,9 @@ class CallsJson(Doc):
     unplaced: list[Record]
     """Outside guards placed nowhere: guard, why."""
     thresholds: list[Record]
-    """Per run and mapping: n_neutral, ffr_05, target, t_matched, ffr_matched, degenerate."""
+    """Per run and mapping: n_neutral, ffr_05, target, t_matched, ffr_matched, n_neutral_lang,
+    ffr_matched_lang, ffr_matched_other (the neutral rows in the benchmarks' language and the
+    share of them and of the others flagged at t), degenerate."""
     study: list[Record]
     """Per benchmark the study reports on: its figures and this run's, verdict (matched) and
     verdict_05."""

@@ -10,11 +10,31 @@ import polars as pl
 from guarddiag.analyses.calls import CALLS_ANALYSIS, CallsResult
 from guarddiag.analyses.callwords import at_cutoff
 from guarddiag.analyses.placement import unplaced_guards
+from guarddiag.protocol import protocol
 from guarddiag.report.context import ReportContext
 from guarddiag.report.document import Block, Bullets, Column, Paragraph, Section, Table
 from guarddiag.report.jsonable import records
+from guarddiag.report.sections.common import pct
 
 TITLE = "The calls, route by route"
+
+
+def _by_language(res: CallsResult) -> str:
+    """Where the reference's matched false flags fall: on the neutral rows in the benchmarks'
+    language or in the others. An encoder that reads only the first cannot tell harm in the
+    rest; at a lower threshold than the cut-off its false flags gather there (the frozen MiniLM
+    sizes at 5 %: docs/guide/study.md, "Where the false flags go")."""
+    ref = res.thresholds.filter((pl.col("mapping") == res.mapping)
+                                & (pl.col("branch") == "reference"))
+    n_all, n_lang = ref["n_neutral"].drop_nulls(), ref["n_neutral_lang"].drop_nulls()
+    mine, rest = ref["ffr_matched_lang"].drop_nulls(), ref["ffr_matched_other"].drop_nulls()
+    if not (n_all.len() and n_lang.len() and mine.len() and rest.len()):
+        return ""
+    n_mine, n_rest = int(n_lang.max()), int(n_all.max()) - int(n_lang.max())  # type: ignore[arg-type]
+    return (f" Of those rows {n_mine:,} are in the benchmarks' language "
+            f"({protocol().benchmark_lang}) and {n_rest:,} in others; at its matched threshold "
+            f"the reference flags {pct(float(mine.mean()))} of the first and "  # type: ignore[arg-type]
+            f"{pct(float(rest.mean()))} of the others (seed mean).")  # type: ignore[arg-type]
 
 
 def _intro(res: CallsResult) -> Paragraph:
@@ -22,7 +42,8 @@ def _intro(res: CallsResult) -> Paragraph:
     cut = at_cutoff()
     n_stable = int(head["stable"].sum()) if head.height else 0
     return Paragraph(
-        f"Thresholds are matched on {res.neutral_rows}. Each route is tested on its own: the "
+        f"Thresholds are matched on {res.neutral_rows}.{_by_language(res)} Each route is "
+        "tested on its own: the "
         "distillation route (E8, distilled from T_A, minus the reference, distilled from T_B) "
         "and the head-only route (E1, E7, E10 each minus its control, which recalibrates the "
         "same heads on as many rows with the same class balance, taken where the policies "
@@ -105,7 +126,11 @@ def section_calls(ctx: ReportContext) -> Section:
         (Column("run_id", "run"), Column("mapping", "mapping"),
          Column("n_neutral", "neutral", "int"), Column("ffr_05", f"at {cut}", "pct"),
          Column("target", "target", "pct"), Column("t_matched", "t", "num3"),
-         Column("ffr_matched", "at t", "pct"), Column("degenerate", "degenerate")),
+         Column("ffr_matched", "at t", "pct"),
+         Column("n_neutral_lang", "neutral in the benchmarks' language", "int"),
+         Column("ffr_matched_lang", "at t, that language", "pct"),
+         Column("ffr_matched_other", "at t, other languages", "pct"),
+         Column("degenerate", "degenerate")),
         res.thresholds, csv_only=True))
     blocks.append(Table(
         "calls_scores", f"Every run's rate at {cut} and at its matched threshold, with AUROC "
