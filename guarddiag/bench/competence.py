@@ -164,15 +164,21 @@ class CompetenceBenchResult:
         return lines
 
     def to_caps_table(self) -> str:
-        """CAP per clear-harm subset and size, at the matched threshold / at 0.5."""
+        """CAP per clear-harm subset and size: at the matched threshold / at the threshold
+        matched on the benchmarks' language / at 0.5 (the middle one blank without it)."""
         sizes = self.sizes["size"].to_list()
-        lines = [f"{'subset':<22}" + "".join(f" {s[:17]:>17}" for s in sizes)]
+        lines = [f"{'subset':<22}" + "".join(f" {s[:25]:>25}" for s in sizes)]
         for b in dict.fromkeys(self.caps["benchmark"].to_list()):
             cells = []
             for s in sizes:
                 hit = self.caps.filter((pl.col("size") == s) & (pl.col("benchmark") == b))
-                cells.append(f" {_pct(hit['cap_ffr'][0]) + ' / ' + _pct(hit['cap_05'][0]):>17}"
-                             if hit.height else f" {'':>17}")
+                if not hit.height:
+                    cells.append(f" {'':>25}")
+                    continue
+                lang = hit["cap_ffr_lang"][0] if "cap_ffr_lang" in hit.columns else None
+                text = " / ".join((_pct(hit["cap_ffr"][0]), _pct(lang) or "-",
+                                   _pct(hit["cap_05"][0])))
+                cells.append(f" {text:>25}")
             lines.append(f"{b:<22}" + "".join(cells))
         return "\n".join(lines)
 

@@ -373,7 +373,7 @@ def _run_bench_competence(args: argparse.Namespace) -> int:
     print(res.to_table())
     print("\n".join(["", *res.gate_lines()]))
     print(f"\nCAP per clear-harm subset, at the threshold flagging {res.ffr:.0%} of the neutral "
-          f"val rows / at 0.5")
+          f"val rows / of those in {res.lang} / at 0.5")
     print(res.to_caps_table())
     return 0
 
