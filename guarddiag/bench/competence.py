@@ -48,7 +48,7 @@ import numpy as np
 import polars as pl
 
 from guarddiag.analyses.competence import clear_harm_benchmarks, ranking_pairs, ranking_table
-from guarddiag.analyses.operating import matched_threshold, neutral_ids
+from guarddiag.analyses.operating import flag_shares_by_language, matched_threshold, neutral_ids
 from guarddiag.analyses.scores import VAL_BENCHMARK
 from guarddiag.cores import usable_cores
 from guarddiag.data import load_benchmarks, subset_status
@@ -175,7 +175,7 @@ class CompetenceBenchResult:
                 if not hit.height:
                     cells.append(f" {'':>25}")
                     continue
-                lang = hit["cap_ffr_lang"][0] if "cap_ffr_lang" in hit.columns else None
+                lang = hit["cap_ffr_lang"][0]
                 text = " / ".join((_pct(hit["cap_ffr"][0]), _pct(lang) or "-",
                                    _pct(hit["cap_05"][0])))
                 cells.append(f" {text:>25}")
@@ -200,17 +200,19 @@ def _num(x: float | None, digits: int = 1) -> str:
 def run_operating_points(predictions: pl.DataFrame, neutral: Sequence[str], *,
                          benchmarks: Sequence[str], mapping: str = "loose",
                          subset: str = "decontaminated", ffr: float = DEFAULT_FFR,
-                         other: Sequence[str] = ()) -> pl.DataFrame:
+                         in_lang: Sequence[str] = ()) -> pl.DataFrame:
     """Per run and benchmark of ``benchmarks``: CAP (share with P(unsafe) ≥ t) at the run's
     threshold t flagging ``ffr`` of the ``neutral`` val rows, and at the protocol's cut-off;
-    with t, the realised false-flag rate, and the share of the ``other`` val rows flagged at t
-    (``ffr_other``, null without them). Benchmark rows are the decontaminated ones unless
-    ``subset`` is ``full``."""
+    with t and the realised false-flag rate. Given ``in_lang`` (the neutral rows in the
+    benchmarks' language), also CAP at the threshold flagging ``ffr`` of those alone
+    (``cap_ffr_lang``) and the share of the other neutral rows flagged at t (``ffr_other``);
+    null without them. Benchmark rows are the decontaminated ones unless ``subset`` is
+    ``full``."""
     ok = with_unsafe_probability(predictions.filter(pl.col("status") == "ok"),
                                  MAPPINGS[mapping], column="_p")
-    val = ok.filter(pl.col("benchmark") == VAL_BENCHMARK)
-    others = val.filter(pl.col("prompt_id").is_in(list(other)))
-    val = val.filter(pl.col("prompt_id").is_in(list(neutral)))
+    val = ok.filter((pl.col("benchmark") == VAL_BENCHMARK)
+                    & pl.col("prompt_id").is_in(list(neutral))).with_columns(
+        pl.col("prompt_id").is_in(list(in_lang)).alias("_in"))
     bench = ok.filter(pl.col("benchmark").is_in(list(benchmarks)))
     if subset == "decontaminated":
         bench = bench.filter(pl.col("survives_decontam"))
@@ -218,10 +220,10 @@ def run_operating_points(predictions: pl.DataFrame, neutral: Sequence[str], *,
     rows: list[dict[str, object]] = []
     for run in val.sort("run_id").partition_by("run_id", maintain_order=True):
         rid = str(run["run_id"][0])
-        p_neutral = run["_p"].to_numpy()
+        p_neutral, mask = run["_p"].to_numpy(), run["_in"].to_numpy()
         t = matched_threshold(p_neutral, ffr)
-        p_other = others.filter(pl.col("run_id") == rid)["_p"].to_numpy()
-        ffr_other = float(np.mean(p_other >= t)) if p_other.size else None
+        t_lang = matched_threshold(p_neutral[mask], ffr) if mask.any() else None
+        ffr_other = flag_shares_by_language(p_neutral, mask, t)[1] if in_lang else None
         mine = bench.filter(pl.col("run_id") == rid)
         for b in benchmarks:
             p = mine.filter(pl.col("benchmark") == b)["_p"].to_numpy()
@@ -229,11 +231,13 @@ def run_operating_points(predictions: pl.DataFrame, neutral: Sequence[str], *,
                 rows.append({"run_id": rid, "benchmark": b, "n": int(p.size), "t": t,
                              "ffr": float(np.mean(p_neutral >= t)), "ffr_other": ffr_other,
                              "cap_ffr": float(np.mean(p >= t)),
+                             "cap_ffr_lang": (float(np.mean(p >= t_lang))
+                                              if t_lang is not None else None),
                              "cap_05": float(np.mean(p >= cutoff))})
     return pl.DataFrame(rows, schema={"run_id": pl.String, "benchmark": pl.String,
                                       "n": pl.Int64, "t": pl.Float64, "ffr": pl.Float64,
                                       "ffr_other": pl.Float64, "cap_ffr": pl.Float64,
-                                      "cap_05": pl.Float64})
+                                      "cap_ffr_lang": pl.Float64, "cap_05": pl.Float64})
 
 
 def _runs(predictions: pl.DataFrame) -> pl.DataFrame:
@@ -262,17 +266,9 @@ def competence_by_size(predictions: pl.DataFrame, pool: pl.DataFrame, *,
     # column leaves both null.
     in_lang = (neutral_ids(pool, MAPPINGS[mapping], lang=proto.benchmark_lang)
                if "lang" in pool.columns else [])
-    other = sorted(set(neutral) - set(in_lang)) if in_lang else []
     points = run_operating_points(predictions, neutral, benchmarks=[*clear, copyright_id],
-                                  mapping=mapping, subset=subset, ffr=ffr, other=other
+                                  mapping=mapping, subset=subset, ffr=ffr, in_lang=in_lang
                                   ).join(_runs(predictions), on="run_id")
-    lang_cap = (run_operating_points(predictions, in_lang, benchmarks=clear, mapping=mapping,
-                                     subset=subset, ffr=ffr).select(
-                    "run_id", "benchmark", pl.col("cap_ffr").alias("cap_ffr_lang"))
-                if in_lang else pl.DataFrame(schema={"run_id": pl.String,
-                                                     "benchmark": pl.String,
-                                                     "cap_ffr_lang": pl.Float64}))
-    points = points.join(lang_cap, on=["run_id", "benchmark"], how="left")
     ref = points.filter(is_reference() | ((pl.col("guard_kind") == "baseline")
                                           & (pl.col("label_policy") == "B")))
     ref = ref.with_columns(pl.when(pl.col("guard_kind") == "baseline").then(pl.lit("tfidf"))
