@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from functools import cache
 from os import PathLike
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from pydantic import BaseModel, ConfigDict, GetCoreSchemaHandler, TypeAdapter, ValidationError
 from pydantic_core import PydanticCustomError, core_schema
@@ -118,6 +118,21 @@ def replaced(model: type[M], options: M | None, fields: Mapping[str, Any], *,
     a verb that takes its options object whole, or its fields by name, builds."""
     base = {} if options is None else options.model_dump(exclude_unset=True)
     return validate(model, {**base, **fields}, where=where)
+
+
+V = TypeVar("V", bound="VerbOptions")
+
+
+class VerbOptions(Model):
+    """A verb's options model, built whole or field by field: ``of(options, **fields)``."""
+
+    WHERE: ClassVar[str] = "options"
+    """How an error names the model (``audit options``: …)."""
+
+    @classmethod
+    def of(cls: type[V], options: V | None = None, /, **fields: Any) -> V:
+        """``options`` (default: every default) with ``fields`` replaced, checked."""
+        return replaced(cls, options, fields, where=cls.WHERE)
 
 
 def read_values(model: type[Model], doc: Any, *, where: str, problems: Problems,

@@ -13,7 +13,7 @@ are checked by :func:`guarddiag.audit.frames.check_options`, before any I/O.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import field_validator, model_validator
 
@@ -26,7 +26,7 @@ from guarddiag.audit.result import (
     DEFAULT_THRESHOLD,
 )
 from guarddiag.audit.template import MIN_FIXED_WORDS
-from guarddiag.typed import Model, replaced
+from guarddiag.typed import Model, VerbOptions
 
 __all__ = ["GATE_KINDS", "ApplyOptions", "AuditOptions"]
 
@@ -34,9 +34,11 @@ GATE_KINDS = ("exact", "near", "template", "contained")
 """Overlap kinds, as ``--gate-exclude`` names them."""
 
 
-class AuditOptions(Model):
+class AuditOptions(VerbOptions):
     """Every option of one audit (what the CLI flags set); paths and ``force`` are arguments
     of the verb, not options."""
+
+    WHERE = "audit options"
 
     benchmarks: str | tuple[str, ...] = "all"
     """``all``, ``study``, a comma-separated string or a list of subset ids."""
@@ -96,11 +98,6 @@ class AuditOptions(Model):
     and two renders take most of a small audit's time
     (docs/decisions.md#2026-12-05-start-up-costs-behind-the-lazy-imports), and the report draws its
     own overlap figure from the audit's tables."""
-
-    @classmethod
-    def of(cls, options: AuditOptions | None = None, /, **fields: Any) -> AuditOptions:
-        """``options`` (default: every default) with ``fields`` replaced, checked."""
-        return replaced(cls, options, fields, where="audit options")
 
     @field_validator("text_fields", "require_fields")
     @classmethod

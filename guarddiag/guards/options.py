@@ -11,17 +11,19 @@ the adapter itself (``guarddiag guards list``).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import Field
 
 from guarddiag import paths
 from guarddiag.guards.canary import CANARY_TOLERANCE
-from guarddiag.typed import Model, replaced
+from guarddiag.typed import Model, VerbOptions
 
 
-class GuardScoreOptions(Model):
+class GuardScoreOptions(VerbOptions):
     """What one guard is scored on, under which name, and where its answers go."""
+
+    WHERE = "score_guard"
 
     benchmarks: str | tuple[str, ...] = "all,derived"
     """Benchmark ids or selectors (all, study, extra, user, derived, a,b,…); the default is
@@ -73,11 +75,6 @@ class GuardScoreOptions(Model):
     """A labelled pool: its val split is scored too, so the report reads the guard at the
     branches' matched false-flag rate on the policy-neutral rows."""
 
-    @classmethod
-    def of(cls, options: GuardScoreOptions | None = None, /, **fields: Any
-           ) -> GuardScoreOptions:
-        """``options`` (default: every default) with ``fields`` replaced, checked."""
-        return replaced(cls, options, fields, where="score_guard")
 
 
 LABEL_DIR = paths.DEFAULT_WORK_DIR / "label"

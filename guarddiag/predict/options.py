@@ -9,13 +9,13 @@ drift; the defaults are pinned in ``tests/test_options_defaults.py``.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import Field
 
 from guarddiag import paths
 from guarddiag.cores import usable_cores
-from guarddiag.typed import Model, replaced
+from guarddiag.typed import Model, VerbOptions
 
 BATCH_SIZE = 64
 """Prompts per scoring batch, unless a caller says otherwise (the demo's parallel scoring uses
@@ -53,8 +53,10 @@ class PredictOptions(Model):
     autocast."""
 
 
-class SweepOptions(Model):
+class SweepOptions(VerbOptions):
     """How ``guarddiag sweep`` (:func:`~guarddiag.predict.sweep.sweep`) runs the plan's tasks."""
+
+    WHERE = "sweep options"
 
     engine: Literal["local", "ray"] = "local"
     """local: a process pool of ``jobs`` workers; ray: Ray tasks on a cluster."""
@@ -65,7 +67,3 @@ class SweepOptions(Model):
     predict: bool = True
     """Score every run after training and write the predictions table."""
 
-    @classmethod
-    def of(cls, options: SweepOptions | None = None, /, **fields: Any) -> SweepOptions:
-        """``options`` (default: every default) with ``fields`` replaced, checked."""
-        return replaced(cls, options, fields, where="sweep options")

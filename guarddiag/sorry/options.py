@@ -15,11 +15,13 @@ from typing import Any, Literal
 from pydantic import Field
 
 from guarddiag.protocol import protocol
-from guarddiag.typed import Model, replaced
+from guarddiag.typed import Model, VerbOptions
 
 
-class MutateOptions(Model):
+class MutateOptions(VerbOptions):
     """Which SORRY-Bench mutations are written of one benchmark, and how."""
+
+    WHERE = "mutate options"
 
     mutations: str | tuple[str, ...]
     """Comma-separated mutation names or groups (all, deterministic, generative, encoding,
@@ -44,10 +46,6 @@ class MutateOptions(Model):
     """Mutate a seeded sample (seed) of this many base prompts only: a trial run (its notes
     say so)."""
 
-    @classmethod
-    def of(cls, options: MutateOptions | None = None, /, **fields: Any) -> MutateOptions:
-        """``options`` with ``fields`` replaced, checked."""
-        return replaced(cls, options, fields, where="mutate options")
 
 
 class TablesOptions(Model):
