@@ -215,7 +215,8 @@ def _fingerprint(options: DemoOptions, work: paths.WorkPaths, data_dir: Path) ->
     path = write_fingerprint(report_dir=Path(options.out_dir),
                              predictions=work.predictions,
                              checkpoint=size.pretrained if size.frozen else None,
-                             max_length=size.max_length, prompts=texts)
+                             max_length=size.max_length, prompts=texts,
+                             pooling=size.pooling, template=size.template)
     logger.info(f"demo: fingerprint for `guarddiag bench reproduce` → {path}")
 
 

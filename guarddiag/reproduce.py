@@ -33,11 +33,13 @@ def probe_prompts(texts: Sequence[str]) -> list[str]:
     return sorted(set(texts), key=lambda t: hashlib.sha256(t.encode()).hexdigest())[:PROBE_COUNT]
 
 
-def states_digest(checkpoint: str, prompts: Sequence[str], *, max_length: int) -> str:
+def states_digest(checkpoint: str, prompts: Sequence[str], *, max_length: int,
+                  pooling: str = "mean", template: str | None = None) -> str:
     """sha256 of the frozen encoder's float32 states of ``prompts`` (no cache)."""
     from guarddiag.model.states import FrozenEncoder
 
-    enc = FrozenEncoder.load(checkpoint, max_length=max_length, numeric="fp32")
+    enc = FrozenEncoder.load(checkpoint, max_length=max_length, numeric="fp32", pooling=pooling,
+                             template=template)
     return hashlib.sha256(enc.embed(list(prompts)).tobytes()).hexdigest()
 
 
@@ -48,12 +50,16 @@ def first_screen_calls(report_dir: Path) -> dict[str, str]:
 
 
 def write_fingerprint(*, report_dir: Path, predictions: Path, checkpoint: str | None,
-                      max_length: int | None, prompts: Sequence[str]) -> Path:
+                      max_length: int | None, prompts: Sequence[str], pooling: str = "mean",
+                      template: str | None = None) -> Path:
     """Write ``<report_dir>/reproduce.json`` for a finished demo (no states at a size without a
-    frozen encoder: ``checkpoint`` None)."""
+    frozen encoder: ``checkpoint`` None). A size's pooling and prompt template are recorded
+    where they are not the default's."""
     probe = probe_prompts(prompts)
-    states = ({"checkpoint": checkpoint, "max_length": max_length, "prompts": probe,
-               "sha256": states_digest(checkpoint, probe, max_length=max_length)}
+    how = {**({"pooling": pooling} if pooling != "mean" else {}),
+           **({"template": template} if template else {})}
+    states = ({"checkpoint": checkpoint, "max_length": max_length, **how, "prompts": probe,
+               "sha256": states_digest(checkpoint, probe, max_length=max_length, **how)}
               if checkpoint is not None and max_length is not None else None)
     doc = {"kernels": numerics.active().to_dict(), "cpu": numerics.cpu_flags(),
            "states": states,
@@ -107,7 +113,8 @@ def reproduce(example_dir: str | Path, *, work_dir: str | Path | None = None,
     doc = files.read_json(path)
     st = doc["states"]
     states_same = (None if st is None else st["sha256"] == states_digest(
-        st["checkpoint"], st["prompts"], max_length=int(st["max_length"])))
+        st["checkpoint"], st["prompts"], max_length=int(st["max_length"]),
+        pooling=str(st.get("pooling", "mean")), template=st.get("template")))
     preds_same = None
     calls: list[tuple[str, str, str | None]] = []
     if work_dir is not None:

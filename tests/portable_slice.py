@@ -37,6 +37,40 @@ def digest(a: np.ndarray | torch.Tensor) -> str:
     return hashlib.sha256(np.ascontiguousarray(arr).tobytes()).hexdigest()[:16]
 
 
+def decoder_states() -> np.ndarray:
+    """A frozen decoder's states on the portable path (a 20-layer Llama of SmolLM2's layout:
+    RMSNorm, rotary positions, SiLU, grouped-query attention), weights drawn by NumPy, read as
+    the decoder sizes read theirs: wrapped in a template, cut at the pooling's depth, the mean and
+    the last token of two layers."""
+    import tempfile
+
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import LlamaConfig, LlamaModel, PreTrainedTokenizerFast
+
+    from guarddiag.model.sizes import get_size
+
+    size = get_size("smollm2-mean-last")
+    words = sorted({w for t in TEXTS for w in t.split()} | {"<|im_start|>user", "<|im_end|>"})
+    vocab = {w: i for i, w in enumerate(["<pad>", "<unk>", *words])}
+    rng = np.random.default_rng(0)
+    with tempfile.TemporaryDirectory() as folder:
+        tok = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+        tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+        PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>",
+                                unk_token="<unk>").save_pretrained(folder)
+        model = LlamaModel(LlamaConfig(hidden_size=64, intermediate_size=128,
+                                       num_hidden_layers=20, num_attention_heads=4,
+                                       num_key_value_heads=2, vocab_size=len(vocab)))
+        model.load_state_dict({k: torch.from_numpy(
+            np.ones(v.shape, np.float32) if k.endswith("norm.weight")
+            else rng.normal(0.0, 0.05, v.shape).astype(np.float32))
+            for k, v in model.state_dict().items()})
+        model.save_pretrained(folder)
+        enc = FrozenEncoder.load(folder, max_length=24, numeric="fp32", pooling=size.pooling,
+                                 template="<|im_start|>user {prompt} <|im_end|>")
+        return enc.embed(TEXTS, batch_size=7)
+
+
 def main(out: str, threads: int) -> None:
     torch.set_num_threads(threads)
     enc = FrozenEncoder.load(CKPT, max_length=64, numeric="fp32")
@@ -74,7 +108,10 @@ def main(out: str, threads: int) -> None:
                 batch_size=8, weight_decay=0.0, seed=42, weights=LossWeights(),
                 whitening=(Whitening.fit(feats), Whitening.identity(feats.shape[1])))
     probs = softmax(pooled_logits(model, states))
+    decoder = decoder_states()
+    np.save(out.replace(".npy", "-decoder.npy"), decoder)
     print(json.dumps({"kernels": numerics.active().tag, "states": digest(states),
+                      "decoder_states": digest(decoder),
                       "full_route": digest(np.array(sorted(full.items()), dtype=object)
                                            .astype(str)),
                       "heads": {k: digest(v) for k, v in model.heads.state_dict().items()},

@@ -61,6 +61,8 @@ def test_the_native_path_stays_within_float32_tolerance(tmp_path):
     a, b = np.load(tmp_path / "portable.npy"), np.load(tmp_path / "native.npy")
     # the README's stated tolerance between kernel paths for float32 states
     np.testing.assert_allclose(b, a, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(np.load(tmp_path / "native-decoder.npy"),
+                               np.load(tmp_path / "portable-decoder.npy"), rtol=1e-4, atol=1e-5)
     print(f"native ({native['kernels']}) vs portable states: max |diff| "
           f"{np.abs(a - b).max():.2e}, identical bytes: {portable['states'] == native['states']}")
 

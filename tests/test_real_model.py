@@ -201,3 +201,36 @@ def test_chat_guard_reads_verdicts_or_reports_them_unparsable(smol, tmp_path, ca
     assert code == 0
     assert "answer(s) read in this run" in captured.err
     assert "tokens/s" in captured.err
+
+
+def test_the_frozen_smollm2_size_reads_a_user_turn_of_the_models_own_chat_format(smol):
+    """The size's template is what SmolLM2's chat template renders for one user turn (its default
+    system turn left out), and the size's states are plain transformers' hidden states of it."""
+    import numpy as np
+    import torch
+    from transformers import AutoModel
+
+    from guarddiag.model.sizes import get_size
+    from guarddiag.model.states import FrozenEncoder, resolve_checkpoint
+
+    size = get_size("smollm2-mean-last")
+    rendered = smol.tokenizer.apply_chat_template(
+        [{"role": "user", "content": PROMPTS["bread"]}], tokenize=False,
+        add_generation_prompt=True)
+    assert rendered.endswith(size.template.format(prompt=PROMPTS["bread"]))
+    enc = FrozenEncoder.load(MODEL, max_length=size.max_length, pooling=size.pooling,
+                             template=size.template)
+    assert enc.folder == resolve_checkpoint(MODEL)
+    assert len(enc.model.layers) == 20
+    texts = [PROMPTS["bread"], PROMPTS["bomb"]]
+    got = enc.embed(texts)
+    plain = AutoModel.from_pretrained(enc.folder).eval()
+    for i, text in enumerate(texts):
+        ids = smol.tokenizer(size.template.format(prompt=text), add_special_tokens=False,
+                             return_tensors="pt")["input_ids"]
+        with torch.no_grad():
+            hs = plain(input_ids=ids, output_hidden_states=True).hidden_states
+            top = plain.norm(hs[20])[0].numpy()    # the cut encoder's top layer, normed
+        mid = hs[16][0].numpy()
+        np.testing.assert_allclose(got[i], np.r_[mid.mean(0), mid[-1], top.mean(0), top[-1]],
+                                   rtol=1e-4, atol=1e-3)

