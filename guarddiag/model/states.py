@@ -171,11 +171,11 @@ class FrozenEncoder:
     """The size of one state (the pooling's output)."""
     pooling: Pooling = POOLINGS["mean"]
     ident: dict[str, Any] = field(default_factory=dict, repr=False)
+    """What the key is the digest of."""
     template: str | None = None
     """The text each prompt is wrapped in before tokenising (``{prompt}`` marks it), or None."""
     depth: int | None = None
     """The encoder layers kept (the pooling's :attr:`~Pooling.depth`), or None for all."""
-    """What the key is the digest of."""
     _caches: dict[Path, StateCache] = field(default_factory=dict, repr=False)
 
     @classmethod

@@ -120,6 +120,7 @@ def template_tokenizer(checkpoint: str, template: str) -> GuardTokenizer:
     return GuardTokenizer(tok, cls_token=names[0], sep_token=names[-1],
                           pad_token=base.tokens["pad"])
 
+
 ALPHABET_LIMIT = 1000
 """Characters a trained tokenizer keeps as single-character tokens (the most frequent ones)."""
 
