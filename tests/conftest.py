@@ -88,12 +88,12 @@ def status_lines_on_stderr():
     log_to_stderr()
 
 
-GGUF_ENV = "GUARDDIAG_GGUF"  # guarddiag.guards.gguf.GGUF_ENV
+GGUF_ENV = "GUARDDIAG_GGUF"  # guarddiag.gguf.GGUF_ENV
 
 
 @pytest.fixture(scope="session", autouse=True)
 def gguf_cache_in_tmp(tmp_path_factory):
-    """De-quantised GGUF models (guarddiag.guards.gguf) go to a session temp folder, never to
+    """De-quantised GGUF models (guarddiag.gguf) go to a session temp folder, never to
     the user's ~/.cache: the real-model tests convert the file once per session."""
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv(GGUF_ENV, str(tmp_path_factory.mktemp("gguf")))

@@ -43,7 +43,7 @@ HEAVY = ("torch", "transformers", "matplotlib", "sklearn", "numba")
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("leaves", ("errors", "cores", "text", "labels", "files", "spec", "stats", "paths", "progress",
                 "predictions", "figures", "typed", "roles", "numerics", "protocol",
-                "study_figures")),
+                "study_figures", "gguf")),
     ("data", ("data",)),
     ("pool", ("pool",)),
     ("audit", ("audit",)),

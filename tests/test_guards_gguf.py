@@ -8,8 +8,8 @@ import hashlib
 
 import pytest
 
+from guarddiag import gguf
 from guarddiag.errors import GuarddiagError
-from guarddiag.guards import gguf
 from guarddiag.guards.backends import model_digest, resolve_model_source
 
 

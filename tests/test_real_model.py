@@ -17,10 +17,10 @@ from importlib import metadata
 import polars as pl
 import pytest
 
+from guarddiag import gguf as gguf_module
 from guarddiag.cli import main
 from guarddiag.errors import GuarddiagError
 from guarddiag.guards import get_adapter, make_generator
-from guarddiag.guards import gguf as gguf_module
 from guarddiag.guards.backends import model_digest, resolve_model_source
 from guarddiag.guards.committee import label_pool, parse_vote
 from guarddiag.guards.parsing import OUTCOMES

