@@ -91,36 +91,6 @@ class GuardTokenizer:
                    sep_token=tokens.get("sep", "[SEP]"), pad_token=tokens.get("pad", "[PAD]"))
 
 
-PROMPT_MARK = "{prompt}"
-"""Where the prompt goes in a frozen size's ``template``."""
-
-
-def template_tokenizer(checkpoint: str, template: str) -> GuardTokenizer:
-    """The checkpoint's own tokenizer with every prompt wrapped in ``template`` (text around one
-    ``{prompt}``, e.g. a chat model's user turn): the wrapper's tokens are added around the
-    prompt's as fixed ids and counted in ``max_length``, so truncation cuts the prompt, never the
-    wrapper. Its first and last tokens play [CLS] and [SEP]."""
-    from tokenizers import processors
-
-    if template.count(PROMPT_MARK) != 1:
-        raise GuarddiagError(f"prompt template {template!r}: expected one {PROMPT_MARK}")
-    base = pretrained_tokenizer(checkpoint, plain=True)
-    tok = base.tokenizer
-    tok.no_truncation()
-    before, after = template.split(PROMPT_MARK)
-    pre, post = (tok.encode(part, add_special_tokens=False).ids if part else []
-                 for part in (before, after))
-    if not pre or not post:
-        raise GuarddiagError(f"prompt template {template!r}: needs text before and after "
-                             f"{PROMPT_MARK}")
-    names = [str(tok.id_to_token(i)) for i in pre + post]
-    tok.post_processor = processors.TemplateProcessing(
-        single=[*names[:len(pre)], "$A", *names[len(pre):]],
-        special_tokens=sorted(set(zip(names, pre + post, strict=True))))
-    return GuardTokenizer(tok, cls_token=names[0], sep_token=names[-1],
-                          pad_token=base.tokens["pad"])
-
-
 ALPHABET_LIMIT = 1000
 """Characters a trained tokenizer keeps as single-character tokens (the most frequent ones)."""
 
@@ -171,9 +141,16 @@ def train_tokenizer(texts: Iterable[str], *, vocab_size: int) -> GuardTokenizer:
     return GuardTokenizer(tok)
 
 
-def pretrained_tokenizer(checkpoint: str, *, plain: bool = False) -> GuardTokenizer:
-    """The checkpoint's own (fast) tokenizer, via transformers. ``plain``: the caller adds its
-    own frame (:func:`template_tokenizer`), so any token stands in for a missing [CLS]/[SEP]."""
+def pretrained_tokenizer(checkpoint: str) -> GuardTokenizer:
+    """The checkpoint's own (fast) tokenizer, via transformers."""
+    tok, hf = _checkpoint_tokenizer(checkpoint)
+    return GuardTokenizer(tok, cls_token=hf.cls_token or "[CLS]",
+                          sep_token=hf.sep_token or "[SEP]", pad_token=hf.pad_token or "[PAD]")
+
+
+def _checkpoint_tokenizer(checkpoint: str) -> tuple[Tokenizer, Any]:
+    """The checkpoint's fast tokenizer as a fresh `tokenizers` object, and the transformers
+    tokenizer it came from (for its special tokens)."""
     from transformers import AutoTokenizer
 
     try:
@@ -185,11 +162,34 @@ def pretrained_tokenizer(checkpoint: str, *, plain: bool = False) -> GuardTokeni
     if backend is None:
         raise GuarddiagError(f"checkpoint {checkpoint}: needs a fast (tokenizer.json) tokenizer")
     # Round-trip through JSON so truncation settings never leak into the checkpoint's object.
-    tok = Tokenizer.from_str(backend.to_str())
-    if plain:
-        some = str(hf.pad_token or hf.eos_token or tok.id_to_token(0))
-        return GuardTokenizer(tok, cls_token=str(hf.cls_token or some),
-                              sep_token=str(hf.sep_token or some), pad_token=some)
-    return GuardTokenizer(tok, cls_token=hf.cls_token or "[CLS]",
-                          sep_token=hf.sep_token or "[SEP]", pad_token=hf.pad_token or "[PAD]")
+    return Tokenizer.from_str(backend.to_str()), hf
+
+
+PROMPT_MARK = "{prompt}"
+"""Where the prompt goes in a frozen size's ``template``."""
+
+
+def template_tokenizer(checkpoint: str, template: str) -> GuardTokenizer:
+    """The checkpoint's own tokenizer with every prompt wrapped in ``template`` (text around one
+    ``{prompt}``, e.g. a chat model's user turn): the wrapper's tokens are added around the
+    prompt's as fixed ids and counted in ``max_length``, so truncation cuts the prompt, never the
+    wrapper. Its first and last tokens play [CLS] and [SEP]."""
+    from tokenizers import processors
+
+    if template.count(PROMPT_MARK) != 1:
+        raise GuarddiagError(f"prompt template {template!r}: expected one {PROMPT_MARK}")
+    tok, hf = _checkpoint_tokenizer(checkpoint)
+    tok.no_truncation()  # the template's own parts are never cut
+    before, after = template.split(PROMPT_MARK)
+    pre, post = (tok.encode(part, add_special_tokens=False).ids if part else []
+                 for part in (before, after))
+    if not pre or not post:
+        raise GuarddiagError(f"prompt template {template!r}: needs text before and after "
+                             f"{PROMPT_MARK}")
+    names = [str(tok.id_to_token(i)) for i in pre + post]
+    tok.post_processor = processors.TemplateProcessing(
+        single=[*names[:len(pre)], "$A", *names[len(pre):]],
+        special_tokens=sorted(set(zip(names, pre + post, strict=True))))
+    return GuardTokenizer(tok, cls_token=names[0], sep_token=names[-1],
+                          pad_token=str(hf.pad_token or hf.eos_token or tok.id_to_token(0)))
 
