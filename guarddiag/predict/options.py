@@ -66,4 +66,3 @@ class SweepOptions(VerbOptions):
     """Ray cluster address (auto: the running cluster; None: start one)."""
     predict: bool = True
     """Score every run after training and write the predictions table."""
-

@@ -47,7 +47,6 @@ class MutateOptions(VerbOptions):
     say so)."""
 
 
-
 class TablesOptions(Model):
     """What ``guarddiag balance`` and ``guarddiag jaccard`` tabulate
     (:func:`~guarddiag.sorry.outputs.run_balance`, :func:`~guarddiag.sorry.outputs.run_jaccard`)."""
