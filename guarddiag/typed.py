@@ -35,6 +35,14 @@ from guarddiag.errors import GuarddiagError, did_you_mean
 from guarddiag.spec import Problems, SpecError, load_yaml_mapping
 
 
+def name_list(value: str | Iterable[object]) -> tuple[str, ...]:
+    """A list of names as a command line spells it (``"a, b"``) or as a sequence: the stripped,
+    non-empty entries in order (``"a,,b "`` → ``("a", "b")``; ``""`` → ``()``). The one reading
+    of a comma-separated list: flags, options models and API arguments that take either."""
+    parts = value.split(",") if isinstance(value, str) else value
+    return tuple(s for s in (str(p).strip() for p in parts) if s)
+
+
 class Model(BaseModel):
     """Base of every typed model: immutable, unknown keys are errors, values are checked
     on assignment-free construction only (models are frozen)."""
@@ -217,6 +225,12 @@ def _field_adapters(model: type[Model]) -> dict[str, TypeAdapter[Any]]:
 
 _SPEC_ERROR = "guarddiag_spec"
 
+
+def field_error(message: str) -> PydanticCustomError:
+    """The error a validator raises when ``message`` already names the bad value: reported as
+    it is (``<where> field "<key>": <message>``), with no ``, got …`` after it."""
+    return PydanticCustomError(_SPEC_ERROR, "{message}", {"message": message})
+
 CHECK_KINDS = ("any", "str", "text", "bool", "int", "number", "str_list", "mapping", "list")
 """What a :class:`Check` accepts: ``str`` a non-empty string, ``text`` any string, ``int`` an
 integer (not a bool), ``number`` a finite int or float (read as float), ``str_list`` a non-empty
@@ -289,7 +303,7 @@ class Check:
     def _validate(self, value: Any) -> Any:
         message = self.problem(value)
         if message is not None:
-            raise PydanticCustomError(_SPEC_ERROR, "{message}", {"message": message})
+            raise field_error(message)
         if self.kind == "number" and value is not None:
             return float(value)
         if self.kind == "str_list" and value is not None:

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from guarddiag.errors import GuarddiagError
 from guarddiag.paths import branches_dir
 from guarddiag.spec import SpecError
-from guarddiag.train.branches import load_branches, parse_seeds, parse_sizes, plan_runs
+from guarddiag.train.branches import load_branches, plan_runs
 from guarddiag.train.options import PlanOptions
+from guarddiag.typed import name_list
 
 
 def test_bundled_specs_are_the_study_branches():
@@ -212,12 +212,26 @@ def test_bundled_specs_copy_validates(tmp_path):
 
 
 def test_seed_and_size_options():
-    assert parse_seeds("42, 43,44") == [42, 43, 44]
-    with pytest.raises(GuarddiagError, match="--seeds: 'x' is not"):
-        parse_seeds("42,x")
-    assert parse_sizes("micro,tiny") == ["micro", "tiny"]
-    with pytest.raises(GuarddiagError, match="unknown model size 'mini' in --sizes"):
-        parse_sizes("mini")
+    # the command line's spelling and the API's lists read the same, in one place (PlanOptions)
+    plan = PlanOptions.of(branches=" E1, E8 ", sizes="micro, tiny", seeds="42, 43,,44")
+    assert (plan.branches, plan.sizes, plan.seeds) == (("E1", "E8"), ("micro", "tiny"),
+                                                       (42, 43, 44))
+    assert PlanOptions.of(sizes=["micro"], seeds=[7]).seeds == (7,)
+    assert PlanOptions.of(branches=" all ").branches == " all "
+    with pytest.raises(SpecError, match='plan options field "seeds\\[1\\]": .*integer'):
+        PlanOptions.of(seeds="42,x")
+    with pytest.raises(SpecError, match='field "seeds\\[0\\]": .*greater than or equal to 0'):
+        PlanOptions.of(seeds="-1")
+    with pytest.raises(SpecError, match='field "seeds": .*at least 1'):
+        PlanOptions.of(seeds=" , ")
+    with pytest.raises(SpecError, match="unknown model size 'mini': did you mean .*minilm"):
+        PlanOptions.of(sizes="mini")
+
+
+def test_name_list_is_the_one_reading_of_a_comma_list():
+    assert name_list(" a, b ,,c ") == ("a", "b", "c")
+    assert name_list("") == ()
+    assert name_list(["x ", "", 3]) == ("x", "3")
 
 
 def test_bundled_roles_are_the_studys():

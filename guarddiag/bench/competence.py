@@ -370,21 +370,25 @@ def bench_benchmarks(data_dir: Path | None) -> tuple[str, ...]:
     return tuple(b for b in dict.fromkeys(wanted) if status.get(b) == "available")
 
 
-def bench_competence(*, sizes: Sequence[str], pool_path: Path, audit_dir: Path, runs_dir: Path,
-                     data_dir: Path | None, seeds: Sequence[int] = (42, 43, 44),
-                     ffr: float = DEFAULT_FFR, mapping: str = "loose",
+def bench_competence(*, sizes: str | Sequence[str], pool_path: Path, audit_dir: Path,
+                     runs_dir: Path, data_dir: Path | None,
+                     seeds: str | Sequence[int] = (42, 43, 44), ffr: float = DEFAULT_FFR,
+                     mapping: str = "loose",
                      subset: str = "decontaminated") -> CompetenceBenchResult:
-    """The module docstring's bench, for each of ``sizes`` (frozen sizes) into ``runs_dir``."""
+    """The module docstring's bench, for each of ``sizes`` (frozen sizes; a list or
+    ``"a,b"``, as :class:`~guarddiag.train.options.PlanOptions` reads them) into ``runs_dir``."""
     from guarddiag.model.sizes import get_size, size_up
     from guarddiag.model.states import fill_states
     from guarddiag.model.threads import torch_threads
     from guarddiag.predict import predict_runs
     from guarddiag.predict.sweep import die_with_parent
-    from guarddiag.train.options import TrainOptions
+    from guarddiag.train.options import PlanOptions, TrainOptions
     from guarddiag.train.pooled import encoder_for
 
+    plan = PlanOptions.of(sizes=sizes, seeds=seeds)
+    sizes, seeds = plan.sizes, plan.seeds
     for size in sizes:
-        if not get_size(size, where="--sizes").frozen:
+        if not get_size(size).frozen:
             raise GuarddiagError(f"--sizes: {size} is not a frozen-encoder size (the bench "
                                  f"trains over cached states; try minilm)")
     if not 0.0 < ffr < 1.0:

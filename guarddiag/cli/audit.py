@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from guarddiag.cli import add_parser, add_work_paths, work_paths_from
 from guarddiag.cli.options import Flag, add_options, options_from
 from guarddiag.paths import resolve_data_dir
+from guarddiag.typed import name_list
 
 if TYPE_CHECKING:
     from guarddiag.audit.gate import GateResult
@@ -394,7 +395,7 @@ def _run_bench(args: argparse.Namespace) -> int:
     from guarddiag.errors import GuarddiagError
 
     try:
-        nodes = [int(n) for n in args.nodes.split(",") if n.strip()]
+        nodes = [int(n) for n in name_list(args.nodes)]
     except ValueError:
         raise GuarddiagError(f"--nodes: expected comma-separated node counts, got "
                              f"{args.nodes!r}") from None

@@ -21,8 +21,10 @@ import hashlib
 from pathlib import Path
 
 from guarddiag.cli import add_parser, add_work_paths, work_paths_from
+from guarddiag.cli.options import comma_ints
 from guarddiag.errors import GuarddiagError
 from guarddiag.paths import resolve_data_dir
+from guarddiag.typed import name_list
 
 DEVICE_HELP = ("auto (CUDA when present, else the CPU), cpu, cuda, cuda:N or mps; on CUDA bf16 "
                "autocast (fp16 with a gradient scaler where bf16 is absent)")
@@ -349,8 +351,10 @@ def _register_competence(bench: argparse._SubParsersAction) -> None:
                     "an audit (guarddiag pool build, guarddiag audit); runs, score caches and\n"
                     "states are reused, so a second call only renders.\n\n"
                     "  guarddiag bench competence --sizes minilm,minilm-mean-l256 --work-dir work")
-    c.add_argument("--sizes", default="minilm", help="comma-separated frozen sizes")
-    c.add_argument("--seeds", default="42,43,44", help="seeds of the reference recipe")
+    c.add_argument("--sizes", type=name_list, default=("minilm",), metavar="SIZES",
+                   help="comma-separated frozen sizes (default minilm)")
+    c.add_argument("--seeds", type=comma_ints, default=(42, 43, 44), metavar="SEEDS",
+                   help="seeds of the reference recipe (default 42,43,44)")
     c.add_argument("--ffr", type=float, default=0.05,
                    help="false-flag rate on the neutral val rows that sets the threshold")
     c.add_argument("--bench-dir", type=Path, default=None, metavar="DIR",
@@ -361,10 +365,9 @@ def _register_competence(bench: argparse._SubParsersAction) -> None:
 
 def _run_bench_competence(args: argparse.Namespace) -> int:
     from guarddiag.bench.competence import bench_competence
-    from guarddiag.train.branches import parse_seeds, parse_sizes
 
     work = work_paths_from(args)
-    res = bench_competence(sizes=parse_sizes(args.sizes), seeds=parse_seeds(args.seeds),
+    res = bench_competence(sizes=args.sizes, seeds=args.seeds,
                            pool_path=work.pool, audit_dir=work.audit,
                            runs_dir=args.bench_dir or work.root / "bench-competence",
                            data_dir=resolve_data_dir(args.data_dir), ffr=args.ffr)
@@ -453,7 +456,7 @@ def _run_bench_calls(args: argparse.Namespace) -> int:
     from guarddiag.analyses.calls import CALLS
     from guarddiag.bench.calls import SCENARIOS, run_simulation
 
-    scenarios = [s.strip() for s in args.scenarios.split(",") if s.strip()]
+    scenarios = name_list(args.scenarios)
     for s in scenarios:
         if s not in SCENARIOS:
             raise GuarddiagError(f"--scenarios: unknown scenario {s!r} (expected one of "

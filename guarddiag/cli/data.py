@@ -19,8 +19,9 @@ import sys
 from typing import Any
 
 from guarddiag.cli import add_group, add_parser, add_work_paths, work_paths_from
-from guarddiag.cli.options import Flag, add_options, comma_names, options_from
+from guarddiag.cli.options import Flag, add_options, options_from
 from guarddiag.paths import resolve_data_dir
+from guarddiag.typed import name_list
 
 logger = logging.getLogger(__name__)
 
@@ -110,11 +111,11 @@ def _add_add(data_sub: argparse._SubParsersAction) -> None:
                              help="column holding each row's label: split the file into "
                                   "ID_harmful (rows with a --harmful-values value) and "
                                   "ID_benign (rows with a --benign-values value)"),
-        "harmful_values": Flag(type=comma_names, metavar="V[,V…]",
+        "harmful_values": Flag(type=name_list, metavar="V[,V…]",
                                help="with --label-column: the values that mean harmful (case "
                                     "and spaces ignored: Harmful, ' harmful ' and harmful are "
                                     "one value)"),
-        "benign_values": Flag(type=comma_names, metavar="V[,V…]",
+        "benign_values": Flag(type=name_list, metavar="V[,V…]",
                               help="with --label-column: the values that mean benign; required "
                                    "when the column holds any other value, and a value in "
                                    "neither list is an error listing every value with its "

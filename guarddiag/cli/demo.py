@@ -6,7 +6,8 @@ import argparse
 from pathlib import Path
 
 from guarddiag.cli import add_parser
-from guarddiag.cli.options import Flag, add_options, comma_ints, comma_names, options_from
+from guarddiag.cli.options import Flag, add_options, comma_ints, options_from
+from guarddiag.typed import name_list
 
 _DESCRIPTION = """\
 Run the whole study at CPU size, in order: data check (pulling data when there is none), pool
@@ -39,9 +40,9 @@ def register(sub, bench) -> None:
         "work_dir": Flag(metavar="DIR", type=Path),
         "out_dir": Flag(names=("--out",), metavar="DIR", type=Path),
         "size": Flag(metavar="SIZE"),
-        "floor_branches": Flag(type=comma_names, metavar="NAMES"),
+        "floor_branches": Flag(type=name_list, metavar="NAMES"),
         "floor_seeds": Flag(type=comma_ints, metavar="SEEDS"),
-        "mutations": Flag(type=comma_names, metavar="NAMES"),
+        "mutations": Flag(type=name_list, metavar="NAMES"),
         "mirror": Flag(metavar="URL"),
         "n_resamples": Flag(names=("--bootstrap",), type=int, metavar="B"),
         "jobs": Flag(type=int, metavar="N"),

@@ -19,17 +19,15 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from importlib import import_module
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from guarddiag.spec import SpecError
+from guarddiag.typed import Model, name_list, validate
 
-__all__ = ["FROM_MODEL", "Flag", "add_options", "comma_ints", "comma_names", "field_of",
+__all__ = ["FROM_MODEL", "Flag", "add_options", "comma_ints", "field_of",
            "help_of", "model_class", "options_from", "stated_default"]
 
-if TYPE_CHECKING:
-    from guarddiag.typed import Model
-
-M = TypeVar("M", bound="Model")
+M = TypeVar("M", bound=Model)
 
 FROM_MODEL = "(the field's docstring)"
 """Placeholder help of a flag whose help is its field's docstring (argparse drops an action
@@ -92,15 +90,10 @@ def stated_default(value: Any) -> str | None:
     return str(value)
 
 
-def comma_names(text: str) -> tuple[str, ...]:
-    """``"a, b"`` → ``("a", "b")``: a list flag's value (an empty string is the empty list)."""
-    return tuple(n.strip() for n in text.split(",") if n.strip())
-
-
 def comma_ints(text: str) -> tuple[int, ...]:
     """``"43,44"`` → ``(43, 44)``."""
     try:
-        return tuple(int(s) for s in comma_names(text))
+        return tuple(int(s) for s in name_list(text))
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}"
                                          ) from None
@@ -148,8 +141,6 @@ def options_from(args: argparse.Namespace, model: type[M], *, where: str,
     """``model`` from the flags given on the command line (every other field at its default),
     with ``values`` (paths resolved from the work-folder flags, …) set too. A bad value is one
     line naming its flag."""
-    from guarddiag.typed import validate
-
     spelled: dict[str, str] = getattr(args, "option_flags", None) or {}
     converts: dict[str, Callable[[Any], Any]] = getattr(args, "option_converts", None) or {}
     given = {f: getattr(args, f) for f in spelled if hasattr(args, f)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from guarddiag.cli import add_parser, add_work_paths, work_paths_from
 from guarddiag.cli.options import Flag, add_options, options_from
+from guarddiag.typed import name_list
 
 MODEL = "guarddiag.analyses.options:ReportOptions"
 
@@ -28,7 +29,7 @@ Example:
 
 
 def _group(value: str) -> tuple[str, ...]:
-    names = tuple(v.strip() for v in value.split(",") if v.strip())
+    names = name_list(value)
     if not names:
         raise argparse.ArgumentTypeError("expected a comma-separated list of branch names")
     return names

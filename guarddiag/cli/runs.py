@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 
 from guarddiag.cli import add_group, add_parser, add_work_paths, work_paths_from
+from guarddiag.typed import name_list
 
 
 def register(sub: argparse._SubParsersAction, bench: argparse._SubParsersAction) -> None:
@@ -36,7 +37,7 @@ def _run_prune(args: argparse.Namespace) -> int:
     from guarddiag.runs import prune_benchmarks
 
     runs_dir = work_paths_from(args).runs
-    result = prune_benchmarks(runs_dir, args.benchmarks.split(","))
+    result = prune_benchmarks(runs_dir, name_list(args.benchmarks))
     for path, n in result.removed.items():
         print(f"removed {n:,} row(s) from {path}")
     print(f"pruned {', '.join(result.benchmarks)}: {result.n_removed:,} row(s) removed "

@@ -22,8 +22,9 @@ from typing import TYPE_CHECKING
 
 from guarddiag.cli import add_parser, add_work_paths, print_table, work_paths_from
 from guarddiag.cli.bench import DEVICE_HELP, register_bench
-from guarddiag.cli.options import Flag, add_options, comma_ints, comma_names, options_from
+from guarddiag.cli.options import Flag, add_options, comma_ints, options_from
 from guarddiag.errors import GuarddiagError
+from guarddiag.typed import name_list
 
 if TYPE_CHECKING:
     from guarddiag.train.options import PlanOptions, TrainOptions
@@ -41,7 +42,7 @@ def add_plan_options(p: argparse.ArgumentParser) -> None:
     """``--branches``, ``--sizes``, ``--seeds`` (:class:`~guarddiag.train.options.PlanOptions`),
     the runs folder and the pool."""
     add_options(p, PLAN_MODEL, {"branches": Flag(metavar="NAMES"),
-                                "sizes": Flag(type=comma_names, metavar="SIZES"),
+                                "sizes": Flag(type=name_list, metavar="SIZES"),
                                 "seeds": Flag(type=comma_ints, metavar="SEEDS")})
     add_work_paths(p, "runs", "pool", help={"pool": "labelled pool"})
     p.add_argument("--branches-dir", default=None, metavar="DIR",
@@ -138,12 +139,10 @@ def add_train_options(p: argparse.ArgumentParser, flags: dict[str, Flag]) -> Non
 
 
 def plan_options(args: argparse.Namespace) -> PlanOptions:
-    """The :class:`~guarddiag.train.options.PlanOptions` of a command line, the sizes checked."""
-    from guarddiag.train.branches import parse_sizes
+    """The :class:`~guarddiag.train.options.PlanOptions` of a command line."""
     from guarddiag.train.options import PlanOptions
 
-    plan = options_from(args, PlanOptions, where=f"guarddiag {args.command}")
-    return plan.model_copy(update={"sizes": tuple(parse_sizes(plan.sizes))})
+    return options_from(args, PlanOptions, where=f"guarddiag {args.command}")
 
 
 def train_options(args: argparse.Namespace) -> TrainOptions:

@@ -109,7 +109,7 @@ from guarddiag.data.userdir import (
 from guarddiag.errors import GuarddiagError, unknown_name
 from guarddiag.protocol import protocol
 from guarddiag.spec import Problems, load_yaml_mapping
-from guarddiag.typed import Check, read_values
+from guarddiag.typed import Check, name_list, read_values
 
 __all__ = [
     "FORMATS",
@@ -503,8 +503,7 @@ def resolve_ids(ids: str | Sequence[str], manifests: dict[str, BenchmarkManifest
     """Subset ids named by ``ids``: ids and selectors (``all``, ``study``, ``extra``,
     ``derived``), comma-separated or as a list; manifest order, no repeats. ``searched`` (from
     :func:`searched_folders`) is added to an unknown-id error."""
-    tokens = ids.split(",") if isinstance(ids, str) else list(ids)
-    tokens = [t.strip() for t in tokens if t and t.strip()]
+    tokens = name_list(ids)
     if not tokens:
         raise GuarddiagError("no benchmark ids given (expected ids or all, study, extra, "
                              "user, derived)")

@@ -39,7 +39,7 @@ from guarddiag.guards.parsing import (
     verdict_distribution,
 )
 from guarddiag.guards.transport import JsonClient
-from guarddiag.typed import mapping_section
+from guarddiag.typed import mapping_section, name_list
 
 QWEN3GUARD_CLASSES: dict[str, str] = {
     "Safe": "GENERIC_SAFE", "Controversial": "BOUNDARY_SAFE", "Unsafe": "HARMFUL"}
@@ -249,7 +249,7 @@ class LlamaGuardAdapter(GenerativeGuard):
                  excluded_categories: Sequence[str] | str | None = None, **options: Any):
         self.categories = load_categories(categories) if categories is not None else None
         if isinstance(excluded_categories, str):
-            excluded_categories = [c.strip() for c in excluded_categories.split(",") if c.strip()]
+            excluded_categories = name_list(excluded_categories)
         self.excluded = tuple(excluded_categories or ())
         active = self.categories or LLAMA_GUARD3_CATEGORIES
         unknown = [c for c in self.excluded if c not in active]

@@ -63,7 +63,7 @@ from guarddiag.sorry.rewrite import (
 )
 from guarddiag.sorry.rewrite import clean_generation as clean_generation  # re-exported
 from guarddiag.spec import Problems, load_yaml_mapping
-from guarddiag.typed import Check, SpecModel, check_keys, read_values
+from guarddiag.typed import Check, SpecModel, check_keys, name_list, read_values
 
 KINDS = ("encoding", "misspell", "generative")
 GROUPS = ("writing_style", "persuasion", "encoding", "translation")
@@ -157,9 +157,7 @@ def _parse_mutation(name: str, spec: Any, where: str, problems: Problems) -> Mut
 def resolve_mutations(names: str | Sequence[str]) -> list[Mutation]:
     """Mutations from ``"a,b"`` or a list; also ``all``, ``deterministic``, ``generative`` and
     the group names (``encoding``, ``persuasion``, ``translation``, ``writing_style``)."""
-    tokens = [t.strip() for t in names.split(",")] if isinstance(names, str) else \
-        [str(t).strip() for t in names]
-    tokens = [t for t in tokens if t]
+    tokens = name_list(names)
     if not tokens:
         raise GuarddiagError("--mutations: expected at least one mutation name")
     known = mutation_specs()

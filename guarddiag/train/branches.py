@@ -17,7 +17,7 @@ adding the runs a requested branch depends on.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
@@ -31,7 +31,7 @@ from guarddiag.paths import branches_dir
 from guarddiag.roles import ROUTES, BranchRoles, Policy, RoleKind, Route
 from guarddiag.runs import run_id
 from guarddiag.spec import Problems, SpecError, load_yaml_mapping
-from guarddiag.typed import Model, validate
+from guarddiag.typed import Model, name_list, validate
 
 if TYPE_CHECKING:
     from guarddiag.train.options import PlanOptions
@@ -477,10 +477,6 @@ def plan_runs(branches: BranchSet, plan: PlanOptions) -> list[PlannedRun]:
     (:class:`~guarddiag.train.options.PlanOptions`), dependencies first."""
     wanted = select_branches(branches, plan.branches)
     sizes, seeds = plan.sizes, plan.seeds
-    for size in sizes:
-        get_size(size, where="--sizes")
-    if not seeds:
-        raise GuarddiagError("--seeds: expected at least one seed")
     runs: dict[str, PlannedRun] = {}
 
     def add(name: str, requested: str, seed: int) -> str:
@@ -505,7 +501,7 @@ def select_branches(branches: BranchSet, names: str | Sequence[str]) -> list[str
     if isinstance(names, str):
         if names.strip() == "all":
             return branches.names()
-        names = [n.strip() for n in names.split(",") if n.strip()]
+        names = name_list(names)
     if not names:
         raise GuarddiagError("--branches: expected 'all' or a comma-separated list of branches")
     return [branches[n].name for n in names]
@@ -523,28 +519,3 @@ def _topological(runs: dict[str, PlannedRun]) -> list[PlannedRun]:
         return (level(r.run_id), SIZE_ORDER.index(r.size), branch_sort_key(r.branch), r.seed)
 
     return sorted(runs.values(), key=key)
-
-
-def parse_seeds(text: str | Iterable[int]) -> list[int]:
-    """``"42,43,44"`` → [42, 43, 44], with a one-line error for anything else."""
-    if not isinstance(text, str):
-        return [int(s) for s in text]
-    out = []
-    for part in text.split(","):
-        part = part.strip()
-        if not part:
-            continue
-        if not re.fullmatch(r"\d+", part):
-            raise GuarddiagError(f"--seeds: {part!r} is not a non-negative integer")
-        out.append(int(part))
-    if not out:
-        raise GuarddiagError("--seeds: expected at least one seed, e.g. 42,43,44")
-    return out
-
-
-def parse_sizes(text: str | Sequence[str]) -> list[str]:
-    parts = [p.strip() for p in text.split(",")] if isinstance(text, str) else list(text)
-    parts = [p for p in parts if p]
-    if not parts:
-        raise GuarddiagError("--sizes: expected at least one size, e.g. micro")
-    return [get_size(p, where="--sizes").name for p in parts]

@@ -15,7 +15,9 @@ from typing import Annotated
 
 from pydantic import Field, field_validator
 
-from guarddiag.typed import Model, validate
+from guarddiag.errors import did_you_mean
+from guarddiag.model.sizes import SIZE_ORDER, SIZES
+from guarddiag.typed import Model, field_error, name_list, validate
 
 
 class TrainingInterrupted(KeyboardInterrupt):
@@ -51,13 +53,6 @@ class TrainOptions(Model):
     """When another process holds a run's lock: wait for it (True) or stop with an error."""
 
 
-def _names(value: object) -> object:
-    """``"a,b"`` → ``("a", "b")`` (the command line's spelling of a list)."""
-    if isinstance(value, str):
-        return tuple(part.strip() for part in value.split(",") if part.strip())
-    return value
-
-
 class PlanOptions(Model):
     """Which runs a training plan holds: ``branches`` × ``sizes`` × ``seeds``, plus the runs
     they depend on (``guarddiag train``, ``train plan``, ``sweep`` and the API share it)."""
@@ -65,15 +60,27 @@ class PlanOptions(Model):
     branches: str | tuple[str, ...] = "all"
     """'all' or comma-separated branch names (e.g. E1,E8)."""
     sizes: tuple[str, ...] = Field(default=("micro",), min_length=1)
-    """Model sizes, comma-separated: micro, tiny (random init, CPU), small, base, large
-    (ModernBERT-base/-large shapes)."""
+    """Model sizes, comma-separated, each a name of the size table
+    (:data:`guarddiag.model.sizes.SIZES`): micro, tiny (random init, CPU), minilm and the other
+    frozen pretrained sizes, small, base, large (ModernBERT-base/-large shapes)."""
     seeds: tuple[Annotated[int, Field(ge=0)], ...] = Field(default=(42,), min_length=1)
     """Comma-separated training seeds, e.g. 42,43,44."""
 
-    @field_validator("sizes", "seeds", mode="before")
+    @field_validator("branches", "sizes", "seeds", mode="before")
     @classmethod
     def _split(cls, value: object) -> object:
-        return _names(value)
+        if isinstance(value, str) and value.strip() != "all":
+            return name_list(value)
+        return value
+
+    @field_validator("sizes")
+    @classmethod
+    def _known_sizes(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for name in value:
+            if name not in SIZES:
+                raise field_error(f"unknown model size {name!r}: "
+                                  f"{did_you_mean(name, SIZE_ORDER)}")
+        return value
 
     @classmethod
     def of(cls, **fields: object) -> PlanOptions:
