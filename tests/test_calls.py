@@ -494,15 +494,26 @@ def test_a_derived_subset_inherits_its_bases_exact_overlaps():
 def test_the_calls_intro_says_where_the_references_false_flags_fall():
     from types import SimpleNamespace
 
+    from guarddiag.analyses.calls import CallsResult
     from guarddiag.report.sections.calls import _by_language
 
-    thr = pl.DataFrame({"mapping": ["loose"] * 3, "branch": ["reference", "reference", "E1"],
+    # The reference is found by its role, whatever its branch is called ("mine" here).
+    scores = pl.DataFrame({"run_id": ["r1", "r2", "e1"], "guard_kind": ["branch"] * 3,
+                           "role": ["reference", "reference", "a_last"]})
+
+    def result(thr: pl.DataFrame) -> SimpleNamespace:
+        res = SimpleNamespace(thresholds=thr, scores=scores, mapping="loose")
+        res.reference_thresholds = lambda: CallsResult.reference_thresholds(res)
+        return res
+
+    thr = pl.DataFrame({"run_id": ["r1", "r2", "e1"], "mapping": ["loose"] * 3,
+                        "branch": ["mine", "mine", "reference"],
                         "n_neutral": [10, 10, 10], "n_neutral_lang": [6, 6, 6],
                         "ffr_matched_lang": [0.1, 0.2, 0.9],
                         "ffr_matched_other": [0.25, 0.5, 0.0]})
-    words = _by_language(SimpleNamespace(thresholds=thr, mapping="loose"))
+    words = _by_language(result(thr))
     assert words == (" Of those rows 6 are in the benchmarks' language (en) and 4 in others; at "
                      "its matched threshold the reference flags 15.0% of the first and 37.5% of "
                      "the others (seed mean).")
-    assert _by_language(SimpleNamespace(thresholds=thr.with_columns(
-        pl.lit(None, pl.Int64).alias("n_neutral_lang")), mapping="loose")) == ""
+    assert _by_language(result(thr.with_columns(
+        pl.lit(None, pl.Int64).alias("n_neutral_lang")))) == ""

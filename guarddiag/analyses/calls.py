@@ -89,7 +89,7 @@ from guarddiag.analyses.study_calls import study_rows
 from guarddiag.errors import GuarddiagError
 from guarddiag.labels import MAPPINGS, get_mapping
 from guarddiag.protocol import protocol
-from guarddiag.roles import check_roles, is_route_cohort
+from guarddiag.roles import check_roles, is_reference, is_route_cohort
 
 __all__ = ["CALLS", "CALLS_ANALYSIS", "DECONTAM", "DISAGREE", "LESS", "MORE",
            "PRIMARY_DECONTAM", "PRIMARY_THRESHOLD", "ROUTE_CALLS", "CallsResult",
@@ -163,6 +163,13 @@ class CallsResult:
     def primary_routes(self) -> pl.DataFrame:
         """Each route's row at the headline cohort."""
         return self._cohort(self.routes)
+
+    def reference_thresholds(self) -> pl.DataFrame:
+        """The threshold rows of the reference recipe's runs under the report's mapping (where
+        the operating point is set and what it flags)."""
+        runs = self.scores.filter(is_reference())["run_id"].unique()
+        return self.thresholds.filter((pl.col("mapping") == self.mapping)
+                                      & pl.col("run_id").is_in(runs.implode()))
 
     def degenerate(self) -> pl.DataFrame:
         """The runs whose operating point is degenerate under the report's mapping."""

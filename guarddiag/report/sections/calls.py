@@ -24,8 +24,7 @@ def _by_language(res: CallsResult) -> str:
     language or in the others. An encoder that reads only the first cannot tell harm in the
     rest; at a lower threshold than the cut-off its false flags gather there (the frozen MiniLM
     sizes at 5 %: docs/guide/study.md, "Where the false flags go")."""
-    ref = res.thresholds.filter((pl.col("mapping") == res.mapping)
-                                & (pl.col("branch") == "reference"))
+    ref = res.reference_thresholds()
     n_all, n_lang = ref["n_neutral"].drop_nulls(), ref["n_neutral_lang"].drop_nulls()
     mine, rest = ref["ffr_matched_lang"].drop_nulls(), ref["ffr_matched_other"].drop_nulls()
     if not (n_all.len() and n_lang.len() and mine.len() and rest.len()):

@@ -138,8 +138,7 @@ def _what_was_run(ctx: ReportContext) -> str:
 def _operating_point(calls: CallsResult) -> str:
     """Where the effects are read, named with its numbers."""
     cut = at_cutoff()
-    thr = calls.thresholds.filter(pl.col("mapping") == calls.mapping)
-    ref = thr.filter(pl.col("branch") == "reference")
+    ref = calls.reference_thresholds()
     target = ref["target"].drop_nulls()
     n = ref["n_neutral"].drop_nulls()
     at = (f"the reference's false-flag rate of {pct(float(target.mean()))} on "  # type: ignore[arg-type]
