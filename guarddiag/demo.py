@@ -214,9 +214,7 @@ def _fingerprint(options: DemoOptions, work: paths.WorkPaths, data_dir: Path) ->
              for t in f["text"].to_list()]
     path = write_fingerprint(report_dir=Path(options.out_dir),
                              predictions=work.predictions,
-                             checkpoint=size.pretrained if size.frozen else None,
-                             max_length=size.max_length, prompts=texts,
-                             pooling=size.pooling, template=size.template)
+                             encoder=size.encoder() if size.frozen else None, prompts=texts)
     logger.info(f"demo: fingerprint for `guarddiag bench reproduce` → {path}")
 
 

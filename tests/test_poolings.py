@@ -10,7 +10,15 @@ import torch
 
 from guarddiag.errors import GuarddiagError
 from guarddiag.model.pooled import trainable_param_counts
-from guarddiag.model.sizes import FROZEN_SIZES, POOLINGS, SIZES, Pooling, get_size, size_up
+from guarddiag.model.sizes import (
+    FROZEN_SIZES,
+    POOLINGS,
+    SIZES,
+    EncoderSpec,
+    Pooling,
+    get_size,
+    size_up,
+)
 from guarddiag.model.states import FrozenEncoder, fill_states, pool_tokens, text_digest
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -49,7 +57,7 @@ def _plain_layers(text: str) -> list[np.ndarray]:
 
 
 def test_every_pooling_is_the_numpy_pooling_of_plain_hidden_states():
-    enc = FrozenEncoder.load(CKPT, max_length=64)
+    enc = FrozenEncoder.load(EncoderSpec(CKPT, 64))
     # the poolings of every layer (a decoder's cut ones: tests/test_decoder_states.py)
     uncut = {n: p for n, p in POOLINGS.items() if p.depth is None}
     got = enc.embed_pooled(TEXTS, list(uncut.values()))
@@ -68,13 +76,13 @@ def test_every_pooling_is_the_numpy_pooling_of_plain_hidden_states():
 
 
 def test_each_pooling_has_its_own_key_and_shares_the_model():
-    mean = FrozenEncoder.load(CKPT, max_length=64)
+    mean = FrozenEncoder.load(EncoderSpec(CKPT, 64))
     assert POOLINGS["mean"].key == "mean"       # so caches written before poolings stay valid
     uncut = [p for p, spec in POOLINGS.items() if spec.depth is None]
     others = [mean.with_pooling(p) for p in uncut if p != "mean"]
     assert len({mean.key, *(e.key for e in others)}) == len(uncut)
     assert all(e.model is mean.model for e in others)
-    assert FrozenEncoder.load(CKPT, max_length=64, pooling="cat4").key == \
+    assert FrozenEncoder.load(EncoderSpec(CKPT, 64, "cat4")).key == \
         mean.with_pooling("cat4").key
     assert mean.with_pooling("cat4").hidden == 1536
     with pytest.raises(GuarddiagError, match="encoder pooling 'nope': expected one of mean"):
@@ -82,7 +90,7 @@ def test_each_pooling_has_its_own_key_and_shares_the_model():
 
 
 def test_one_pass_fills_every_pooling_cache(tmp_path, monkeypatch):
-    mean = FrozenEncoder.load(CKPT, max_length=64)
+    mean = FrozenEncoder.load(EncoderSpec(CKPT, 64))
     encs = [mean, mean.with_pooling("cat4"), mean.with_pooling("mean-max")]
     encs[1].states(TEXTS[:1], root=tmp_path)           # one text already cached for cat4
     calls: list[int] = []

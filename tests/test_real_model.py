@@ -218,8 +218,7 @@ def test_the_frozen_smollm2_size_reads_a_user_turn_of_the_models_own_chat_format
         [{"role": "user", "content": PROMPTS["bread"]}], tokenize=False,
         add_generation_prompt=True)
     assert rendered.endswith(size.template.format(prompt=PROMPTS["bread"]))
-    enc = FrozenEncoder.load(MODEL, max_length=size.max_length, pooling=size.pooling,
-                             template=size.template)
+    enc = FrozenEncoder.load(size.encoder(MODEL))
     assert enc.folder == resolve_checkpoint(MODEL)
     assert len(enc.model.layers) == 20
     texts = [PROMPTS["bread"], PROMPTS["bomb"]]

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from guarddiag import files, numerics
+from guarddiag.model.sizes import EncoderSpec
 from guarddiag.reproduce import (
     FINGERPRINT,
     PROBE_COUNT,
@@ -48,7 +49,7 @@ def test_a_fingerprint_names_what_differs(tmp_path):
     calls = {"harmbench_copyright": "A flags more (distill only)", "advbench": "capability"}
     work, report = _demo_like(tmp_path / "a", calls)
     write_fingerprint(report_dir=report, predictions=work / "runs" / "predictions.parquet",
-                      checkpoint=CKPT, max_length=64, prompts=prompts)
+                      encoder=EncoderSpec(CKPT, 64), prompts=prompts)
     doc = files.read_json(report / FINGERPRINT)
     assert doc["kernels"]["tag"] == numerics.active().tag
     assert doc["calls"] == calls

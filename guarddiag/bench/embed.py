@@ -21,6 +21,7 @@ import torch
 from guarddiag import numerics
 from guarddiag.errors import GuarddiagError
 from guarddiag.model.embedpath import BF16_MIN_GAIN, embed_rate
+from guarddiag.model.sizes import EncoderSpec
 from guarddiag.model.states import FrozenEncoder
 
 PATHS = (("portable", "fp32"), ("native", "fp32"), ("native", "bf16"))
@@ -65,17 +66,16 @@ class EmbedBenchResult:
             "(the default) with fp32.", ""])
 
 
-def bench_embed(checkpoint: str, texts: Sequence[str], *, max_length: int,
-                batch_size: int = 64, repeats: int = 1, threads: int | None = None,
-                pooling: str = "mean", template: str | None = None) -> EmbedBenchResult:
-    """Embed ``texts`` on every path of :data:`PATHS`, each in a child process (no cache)."""
+def bench_embed(spec: EncoderSpec, texts: Sequence[str], *, batch_size: int = 64,
+                repeats: int = 1, threads: int | None = None) -> EmbedBenchResult:
+    """Embed ``texts`` with the frozen encoder ``spec`` on every path of :data:`PATHS`, each in
+    a child process (no cache)."""
     per_s, states = {}, {}
     with tempfile.TemporaryDirectory(prefix="guarddiag-embed-") as tmp:
         job = Path(tmp) / "job.json"
-        job.write_text(json.dumps({"checkpoint": checkpoint, "texts": list(texts),
-                                   "max_length": max_length, "batch_size": batch_size,
-                                   "repeats": repeats, "threads": threads,
-                                   "pooling": pooling, "template": template}))
+        job.write_text(json.dumps({"encoder": spec.to_record(), "texts": list(texts),
+                                   "batch_size": batch_size, "repeats": repeats,
+                                   "threads": threads}))
         for kernels, numeric in PATHS:
             out = Path(tmp) / f"{kernels}-{numeric}.npy"
             cmd = [sys.executable, "-m", "guarddiag.bench.embed", str(job), numeric,
@@ -97,7 +97,7 @@ def bench_embed(checkpoint: str, texts: Sequence[str], *, max_length: int,
     choice = ("bf16" if per_s["native/bf16"] >= BF16_MIN_GAIN * per_s["native/fp32"]
               else "fp32")
     user = numerics.child_env("native").get("ONEDNN_MAX_CPU_ISA", "default")
-    return EmbedBenchResult(checkpoint, len(texts), max_length, batch_size,
+    return EmbedBenchResult(spec.checkpoint, len(texts), spec.max_length, batch_size,
                             threads or os.cpu_count() or 1, numerics.cpu_flags(), user, per_s,
                             cos, diff, choice)
 
@@ -108,8 +108,7 @@ def _bench_child(job_file: str, numeric: str, out: str) -> None:
     job = json.loads(Path(job_file).read_text())
     if job["threads"]:
         torch.set_num_threads(int(job["threads"]))
-    enc = FrozenEncoder.load(job["checkpoint"], max_length=job["max_length"], numeric=numeric,
-                             pooling=job["pooling"], template=job["template"])
+    enc = FrozenEncoder.load(EncoderSpec.from_record(job["encoder"]), numeric=numeric)
     rate, states = embed_rate(enc, job["texts"], batch_size=job["batch_size"],
                          repeats=job["repeats"])
     np.save(out, states)

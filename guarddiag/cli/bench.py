@@ -268,13 +268,10 @@ def _run_bench_embed(args: argparse.Namespace) -> int:
     from guarddiag.bench.embed import bench_embed
     from guarddiag.model import get_size
 
-    size = get_size(args.size, where="--size")
-    if not size.frozen or size.max_length is None or size.pretrained is None:
-        raise GuarddiagError(f"--size {size.name}: not a frozen-encoder size (try minilm)")
+    spec = get_size(args.size, where="--size").encoder(args.encoder)
     texts, source = _bench_texts(args)
-    res = bench_embed(args.encoder or size.pretrained, texts, max_length=size.max_length,
-                      batch_size=args.batch_size, repeats=args.repeats, threads=args.threads,
-                      pooling=size.pooling, template=size.template)
+    res = bench_embed(spec, texts, batch_size=args.batch_size, repeats=args.repeats,
+                      threads=args.threads)
     load = os.getloadavg()
     print(f"{res.checkpoint}: {res.n_texts} prompts from {source}, {res.max_length} tokens, "
           f"batch {res.batch_size}, torch threads {res.threads}; {os.cpu_count()} cores, "

@@ -17,7 +17,7 @@ import logging
 import math
 import os
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +25,7 @@ import numpy as np
 import torch
 
 from guarddiag import numerics
+from guarddiag.model.sizes import EncoderSpec
 from guarddiag.model.states import FrozenEncoder, states_root
 
 logger = logging.getLogger(__name__)
@@ -50,23 +51,24 @@ class ProbeResult:
     cpu: str
 
 
-def encoder_numeric(checkpoint: str, *, max_length: int, template: str | None = None) -> str:
-    """The numeric path frozen sizes embed with here: fp32 on the portable path; on the native
-    path the probe's choice."""
+def encoder_numeric(spec: EncoderSpec) -> str:
+    """The numeric path the frozen encoder ``spec`` embeds with here: fp32 on the portable
+    path; on the native path the probe's choice."""
     if numerics.active().mode == "portable":
         return "fp32"
-    return probe_numeric_path(checkpoint, max_length=max_length, template=template).chosen
+    return probe_numeric_path(spec).chosen
 
 
-def probe_numeric_path(checkpoint: str, *, max_length: int, root: Path | None = None,
-                       repeats: int = 2, template: str | None = None) -> ProbeResult:
+def probe_numeric_path(spec: EncoderSpec, *, root: Path | None = None,
+                       repeats: int = 2) -> ProbeResult:
     """Time float32 and bf16 on :data:`PROBE_TEXTS` (native kernels), once per CPU, torch
-    version, thread count and encoder; the answer is kept in ``<states>/numeric-probe.json``."""
+    version, thread count and encoder (its mean-pooled full depth: the pooling does not change
+    the ratio); the answer is kept in ``<states>/numeric-probe.json``."""
     state = numerics.active()
     cpu = numerics.cpu_flags()
-    key = hashlib.sha256(json.dumps([cpu, torch.__version__, state.tag, checkpoint, max_length,
-                                     torch.get_num_threads()]
-                                    + ([template] if template else [])).encode()
+    key = hashlib.sha256(json.dumps([cpu, torch.__version__, state.tag, spec.checkpoint,
+                                     spec.max_length, torch.get_num_threads()]
+                                    + ([spec.template] if spec.template else [])).encode()
                          ).hexdigest()[:20]
     path = (root or states_root()) / PROBE_FILE
     known = _read_json(path)
@@ -76,8 +78,7 @@ def probe_numeric_path(checkpoint: str, *, max_length: int, root: Path | None = 
                            str(hit["chosen"]), str(hit["cpu"]))
     per_s = {}
     for numeric in ("fp32", "bf16"):
-        enc = FrozenEncoder.load(checkpoint, max_length=max_length, numeric=numeric,
-                                 template=template)
+        enc = FrozenEncoder.load(replace(spec, pooling="mean"), numeric=numeric)
         per_s[numeric] = embed_rate(enc, list(PROBE_TEXTS), batch_size=len(PROBE_TEXTS),
                                repeats=repeats)[0]
     chosen = "bf16" if per_s["bf16"] >= BF16_MIN_GAIN * per_s["fp32"] else "fp32"

