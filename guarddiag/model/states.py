@@ -167,13 +167,16 @@ class FrozenEncoder:
     key: str
     hidden: int
     """The size of one state (the pooling's output)."""
-    pooling: Pooling = POOLINGS["mean"]
-    """``spec.pooling``'s definition."""
     ident: dict[str, Any] = field(default_factory=dict, repr=False)
     """What the key is the digest of."""
     depth: int | None = None
     """The encoder layers kept (the pooling's :attr:`~Pooling.depth`), or None for all."""
     _caches: dict[Path, StateCache] = field(default_factory=dict, repr=False)
+
+    @property
+    def pooling(self) -> Pooling:
+        """The definition of ``spec.pooling``."""
+        return _pooling(self.spec.pooling)
 
     @classmethod
     def load(cls, spec: EncoderSpec, *, numeric: str = "fp32") -> FrozenEncoder:
@@ -225,7 +228,7 @@ class FrozenEncoder:
         ident = {**self.ident, "pooling": spec.key}
         return FrozenEncoder(replace(self.spec, pooling=pooling), self.folder, self.numeric,
                              self.tokenizer, self.model, _state_key(ident),
-                             spec.out_size(int(self.model.config.hidden_size)), spec, ident,
+                             spec.out_size(int(self.model.config.hidden_size)), ident,
                              depth=self.depth)
 
     def key_under(self, kernels: str) -> str:
