@@ -62,8 +62,8 @@ def encoder_numeric(spec: EncoderSpec) -> str:
 def probe_numeric_path(spec: EncoderSpec, *, root: Path | None = None,
                        repeats: int = 2) -> ProbeResult:
     """Time float32 and bf16 on :data:`PROBE_TEXTS` (native kernels), once per CPU, torch
-    version, thread count and encoder (its mean-pooled full depth: the pooling does not change
-    the ratio); the answer is kept in ``<states>/numeric-probe.json``."""
+    version, thread count and encoder (timed at its full depth with the mean pooling, whatever
+    ``spec``'s pooling); the answer is kept in ``<states>/numeric-probe.json``."""
     state = numerics.active()
     cpu = numerics.cpu_flags()
     key = hashlib.sha256(json.dumps([cpu, torch.__version__, state.tag, spec.checkpoint,
