@@ -9,9 +9,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from guarddiag.cli import add_parser, add_work_paths, work_paths_from
-from guarddiag.cli.options import Flag, add_options, options_from
+from guarddiag.cli.options import Flag, add_options, comma_ints, options_from
 from guarddiag.paths import resolve_data_dir
-from guarddiag.typed import name_list
 
 if TYPE_CHECKING:
     from guarddiag.audit.gate import GateResult
@@ -298,7 +297,7 @@ def _register_bench(bench: argparse._SubParsersAction) -> None:
     bparser.add_argument("--contained-rows", type=int, default=200_000, metavar="N",
                          help="rows of the synthetic pool for the exact + containment audit "
                               "(0 skips it)")
-    bparser.add_argument("--nodes", default="1,16", metavar="N[,N...]",
+    bparser.add_argument("--nodes", type=comma_ints, default="1,16", metavar="N[,N...]",
                          help="node counts the 100M/1B-row projection is printed for")
     bparser.add_argument("--cores-per-node", type=int, default=32, metavar="C",
                          help="cores of one node in the projection")
@@ -392,19 +391,13 @@ def _run_bench(args: argparse.Namespace) -> int:
             files.write_json(suite.to_dict(), Path(args.json))
         return 0
     from guarddiag.bench.audit import bench_audit
-    from guarddiag.errors import GuarddiagError
 
-    try:
-        nodes = [int(n) for n in name_list(args.nodes)]
-    except ValueError:
-        raise GuarddiagError(f"--nodes: expected comma-separated node counts, got "
-                             f"{args.nodes!r}") from None
     report = bench_audit(rows=args.rows, near_rows=args.near_rows, threshold=args.threshold,
                          corpus=args.corpus, seed=args.seed, benchmarks=args.benchmarks,
                          data_dir=resolve_data_dir(args.data_dir),
                          recall_rows=args.recall_rows, recall_pool=args.recall_pool,
                          recall_figure=args.recall_figure, contained_rows=args.contained_rows,
-                         nodes=nodes, cores_per_node=args.cores_per_node,
+                         nodes=list(args.nodes), cores_per_node=args.cores_per_node,
                          plan=not args.no_plan)
     print(report.render())
     if args.json:

@@ -348,10 +348,10 @@ def _register_competence(bench: argparse._SubParsersAction) -> None:
                     "an audit (guarddiag pool build, guarddiag audit); runs, score caches and\n"
                     "states are reused, so a second call only renders.\n\n"
                     "  guarddiag bench competence --sizes minilm,minilm-mean-l256 --work-dir work")
-    c.add_argument("--sizes", type=name_list, default=("minilm",), metavar="SIZES",
-                   help="comma-separated frozen sizes (default minilm)")
-    c.add_argument("--seeds", type=comma_ints, default=(42, 43, 44), metavar="SEEDS",
-                   help="seeds of the reference recipe (default 42,43,44)")
+    c.add_argument("--sizes", type=name_list, default="minilm", metavar="SIZES",
+                   help="comma-separated frozen sizes")
+    c.add_argument("--seeds", type=comma_ints, default="42,43,44", metavar="SEEDS",
+                   help="seeds of the reference recipe")
     c.add_argument("--ffr", type=float, default=0.05,
                    help="false-flag rate on the neutral val rows that sets the threshold")
     c.add_argument("--bench-dir", type=Path, default=None, metavar="DIR",
