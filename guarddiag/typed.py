@@ -231,6 +231,7 @@ def field_error(message: str) -> PydanticCustomError:
     it is (``<where> field "<key>": <message>``), with no ``, got …`` after it."""
     return PydanticCustomError(_SPEC_ERROR, "{message}", {"message": message})
 
+
 CHECK_KINDS = ("any", "str", "text", "bool", "int", "number", "str_list", "mapping", "list")
 """What a :class:`Check` accepts: ``str`` a non-empty string, ``text`` any string, ``int`` an
 integer (not a bool), ``number`` a finite int or float (read as float), ``str_list`` a non-empty
