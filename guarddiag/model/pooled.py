@@ -82,14 +82,12 @@ def pooled_meta(model: PooledGuard, encoder: FrozenEncoder, *, size: str) -> dic
     n_trainable = sum(p.numel() for p in model.parameters())
     n_head = sum(p.numel() for p in model.heads.parameters())
     n_encoder = encoder_param_count(encoder)
-    spec = encoder.spec
-    return {"size": size, "kind": POOLED_KIND, "max_length": spec.max_length,
-            "checkpoint": spec.checkpoint, "encoder": "frozen " + str(
+    # The encoder's record, with the pooling always named (every run's meta has had it).
+    return {"size": size, "kind": POOLED_KIND, **encoder.spec.to_record(),
+            "pooling": encoder.spec.pooling, "encoder": "frozen " + str(
                 encoder.model.config.model_type), "encoder_key": encoder.key,
             "numeric": encoder.numeric, "kernels": numerics.active().tag,
-            "pooling": spec.pooling, "lexical": get_size(size).lexical,
-            **({"template": spec.template} if spec.template else {}),
-            "in_size": model.in_size,
+            "lexical": get_size(size).lexical, "in_size": model.in_size,
             "body_hidden": get_size(size).body_hidden, "body_layers": get_size(size).body_layers,
             "n_params": n_encoder + n_trainable, "n_encoder_params": n_encoder,
             "n_trainable_params": n_trainable, "n_head_params": n_head,
