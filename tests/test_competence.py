@@ -9,6 +9,7 @@ import json
 import re
 from fractions import Fraction
 
+import numpy as np
 import pytest
 from synthetic_runs import COPY, ORH, STD, decisions, frame, rows_for, run_meta
 
@@ -239,3 +240,123 @@ def test_the_caution_names_the_measure_that_failed(tmp_path):
     md = (out / "report.md").read_text(encoding="utf-8")
     assert "xstest 0.854 vs TF-IDF 0.667 at minilm" in md
     assert "Competence gate, ranking" in md
+
+
+# ── a ranking pair that label policy moves is shown, not counted (issue 49) ──────────────────
+
+XS_N = 60
+
+
+def _tilt_rows(*, p_a: list[float], p_b: list[float], p_ref: list[float]):
+    """XSTest (60 harmful then 60 benign prompts, P(unsafe) listed harmful first) scored by
+    the reference (one seed) and TF-IDF baselines trained on policies A and B."""
+    rows = []
+    for meta, p in ((run_meta("minilm", "reference", 42), p_ref),
+                    (run_meta("tfidf", "tfidf_B", 42, kind="baseline", policy="B"), p_b),
+                    (run_meta("tfidf", "tfidf_A", 42, kind="baseline", policy="A"), p_a)):
+        rows += rows_for(meta, XS_H, p[:XS_N], ids=[f"h{j}" for j in range(XS_N)])
+        rows += rows_for(meta, XS_B, p[XS_N:], ids=[f"b{j}" for j in range(XS_N)])
+        rows += rows_for(meta, STD, decisions(9, N), ids=[f"s{j}" for j in range(N)])
+    return frame(rows)
+
+
+def _spread(k_harmful_above: int) -> list[float]:
+    """60 harmful then 60 benign scores: benign at 0.30..0.59 (two prompts per step), harmful
+    ``k_harmful_above`` at 0.95 and the rest at 0.05, so AUROC = k/60 exactly."""
+    benign = [0.30 + 0.01 * (j // 2) for j in range(XS_N)]
+    return [0.95] * k_harmful_above + [0.05] * (XS_N - k_harmful_above) + benign
+
+
+def test_policy_tilt_by_hand_and_a_moved_pair_does_not_fail_the_gate():
+    from guarddiag.analyses.competence import ranking_table
+
+    # AUROC: TF-IDF B 36/60 = 0.60, TF-IDF A 54/60 = 0.90, reference 37/60 = 0.617
+    preds = _tilt_rows(p_a=_spread(54), p_b=_spread(36), p_ref=_spread(37))
+    table = ranking_table(preds, mapping="loose", subset="full", margin=0.05)
+    row = table.row(0, named=True)
+    assert row["baseline_auroc"] == pytest.approx(0.60)
+    assert row["policy_tilt"] == pytest.approx(0.90 - 0.60)
+    assert row["policy_tilt_low"] <= 0.30 <= row["policy_tilt_high"]
+    assert row["policy_moved"] is True
+    assert row["beats_baseline"] is False                  # 0.617 < 0.60 + 0.05
+    scores = analyses.compute_scores(preds, kinds=KINDS | {XS_B: "benign"}, n_resamples=10,
+                                     seed=0)
+    gate = analyses.competence_gate(scores, kinds=KINDS, subset="full", mapping="loose",
+                                    predictions=preds, floor=0.5)
+    assert gate.policy_moved_pairs() == ("xstest",)
+    assert not gate.ranks_below_baseline                   # the only shortfall is moved
+    assert gate.failed_measures() == ()                    # CAP 9/10 >= 0.5 as well
+    # the same shortfall on a pair policy does not move fails the gate
+    same = _tilt_rows(p_a=_spread(37), p_b=_spread(36), p_ref=_spread(37))
+    row = ranking_table(same, mapping="loose", subset="full", margin=0.05).row(0, named=True)
+    assert row["policy_tilt"] == pytest.approx(1 / 60)
+    assert row["policy_moved"] is False
+    scores = analyses.compute_scores(same, kinds=KINDS | {XS_B: "benign"}, n_resamples=10,
+                                     seed=0)
+    gate = analyses.competence_gate(scores, kinds=KINDS, subset="full", mapping="loose",
+                                    predictions=same, floor=0.5)
+    assert gate.ranks_below_baseline and gate.failed_measures() == ("AUROC",)
+    assert gate.policy_moved_pairs() == ()
+
+
+def test_weighted_auroc_matches_scikit_learn_per_weight_row():
+    from sklearn.metrics import roc_auc_score
+
+    from guarddiag.analyses.competence import weighted_auroc
+
+    rng = np.random.default_rng(3)
+    p = rng.integers(0, 6, 40) / 5.0                       # many ties
+    y = (rng.random(40) < 0.4).astype(np.int8)
+    w = rng.integers(0, 3, (5, 40))
+    w[4] = 0
+    w[4, y == 1] = 1                                       # no benign weight: undefined
+    got = weighted_auroc(p, y, w)
+    for i in range(4):
+        assert got[i] == pytest.approx(roc_auc_score(y, p, sample_weight=w[i]))
+    assert np.isnan(got[4])
+
+
+def _correlated_pair(rng, *, n_harmful: int, n_benign: int, shift_a: float):
+    """Two baselines' scores on one pair: a shared latent (harmful shifted by 0.9 SD) plus
+    each its own noise, correlation about 0.8 (the real policy-A/B TF-IDF pairs: 0.82-0.93,
+    Spearman, on XSTest, WildGuardTest and JBB); ``shift_a`` more separation for A's."""
+    lat = np.r_[rng.normal(0.9, 1, n_harmful), rng.normal(0, 1, n_benign)]
+    y = np.r_[np.ones(n_harmful), np.zeros(n_benign)]
+    a = lat + shift_a * y + 0.5 * rng.normal(size=y.size)
+    b = lat + 0.5 * rng.normal(size=y.size)
+    return [float(v) for v in 1 / (1 + np.exp(-a))], [float(v) for v in 1 / (1 + np.exp(-b))]
+
+
+def _pair_frame(p_a, p_b, n_harmful):
+    rows = []
+    for meta, p in ((run_meta("minilm", "reference", 42), p_b),
+                    (run_meta("tfidf", "tfidf_B", 42, kind="baseline", policy="B"), p_b),
+                    (run_meta("tfidf", "tfidf_A", 42, kind="baseline", policy="A"), p_a)):
+        rows += rows_for(meta, XS_H, p[:n_harmful], ids=[f"h{j}" for j in range(n_harmful)])
+        rows += rows_for(meta, XS_B, p[n_harmful:],
+                         ids=[f"b{j}" for j in range(len(p) - n_harmful)])
+    return frame(rows)
+
+
+def test_moved_holds_its_error_rate_when_policy_moves_nothing_by_simulation():
+    """Through ranking_table: JailbreakBench's size (63 harmful, 100 benign), no policy effect.
+    A pair called moved drops out of the gate, so a false call could pass a guard that fails
+    there; at the protocol's α = 0.05 the one-sided bound beyond the 0.05 margin calls it in
+    well under 5 % of draws (|tilt| >= margin alone: 7.5 %). With a real tilt (A's harmful
+    scores 0.8 SD higher)
+    it is called in most (the mean tilt there is about +0.15)."""
+    from guarddiag.analyses.competence import ranking_table
+
+    rng = np.random.default_rng(49)
+    draws = 120
+    null = power = 0
+    for _ in range(draws):
+        p_a, p_b = _correlated_pair(rng, n_harmful=63, n_benign=100, shift_a=0.0)
+        null += ranking_table(_pair_frame(p_a, p_b, 63), mapping="loose", subset="full",
+                              margin=0.05)["policy_moved"][0]
+    for _ in range(draws // 4):
+        p_a, p_b = _correlated_pair(rng, n_harmful=63, n_benign=100, shift_a=0.8)
+        power += ranking_table(_pair_frame(p_a, p_b, 63), mapping="loose", subset="full",
+                               margin=0.05)["policy_moved"][0]
+    assert null / draws <= 0.02
+    assert power / (draws // 4) >= 0.5

@@ -26,6 +26,16 @@ baseline trained on the reference's label policy, on the same prompts (CAP on th
 sets likewise). Where the reference's AUROC does not beat the baseline's by ``auroc_margin``
 (default the protocol's ``auroc_margin``) on some pair, ``ranks_below_baseline`` is true; the
 caution names which measure failed (CAP, AUROC or both).
+
+A ranking pair tests detection only where label policy does not move it. The TF-IDF baselines
+of the two policies, the same word counts trained on each policy's labels, show whether it does:
+``policy_tilt`` is the other policy's baseline AUROC minus the recipe policy's. Where it reaches
+the margin (``policy_moved``), the pair rewards one rulebook by as much as the gate asks the
+recipe to beat words by, so its shortfall is shown but does not fail the gate. Measured on the
+study's pool: OpenAI moderation's flagged side holds the moderation content policy A adds
+(adult sexual content, harassment), and every policy-A guard ranks it 0.04-0.09 higher than the
+policy-B guard of the same representation, TF-IDF by 0.082; the other three pairs move by
+0.026 or less (docs/decisions.md#2026-12-06-a-ranking-pair-that-policy-moves).
 """
 
 from __future__ import annotations
@@ -36,11 +46,13 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 
+from guarddiag import stats
 from guarddiag.analyses.intervals import SEED_RANGE, recipe_interval_aggs
 from guarddiag.analyses.load import student_runs
 from guarddiag.analyses.registry import AnalysisContext, register_analysis
 from guarddiag.analyses.scored import SCORES
 from guarddiag.analyses.scores import ScoresResult
+from guarddiag.analyses.threshold_free import draw_counts
 from guarddiag.errors import GuarddiagError
 from guarddiag.labels import MAPPINGS
 from guarddiag.predictions import with_unsafe_probability
@@ -95,10 +107,18 @@ class CompetenceResult:
 
     @property
     def ranks_below_baseline(self) -> bool:
-        """On some pair and size the reference's AUROC is not ``auroc_margin`` above the
-        TF-IDF baseline's (or there is no baseline to beat on a scored pair)."""
+        """On some pair and size that policy does not move (:func:`ranking_shortfalls`) the
+        reference's AUROC is not ``auroc_margin`` above the TF-IDF baseline's (or there is no
+        baseline to beat on a scored pair)."""
         r = self.ranking
-        return bool(r is not None and r.height and (~r["beats_baseline"]).any())
+        return bool(r is not None and ranking_shortfalls(r).height)
+
+    def policy_moved_pairs(self) -> tuple[str, ...]:
+        """The ranking pairs that label policy moves by the margin (not counted), in order."""
+        r = self.ranking
+        if r is None:
+            return ()
+        return tuple(dict.fromkeys(r.filter(pl.col("policy_moved"))["pair"].to_list()))
 
     def failed_measures(self) -> tuple[str, ...]:
         """``CAP`` (below the floor) and/or ``AUROC`` (not above the baseline by the margin)."""
@@ -131,6 +151,12 @@ def _baseline_run(frame: pl.DataFrame, policy: str) -> pl.DataFrame:
                         & (pl.col("label_policy") == policy))
 
 
+def ranking_shortfalls(ranking: pl.DataFrame) -> pl.DataFrame:
+    """The rows of a :func:`ranking_table` that fail the gate: the recipe does not beat the
+    baseline by the margin on a pair that label policy does not move."""
+    return ranking.filter(~pl.col("beats_baseline") & ~pl.col("policy_moved"))
+
+
 def ranking_table(predictions: pl.DataFrame, *, mapping: str, subset: str,
                   margin: float | None = None) -> pl.DataFrame:
     """Per size and pair of :func:`ranking_pairs` with predictions: the reference recipe's
@@ -138,7 +164,9 @@ def ranking_table(predictions: pl.DataFrame, *, mapping: str, subset: str,
     AUROC (mean over its seeds; ``auroc_low``/``auroc_high`` the seed range), the TF-IDF
     baseline's AUROC on the same prompts (trained on the recipe's label policy), and
     ``beats_baseline`` (recipe ≥ baseline + ``margin``, None: the protocol's ``auroc_margin``;
-    false without a baseline)."""
+    false without a baseline). ``policy_tilt`` (with its bootstrap bounds): the AUROC of the
+    TF-IDF baseline trained on the other label policy minus that one's; ``policy_moved``: the
+    tilt reaches ``margin`` at the protocol's level (:func:`_policy_tilt`, module docstring)."""
     margin = protocol().auroc_margin if margin is None else margin
     ok = predictions.filter(pl.col("status") == "ok")
     if subset == "decontaminated":
@@ -148,6 +176,7 @@ def ranking_table(predictions: pl.DataFrame, *, mapping: str, subset: str,
     for name, harmful, benign in ranking_pairs():
         part = ok.filter(pl.col("benchmark").is_in([harmful, benign]))
         recipe = part.filter((pl.col("guard_kind") == "branch") & is_reference())
+        tilts: dict[str, dict[str, object]] = {}   # per label policy: one bootstrap per pair
         for size in sorted(set(recipe["size"].to_list())):
             runs = recipe.filter(pl.col("size") == size)
             found = [_pair_auroc(r, harmful, benign)
@@ -160,6 +189,9 @@ def ranking_table(predictions: pl.DataFrame, *, mapping: str, subset: str,
             policy = str(runs["label_policy"][0])
             base = _baseline_run(part, policy)
             b = _pair_auroc(base, harmful, benign) if base["run_id"].n_unique() == 1 else None
+            if policy not in tilts:
+                tilts[policy] = _policy_tilt(part, policy, harmful, benign, margin=margin)
+            tilt = tilts[policy]
             mean = float(np.mean([v[0] for v in values]))
             rows.append({"size": size, "pair": name, "harmful": harmful, "benign": benign,
                          "n_harmful": values[0][1], "n_benign": values[0][2], "auroc": mean,
@@ -168,13 +200,94 @@ def ranking_table(predictions: pl.DataFrame, *, mapping: str, subset: str,
                          "baseline": (str(base["run_id"][0]) if b is not None else None),
                          "baseline_auroc": b[0] if b is not None else None,
                          "margin": mean - b[0] if b is not None else None,
-                         "beats_baseline": b is not None and mean >= b[0] + margin})
+                         "beats_baseline": b is not None and mean >= b[0] + margin,
+                         **tilt})
     return pl.DataFrame(rows, schema={
         "size": pl.String, "pair": pl.String, "harmful": pl.String, "benign": pl.String,
         "n_harmful": pl.Int64, "n_benign": pl.Int64, "auroc": pl.Float64,
         "auroc_low": pl.Float64, "auroc_high": pl.Float64, "n_runs": pl.Int64,
         "baseline": pl.String, "baseline_auroc": pl.Float64, "margin": pl.Float64,
-        "beats_baseline": pl.Boolean})
+        "beats_baseline": pl.Boolean, "policy_tilt": pl.Float64,
+        "policy_tilt_low": pl.Float64, "policy_tilt_high": pl.Float64,
+        "policy_moved": pl.Boolean})
+
+
+def _policy_tilt(part: pl.DataFrame, policy: str, harmful: str, benign: str, *,
+                 margin: float) -> dict[str, object]:
+    """``policy_tilt`` (AUROC of the TF-IDF baseline trained on another label policy minus the
+    recipe policy's, on the pair's prompts; of several other policies, the one furthest away),
+    its prompt-bootstrap bounds ``policy_tilt_low``/``policy_tilt_high`` (the α and 1−α
+    quantiles, α the protocol's), and ``policy_moved``: the bound on the tilt's side is at
+    least ``margin`` away from 0, a one-sided test at level α that policy moves the pair by the
+    margin or more (all None / False without both baselines on the pair)."""
+    none: dict[str, object] = {"policy_tilt": None, "policy_tilt_low": None,
+                               "policy_tilt_high": None, "policy_moved": False}
+    base = part.filter(pl.col("guard_kind") == "baseline")
+    own = _aligned_scores(base.filter(pl.col("label_policy") == policy), harmful, benign)
+    if own is None:
+        return none
+    ids, y, p_own = own
+    found = []
+    for run in base.filter(pl.col("label_policy") != policy).sort("run_id").partition_by(
+            "run_id", maintain_order=True):
+        other = _aligned_scores(run, harmful, benign)
+        if other is not None and other[0] == ids:
+            found.append(other[2])
+    if not found:
+        return none
+    tilts = [auroc(p[y == 1], p[y == 0]) - auroc(p_own[y == 1], p_own[y == 0]) for p in found]
+    k = max(range(len(tilts)), key=lambda i: abs(tilts[i]))
+    alpha = protocol().alpha
+    counts = draw_counts(stats.derive_rng(0, "policy-tilt", harmful, benign), len(y),
+                         stats.DEFAULT_RESAMPLES)
+    boot = weighted_auroc(found[k], y, counts) - weighted_auroc(p_own, y, counts)
+    boot = boot[np.isfinite(boot)]
+    low, high = (float(np.quantile(boot, alpha)), float(np.quantile(boot, 1 - alpha)))
+    tilt = tilts[k]
+    moved = low >= margin if tilt > 0 else high <= -margin
+    return {"policy_tilt": tilt, "policy_tilt_low": low, "policy_tilt_high": high,
+            "policy_moved": bool(moved)}
+
+
+def _aligned_scores(run: pl.DataFrame, harmful: str, benign: str
+                    ) -> tuple[list[tuple[str, str]], np.ndarray, np.ndarray] | None:
+    """One run's (benchmark, prompt id) keys in a fixed order, the labels (1 harmful) and
+    P(unsafe) on a pair; None unless exactly one run scored both sides."""
+    if run["run_id"].n_unique() != 1:
+        return None
+    rows = run.filter(pl.col("benchmark").is_in([harmful, benign])).sort(
+        ["benchmark", "prompt_id"])
+    y = (rows["benchmark"] == harmful).to_numpy().astype(np.int8)
+    if not (y.any() and (~y.astype(bool)).any()):
+        return None
+    keys = list(zip(rows["benchmark"].to_list(), rows["prompt_id"].to_list(), strict=True))
+    return keys, y, rows["_p"].to_numpy().astype(np.float64)
+
+
+def weighted_auroc(p: np.ndarray, y: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """AUROC of scores ``p`` (labels ``y``, 1 harmful) under each row of prompt weights ``w``
+    ([resamples, prompts], e.g. bootstrap multiplicities), ties counted half: one value per row
+    (NaN where a row weighs no harmful or no benign prompt). Own code: scikit-learn's
+    ``roc_auc_score`` takes one weight vector per call, and this is every resample at once."""
+    order = np.argsort(p, kind="stable")
+    _, group = np.unique(p[order], return_inverse=True)
+    n_groups = int(group.max()) + 1
+    w = np.asarray(w, dtype=np.float64)[:, order]
+    harm = y[order] == 1
+    rows = w.shape[0]
+    flat = (np.arange(rows)[:, None] * n_groups + group[None, :]).ravel()
+
+    def by_group(weights: np.ndarray) -> np.ndarray:
+        return np.bincount(flat, weights=weights.ravel(),
+                           minlength=rows * n_groups).reshape(rows, n_groups)
+
+    h, b = by_group(w * harm), by_group(w * ~harm)
+    below = np.cumsum(b, axis=1) - b
+    num = (h * (below + 0.5 * b)).sum(axis=1)
+    den = h.sum(axis=1) * b.sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out: np.ndarray = np.where(den > 0, num / np.where(den > 0, den, 1.0), np.nan)
+    return out
 
 
 def _pair_auroc(rows: pl.DataFrame, harmful: str, benign: str

@@ -47,7 +47,12 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from guarddiag.analyses.competence import clear_harm_benchmarks, ranking_pairs, ranking_table
+from guarddiag.analyses.competence import (
+    clear_harm_benchmarks,
+    ranking_pairs,
+    ranking_shortfalls,
+    ranking_table,
+)
 from guarddiag.analyses.operating import flag_shares_by_language, matched_threshold, neutral_ids
 from guarddiag.analyses.scores import VAL_BENCHMARK
 from guarddiag.cores import usable_cores
@@ -152,15 +157,17 @@ class CompetenceBenchResult:
         proto = protocol()
         lines = []
         for r in self.sizes.filter(pl.col("size") != "tfidf").iter_rows(named=True):
-            n_pairs = self.ranking.filter(pl.col("size") == r["size"]).height
+            ranking = self.ranking.filter(pl.col("size") == r["size"])
             beaten = int(r.get("pairs_beaten") or 0)
+            moved = ranking.filter(pl.col("policy_moved"))["pair"].to_list()
             failed = [*(["CAP"] if r["cap_05"] < proto.competence_floor else []),
-                      *(["AUROC"] if beaten < n_pairs else [])]
+                      *(["AUROC"] if ranking_shortfalls(ranking).height else [])]
             verdict = f"fails ({', '.join(failed)})" if failed else "passes"
             lines.append(
                 f"{r['size']}: the report's competence gate {verdict}: CAP at {proto.cutoff:g}"
                 f" {_pct(r['cap_05'])} (floor {_pct(proto.competence_floor)}); "
-                f"AUROC ≥ TF-IDF + {proto.auroc_margin:g} on {beaten} of {n_pairs} pairs")
+                f"AUROC ≥ TF-IDF + {proto.auroc_margin:g} on {beaten} of {ranking.height} pairs"
+                + (f" ({', '.join(moved)} moved by label policy, not counted)" if moved else ""))
         return lines
 
     def to_caps_table(self) -> str:

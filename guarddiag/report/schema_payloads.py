@@ -86,10 +86,17 @@ class CompetenceJson(Doc):
     caution: str | None
     ranking: list[Record] | None = absent()
     """Per size and ranking pair (same-source harmful/benign): auroc (seed mean), auroc_low,
-    auroc_high (seed range), n_runs, baseline, baseline_auroc, margin, beats_baseline."""
+    auroc_high (seed range), n_runs, baseline, baseline_auroc, margin, beats_baseline,
+    policy_tilt (AUROC of the TF-IDF baseline of the other label policy minus the recipe
+    policy's; absent in older reports), policy_moved (the tilt reaches the margin: the pair is
+    shown and not counted)."""
     auroc_margin: float = absent()
     failed: list[str] = absent()
-    """Measures that failed: ``CAP`` (below the floor), ``AUROC`` (not above the baseline)."""
+    """Measures that failed: ``CAP`` (below the floor), ``AUROC`` (not above the baseline on a
+    pair that label policy does not move)."""
+    policy_moved: list[str] = absent()
+    """The ranking pairs label policy moves by the margin, not counted (absent in older
+    reports)."""
 
 
 class FirstScreenJson(Doc):

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from guarddiag.analyses.competence import COMPETENCE, CompetenceResult
+import polars as pl
+
+from guarddiag.analyses.competence import COMPETENCE, CompetenceResult, ranking_shortfalls
 from guarddiag.report.context import ReportContext
 from guarddiag.report.document import Block, Column, Paragraph, Table
 from guarddiag.report.jsonable import jsonable, records
@@ -29,13 +31,26 @@ def _ranking_words(c: CompetenceResult, *, failing_only: bool) -> str:
     if r is None or r.height == 0:
         return ""
     parts = []
-    for row in r.iter_rows(named=True):
-        if failing_only and row["beats_baseline"]:
-            continue
+    for row in (ranking_shortfalls(r) if failing_only else r).iter_rows(named=True):
         base = (f" vs TF-IDF {row['baseline_auroc']:.3f}" if row["baseline_auroc"] is not None
                 else " (no TF-IDF baseline scored)")
-        parts.append(f"{row['pair']} {row['auroc']:.3f}{base} at {row['size']}")
+        moved = " (moved by policy, not counted)" if row["policy_moved"] else ""
+        parts.append(f"{row['pair']} {row['auroc']:.3f}{base}{moved} at {row['size']}")
     return "; ".join(parts)
+
+
+def _moved_words(c: CompetenceResult) -> str:
+    """The sentence naming the pairs label policy moves, or ""."""
+    r = c.ranking
+    if r is None or not c.policy_moved_pairs():
+        return ""
+    tilts = r.filter(pl.col("policy_moved")).unique("pair", keep="first", maintain_order=True)
+    each = "; ".join(f"{row['pair']}: {row['policy_tilt']:+.3f}"
+                     for row in tilts.iter_rows(named=True))
+    return (f" Label policy moves {', '.join(c.policy_moved_pairs())} by at least the margin "
+            f"(TF-IDF trained on the other policy minus TF-IDF trained on the recipe's, "
+            f"AUROC: {each}), so there a shortfall may be policy, not detection: it is shown "
+            "and not counted.")
 
 
 def competence_caution(ctx: ReportContext) -> str | None:
@@ -75,7 +90,9 @@ def competence_summary(ctx: ReportContext) -> str:
             + (f" Ranking (AUROC, harmful vs benign of the same source): {ranking}; "
                + ("below" if c.ranks_below_baseline else "above")
                + f" the TF-IDF baseline by the {c.auroc_margin:.2f} margin"
-               + (" on some pair." if c.ranks_below_baseline else " on every pair.")
+               + (" on some pair." if c.ranks_below_baseline else
+                  " on every pair counted." if c.policy_moved_pairs() else " on every pair.")
+               + _moved_words(c)
                if ranking else ""))
 
 
@@ -104,12 +121,16 @@ def competence_blocks(ctx: ReportContext) -> list[Block]:
                  Column("auroc", "reference AUROC", "num3", low="auroc_low",
                         high="auroc_high"),
                  Column("baseline_auroc", "TF-IDF AUROC", "num3"),
-                 Column("margin", "margin", "num3"), Column("n_runs", "seeds", "int"))
+                 Column("margin", "margin", "num3"),
+                 Column("policy_tilt", "policy tilt", "num3"), Column("n_runs", "seeds", "int"))
         blocks.append(Table(
             "competence_ranking", f"Competence gate, ranking: AUROC of the {c.branch} recipe's "
             f"P(unsafe) on harmful vs benign prompts of the same source ({c.subset} prompts, "
             f"{c.mapping} mapping; seed mean, range over seeds), beside the TF-IDF baseline on "
-            f"the same prompts; it passes where the margin is at least {c.auroc_margin:.2f}.",
+            f"the same prompts; it passes where the margin is at least {c.auroc_margin:.2f}. "
+            f"Policy tilt: the AUROC of TF-IDF trained on the other label policy minus that "
+            f"of TF-IDF trained on the recipe's; a pair it moves by {c.auroc_margin:.2f} or "
+            f"more is not counted (policy, not detection, may decide it).",
             rcols, c.ranking))
     return blocks
 
@@ -126,4 +147,5 @@ def competence_payload(ctx: ReportContext) -> dict[str, Any] | None:
         "rows": records(one_interval_kind(c.table)),
         "ranking": records(c.ranking) if c.ranking is not None else None,
         "auroc_margin": c.auroc_margin, "failed": list(c.failed_measures()),
+        "policy_moved": list(c.policy_moved_pairs()),
         "caution": competence_caution(ctx)})
