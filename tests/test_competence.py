@@ -295,7 +295,8 @@ def test_policy_tilt_by_hand_and_a_moved_pair_does_not_fail_the_gate():
                                      seed=0)
     gate = analyses.competence_gate(scores, kinds=KINDS, subset="full", mapping="loose",
                                     predictions=same, floor=0.5)
-    assert gate.ranks_below_baseline and gate.failed_measures() == ("AUROC",)
+    assert gate.ranks_below_baseline
+    assert gate.failed_measures() == ("AUROC",)
     assert gate.policy_moved_pairs() == ()
 
 
@@ -360,3 +361,27 @@ def test_moved_holds_its_error_rate_when_policy_moves_nothing_by_simulation():
                                margin=0.05)["policy_moved"][0]
     assert null / draws <= 0.02
     assert power / (draws // 4) >= 0.5
+
+
+def test_the_report_names_a_moved_pair_and_its_bound(tmp_path):
+    work = tmp_path / "work"
+    files.write_parquet(_tilt_rows(p_a=_spread(54), p_b=_spread(36), p_ref=_spread(37)),
+                        work / "runs" / "predictions.parquet")
+    out = tmp_path / "out"
+    assert main(["report", "--runs-dir", str(work / "runs"), "--pool", str(work / "none"),
+                 "--audit-dir", str(work / "none"), "--out", str(out), "--bootstrap", "20",
+                 "--subset", "full", "--competence-floor", "0.5"]) == 0
+    comp = json.loads((out / "results.json").read_text(encoding="utf-8"))[
+        "results"]["summary"]["competence"]
+    assert comp["policy_moved"] == ["xstest"]
+    assert comp["failed"] == []                            # its only shortfall is not counted
+    assert comp["caution"] is None
+    row = comp["ranking"][0]
+    assert row["policy_tilt"] == pytest.approx(0.30)
+    md = (out / "report.md").read_text(encoding="utf-8")
+    assert "xstest 0.617 vs TF-IDF 0.600 (moved by policy, not counted) at minilm" in md
+    bound = re.search(r"xstest \+0\.300 \(one-sided 95% bound \+(0\.\d{3})\)", md)
+    assert bound is not None
+    assert float(bound.group(1)) == pytest.approx(row["policy_tilt_low"], abs=5e-4)
+    assert float(bound.group(1)) >= 0.05
+    assert "| policy tilt |" in md

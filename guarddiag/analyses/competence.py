@@ -158,7 +158,7 @@ def ranking_shortfalls(ranking: pl.DataFrame) -> pl.DataFrame:
 
 
 def ranking_table(predictions: pl.DataFrame, *, mapping: str, subset: str,
-                  margin: float | None = None) -> pl.DataFrame:
+                  margin: float | None = None, alpha: float | None = None) -> pl.DataFrame:
     """Per size and pair of :func:`ranking_pairs` with predictions: the reference recipe's
     (role ``reference``)
     AUROC (mean over its seeds; ``auroc_low``/``auroc_high`` the seed range), the TF-IDF
@@ -166,8 +166,10 @@ def ranking_table(predictions: pl.DataFrame, *, mapping: str, subset: str,
     ``beats_baseline`` (recipe ≥ baseline + ``margin``, None: the protocol's ``auroc_margin``;
     false without a baseline). ``policy_tilt`` (with its bootstrap bounds): the AUROC of the
     TF-IDF baseline trained on the other label policy minus that one's; ``policy_moved``: the
-    tilt reaches ``margin`` at the protocol's level (:func:`_policy_tilt`, module docstring)."""
+    tilt reaches ``margin`` at level ``alpha`` (None: the protocol's; :func:`_policy_tilt`,
+    module docstring)."""
     margin = protocol().auroc_margin if margin is None else margin
+    alpha = protocol().alpha if alpha is None else alpha
     ok = predictions.filter(pl.col("status") == "ok")
     if subset == "decontaminated":
         ok = ok.filter(pl.col("survives_decontam"))
@@ -190,7 +192,8 @@ def ranking_table(predictions: pl.DataFrame, *, mapping: str, subset: str,
             base = _baseline_run(part, policy)
             b = _pair_auroc(base, harmful, benign) if base["run_id"].n_unique() == 1 else None
             if policy not in tilts:
-                tilts[policy] = _policy_tilt(part, policy, harmful, benign, margin=margin)
+                tilts[policy] = _policy_tilt(part, policy, harmful, benign, margin=margin,
+                                             alpha=alpha)
             tilt = tilts[policy]
             mean = float(np.mean([v[0] for v in values]))
             rows.append({"size": size, "pair": name, "harmful": harmful, "benign": benign,
@@ -213,11 +216,11 @@ def ranking_table(predictions: pl.DataFrame, *, mapping: str, subset: str,
 
 
 def _policy_tilt(part: pl.DataFrame, policy: str, harmful: str, benign: str, *,
-                 margin: float) -> dict[str, object]:
+                 margin: float, alpha: float) -> dict[str, object]:
     """``policy_tilt`` (AUROC of the TF-IDF baseline trained on another label policy minus the
     recipe policy's, on the pair's prompts; of several other policies, the one furthest away),
     its prompt-bootstrap bounds ``policy_tilt_low``/``policy_tilt_high`` (the α and 1−α
-    quantiles, α the protocol's), and ``policy_moved``: the bound on the tilt's side is at
+    quantiles), and ``policy_moved``: the bound on the tilt's side is at
     least ``margin`` away from 0, a one-sided test at level α that policy moves the pair by the
     margin or more (all None / False without both baselines on the pair)."""
     none: dict[str, object] = {"policy_tilt": None, "policy_tilt_low": None,
@@ -237,7 +240,6 @@ def _policy_tilt(part: pl.DataFrame, policy: str, harmful: str, benign: str, *,
         return none
     tilts = [auroc(p[y == 1], p[y == 0]) - auroc(p_own[y == 1], p_own[y == 0]) for p in found]
     k = max(range(len(tilts)), key=lambda i: abs(tilts[i]))
-    alpha = protocol().alpha
     counts = draw_counts(stats.derive_rng(0, "policy-tilt", harmful, benign), len(y),
                          stats.DEFAULT_RESAMPLES)
     boot = weighted_auroc(found[k], y, counts) - weighted_auroc(p_own, y, counts)
@@ -303,12 +305,14 @@ def competence_gate(scores: ScoresResult, *, kinds: Mapping[str, str] | None = N
                     subset: str = "decontaminated", mapping: str = "loose",
                     floor: float | None = None,
                     predictions: pl.DataFrame | None = None,
-                    auroc_margin: float | None = None) -> CompetenceResult | None:
+                    auroc_margin: float | None = None,
+                    alpha: float | None = None) -> CompetenceResult | None:
     """Reference CAP on the clear-harm benchmarks beside the TF-IDF baseline's, and, given
     the ``predictions`` table, its AUROC on the ranking pairs (module docstring); None when
     no run of the reference recipe (role ``reference``, :func:`guarddiag.roles.is_reference`)
     was scored on any clear-harm benchmark. ``floor`` and ``auroc_margin`` None: the
-    protocol's ``competence_floor`` and ``auroc_margin``."""
+    protocol's ``competence_floor`` and ``auroc_margin``; ``alpha`` (None: the protocol's) the
+    level at which a ranking pair is called moved by policy."""
     proto = protocol()
     floor = proto.competence_floor if floor is None else floor
     auroc_margin = proto.auroc_margin if auroc_margin is None else auroc_margin
@@ -353,7 +357,8 @@ def competence_gate(scores: ScoresResult, *, kinds: Mapping[str, str] | None = N
                           "seed_low", "seed_high", "interval",
                           pl.col("n_runs").fill_null(0).cast(pl.Int64), "below_floor",
                           "baseline_mean_cap")
-    ranking = (ranking_table(predictions, mapping=mapping, subset=subset, margin=auroc_margin)
+    ranking = (ranking_table(predictions, mapping=mapping, subset=subset, margin=auroc_margin,
+                             alpha=alpha)
                if predictions is not None else None)
     return CompetenceResult(
         table=table, sizes=sizes, benchmarks=counted,
@@ -367,7 +372,7 @@ def _competence(ctx: AnalysisContext) -> CompetenceResult | None:
     o = ctx.options
     return competence_gate(ctx[SCORES], kinds=ctx.inputs.kinds, subset=o.primary_subset,
                            mapping=o.mapping, floor=o.competence_floor,
-                           predictions=ctx.inputs.predictions)
+                           predictions=ctx.inputs.predictions, alpha=o.alpha)
 
 
 COMPETENCE = register_analysis("competence", _competence, result=CompetenceResult,

@@ -39,18 +39,20 @@ def _ranking_words(c: CompetenceResult, *, failing_only: bool) -> str:
     return "; ".join(parts)
 
 
-def _moved_words(c: CompetenceResult) -> str:
+def _moved_words(c: CompetenceResult, *, alpha: float) -> str:
     """The sentence naming the pairs label policy moves, or ""."""
     r = c.ranking
     if r is None or not c.policy_moved_pairs():
         return ""
     tilts = r.filter(pl.col("policy_moved")).unique("pair", keep="first", maintain_order=True)
-    each = "; ".join(f"{row['pair']}: {row['policy_tilt']:+.3f}"
-                     for row in tilts.iter_rows(named=True))
-    return (f" Label policy moves {', '.join(c.policy_moved_pairs())} by at least the margin "
-            f"(TF-IDF trained on the other policy minus TF-IDF trained on the recipe's, "
-            f"AUROC: {each}), so there a shortfall may be policy, not detection: it is shown "
-            "and not counted.")
+    each = "; ".join(
+        f"{row['pair']} {row['policy_tilt']:+.3f} (one-sided {1 - alpha:.0%} bound "
+        f"{row['policy_tilt_low' if row['policy_tilt'] > 0 else 'policy_tilt_high']:+.3f})"
+        for row in tilts.iter_rows(named=True))
+    return (f" Label policy moves {', '.join(c.policy_moved_pairs())} by more than the "
+            f"{c.auroc_margin:.2f} margin; AUROC of TF-IDF trained on the other policy minus "
+            f"TF-IDF trained on the recipe's: {each}. There a shortfall may be policy, not "
+            "detection, so it is shown and not counted.")
 
 
 def competence_caution(ctx: ReportContext) -> str | None:
@@ -92,7 +94,7 @@ def competence_summary(ctx: ReportContext) -> str:
                + f" the TF-IDF baseline by the {c.auroc_margin:.2f} margin"
                + (" on some pair." if c.ranks_below_baseline else
                   " on every pair counted." if c.policy_moved_pairs() else " on every pair.")
-               + _moved_words(c)
+               + _moved_words(c, alpha=ctx.options.alpha)
                if ranking else ""))
 
 
@@ -122,15 +124,19 @@ def competence_blocks(ctx: ReportContext) -> list[Block]:
                         high="auroc_high"),
                  Column("baseline_auroc", "TF-IDF AUROC", "num3"),
                  Column("margin", "margin", "num3"),
-                 Column("policy_tilt", "policy tilt", "num3"), Column("n_runs", "seeds", "int"))
+                 Column("policy_tilt", "policy tilt", "num3", low="policy_tilt_low",
+                        high="policy_tilt_high"),
+                 Column("n_runs", "seeds", "int"))
         blocks.append(Table(
             "competence_ranking", f"Competence gate, ranking: AUROC of the {c.branch} recipe's "
             f"P(unsafe) on harmful vs benign prompts of the same source ({c.subset} prompts, "
             f"{c.mapping} mapping; seed mean, range over seeds), beside the TF-IDF baseline on "
             f"the same prompts; it passes where the margin is at least {c.auroc_margin:.2f}. "
             f"Policy tilt: the AUROC of TF-IDF trained on the other label policy minus that "
-            f"of TF-IDF trained on the recipe's; a pair it moves by {c.auroc_margin:.2f} or "
-            f"more is not counted (policy, not detection, may decide it).",
+            f"of TF-IDF trained on the recipe's, with its prompt-bootstrap interval (each "
+            f"bound one-sided at the report's alpha); a pair whose bound on the tilt's side "
+            f"lies {c.auroc_margin:.2f} or more from 0 is moved by policy and not counted "
+            f"(policy, not detection, may decide it).",
             rcols, c.ranking))
     return blocks
 
