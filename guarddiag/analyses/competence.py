@@ -158,7 +158,8 @@ def ranking_shortfalls(ranking: pl.DataFrame) -> pl.DataFrame:
 
 
 def ranking_table(predictions: pl.DataFrame, *, mapping: str, subset: str,
-                  margin: float | None = None, alpha: float | None = None) -> pl.DataFrame:
+                  margin: float | None = None, alpha: float | None = None,
+                  n_resamples: int = stats.DEFAULT_RESAMPLES, seed: int = 0) -> pl.DataFrame:
     """Per size and pair of :func:`ranking_pairs` with predictions: the reference recipe's
     (role ``reference``)
     AUROC (mean over its seeds; ``auroc_low``/``auroc_high`` the seed range), the TF-IDF
@@ -167,7 +168,7 @@ def ranking_table(predictions: pl.DataFrame, *, mapping: str, subset: str,
     false without a baseline). ``policy_tilt`` (with its bootstrap bounds): the AUROC of the
     TF-IDF baseline trained on the other label policy minus that one's; ``policy_moved``: the
     tilt reaches ``margin`` at level ``alpha`` (None: the protocol's; :func:`_policy_tilt`,
-    module docstring)."""
+    module docstring), on ``n_resamples`` prompt resamples drawn from ``seed``."""
     margin = protocol().auroc_margin if margin is None else margin
     alpha = protocol().alpha if alpha is None else alpha
     ok = predictions.filter(pl.col("status") == "ok")
@@ -193,7 +194,7 @@ def ranking_table(predictions: pl.DataFrame, *, mapping: str, subset: str,
             b = _pair_auroc(base, harmful, benign) if base["run_id"].n_unique() == 1 else None
             if policy not in tilts:
                 tilts[policy] = _policy_tilt(part, policy, harmful, benign, margin=margin,
-                                             alpha=alpha)
+                                             alpha=alpha, n_resamples=n_resamples, seed=seed)
             tilt = tilts[policy]
             mean = float(np.mean([v[0] for v in values]))
             rows.append({"size": size, "pair": name, "harmful": harmful, "benign": benign,
@@ -216,7 +217,8 @@ def ranking_table(predictions: pl.DataFrame, *, mapping: str, subset: str,
 
 
 def _policy_tilt(part: pl.DataFrame, policy: str, harmful: str, benign: str, *,
-                 margin: float, alpha: float) -> dict[str, object]:
+                 margin: float, alpha: float, n_resamples: int,
+                 seed: int) -> dict[str, object]:
     """``policy_tilt`` (AUROC of the TF-IDF baseline trained on another label policy minus the
     recipe policy's, on the pair's prompts; of several other policies, the one furthest away),
     its prompt-bootstrap bounds ``policy_tilt_low``/``policy_tilt_high`` (the α and 1−α
@@ -240,8 +242,8 @@ def _policy_tilt(part: pl.DataFrame, policy: str, harmful: str, benign: str, *,
         return none
     tilts = [auroc(p[y == 1], p[y == 0]) - auroc(p_own[y == 1], p_own[y == 0]) for p in found]
     k = max(range(len(tilts)), key=lambda i: abs(tilts[i]))
-    counts = draw_counts(stats.derive_rng(0, "policy-tilt", harmful, benign), len(y),
-                         stats.DEFAULT_RESAMPLES)
+    counts = draw_counts(stats.derive_rng(seed, "policy-tilt", harmful, benign), len(y),
+                         n_resamples)
     boot = weighted_auroc(found[k], y, counts) - weighted_auroc(p_own, y, counts)
     boot = boot[np.isfinite(boot)]
     low, high = (float(np.quantile(boot, alpha)), float(np.quantile(boot, 1 - alpha)))
@@ -306,13 +308,14 @@ def competence_gate(scores: ScoresResult, *, kinds: Mapping[str, str] | None = N
                     floor: float | None = None,
                     predictions: pl.DataFrame | None = None,
                     auroc_margin: float | None = None,
-                    alpha: float | None = None) -> CompetenceResult | None:
+                    alpha: float | None = None, n_resamples: int = stats.DEFAULT_RESAMPLES,
+                    seed: int = 0) -> CompetenceResult | None:
     """Reference CAP on the clear-harm benchmarks beside the TF-IDF baseline's, and, given
     the ``predictions`` table, its AUROC on the ranking pairs (module docstring); None when
     no run of the reference recipe (role ``reference``, :func:`guarddiag.roles.is_reference`)
     was scored on any clear-harm benchmark. ``floor`` and ``auroc_margin`` None: the
-    protocol's ``competence_floor`` and ``auroc_margin``; ``alpha`` (None: the protocol's) the
-    level at which a ranking pair is called moved by policy."""
+    protocol's ``competence_floor`` and ``auroc_margin``; ``alpha`` (None: the protocol's),
+    ``n_resamples`` and ``seed``: the test that label policy moves a ranking pair."""
     proto = protocol()
     floor = proto.competence_floor if floor is None else floor
     auroc_margin = proto.auroc_margin if auroc_margin is None else auroc_margin
@@ -358,7 +361,7 @@ def competence_gate(scores: ScoresResult, *, kinds: Mapping[str, str] | None = N
                           pl.col("n_runs").fill_null(0).cast(pl.Int64), "below_floor",
                           "baseline_mean_cap")
     ranking = (ranking_table(predictions, mapping=mapping, subset=subset, margin=auroc_margin,
-                             alpha=alpha)
+                             alpha=alpha, n_resamples=n_resamples, seed=seed)
                if predictions is not None else None)
     return CompetenceResult(
         table=table, sizes=sizes, benchmarks=counted,
@@ -372,7 +375,8 @@ def _competence(ctx: AnalysisContext) -> CompetenceResult | None:
     o = ctx.options
     return competence_gate(ctx[SCORES], kinds=ctx.inputs.kinds, subset=o.primary_subset,
                            mapping=o.mapping, floor=o.competence_floor,
-                           predictions=ctx.inputs.predictions, alpha=o.alpha)
+                           predictions=ctx.inputs.predictions, alpha=o.alpha,
+                           n_resamples=o.n_resamples, seed=o.seed)
 
 
 COMPETENCE = register_analysis("competence", _competence, result=CompetenceResult,
