@@ -186,8 +186,8 @@ def test_auroc_of_the_reference_beside_the_baseline_by_hand():
     from sklearn.metrics import roc_auc_score
 
     preds = _ranking_rows()
-    scores = analyses.compute_scores(preds, kinds=KINDS | {XS_B: "benign"}, n_resamples=10,
-                                     seed=0)
+    scores = analyses.compute_scores(preds, kinds=KINDS | {XS_B: "benign", "jbb_benign": "benign"},
+                                     n_resamples=10, seed=0)
     res = analyses.competence_gate(scores, kinds=KINDS, subset="full", mapping="loose",
                                    predictions=preds, floor=0.5)
     row = res.ranking.row(0, named=True)
@@ -215,8 +215,8 @@ def test_auroc_of_the_reference_beside_the_baseline_by_hand():
 
 def test_no_baseline_of_the_recipes_policy_counts_as_not_beating_it():
     preds = _ranking_rows(tfidf_policy="A")
-    scores = analyses.compute_scores(preds, kinds=KINDS | {XS_B: "benign"}, n_resamples=10,
-                                     seed=0)
+    scores = analyses.compute_scores(preds, kinds=KINDS | {XS_B: "benign", "jbb_benign": "benign"},
+                                     n_resamples=10, seed=0)
     res = analyses.competence_gate(scores, kinds=KINDS, subset="full", mapping="loose",
                                    predictions=preds, floor=0.95)
     row = res.ranking.row(0, named=True)
@@ -247,16 +247,24 @@ def test_the_caution_names_the_measure_that_failed(tmp_path):
 XS_N = 60
 
 
-def _tilt_rows(*, p_a: list[float], p_b: list[float], p_ref: list[float]):
+def _tilt_rows(*, p_a: list[float], p_b: list[float], p_ref: list[float],
+               jbb: bool = True):
     """XSTest (60 harmful then 60 benign prompts, P(unsafe) listed harmful first) scored by
-    the reference (one seed) and TF-IDF baselines trained on policies A and B."""
+    the reference (one seed) and TF-IDF baselines trained on policies A and B; with ``jbb``
+    also JailbreakBench, which the reference ranks perfectly (AUROC 1) and both baselines at
+    0.5 (tilt 0)."""
     rows = []
-    for meta, p in ((run_meta("minilm", "reference", 42), p_ref),
-                    (run_meta("tfidf", "tfidf_B", 42, kind="baseline", policy="B"), p_b),
-                    (run_meta("tfidf", "tfidf_A", 42, kind="baseline", policy="A"), p_a)):
+    for meta, p, p_jbb in (
+            (run_meta("minilm", "reference", 42), p_ref, _spread(XS_N)),
+            (run_meta("tfidf", "tfidf_B", 42, kind="baseline", policy="B"), p_b, _spread(30)),
+            (run_meta("tfidf", "tfidf_A", 42, kind="baseline", policy="A"), p_a, _spread(30))):
         rows += rows_for(meta, XS_H, p[:XS_N], ids=[f"h{j}" for j in range(XS_N)])
         rows += rows_for(meta, XS_B, p[XS_N:], ids=[f"b{j}" for j in range(XS_N)])
         rows += rows_for(meta, STD, decisions(9, N), ids=[f"s{j}" for j in range(N)])
+        if jbb:
+            rows += rows_for(meta, JBB, p_jbb[:XS_N], ids=[f"jh{j}" for j in range(XS_N)])
+            rows += rows_for(meta, "jbb_benign", p_jbb[XS_N:],
+                             ids=[f"jb{j}" for j in range(XS_N)])
     return frame(rows)
 
 
@@ -273,14 +281,18 @@ def test_policy_tilt_by_hand_and_a_moved_pair_does_not_fail_the_gate():
     # AUROC: TF-IDF B 36/60 = 0.60, TF-IDF A 54/60 = 0.90, reference 37/60 = 0.617
     preds = _tilt_rows(p_a=_spread(54), p_b=_spread(36), p_ref=_spread(37))
     table = ranking_table(preds, mapping="loose", subset="full", margin=0.05)
+    assert table["pair"].to_list() == ["xstest", "jailbreakbench"]
+    jbb = table.row(1, named=True)
+    assert (jbb["auroc"], jbb["policy_tilt"], jbb["beats_baseline"]) == (1.0, 0.0, True)
+    assert jbb["policy_moved"] is False
     row = table.row(0, named=True)
     assert row["baseline_auroc"] == pytest.approx(0.60)
     assert row["policy_tilt"] == pytest.approx(0.90 - 0.60)
     assert row["policy_tilt_low"] <= 0.30 <= row["policy_tilt_high"]
     assert row["policy_moved"] is True
     assert row["beats_baseline"] is False                  # 0.617 < 0.60 + 0.05
-    scores = analyses.compute_scores(preds, kinds=KINDS | {XS_B: "benign"}, n_resamples=10,
-                                     seed=0)
+    scores = analyses.compute_scores(preds, kinds=KINDS | {XS_B: "benign", "jbb_benign": "benign"},
+                                     n_resamples=10, seed=0)
     gate = analyses.competence_gate(scores, kinds=KINDS, subset="full", mapping="loose",
                                     predictions=preds, floor=0.5)
     assert gate.policy_moved_pairs() == ("xstest",)
@@ -291,13 +303,25 @@ def test_policy_tilt_by_hand_and_a_moved_pair_does_not_fail_the_gate():
     row = ranking_table(same, mapping="loose", subset="full", margin=0.05).row(0, named=True)
     assert row["policy_tilt"] == pytest.approx(1 / 60)
     assert row["policy_moved"] is False
-    scores = analyses.compute_scores(same, kinds=KINDS | {XS_B: "benign"}, n_resamples=10,
-                                     seed=0)
+    scores = analyses.compute_scores(same, kinds=KINDS | {XS_B: "benign", "jbb_benign": "benign"},
+                                     n_resamples=10, seed=0)
     gate = analyses.competence_gate(scores, kinds=KINDS, subset="full", mapping="loose",
                                     predictions=same, floor=0.5)
     assert gate.ranks_below_baseline
     assert gate.failed_measures() == ("AUROC",)
     assert gate.policy_moved_pairs() == ()
+
+
+def test_a_gate_whose_every_pair_policy_moves_has_no_ranking_evidence():
+    preds = _tilt_rows(p_a=_spread(54), p_b=_spread(36), p_ref=_spread(60), jbb=False)
+    scores = analyses.compute_scores(preds, kinds=KINDS | {XS_B: "benign"}, n_resamples=10,
+                                     seed=0)
+    gate = analyses.competence_gate(scores, kinds=KINDS, subset="full", mapping="loose",
+                                    predictions=preds, floor=0.5)
+    # the recipe beats TF-IDF (1.0 vs 0.6) on the only pair, but policy moves it
+    assert gate.ranking["beats_baseline"].to_list() == [True]
+    assert gate.policy_moved_pairs() == ("xstest",)
+    assert gate.failed_measures() == ("AUROC",)
 
 
 def test_weighted_auroc_matches_scikit_learn_per_weight_row():

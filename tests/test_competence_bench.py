@@ -182,3 +182,23 @@ def test_the_gate_per_size_reads_cap_at_the_cutoff_and_the_pairs():
                                 (0.0, 0.0, 0.0))
     assert res.gate_lines()[0].startswith("minilm: the report's competence gate passes: CAP at "
                                           "0.5 90.0%")
+
+
+def test_the_gate_per_size_names_a_pair_policy_moves_and_does_not_count_it():
+    table, ranking, caps = competence_by_size(_predictions(), _pool(),
+                                              teachers={"minilm": "minilm-wide"})
+    # xstest as if it had lost to TF-IDF on a pair label policy moves
+    moved = ranking.with_columns(pl.lit(False).alias("beats_baseline"),
+                                 pl.lit(True).alias("policy_moved"))
+    res = CompetenceBenchResult(table, moved, caps, 0.05, "loose", "decontaminated", "cpu",
+                                (0.0, 0.0, 0.0))
+    # its only pair moved: no pair is left to show ranking, so that measure fails too
+    assert res.gate_lines() == [
+        "minilm: the report's competence gate fails (CAP, AUROC): CAP at 0.5 66.7% (floor "
+        "80.0%); AUROC ≥ TF-IDF + 0.05 on 0 of 0 pairs counted (xstest: moved by label policy, "
+        "not counted)"]
+    lost = moved.with_columns(pl.lit(False).alias("policy_moved"))
+    res = CompetenceBenchResult(table, lost, caps, 0.05, "loose", "decontaminated", "cpu",
+                                (0.0, 0.0, 0.0))
+    assert res.gate_lines()[0].startswith("minilm: the report's competence gate fails (CAP, "
+                                          "AUROC)")

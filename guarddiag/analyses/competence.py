@@ -107,11 +107,11 @@ class CompetenceResult:
 
     @property
     def ranks_below_baseline(self) -> bool:
-        """On some pair and size that policy does not move (:func:`ranking_shortfalls`) the
+        """:func:`ranking_fails`: on some pair and size that policy does not move the
         reference's AUROC is not ``auroc_margin`` above the TF-IDF baseline's (or there is no
-        baseline to beat on a scored pair)."""
+        baseline to beat on a scored pair), or policy moves every pair scored."""
         r = self.ranking
-        return bool(r is not None and ranking_shortfalls(r).height)
+        return r is not None and ranking_fails(r)
 
     def policy_moved_pairs(self) -> tuple[str, ...]:
         """The ranking pairs that label policy moves by the margin (not counted), in order."""
@@ -155,6 +155,13 @@ def ranking_shortfalls(ranking: pl.DataFrame) -> pl.DataFrame:
     """The rows of a :func:`ranking_table` that fail the gate: the recipe does not beat the
     baseline by the margin on a pair that label policy does not move."""
     return ranking.filter(~pl.col("beats_baseline") & ~pl.col("policy_moved"))
+
+
+def ranking_fails(ranking: pl.DataFrame) -> bool:
+    """The gate's ranking measure fails: some :func:`ranking_shortfalls` row, or pairs were
+    scored and label policy moves every one (no pair is left to show detection)."""
+    return bool(ranking_shortfalls(ranking).height
+                or (ranking.height and ranking["policy_moved"].all()))
 
 
 def ranking_table(predictions: pl.DataFrame, *, mapping: str, subset: str,

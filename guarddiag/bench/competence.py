@@ -49,8 +49,8 @@ import polars as pl
 
 from guarddiag.analyses.competence import (
     clear_harm_benchmarks,
+    ranking_fails,
     ranking_pairs,
-    ranking_shortfalls,
     ranking_table,
 )
 from guarddiag.analyses.operating import flag_shares_by_language, matched_threshold, neutral_ids
@@ -153,21 +153,23 @@ class CompetenceBenchResult:
     def gate_lines(self) -> list[str]:
         """Per size, the report's competence gate (:mod:`guarddiag.analyses.competence`): CAP at
         the cut-off against the protocol's floor, and the pairs where AUROC beats TF-IDF by the
-        protocol's margin."""
+        protocol's margin, of those label policy does not move."""
         proto = protocol()
         lines = []
         for r in self.sizes.filter(pl.col("size") != "tfidf").iter_rows(named=True):
             ranking = self.ranking.filter(pl.col("size") == r["size"])
-            beaten = int(r.get("pairs_beaten") or 0)
             moved = ranking.filter(pl.col("policy_moved"))["pair"].to_list()
+            counted = ranking.filter(~pl.col("policy_moved"))
+            beaten = counted.filter(pl.col("beats_baseline")).height
             failed = [*(["CAP"] if r["cap_05"] < proto.competence_floor else []),
-                      *(["AUROC"] if ranking_shortfalls(ranking).height else [])]
+                      *(["AUROC"] if ranking_fails(ranking) else [])]
             verdict = f"fails ({', '.join(failed)})" if failed else "passes"
             lines.append(
                 f"{r['size']}: the report's competence gate {verdict}: CAP at {proto.cutoff:g}"
                 f" {_pct(r['cap_05'])} (floor {_pct(proto.competence_floor)}); "
-                f"AUROC ≥ TF-IDF + {proto.auroc_margin:g} on {beaten} of {ranking.height} pairs"
-                + (f" ({', '.join(moved)} moved by label policy, not counted)" if moved else ""))
+                f"AUROC ≥ TF-IDF + {proto.auroc_margin:g} on {beaten} of {counted.height} pairs"
+                + (f" counted ({', '.join(moved)}: moved by label policy, not counted)"
+                   if moved else ""))
         return lines
 
     def to_caps_table(self) -> str:

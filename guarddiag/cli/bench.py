@@ -344,9 +344,12 @@ def _register_competence(bench: argparse._SubParsersAction) -> None:
                     "benchmark_lang) and the share of the other languages' neutral rows the\n"
                     "all-language threshold flags, AUROC per ranking pair as recipe/TF-IDF,\n"
                     "the teachers' HarmBench-copyright gap, encoder and training seconds per\n"
-                    "1,000 prompts and peak memory, with the CPU and the load. Needs a pool and\n"
-                    "an audit (guarddiag pool build, guarddiag audit); runs, score caches and\n"
-                    "states are reused, so a second call only renders.\n\n"
+                    "1,000 prompts and peak memory, with the CPU and the load; then per size\n"
+                    "the report's competence gate (a pair that label policy moves, where TF-IDF\n"
+                    "trained on policy A and on B rank it apart by the margin, is named and not\n"
+                    "counted). Needs a pool and an audit (guarddiag pool build, guarddiag\n"
+                    "audit); runs, score caches and states are reused, so a second call only\n"
+                    "renders.\n\n"
                     "  guarddiag bench competence --sizes minilm,minilm-mean-l256 --work-dir work")
     c.add_argument("--sizes", type=name_list, default="minilm", metavar="SIZES",
                    help="comma-separated frozen sizes")

@@ -68,9 +68,12 @@ def competence_caution(ctx: ReportContext) -> str | None:
                    f"{c.mapping} mapping) the {c.branch} recipe's mean CAP is {_size_words(c)}, "
                    f"below the {pct(c.floor)} floor (the study's branches caught 80–91%)")
     if c.ranks_below_baseline:
+        failing = _ranking_words(c, failing_only=True)
         why.append(f"AUROC: on same-source harmful/benign pairs the {c.branch} recipe does not "
                    f"rank {c.auroc_margin:.2f} above a TF-IDF word-count baseline on the same "
-                   f"prompts ({_ranking_words(c, failing_only=True)})")
+                   f"prompts ({failing})" if failing else
+                   "AUROC: label policy moves every same-source pair scored, so none is left "
+                   "to show that the recipe ranks harm above word counts")
     return (f"Caution ({' and '.join(c.failed_measures())} failed): these guards detect too "
             "little harm for a capability call to mean detection. " + ". ".join(why) + ". "
             "Here 'capability' says only that label policy moves a score by less than the "
