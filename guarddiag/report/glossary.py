@@ -88,8 +88,13 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
     ("loose mapping", "unsafe = HARMFUL or COMPOUND; BOUNDARY_SAFE counts as safe."),
     ("strict mapping", "unsafe = HARMFUL, COMPOUND or BOUNDARY_SAFE."),
     ("competence gate", "the reference recipe's mean CAP on the study's clearly harmful "
-                        "benchmarks must reach the floor for a capability call to mean "
-                        "detection."),
+                        "benchmarks must reach the floor, and its AUROC beat TF-IDF's by the "
+                        "margin on every same-source pair that label policy does not move, for "
+                        "a capability call to mean detection."),
+    ("policy tilt", "on a same-source pair, the AUROC of TF-IDF trained on the other label "
+                    "policy minus that of TF-IDF trained on the reference's; where its one-sided "
+                    "bound lies beyond the margin, policy moves the pair, and the competence "
+                    "gate shows it without counting it."),
 )
 """(term, definition), in the order a reader meets them; ``{cut}`` stands for the protocol's
 cut-off (:func:`glossary` writes it in)."""
