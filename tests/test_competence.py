@@ -324,6 +324,22 @@ def test_a_gate_whose_every_pair_policy_moves_has_no_ranking_evidence():
     assert gate.failed_measures() == ("AUROC",)
 
 
+def test_the_report_says_no_pair_is_left_when_policy_moves_every_one(tmp_path):
+    work = tmp_path / "work"
+    files.write_parquet(_tilt_rows(p_a=_spread(54), p_b=_spread(36), p_ref=_spread(60),
+                                   jbb=False), work / "runs" / "predictions.parquet")
+    out = tmp_path / "out"
+    assert main(["report", "--runs-dir", str(work / "runs"), "--pool", str(work / "none"),
+                 "--audit-dir", str(work / "none"), "--out", str(out), "--bootstrap", "200",
+                 "--subset", "full", "--competence-floor", "0.5"]) == 0
+    comp = json.loads((out / "results.json").read_text(encoding="utf-8"))[
+        "results"]["summary"]["competence"]
+    assert comp["failed"] == ["AUROC"]
+    assert "label policy moves every same-source pair scored" in comp["caution"]
+    md = (out / "report.md").read_text(encoding="utf-8")
+    assert "no pair is left to count: label policy moves every one." in md
+
+
 def test_weighted_auroc_matches_scikit_learn_per_weight_row():
     from sklearn.metrics import roc_auc_score
 

@@ -93,12 +93,18 @@ def competence_summary(ctx: ReportContext) -> str:
             f"benchmarks is {_size_words(c)}, {verdict} the {pct(c.floor)} floor"
             + (f"; not scored here: {', '.join(c.missing)}" if c.missing else "") + "."
             + (f" Ranking (AUROC, harmful vs benign of the same source): {ranking}; "
-               + ("below" if c.ranks_below_baseline else "above")
-               + f" the TF-IDF baseline by the {c.auroc_margin:.2f} margin"
-               + (" on some pair." if c.ranks_below_baseline else
-                  " on every pair counted." if c.policy_moved_pairs() else " on every pair.")
-               + _moved_words(c, alpha=ctx.options.alpha)
+               + _ranking_verdict(c) + _moved_words(c, alpha=ctx.options.alpha)
                if ranking else ""))
+
+
+def _ranking_verdict(c: CompetenceResult) -> str:
+    margin = f"the TF-IDF baseline by the {c.auroc_margin:.2f} margin"
+    if c.ranking is not None and ranking_shortfalls(c.ranking).height:
+        return f"below {margin} on some pair."
+    if c.ranks_below_baseline:
+        return "no pair is left to count: label policy moves every one."
+    return f"above {margin} on every pair{' counted' if c.policy_moved_pairs() else ''}."
+
 
 
 def competence_blocks(ctx: ReportContext) -> list[Block]:
