@@ -98,13 +98,13 @@ def competence_summary(ctx: ReportContext) -> str:
 
 
 def _ranking_verdict(c: CompetenceResult) -> str:
+    """The ranking measure's verdict, ending the summary's ranking sentence."""
     margin = f"the TF-IDF baseline by the {c.auroc_margin:.2f} margin"
     if c.ranking is not None and ranking_shortfalls(c.ranking).height:
         return f"below {margin} on some pair."
     if c.ranks_below_baseline:
         return "no pair is left to count: label policy moves every one."
     return f"above {margin} on every pair{' counted' if c.policy_moved_pairs() else ''}."
-
 
 
 def competence_blocks(ctx: ReportContext) -> list[Block]:
