@@ -140,6 +140,8 @@ def test_another_policy_content_benchmark_changes_the_clear_harm_set(tmp_path, m
 # ── no module restates the protocol ───────────────────────────────────────────────────────────
 
 ALLOWED: dict[tuple[str, str], str] = {
+    ("analyses/competence.py", "weighted_auroc"):
+        "0.5: a tie counts half in the Mann-Whitney AUROC",
     ("analyses/operating.py", "auroc_against"):
         "0.5: a tie counts half in the Mann-Whitney AUROC",
     ("analyses/operating.py", "HALF"):
@@ -202,6 +204,8 @@ def protocol_literals() -> list[str]:
 CUTOFF_WORDS = re.compile(r"(?<![\d.])0\.5(?!\d)")
 """The cut-off quoted inside a sentence or a column heading ("at 0.5", "P(unsafe) ≥ 0.5")."""
 WORDS_ALLOWED: dict[tuple[str, str], str] = {
+    ("analyses/competence.py", "weighted_auroc"):
+        "0.5: a tie counts half in the Mann-Whitney AUROC",
     ("report/sections/threshold_free.py", "section_threshold_free"):
         "'not 0.5': the AUROC of a guard ranking at random, which AUPRC's chance level is not",
 }
