@@ -225,19 +225,25 @@ def test_no_baseline_of_the_recipes_policy_counts_as_not_beating_it():
     assert res.failed_measures() == ("CAP", "AUROC")
 
 
-def test_the_caution_names_the_measure_that_failed(tmp_path):
+def _report_competence(tmp_path, preds, *, floor: str, bootstrap: str = "20"):
+    """``guarddiag report`` on ``preds`` alone (full subset): the competence payload of its
+    results.json, and its report.md."""
     work = tmp_path / "work"
-    files.write_parquet(_ranking_rows(), work / "runs" / "predictions.parquet")
+    files.write_parquet(preds, work / "runs" / "predictions.parquet")
     out = tmp_path / "out"
     assert main(["report", "--runs-dir", str(work / "runs"), "--pool", str(work / "none"),
-                 "--audit-dir", str(work / "none"), "--out", str(out), "--bootstrap", "20",
-                 "--subset", "full", "--competence-floor", "0.95"]) == 0
+                 "--audit-dir", str(work / "none"), "--out", str(out), "--bootstrap", bootstrap,
+                 "--subset", "full", "--competence-floor", floor]) == 0
     res = json.loads((out / "results.json").read_text(encoding="utf-8"))
-    comp = res["results"]["summary"]["competence"]
+    return (res["results"]["summary"]["competence"],
+            (out / "report.md").read_text(encoding="utf-8"))
+
+
+def test_the_caution_names_the_measure_that_failed(tmp_path):
+    comp, md = _report_competence(tmp_path, _ranking_rows(), floor="0.95")
     assert comp["failed"] == ["CAP"]
     assert comp["caution"].startswith("Caution (CAP failed)")
     assert comp["ranking"][0]["baseline_auroc"] == pytest.approx(8 / 12)
-    md = (out / "report.md").read_text(encoding="utf-8")
     assert "xstest 0.854 vs TF-IDF 0.667 at minilm" in md
     assert "Competence gate, ranking" in md
 
@@ -248,18 +254,19 @@ XS_N = 60
 
 
 def _tilt_rows(*, p_a: list[float], p_b: list[float], p_ref: list[float],
-               jbb: bool = True):
-    """XSTest (60 harmful then 60 benign prompts, P(unsafe) listed harmful first) scored by
-    the reference (one seed) and TF-IDF baselines trained on policies A and B; with ``jbb``
-    also JailbreakBench, which the reference ranks perfectly (AUROC 1) and both baselines at
-    0.5 (tilt 0)."""
+               jbb: bool = True, n_harmful: int = XS_N):
+    """XSTest (``n_harmful`` harmful prompts then the rest benign, P(unsafe) listed harmful
+    first) scored by the reference (one seed) and TF-IDF baselines trained on policies A and
+    B; with ``jbb`` also JailbreakBench, which the reference ranks perfectly (AUROC 1) and both
+    baselines at 0.5 (tilt 0)."""
     rows = []
     for meta, p, p_jbb in (
             (run_meta("minilm", "reference", 42), p_ref, _spread(XS_N)),
             (run_meta("tfidf", "tfidf_B", 42, kind="baseline", policy="B"), p_b, _spread(30)),
             (run_meta("tfidf", "tfidf_A", 42, kind="baseline", policy="A"), p_a, _spread(30))):
-        rows += rows_for(meta, XS_H, p[:XS_N], ids=[f"h{j}" for j in range(XS_N)])
-        rows += rows_for(meta, XS_B, p[XS_N:], ids=[f"b{j}" for j in range(XS_N)])
+        rows += rows_for(meta, XS_H, p[:n_harmful], ids=[f"h{j}" for j in range(n_harmful)])
+        rows += rows_for(meta, XS_B, p[n_harmful:],
+                         ids=[f"b{j}" for j in range(len(p) - n_harmful)])
         rows += rows_for(meta, STD, decisions(9, N), ids=[f"s{j}" for j in range(N)])
         if jbb:
             rows += rows_for(meta, JBB, p_jbb[:XS_N], ids=[f"jh{j}" for j in range(XS_N)])
@@ -325,18 +332,11 @@ def test_a_gate_whose_every_pair_policy_moves_has_no_ranking_evidence():
 
 
 def test_the_report_says_no_pair_is_left_when_policy_moves_every_one(tmp_path):
-    work = tmp_path / "work"
-    files.write_parquet(_tilt_rows(p_a=_spread(54), p_b=_spread(36), p_ref=_spread(60),
-                                   jbb=False), work / "runs" / "predictions.parquet")
-    out = tmp_path / "out"
-    assert main(["report", "--runs-dir", str(work / "runs"), "--pool", str(work / "none"),
-                 "--audit-dir", str(work / "none"), "--out", str(out), "--bootstrap", "200",
-                 "--subset", "full", "--competence-floor", "0.5"]) == 0
-    comp = json.loads((out / "results.json").read_text(encoding="utf-8"))[
-        "results"]["summary"]["competence"]
+    comp, md = _report_competence(
+        tmp_path, _tilt_rows(p_a=_spread(54), p_b=_spread(36), p_ref=_spread(60), jbb=False),
+        floor="0.5", bootstrap="200")
     assert comp["failed"] == ["AUROC"]
     assert "label policy moves every same-source pair scored" in comp["caution"]
-    md = (out / "report.md").read_text(encoding="utf-8")
     assert "no pair is left to count: label policy moves every one." in md
 
 
@@ -368,17 +368,6 @@ def _correlated_pair(rng, *, n_harmful: int, n_benign: int, shift_a: float):
     return [float(v) for v in 1 / (1 + np.exp(-a))], [float(v) for v in 1 / (1 + np.exp(-b))]
 
 
-def _pair_frame(p_a, p_b, n_harmful):
-    rows = []
-    for meta, p in ((run_meta("minilm", "reference", 42), p_b),
-                    (run_meta("tfidf", "tfidf_B", 42, kind="baseline", policy="B"), p_b),
-                    (run_meta("tfidf", "tfidf_A", 42, kind="baseline", policy="A"), p_a)):
-        rows += rows_for(meta, XS_H, p[:n_harmful], ids=[f"h{j}" for j in range(n_harmful)])
-        rows += rows_for(meta, XS_B, p[n_harmful:],
-                         ids=[f"b{j}" for j in range(len(p) - n_harmful)])
-    return frame(rows)
-
-
 def test_moved_holds_its_error_rate_when_policy_moves_nothing_by_simulation():
     """Through ranking_table: JailbreakBench's size (63 harmful, 100 benign), no policy effect.
     A pair called moved drops out of the gate, so a false call could pass a guard that fails
@@ -393,32 +382,26 @@ def test_moved_holds_its_error_rate_when_policy_moves_nothing_by_simulation():
     null = power = 0
     for _ in range(draws):
         p_a, p_b = _correlated_pair(rng, n_harmful=63, n_benign=100, shift_a=0.0)
-        null += ranking_table(_pair_frame(p_a, p_b, 63), mapping="loose", subset="full",
+        pair = _tilt_rows(p_a=p_a, p_b=p_b, p_ref=p_b, jbb=False, n_harmful=63)
+        null += ranking_table(pair, mapping="loose", subset="full",
                               margin=0.05)["policy_moved"][0]
     for _ in range(draws // 4):
         p_a, p_b = _correlated_pair(rng, n_harmful=63, n_benign=100, shift_a=0.8)
-        power += ranking_table(_pair_frame(p_a, p_b, 63), mapping="loose", subset="full",
+        pair = _tilt_rows(p_a=p_a, p_b=p_b, p_ref=p_b, jbb=False, n_harmful=63)
+        power += ranking_table(pair, mapping="loose", subset="full",
                                margin=0.05)["policy_moved"][0]
     assert null / draws <= 0.02
     assert power / (draws // 4) >= 0.5
 
 
 def test_the_report_names_a_moved_pair_and_its_bound(tmp_path):
-    work = tmp_path / "work"
-    files.write_parquet(_tilt_rows(p_a=_spread(54), p_b=_spread(36), p_ref=_spread(37)),
-                        work / "runs" / "predictions.parquet")
-    out = tmp_path / "out"
-    assert main(["report", "--runs-dir", str(work / "runs"), "--pool", str(work / "none"),
-                 "--audit-dir", str(work / "none"), "--out", str(out), "--bootstrap", "20",
-                 "--subset", "full", "--competence-floor", "0.5"]) == 0
-    comp = json.loads((out / "results.json").read_text(encoding="utf-8"))[
-        "results"]["summary"]["competence"]
+    comp, md = _report_competence(
+        tmp_path, _tilt_rows(p_a=_spread(54), p_b=_spread(36), p_ref=_spread(37)), floor="0.5")
     assert comp["policy_moved"] == ["xstest"]
     assert comp["failed"] == []                            # its only shortfall is not counted
     assert comp["caution"] is None
     row = comp["ranking"][0]
     assert row["policy_tilt"] == pytest.approx(0.30)
-    md = (out / "report.md").read_text(encoding="utf-8")
     assert "xstest 0.617 vs TF-IDF 0.600 (moved by policy, not counted) at minilm" in md
     bound = re.search(r"xstest \+0\.300 \(one-sided 95% bound \+(0\.\d{3})\)", md)
     assert bound is not None
