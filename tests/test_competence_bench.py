@@ -87,7 +87,7 @@ def test_per_size_table_by_hand():
     # baseline wins 2 of 4 pairs (.9 > .8, .9 > .2; .1 loses both): 0.5, so 1 pair beaten
     assert ranking.row(0, named=True)["auroc"] == pytest.approx(1.0)
     assert ranking.row(0, named=True)["baseline_auroc"] == pytest.approx(0.5)
-    assert ref["pairs_beaten"] == 1
+    assert (ref["pairs_beaten"], ref["pairs_counted"]) == (1, 1)
     # TF-IDF at its own threshold (t = 0.929): only .99 of the 6; at 0.5: .99 .7 .6 .55
     tf = rows["tfidf"]
     assert (tf["cap_ffr"], tf["cap_05"]) == (pytest.approx(1 / 6), pytest.approx(4 / 6))

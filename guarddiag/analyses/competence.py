@@ -151,17 +151,21 @@ def _baseline_run(frame: pl.DataFrame, policy: str) -> pl.DataFrame:
                         & (pl.col("label_policy") == policy))
 
 
+COUNTED = ~pl.col("policy_moved")
+"""A :func:`ranking_table` row the gate counts: a pair label policy does not move."""
+
+
 def ranking_shortfalls(ranking: pl.DataFrame) -> pl.DataFrame:
     """The rows of a :func:`ranking_table` that fail the gate: the recipe does not beat the
     baseline by the margin on a pair that label policy does not move."""
-    return ranking.filter(~pl.col("beats_baseline") & ~pl.col("policy_moved"))
+    return ranking.filter(COUNTED & ~pl.col("beats_baseline"))
 
 
 def ranking_fails(ranking: pl.DataFrame) -> bool:
     """The gate's ranking measure fails: some :func:`ranking_shortfalls` row, or pairs were
     scored and label policy moves every one (no pair is left to show detection)."""
     return bool(ranking_shortfalls(ranking).height
-                or (ranking.height and ranking["policy_moved"].all()))
+                or (ranking.height and not ranking.filter(COUNTED).height))
 
 
 def ranking_table(predictions: pl.DataFrame, *, mapping: str, subset: str,
@@ -247,7 +251,8 @@ def _policy_tilt(part: pl.DataFrame, policy: str, harmful: str, benign: str, *,
             found.append(other[2])
     if not found:
         return none
-    tilts = [auroc(p[y == 1], p[y == 0]) - auroc(p_own[y == 1], p_own[y == 0]) for p in found]
+    own_auroc = auroc(p_own[y == 1], p_own[y == 0])
+    tilts = [auroc(p[y == 1], p[y == 0]) - own_auroc for p in found]
     k = max(range(len(tilts)), key=lambda i: abs(tilts[i]))
     counts = draw_counts(stats.derive_rng(seed, "policy-tilt", harmful, benign), len(y),
                          n_resamples)

@@ -48,6 +48,7 @@ import numpy as np
 import polars as pl
 
 from guarddiag.analyses.competence import (
+    COUNTED,
     clear_harm_benchmarks,
     ranking_fails,
     ranking_pairs,
@@ -107,7 +108,9 @@ class CompetenceBenchResult:
     false-flag rate on the neutral rows, seed mean), cap_05, cap_ffr_lang (CAP at the threshold
     matched on the neutral rows in the benchmarks' language alone), ffr_other (the share of the
     other languages' neutral rows the all-language threshold flags), copy_t_a, copy_t_b, copy_gap,
-    pairs_beaten (ranking pairs where AUROC ≥ TF-IDF + margin), the :class:`SizeCost` fields;
+    pairs_beaten of pairs_counted (ranking pairs where AUROC ≥ TF-IDF + margin, of those label
+    policy does not move: the gate's count, :data:`~guarddiag.analyses.competence.COUNTED`),
+    the :class:`SizeCost` fields;
     and a ``tfidf`` row for the policy-B TF-IDF baseline (no cost, no teachers)."""
     ranking: pl.DataFrame = field(repr=False)
     """Per size and pair: :func:`~guarddiag.analyses.competence.ranking_table`."""
@@ -158,8 +161,8 @@ class CompetenceBenchResult:
         lines = []
         for r in self.sizes.filter(pl.col("size") != "tfidf").iter_rows(named=True):
             ranking = self.ranking.filter(pl.col("size") == r["size"])
-            moved = ranking.filter(pl.col("policy_moved"))["pair"].to_list()
-            counted = ranking.filter(~pl.col("policy_moved"))
+            moved = ranking.filter(~COUNTED)["pair"].to_list()
+            counted = ranking.filter(COUNTED)
             beaten = counted.filter(pl.col("beats_baseline")).height
             failed = [*(["CAP"] if r["cap_05"] < proto.competence_floor else []),
                       *(["AUROC"] if ranking_fails(ranking) else [])]
@@ -299,7 +302,9 @@ def competence_by_size(predictions: pl.DataFrame, pool: pl.DataFrame, *,
     gap = [{"size": s, **_copy_gap(copy.filter(pl.col("size") == t))}
            for s, t in teachers.items()]
     ranking = ranking_table(predictions, mapping=mapping, subset=subset, margin=margin)
-    beaten = ranking.group_by("size").agg(pl.col("beats_baseline").sum().alias("pairs_beaten"))
+    beaten = ranking.group_by("size").agg(
+        (COUNTED & pl.col("beats_baseline")).sum().alias("pairs_beaten"),
+        COUNTED.sum().alias("pairs_counted"))
     table = table.join(pl.DataFrame(gap, schema={"size": pl.String, "copy_t_a": pl.Float64,
                                                  "copy_t_b": pl.Float64,
                                                  "copy_gap": pl.Float64}),
