@@ -247,6 +247,18 @@ def compute_scores(predictions: pl.DataFrame, *, kinds: Mapping[str, str],
                         seed=int(seed))
 
 
+def _share_cells(prompt_set: str, n_scored: int, positive: int, n_failed: int, *,
+                 n_resamples: int, confidence: float) -> dict[str, Any]:
+    """The cells every score row shares: its prompt set, the counts, the share ``positive`` of
+    ``n_scored`` (None of none) and its Wilson interval."""
+    low, high = (stats.wilson_interval(positive, n_scored, confidence) if n_scored
+                 else (None, None))
+    return {"prompt_set": prompt_set, "n": n_scored + n_failed, "n_failed": n_failed,
+            "n_scored": n_scored, "n_positive": positive,
+            "score": positive / n_scored if n_scored else None, "ci_low": low, "ci_high": high,
+            "n_resamples": n_resamples, "confidence": confidence, "interval": "wilson"}
+
+
 def _binary_rows(sub: pl.DataFrame, *, bench: str, subset: str, kind: str,
                  mappings: Sequence[BinaryMapping], threshold: float, n_resamples: int,
                  seed: int, confidence: float, sha: str | None) -> list[dict[str, Any]]:
@@ -272,9 +284,6 @@ def _binary_rows(sub: pl.DataFrame, *, bench: str, subset: str, kind: str,
         digest = _prompt_set_digest(ids)
         for run, n_failed, values, readouts in members:
             for j, m in enumerate(mappings):
-                positive = int(values[:, j].sum())
-                low, high = (stats.wilson_interval(positive, len(ids), confidence) if ids
-                             else (None, None))
                 out.append({
                     "run_id": run, "benchmark": bench, "benchmark_sha256": sha,
                     "metric": metric, "metric_alias": aliases.get(bench, metric),
@@ -282,12 +291,8 @@ def _binary_rows(sub: pl.DataFrame, *, bench: str, subset: str, kind: str,
                     "mapping_applied": {"class_probs": m.name, "p_unsafe": "native"}.get(
                         readouts[m.name], readouts[m.name]),
                     "threshold": threshold, "readout": readouts[m.name],
-                    "prompt_set": digest, "n": len(ids) + n_failed, "n_failed": n_failed,
-                    "n_scored": len(ids), "n_positive": positive,
-                    "score": positive / len(ids) if ids else None,
-                    "ci_low": low, "ci_high": high,
-                    "n_resamples": n_resamples, "confidence": confidence,
-                    "interval": "wilson",
+                    **_share_cells(digest, len(ids), int(values[:, j].sum()), n_failed,
+                                   n_resamples=n_resamples, confidence=confidence),
                 })
     return out
 
@@ -328,19 +333,12 @@ def _val_rows(val: pl.DataFrame, pool: pl.DataFrame, *, n_resamples: int, seed: 
         for ids, members in groups.items():
             digest = _prompt_set_digest(ids)
             for run, n_failed, correct in members:
-                positive = int(correct.sum())
-                low, high = (stats.wilson_interval(positive, len(ids), confidence) if ids
-                             else (None, None))
                 out.append({
                     "run_id": run, "benchmark": VAL_BENCHMARK, "benchmark_sha256": None,
                     "metric": "VAL", "metric_alias": "VAL", "subset": "full", "lang": lang,
                     "mapping": None, "mapping_applied": None, "threshold": None,
                     "readout": "pred_class",
-                    "prompt_set": digest, "n": len(ids) + n_failed, "n_failed": n_failed,
-                    "n_scored": len(ids), "n_positive": positive,
-                    "score": positive / len(ids) if ids else None,
-                    "ci_low": low, "ci_high": high,
-                    "n_resamples": n_resamples, "confidence": confidence,
-                    "interval": "wilson",
+                    **_share_cells(digest, len(ids), int(correct.sum()), n_failed,
+                                   n_resamples=n_resamples, confidence=confidence),
                 })
     return out
