@@ -68,8 +68,9 @@ def _gguf_files(dist: str) -> list[Path] | None:
 def shipped_gguf(dist: str) -> Path | None:
     """The ``.gguf`` file installed distribution ``dist`` ships; None when it is not installed
     or ships none (a package of another kind of model)."""
-    found = _gguf_files(dist.strip())
-    return _one_gguf(dist.strip(), found) if found else None
+    dist = dist.strip()
+    found = _gguf_files(dist)
+    return _one_gguf(dist, found) if found else None
 
 
 def _packaged_gguf(dist: str) -> Path:

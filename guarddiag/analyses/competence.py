@@ -115,10 +115,7 @@ class CompetenceResult:
 
     def policy_moved_pairs(self) -> tuple[str, ...]:
         """The ranking pairs that label policy moves by the margin (not counted), in order."""
-        r = self.ranking
-        if r is None:
-            return ()
-        return tuple(dict.fromkeys(r.filter(pl.col("policy_moved"))["pair"].to_list()))
+        return () if self.ranking is None else policy_moved_pairs(self.ranking)
 
     def failed_measures(self) -> tuple[str, ...]:
         """``CAP`` (below the floor) and/or ``AUROC`` (not above the baseline by the margin)."""
@@ -153,6 +150,12 @@ def _baseline_run(frame: pl.DataFrame, policy: str) -> pl.DataFrame:
 
 COUNTED = ~pl.col("policy_moved")
 """A :func:`ranking_table` row the gate counts: a pair label policy does not move."""
+
+
+def policy_moved_pairs(ranking: pl.DataFrame) -> tuple[str, ...]:
+    """The pairs of a :func:`ranking_table` that label policy moves by the margin (the gate
+    does not count them), in order, each once."""
+    return tuple(dict.fromkeys(ranking.filter(pl.col("policy_moved"))["pair"].to_list()))
 
 
 def ranking_shortfalls(ranking: pl.DataFrame) -> pl.DataFrame:

@@ -50,6 +50,7 @@ import polars as pl
 from guarddiag.analyses.competence import (
     COUNTED,
     clear_harm_benchmarks,
+    policy_moved_pairs,
     ranking_fails,
     ranking_pairs,
     ranking_table,
@@ -161,7 +162,7 @@ class CompetenceBenchResult:
         lines = []
         for r in self.sizes.filter(pl.col("size") != "tfidf").iter_rows(named=True):
             ranking = self.ranking.filter(pl.col("size") == r["size"])
-            moved = ranking.filter(~COUNTED)["pair"].to_list()
+            moved = policy_moved_pairs(ranking)
             counted = ranking.filter(COUNTED)
             beaten = counted.filter(pl.col("beats_baseline")).height
             failed = [*(["CAP"] if r["cap_05"] < proto.competence_floor else []),
