@@ -193,7 +193,9 @@ def ranking_table(predictions: pl.DataFrame, *, mapping: str, subset: str,
     for name, harmful, benign in ranking_pairs():
         part = ok.filter(pl.col("benchmark").is_in([harmful, benign]))
         recipe = part.filter((pl.col("guard_kind") == "branch") & is_reference())
-        tilts: dict[str, dict[str, object]] = {}   # per label policy: one bootstrap per pair
+        # per label policy: the baseline's AUROC and one bootstrap of its tilt per pair
+        by_policy: dict[str, tuple[tuple[float, int, int] | None, str | None,
+                                   dict[str, object]]] = {}
         for size in sorted(set(recipe["size"].to_list())):
             runs = recipe.filter(pl.col("size") == size)
             found = [_pair_auroc(r, harmful, benign)
@@ -204,18 +206,20 @@ def ranking_table(predictions: pl.DataFrame, *, mapping: str, subset: str,
             if not values:
                 continue
             policy = str(runs["label_policy"][0])
-            base = _baseline_run(part, policy)
-            b = _pair_auroc(base, harmful, benign) if base["run_id"].n_unique() == 1 else None
-            if policy not in tilts:
-                tilts[policy] = _policy_tilt(part, policy, harmful, benign, margin=margin,
-                                             alpha=alpha, n_resamples=n_resamples, seed=seed)
-            tilt = tilts[policy]
+            if policy not in by_policy:
+                base = _baseline_run(part, policy)
+                one = base["run_id"].n_unique() == 1
+                own = _pair_auroc(base, harmful, benign) if one else None
+                by_policy[policy] = (own, str(base["run_id"][0]) if own else None, _policy_tilt(
+                    part, policy, harmful, benign, own_auroc=own[0] if own else None,
+                    margin=margin, alpha=alpha, n_resamples=n_resamples, seed=seed))
+            b, baseline, tilt = by_policy[policy]
             mean = float(np.mean([v[0] for v in values]))
             rows.append({"size": size, "pair": name, "harmful": harmful, "benign": benign,
                          "n_harmful": values[0][1], "n_benign": values[0][2], "auroc": mean,
                          "auroc_low": min(v[0] for v in values),
                          "auroc_high": max(v[0] for v in values), "n_runs": len(values),
-                         "baseline": (str(base["run_id"][0]) if b is not None else None),
+                         "baseline": baseline,
                          "baseline_auroc": b[0] if b is not None else None,
                          "margin": mean - b[0] if b is not None else None,
                          "beats_baseline": b is not None and mean >= b[0] + margin,
@@ -231,10 +235,11 @@ def ranking_table(predictions: pl.DataFrame, *, mapping: str, subset: str,
 
 
 def _policy_tilt(part: pl.DataFrame, policy: str, harmful: str, benign: str, *,
-                 margin: float, alpha: float, n_resamples: int,
+                 own_auroc: float | None, margin: float, alpha: float, n_resamples: int,
                  seed: int) -> dict[str, object]:
     """``policy_tilt`` (AUROC of the TF-IDF baseline trained on another label policy minus the
-    recipe policy's, on the pair's prompts; of several other policies, the one furthest away),
+    recipe policy's, ``own_auroc``, on the pair's prompts; of several other policies, the one
+    furthest away),
     its prompt-bootstrap bounds ``policy_tilt_low``/``policy_tilt_high`` (the α and 1−α
     quantiles), and ``policy_moved``: the bound on the tilt's side is at
     least ``margin`` away from 0, a one-sided test at level α that policy moves the pair by the
@@ -243,7 +248,7 @@ def _policy_tilt(part: pl.DataFrame, policy: str, harmful: str, benign: str, *,
                                "policy_tilt_high": None, "policy_moved": False}
     base = part.filter(pl.col("guard_kind") == "baseline")
     own = _aligned_scores(base.filter(pl.col("label_policy") == policy), harmful, benign)
-    if own is None:
+    if own is None or own_auroc is None:
         return none
     ids, y, p_own = own
     found = []
@@ -254,7 +259,6 @@ def _policy_tilt(part: pl.DataFrame, policy: str, harmful: str, benign: str, *,
             found.append(other[2])
     if not found:
         return none
-    own_auroc = auroc(p_own[y == 1], p_own[y == 0])
     tilts = [auroc(p[y == 1], p[y == 0]) - own_auroc for p in found]
     k = max(range(len(tilts)), key=lambda i: abs(tilts[i]))
     counts = draw_counts(stats.derive_rng(seed, "policy-tilt", harmful, benign), len(y),
