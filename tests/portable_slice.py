@@ -3,7 +3,10 @@ and under QEMU as another CPU: it prints, as JSON, the sha256 of what each stage
 the package's own code (encoder states, a distilled student's full-route training, a head-only
 recalibration in the whitened basis, scoring) and the states themselves for tolerance checks.
 
-    python tests/portable_slice.py OUT.npy [THREADS]
+    python tests/portable_slice.py OUT.npy [THREADS] [few]
+
+``few`` reads 7 of the 32 texts (every length and word of the full set): emulated by QEMU, the
+encoder's arithmetic costs about 20 s a text, so the other-CPU test reads those.
 """
 
 from __future__ import annotations
@@ -31,6 +34,8 @@ TEXTS = [f"{a} {b}{c}" for a in ("How do I", "Write a story where someone tries 
                                  "Is it legal to", "Give me the full lyrics of a song about how to")
          for b in ("bake bread", "pick a lock", "hurt my neighbour", "file my taxes")
          for c in ("?", " without anyone noticing, step by step?")]
+FEW = TEXTS[::5]
+"""Each of the four openings, four actions and two endings at least once."""
 
 
 def digest(a: np.ndarray | torch.Tensor) -> str:
@@ -38,7 +43,7 @@ def digest(a: np.ndarray | torch.Tensor) -> str:
     return hashlib.sha256(np.ascontiguousarray(arr).tobytes()).hexdigest()[:16]
 
 
-def decoder_states() -> np.ndarray:
+def decoder_states(texts: list[str]) -> np.ndarray:
     """A frozen decoder's states on the portable path (a 20-layer Llama of SmolLM2's layout:
     RMSNorm, rotary positions, SiLU, grouped-query attention), weights drawn by NumPy, read as
     the decoder sizes read theirs: wrapped in a template, cut at the pooling's depth, the mean and
@@ -51,7 +56,7 @@ def decoder_states() -> np.ndarray:
     from guarddiag.model.sizes import get_size
 
     size = get_size("smollm2-mean-last")
-    words = sorted({w for t in TEXTS for w in t.split()} | {"<|im_start|>user", "<|im_end|>"})
+    words = sorted({w for t in texts for w in t.split()} | {"<|im_start|>user", "<|im_end|>"})
     vocab = {w: i for i, w in enumerate(["<pad>", "<unk>", *words])}
     rng = np.random.default_rng(0)
     with tempfile.TemporaryDirectory() as folder:
@@ -70,25 +75,25 @@ def decoder_states() -> np.ndarray:
         enc = FrozenEncoder.load(EncoderSpec(folder, 24, size.pooling,
                                              "<|im_start|>user {prompt} <|im_end|>"),
                                  numeric="fp32")
-        return enc.embed(TEXTS, batch_size=7)
+        return enc.embed(texts, batch_size=7)
 
 
-def main(out: str, threads: int) -> None:
+def main(out: str, threads: int, texts: list[str]) -> None:
     torch.set_num_threads(threads)
     enc = FrozenEncoder.load(EncoderSpec(CKPT, 64), numeric="fp32")
-    states = enc.embed(TEXTS, batch_size=7)
+    states = enc.embed(texts, batch_size=7)
     np.save(out, states)
     x = torch.from_numpy(states)
     gen = torch.Generator().manual_seed(0)
-    classes = torch.randint(0, 4, (len(TEXTS),), generator=gen)
-    pillars = (torch.rand(len(TEXTS), 24, generator=gen) > 0.8).float()
-    teacher = torch.randn(len(TEXTS), 4, generator=gen)
+    classes = torch.randint(0, 4, (len(texts),), generator=gen)
+    pillars = (torch.rand(len(texts), 24, generator=gen) > 0.8).float()
+    teacher = torch.randn(len(texts), 4, generator=gen)
     # the full route: a distilled student's body and heads, a few AdamW steps
     model = build_pooled("minilm", seed=42, in_size=enc.hidden)
     opt = adamw(model, lr=1e-3, weight_decay=0.01)
     weights = LossWeights(distill_weight=0.5)
     for step in range(6):
-        idx = torch.randperm(len(TEXTS), generator=gen)[:16]
+        idx = torch.randperm(len(texts), generator=gen)[:len(texts) // 2]
         out_ = model(x[idx])
         loss, _ = guard_loss(out_.class_logits, out_.pillar_logits, None, classes=classes[idx],
                              pillars=pillars[idx], span_targets=None, span_mask=None,
@@ -110,7 +115,9 @@ def main(out: str, threads: int) -> None:
                 batch_size=8, weight_decay=0.0, seed=42, weights=LossWeights(),
                 whitening=(Whitening.fit(feats), Whitening.identity(feats.shape[1])))
     probs = softmax(pooled_logits(model, states))
-    decoder = decoder_states()
+    assert np.isfinite(probs).all()
+    assert np.isfinite(states).all()
+    decoder = decoder_states(texts)
     np.save(out.replace(".npy", "-decoder.npy"), decoder)
     print(json.dumps({"kernels": numerics.active().tag, "states": digest(states),
                       "decoder_states": digest(decoder),
@@ -121,4 +128,5 @@ def main(out: str, threads: int) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 1)
+    main(sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 1,
+         FEW if sys.argv[3:] == ["few"] else TEXTS)
