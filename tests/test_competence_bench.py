@@ -202,3 +202,33 @@ def test_the_gate_per_size_names_a_pair_policy_moves_and_does_not_count_it():
                                 (0.0, 0.0, 0.0))
     assert res.gate_lines()[0].startswith("minilm: the report's competence gate fails (CAP, "
                                           "AUROC)")
+
+
+def test_the_json_holds_every_printed_table_and_the_gate(tmp_path, monkeypatch, capsys):
+    import json
+
+    import guarddiag.bench.competence as bench
+
+    table, ranking, caps = competence_by_size(_predictions(), _pool(),
+                                              teachers={"minilm": "minilm-wide"})
+    res = CompetenceBenchResult(table, ranking, caps, 0.05, "loose", "decontaminated", "cpu",
+                                (0.5, 0.25, 0.0))
+    # what the command line writes, through the command line (the bench itself stubbed: it
+    # trains for minutes; its result is the hand-checked one above)
+    monkeypatch.setattr(bench, "bench_competence", lambda **_: res)
+    out = tmp_path / "competence.json"
+    assert main(["bench", "competence", "--work-dir", str(tmp_path), "--json", str(out)]) == 0
+    assert f"wrote {out}" in capsys.readouterr().out
+    doc = json.loads(out.read_text(encoding="utf-8"))
+    assert (doc["ffr"], doc["mapping"], doc["load"]) == (0.05, "loose", [0.5, 0.25, 0.0])
+    sizes = {r["size"]: r for r in doc["sizes"]}
+    assert (sizes["minilm"]["cap_ffr"], sizes["minilm"]["cap_05"]) == (
+        pytest.approx(2 / 6), pytest.approx(4 / 6))
+    assert (sizes["minilm"]["pairs_beaten"], sizes["minilm"]["pairs_counted"]) == (1, 1)
+    assert sizes["tfidf"]["copy_gap"] is None
+    assert [(r["pair"], r["auroc"], r["baseline_auroc"]) for r in doc["ranking"]] == [
+        ("xstest", pytest.approx(1.0), pytest.approx(0.5))]
+    assert {r["size"] for r in doc["caps"]} == {"minilm", "tfidf"}
+    assert doc["gate"] == [
+        "minilm: the report's competence gate fails (CAP): CAP at 0.5 66.7% (floor 80.0%); "
+        "AUROC ≥ TF-IDF + 0.05 on 1 of 1 pairs"]

@@ -43,6 +43,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
 from multiprocessing import get_context
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -56,6 +57,7 @@ from guarddiag.analyses.competence import (
     ranking_table,
 )
 from guarddiag.analyses.operating import flag_shares_by_language, matched_threshold, neutral_ids
+from guarddiag.analyses.payload import records
 from guarddiag.analyses.scores import VAL_BENCHMARK
 from guarddiag.cores import usable_cores
 from guarddiag.data import load_benchmarks, subset_status
@@ -128,6 +130,15 @@ class CompetenceBenchResult:
 
     def to_frame(self) -> pl.DataFrame:
         return self.sizes.clone()
+
+    def to_dict(self) -> dict[str, Any]:
+        """Everything ``bench competence`` prints, as JSON values (``--json``): the settings,
+        one record per row of ``sizes``, ``ranking`` and ``caps`` (non-finite floats null) and
+        the ``gate`` lines."""
+        return {"cpu": self.cpu, "load": list(self.load), "ffr": self.ffr,
+                "mapping": self.mapping, "subset": self.subset, "lang": self.lang,
+                "sizes": records(self.sizes), "ranking": records(self.ranking),
+                "caps": records(self.caps), "gate": self.gate_lines()}
 
     def to_table(self) -> str:
         """The table ``bench competence`` prints (AUROC per pair as recipe/TF-IDF)."""

@@ -359,6 +359,9 @@ def _register_competence(bench: argparse._SubParsersAction) -> None:
                    help="false-flag rate on the neutral val rows that sets the threshold")
     c.add_argument("--bench-dir", type=Path, default=None, metavar="DIR",
                    help="runs and predictions of the bench (default <work-dir>/bench-competence)")
+    c.add_argument("--json", default=None, metavar="PATH",
+                   help="also write what it prints as JSON: the settings, one record per row "
+                        "of the per-size, per-pair and per-subset tables, the gate lines")
     add_work_paths(c, "pool", "audit")
     c.set_defaults(handler=_run_bench_competence)
 
@@ -379,6 +382,10 @@ def _run_bench_competence(args: argparse.Namespace) -> int:
     print(f"\nCAP per clear-harm subset, at the threshold flagging {res.ffr:.0%} of the neutral "
           f"val rows / of those in {res.lang} / at 0.5")
     print(res.to_caps_table())
+    if args.json:
+        from guarddiag.files import write_json
+
+        print(f"wrote {write_json(res.to_dict(), Path(args.json))}")
     return 0
 
 
