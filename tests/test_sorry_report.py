@@ -67,3 +67,25 @@ def test_sorry_sections_in_the_report(real_data_dir, tmp_path, monkeypatch):
     assert set(moved) == {"41.", "42.", "43.", "44.", "45."}
     for name in ("sorry_categories", "sorry_robustness", "sorry_balance"):
         assert (out / "figures" / f"{name}.png").is_file()
+
+
+@pytest.mark.realdata
+def test_predictions_of_another_copy_omit_the_categories_with_the_reason(real_data_dir,
+                                                                          tmp_path):
+    # Scored on sorrybench, but none of the ids is in the data file (another copy or version):
+    # no empty breakdown, no empty heat map; the section says why it is missing.
+    rows = rows_for(run_meta("micro", "E1", 42), "sorrybench", [0.9] * 12,
+                    ids=[f"elsewhere-{i}" for i in range(12)])
+    files.write_parquet(frame(rows), tmp_path / "runs" / "predictions.parquet")
+    out = tmp_path / "out"
+    make_report(ReportOptions(runs_dir=tmp_path / "runs", pool_path=None, audit_dir=None,
+                              out_dir=out, n_resamples=50, data_dir=real_data_dir),
+                sections=with_sections(SORRY_SECTIONS))
+    res = json.loads((out / "results.json").read_text(encoding="utf-8"))
+    cats = next(s for s in res["sections"] if s["id"] == "sorry_categories")
+    n_file = load_benchmark("sorrybench", data_dir=real_data_dir).height
+    assert cats["omitted"] == (
+        f"none of the 12 prompt ids predicted on sorrybench is in its data file ({n_file:,} "
+        "prompts): the predictions came from another copy of sorrybench (run guarddiag "
+        "predict again)")
+    assert not (out / "figures" / "sorry_categories.png").exists()

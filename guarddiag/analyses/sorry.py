@@ -90,6 +90,13 @@ def sorry_categories(inputs: ReportInputs, *, mapping: BinaryMapping, threshold:
         return None, (f"benchmark {benchmark} is not available "
                       f"({', '.join(missing) or 'no manifest'})")
     res = capture_by_category(inputs.predictions, frames, mapping=mapping, threshold=threshold)
+    if res.by_category.height == 0:
+        # Predicted, but not on these prompts: an empty breakdown would draw an empty figure.
+        predicted = inputs.predictions.filter(pl.col("benchmark") == benchmark)
+        return None, (f"none of the {predicted['prompt_id'].n_unique():,} prompt ids predicted "
+                      f"on {benchmark} is in its data file ({frames[benchmark].height:,} "
+                      f"prompts): the predictions came from another copy of {benchmark} "
+                      "(run guarddiag predict again)")
     sensitive: PolicySensitivity | None = None
     note: str | None = None
     try:
