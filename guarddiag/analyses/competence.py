@@ -239,9 +239,8 @@ def _policy_tilt(part: pl.DataFrame, policy: str, harmful: str, benign: str, *,
                  seed: int) -> dict[str, object]:
     """``policy_tilt`` (AUROC of the TF-IDF baseline trained on another label policy minus the
     recipe policy's, ``own_auroc``, on the pair's prompts; of several other policies, the one
-    furthest away),
-    its prompt-bootstrap bounds ``policy_tilt_low``/``policy_tilt_high`` (the α and 1−α
-    quantiles), and ``policy_moved``: the bound on the tilt's side is at
+    furthest away), its prompt-bootstrap bounds ``policy_tilt_low``/``policy_tilt_high`` (the α
+    and 1−α quantiles), and ``policy_moved``: the bound on the tilt's side is at
     least ``margin`` away from 0, a one-sided test at level α that policy moves the pair by the
     margin or more (all None / False without both baselines on the pair)."""
     none: dict[str, object] = {"policy_tilt": None, "policy_tilt_low": None,
