@@ -31,6 +31,19 @@ def _new(width: float, height: float) -> Figure:
     return Figure(figsize=(width, height), layout="constrained")
 
 
+TICK_CHARS = 20
+"""The longest name a rotated tick label shows whole; a longer one keeps its head and tail."""
+
+
+def _tick(name: str, width: int = TICK_CHARS) -> str:
+    """``name``, or its first and last characters around an ellipsis when longer than
+    ``width``: a long user-chosen name under a short figure would collapse its axes."""
+    if len(name) <= width:
+        return name
+    tail = (width - 1) // 3
+    return f"{name[:width - 1 - tail]}…{name[len(name) - tail:]}"
+
+
 # Capture columns (harmful benchmarks) and over-refusal columns (benign) of the heatmap.
 _HARM_ALIASES = ("CAP", "COPY")
 _BENIGN_ALIASES = ("OVER-REF", "OR-H")
@@ -184,7 +197,8 @@ def mapping_effect_plot(by_recipe: pl.DataFrame, *, benchmark: str) -> Figure:
 
 def rank_plot(rank: BranchRankResult) -> Figure:
     """Branches in rank order on the rank-test benchmark, the named group highlighted, with the
-    exact p-value per model size."""
+    exact p-value per model size (names over :data:`TICK_CHARS` shortened, whole in the
+    table beside it)."""
     sizes = rank.tests
     with paper_style():
         fig = _new(2.6 * len(sizes) + 1.0, 2.6)
@@ -193,7 +207,7 @@ def rank_plot(rank: BranchRankResult) -> Figure:
             x = np.arange(test.n)
             colors = [_ORANGE if b in test.group else _BLUE for b in test.branches]
             ax.bar(x, np.array(test.scores) * 100, color=colors)
-            ax.set_xticks(x, list(test.branches), rotation=60, ha="right")
+            ax.set_xticks(x, [_tick(b) for b in test.branches], rotation=60, ha="right")
             ax.set_ylim(0, 105)
             ax.set_ylabel(f"{rank.metric} on {rank.benchmark} (%)")
             p = test.p_value

@@ -62,3 +62,30 @@ def test_figure_bytes_is_what_save_figure_writes(tmp_path):
     png, _ = save_figure(_figure("constrained"), tmp_path / "x")
     assert figure_bytes(_figure("constrained"), "png",
                         metadata={"Software": None}) == png.read_bytes()
+
+
+def test_a_long_branch_name_leaves_the_rank_plot_its_axes():
+    import warnings
+
+    from guarddiag import stats
+    from guarddiag.analyses.rank import BranchRankResult, rank_test_at
+    from guarddiag.plots import rank_plot
+
+    # A user's branch named with 57 characters: whole, the rotated label took more than the
+    # figure's 2.6 inches and matplotlib collapsed the axes (no bars drawn).
+    long = "E5-" + "recalibrated-with-anchors-" * 2 + "v2"
+    scores = {"E1": 1.0, "E7": 0.9, "E8": 0.8, "E10": 0.7, "E2": 0.0, "E3": 0.1, "E4": 0.2,
+              long: 0.3, "E6": 0.4, "E9": 0.5}
+    group = ("E1", "E7", "E8", "E10")
+    test = rank_test_at("micro", stats.rank_test(scores, group))
+    fig = rank_plot(BranchRankResult(benchmark="harmbench_copyright", metric="CAP",
+                                     subset="full", mapping="loose", group=group, tail="top",
+                                     tests=(test,)))
+    labels = [t.get_text() for t in fig.axes[0].get_xticklabels()]
+    # 20 characters: the first 13, an ellipsis, the last 6; short names whole
+    assert labels[test.branches.index(long)] == "E5-recalibrat…ors-v2"
+    assert len(long) == 57
+    assert labels[:4] == ["E1", "E7", "E8", "E10"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        figure_bytes(fig, "png")
