@@ -193,9 +193,7 @@ def ranking_table(predictions: pl.DataFrame, *, mapping: str, subset: str,
     for name, harmful, benign in ranking_pairs():
         part = ok.filter(pl.col("benchmark").is_in([harmful, benign]))
         recipe = part.filter((pl.col("guard_kind") == "branch") & is_reference())
-        # per label policy: the baseline's AUROC and one bootstrap of its tilt per pair
-        by_policy: dict[str, tuple[tuple[float, int, int] | None, str | None,
-                                   dict[str, object]]] = {}
+        tilts: dict[str, dict[str, object]] = {}   # per label policy: one bootstrap per pair
         for size in sorted(set(recipe["size"].to_list())):
             runs = recipe.filter(pl.col("size") == size)
             found = [_pair_auroc(r, harmful, benign)
@@ -206,20 +204,20 @@ def ranking_table(predictions: pl.DataFrame, *, mapping: str, subset: str,
             if not values:
                 continue
             policy = str(runs["label_policy"][0])
-            if policy not in by_policy:
-                base = _baseline_run(part, policy)
-                one = base["run_id"].n_unique() == 1
-                own = _pair_auroc(base, harmful, benign) if one else None
-                by_policy[policy] = (own, str(base["run_id"][0]) if own else None, _policy_tilt(
-                    part, policy, harmful, benign, own_auroc=own[0] if own else None,
-                    margin=margin, alpha=alpha, n_resamples=n_resamples, seed=seed))
-            b, baseline, tilt = by_policy[policy]
+            base = _baseline_run(part, policy)
+            b = _pair_auroc(base, harmful, benign) if base["run_id"].n_unique() == 1 else None
+            if policy not in tilts:
+                tilts[policy] = _policy_tilt(part, policy, harmful, benign,
+                                             own_auroc=b[0] if b is not None else None,
+                                             margin=margin, alpha=alpha,
+                                             n_resamples=n_resamples, seed=seed)
+            tilt = tilts[policy]
             mean = float(np.mean([v[0] for v in values]))
             rows.append({"size": size, "pair": name, "harmful": harmful, "benign": benign,
                          "n_harmful": values[0][1], "n_benign": values[0][2], "auroc": mean,
                          "auroc_low": min(v[0] for v in values),
                          "auroc_high": max(v[0] for v in values), "n_runs": len(values),
-                         "baseline": baseline,
+                         "baseline": (str(base["run_id"][0]) if b is not None else None),
                          "baseline_auroc": b[0] if b is not None else None,
                          "margin": mean - b[0] if b is not None else None,
                          "beats_baseline": b is not None and mean >= b[0] + margin,
