@@ -84,6 +84,29 @@ def test_neutral_rows_are_val_rows_both_policies_label_safe_under_the_mapping():
     assert operating.neutral_ids(pool, STRICT) == ["a"]   # BOUNDARY_SAFE reads unsafe
 
 
+def test_a_neutral_row_with_a_train_copy_is_not_a_neutral_row():
+    """Val row "c" has a train copy up to case, punctuation and spacing (the text
+    :func:`guarddiag.text.normalise` maps to one form), "d" only shares words with a train row:
+    "c" leaves the neutral rows, "d" stays; the same rule names "c" ``multilingual_overlap``
+    in the VAL parts."""
+    from guarddiag.analyses.valsets import val_parts
+
+    pool = pl.DataFrame({
+        "prompt_id": ["a", "c", "d", "c@train-copy", "t"],
+        "text": ["wie spät ist es", "Wo ist der Bahnhof?", "wo ist der park",
+                 "wo  ist der BAHNHOF", "wo ist der bahnhof park"],
+        "split": ["val", "val", "val", "train", "train"],
+        "label_a": ["GENERIC_SAFE"] * 5, "label_b": ["GENERIC_SAFE"] * 5,
+        "lang": ["de"] * 5})
+    assert operating.neutral_ids(pool, LOOSE) == ["a", "d"]
+    assert operating.neutral_ids(pool, LOOSE, lang="de") == ["a", "d"]
+    parts = dict(val_parts(pool).select("prompt_id", "val_set").iter_rows())
+    assert parts == {"a": "multilingual_no_overlap", "c": "multilingual_overlap",
+                     "d": "multilingual_no_overlap"}
+    # without texts (a simulation's frame) no row can be told to have a copy
+    assert operating.neutral_ids(pool.drop("text"), LOOSE) == ["a", "c", "d"]
+
+
 def test_matched_false_flags_split_by_the_benchmarks_language_by_hand():
     """Two runs over 6 neutral val rows, 4 English and 2 French (plus one val row policy B
     calls harmful, never neutral). The reference flags 1 of 6 at 0.5 (its .9 English row): that

@@ -22,6 +22,7 @@ from guarddiag.analyses.callwords import PRIMARY_THRESHOLD, at_cutoff
 from guarddiag.analyses.scores import VAL_BENCHMARK
 from guarddiag.errors import GuarddiagError
 from guarddiag.labels import BinaryMapping
+from guarddiag.pool.table import seen_in_train
 from guarddiag.predictions import with_unsafe_probability
 from guarddiag.protocol import protocol
 
@@ -58,15 +59,28 @@ def neutral_note() -> str:
 def neutral_ids(pool: pl.DataFrame, mapping: BinaryMapping, *,
                 lang: str | None = None) -> list[str]:
     """Val rows of ``pool`` that both policies label safe under ``mapping`` (the protocol's
-    ``neutral_split`` and ``neutral_labels``); with ``lang``, only those whose ``lang`` is it."""
+    ``neutral_split`` and ``neutral_labels``) and that have no copy in the train split
+    (:func:`guarddiag.pool.table.seen_in_train`); with ``lang``, only those whose ``lang`` is
+    it.
+
+    A row with a train copy is left out because a false flag is only measured on a prompt the
+    model has not been trained on: a model that memorises text scores the copied rows
+    (69.3 % of the multilingual val rows in the study's recipe) by their labels, which lowers
+    its threshold and raises its CAP without any detection. In the demo's pool the TF-IDF
+    baseline flagged 0.1-1.8 % of the copied rows at its 5 % threshold and 8-14 % of the
+    other non-English neutral rows; frozen MiniLM states 7 % and 9 %."""
     proto = protocol()
     for col in ("prompt_id", "split", "label_a", "label_b", *(("lang",) if lang else ())):
         if col not in pool.columns:
             raise GuarddiagError(f"pool: missing column {col!r} (the neutral val rows of the "
                                  f"operating-point matching need it)")
     safe = [c for c in proto.neutral_labels if not mapping.is_unsafe(c)]
-    rows = pool.filter((pl.col("split") == proto.neutral_split)
-                       & pl.col("label_a").is_in(safe) & pl.col("label_b").is_in(safe))
+    # A pool read from a file always has its texts; a frame without them (a simulation's ids
+    # and labels) has no copy to tell.
+    copied = seen_in_train(pool) if "text" in pool.columns else pl.lit(False)
+    rows = pool.with_columns(copied.alias("_copied")).filter(
+        (pl.col("split") == proto.neutral_split) & ~pl.col("_copied")
+        & pl.col("label_a").is_in(safe) & pl.col("label_b").is_in(safe))
     if lang:
         rows = rows.filter(pl.col("lang") == lang)
     return sorted(rows["prompt_id"].to_list())

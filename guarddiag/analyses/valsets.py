@@ -33,7 +33,7 @@ from guarddiag.analyses.registry import AnalysisContext, register_analysis
 from guarddiag.analyses.scores import PRIMARY_VAL_LANG, VAL_BENCHMARK
 from guarddiag.errors import GuarddiagError
 from guarddiag.labels import branch_order
-from guarddiag.text import normalise
+from guarddiag.pool.table import seen_in_train
 
 VAL_SETS: tuple[str, ...] = ("en", "multilingual", "multilingual_overlap",
                              "multilingual_no_overlap")
@@ -65,15 +65,13 @@ def val_parts(pool: pl.DataFrame) -> pl.DataFrame:
                if c not in pool.columns]
     if missing:
         raise GuarddiagError(f"pool: missing column(s) {', '.join(missing)} needed for VAL parts")
-    train = {normalise(t) for t in pool.filter(pl.col("split") == "train")["text"].to_list()}
-    val = pool.filter(pl.col("split") == "val")
+    val = pool.with_columns(seen_in_train(pool)).filter(pl.col("split") == "val")
     parts = []
-    for text, lang in zip(val["text"].to_list(), val["lang"].to_list(), strict=True):
+    for seen, lang in zip(val["seen_in_train"].to_list(), val["lang"].to_list(), strict=True):
         if lang == PRIMARY_VAL_LANG:
             parts.append("en")
         else:
-            parts.append("multilingual_overlap" if normalise(text) in train
-                         else "multilingual_no_overlap")
+            parts.append("multilingual_overlap" if seen else "multilingual_no_overlap")
     return val.select(pl.col("prompt_id").cast(pl.String), pl.col("label_a").alias("gold"),
                       pl.Series("val_set", parts, dtype=pl.String))
 

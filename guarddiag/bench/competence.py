@@ -12,9 +12,10 @@ decontaminated prompts of public sets kept outside the pool:
   :func:`~guarddiag.analyses.operating.matched_threshold`) and at 0.5 (the gate's read-out);
 * the same CAP at the threshold matched on the neutral rows in the benchmarks' language alone
   (the protocol's ``benchmark_lang``), and the share of the other languages' neutral rows that
-  the all-language threshold flags: the clear-harm sets are English, 42 % of the pool's neutral
-  rows are not, and an English-only encoder that cannot read them spends its false-flag budget
-  there (docs/guide/study.md, "Choosing a frozen size");
+  the all-language threshold flags: the clear-harm sets are English, 18 % of the pool's neutral
+  rows (42 % before the rows with a train copy were left out) are not, and an English-only
+  encoder that cannot read them spends its false-flag budget there (docs/guide/study.md,
+  "Choosing a frozen size");
 * AUROC of the reference on each ranking pair beside the TF-IDF baseline on the same prompts
   (:func:`~guarddiag.analyses.competence.ranking_table`);
 * the teachers' HarmBench-copyright gap, CAP(T_A) − CAP(T_B) at 0.5: the policy content the

@@ -19,6 +19,7 @@ import polars as pl
 from guarddiag.errors import GuarddiagError
 from guarddiag.files import read_table, sha256_file
 from guarddiag.labels import CLASSES
+from guarddiag.text import normalise
 
 POOL_COLUMNS = ("prompt_id", "text", "label_a", "label_b", "pillars_a", "pillars_b",
                 "span_start", "span_end", "split")
@@ -59,6 +60,20 @@ def read_pool(path: str | Path) -> Pool:
             raise GuarddiagError(f'{path} field "split": no rows in split {split!r}')
     frame = frame.with_columns(pl.col("prompt_id").cast(pl.String))
     return Pool(frame, path, sha256_file(path))
+
+
+def seen_in_train(pool: pl.DataFrame) -> pl.Series:
+    """Per row of ``pool`` (with ``text`` and ``split``): whether its normalised text
+    (:func:`guarddiag.text.normalise`) is also a train row's. True for every train row and for
+    a val row the pool recipe copied into train (``splits.multilingual_train_overlap``): a
+    model may have learnt that row's label from its copy."""
+    for col in ("text", "split"):
+        if col not in pool.columns:
+            raise GuarddiagError(f"pool: missing column {col!r} (needed to tell rows with a "
+                                 f"copy in the train split)")
+    train = {normalise(t) for t in pool.filter(pl.col("split") == "train")["text"].to_list()}
+    return pl.Series("seen_in_train", [normalise(t) in train for t in pool["text"].to_list()],
+                     dtype=pl.Boolean)
 
 
 def hash_unit(ids: Sequence[str], salt: str) -> np.ndarray:

@@ -37,8 +37,9 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
     ("seed SD", "pooled within-recipe standard deviation of a benchmark's scores over seeds: "
                 "the seed noise a single run's interval does not hold."),
     ("policy-neutral rows", "the pool's val rows that both policies label safe under the "
-                            "mapping: flags on them are false flags whatever policy a run "
-                            "learnt."),
+                            "mapping and that have no copy in the train split: flags on them "
+                            "are false flags whatever policy a run learnt, on prompts it was "
+                            "not trained on."),
     ("matched threshold", "a run's threshold that gives it the reference recipe's false-flag "
                           "rate at {cut} on the policy-neutral rows; the calls read every run "
                           "there, so a guard that flags more of everything gains nothing."),
