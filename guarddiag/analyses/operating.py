@@ -48,12 +48,15 @@ DERIVED_MARK = "__"
 """A derived (mutated) subset's id is its base's, this, and the mutation (sorrybench__caesar)."""
 _P_EPS = 1e-12
 """Scores are clipped to [ε, 1 − ε] before the logit (a saturated 0 or 1 stays finite)."""
+
+
 def neutral_note() -> str:
     """What the policy-neutral rows are, in the report's words (at the protocol's cut-off)."""
-    return ("pool val rows that both policies label safe under the mapping: the policies "
-            "agree they should pass, so flags on them are false flags whatever policy a "
-            "run learnt; a run's matched threshold gives it the reference's false-flag "
-            f"rate at {at_cutoff()} there")
+    return ("pool val rows that both policies label safe under the mapping and that have no "
+            "copy in the train split: the policies agree they should pass, so flags on them "
+            "are false flags whatever policy a run learnt, on prompts it was not trained on; "
+            "a run's matched threshold gives it the reference's false-flag rate at "
+            f"{at_cutoff()} there")
 
 
 def neutral_ids(pool: pl.DataFrame, mapping: BinaryMapping, *,
