@@ -72,6 +72,22 @@ def test_each_run_flags_the_target_share_of_the_neutral_rows():
     assert full.filter(pl.col("run_id") == "minilm/reference/seed=42")["n"][0] == 7
 
 
+def test_a_fractional_target_count_flags_the_whole_count_below_it():
+    """9 % of the 20 neutral rows is 1.8 rows: the bench flags 1 (5 %), never 2 (10 %, above
+    the target), where interpolating between the thresholds of 1 and 2 rows on the logit scale
+    would land 80 % of the way to 2 rows' (2.087 < logit .9 = 2.197) and flag .95 and .90;
+    at 10 % (2 rows exactly) it flags 2."""
+    from guarddiag.bench.competence import at_most
+
+    assert at_most(0.09, 20) == pytest.approx(1 / 20)
+    assert at_most(0.29, 100) == pytest.approx(0.29)   # 0.29 · 100 is 28.999999999999996
+    assert at_most(0.05, 4907) == pytest.approx(245 / 4907)
+    for ffr, flagged in ((0.09, 1), (0.10, 2)):
+        points = run_operating_points(_predictions(), VAL_IDS[:20], benchmarks=[ADV], ffr=ffr)
+        ref = points.filter(pl.col("run_id") == "minilm/reference/seed=42").row(0, named=True)
+        assert ref["ffr"] == pytest.approx(flagged / 20)
+
+
 def test_per_size_table_by_hand():
     table, ranking, caps = competence_by_size(_predictions(), _pool(),
                                               teachers={"minilm": "minilm-wide"})

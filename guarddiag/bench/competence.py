@@ -8,7 +8,7 @@ ranking_pairs`), HarmBench-copyright and the pool's val split, and measures, on 
 decontaminated prompts of public sets kept outside the pool:
 
 * CAP of the reference on the clear-harm set (mean over the subsets, seed-averaged) at the
-  threshold that flags ``ffr`` of the policy-neutral val rows (each run's own,
+  threshold that flags at most ``ffr`` of the policy-neutral val rows (each run's own,
   :func:`~guarddiag.analyses.operating.matched_threshold`) and at 0.5 (the gate's read-out);
 * the same CAP at the threshold matched on the neutral rows in the benchmarks' language alone
   (the protocol's ``benchmark_lang``), and the share of the other languages' neutral rows that
@@ -36,6 +36,7 @@ Example (CPU; the first run embeds about 70k prompts, minutes on 2 cores: docs/d
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import resource
 import time
@@ -76,7 +77,16 @@ BENCH_BRANCHES = ("T_A", "T_B", "reference")
 """What the bench trains per size: the reference recipe and both teachers (T_B teaches it;
 T_A only for the copyright gap)."""
 DEFAULT_FFR = 0.05
-"""False-flag rate on the policy-neutral val rows that sets each run's threshold."""
+"""False-flag rate on the policy-neutral val rows that sets each run's threshold (at most)."""
+
+
+def at_most(ffr: float, n: int) -> float:
+    """The largest share of ``n`` neutral rows that is whole and not above ``ffr``: the bench's
+    operating point flags floor(ffr · n) rows, so a target read as "CAP at ≤ 5 % false flags"
+    holds for its number (the report's matched rule interpolates between the two whole counts
+    around a fractional target instead, which can flag 5.01 %)."""
+    # 1e-9: a product a hair under a whole count (0.29 · 100 = 28.999999999999996) is that count
+    return math.floor(ffr * n + 1e-9) / n
 COSTS_DIR = "bench-costs"
 EMBED_SAMPLE = 512
 """Prompts of the fixed sample whose uncached encoder pass times a size's embedding."""
@@ -227,7 +237,8 @@ def run_operating_points(predictions: pl.DataFrame, neutral: Sequence[str], *,
                          subset: str = "decontaminated", ffr: float = DEFAULT_FFR,
                          in_lang: Sequence[str] = ()) -> pl.DataFrame:
     """Per run and benchmark of ``benchmarks``: CAP (share with P(unsafe) ≥ t) at the run's
-    threshold t flagging ``ffr`` of the ``neutral`` val rows, and at the protocol's cut-off;
+    threshold t flagging at most ``ffr`` of the ``neutral`` val rows (:func:`at_most`), and at
+    the protocol's cut-off;
     with t and the realised false-flag rate. Given ``in_lang`` (the neutral rows in the
     benchmarks' language), also CAP at the threshold flagging ``ffr`` of those alone
     (``cap_ffr_lang``) and the share of the other neutral rows flagged at t (``ffr_other``);
@@ -246,8 +257,9 @@ def run_operating_points(predictions: pl.DataFrame, neutral: Sequence[str], *,
     for run in val.sort("run_id").partition_by("run_id", maintain_order=True):
         rid = str(run["run_id"][0])
         p_neutral, mask = run["_p"].to_numpy(), run["_in"].to_numpy()
-        t = matched_threshold(p_neutral, ffr)
-        t_lang = matched_threshold(p_neutral[mask], ffr) if mask.any() else None
+        t = matched_threshold(p_neutral, at_most(ffr, p_neutral.size))
+        t_lang = (matched_threshold(p_neutral[mask], at_most(ffr, int(mask.sum())))
+                  if mask.any() else None)
         ffr_other = flag_shares_by_language(p_neutral, mask, t)[1] if in_lang else None
         mine = bench.filter(pl.col("run_id") == rid)
         for b in benchmarks:

@@ -338,25 +338,26 @@ def _register_competence(bench: argparse._SubParsersAction) -> None:
         description="For each frozen --sizes entry, train the reference recipe (--seeds) and the\n"
                     "teachers T_A and T_B over cached encoder states and score them on the\n"
                     "decontaminated prompts of public sets kept outside the pool. Prints per\n"
-                    "size: CAP on the clear-harm set at the threshold flagging --ffr of the\n"
-                    "policy-neutral val rows and at 0.5, the same CAP with the threshold matched\n"
-                    "on the neutral rows in the benchmarks' language alone (the protocol's\n"
-                    "benchmark_lang) and the share of the other languages' neutral rows the\n"
-                    "all-language threshold flags, AUROC per ranking pair as recipe/TF-IDF,\n"
-                    "the teachers' HarmBench-copyright gap, encoder and training seconds per\n"
-                    "1,000 prompts and peak memory, with the CPU and the load; then per size\n"
-                    "the report's competence gate (a pair that label policy moves, where TF-IDF\n"
-                    "trained on policy A and on B rank it apart by the margin, is named and not\n"
-                    "counted). Needs a pool and an audit (guarddiag pool build, guarddiag\n"
-                    "audit); runs, score caches and states are reused, so a second call only\n"
-                    "renders.\n\n"
+                    "size: CAP on the clear-harm set at the threshold flagging at most --ffr of\n"
+                    "the policy-neutral val rows and at 0.5, the same CAP with the threshold\n"
+                    "matched on the neutral rows in the benchmarks' language alone (the\n"
+                    "protocol's benchmark_lang) and the share of the other languages' neutral\n"
+                    "rows the all-language threshold flags, AUROC per ranking pair as\n"
+                    "recipe/TF-IDF, the teachers' HarmBench-copyright gap, encoder and training\n"
+                    "seconds per 1,000 prompts and peak memory, with the CPU and the load; then\n"
+                    "per size the report's competence gate (a pair that label policy moves,\n"
+                    "where TF-IDF trained on policy A and on B rank it apart by the margin, is\n"
+                    "named and not counted). Needs a pool and an audit (guarddiag pool build,\n"
+                    "guarddiag audit); runs, score caches and states are reused, so a second\n"
+                    "call only renders.\n\n"
                     "  guarddiag bench competence --sizes minilm,minilm-mean-l256 --work-dir work")
     c.add_argument("--sizes", type=name_list, default="minilm", metavar="SIZES",
                    help="comma-separated frozen sizes")
     c.add_argument("--seeds", type=comma_ints, default="42,43,44", metavar="SEEDS",
                    help="seeds of the reference recipe")
     c.add_argument("--ffr", type=float, default=0.05,
-                   help="false-flag rate on the neutral val rows that sets the threshold")
+                   help="false-flag rate on the neutral val rows that sets the threshold "
+                        "(it flags at most this share)")
     c.add_argument("--bench-dir", type=Path, default=None, metavar="DIR",
                    help="runs and predictions of the bench (default <work-dir>/bench-competence)")
     c.add_argument("--json", default=None, metavar="PATH",
