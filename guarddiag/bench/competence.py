@@ -78,15 +78,6 @@ BENCH_BRANCHES = ("T_A", "T_B", "reference")
 T_A only for the copyright gap)."""
 DEFAULT_FFR = 0.05
 """False-flag rate on the policy-neutral val rows that sets each run's threshold (at most)."""
-
-
-def at_most(ffr: float, n: int) -> float:
-    """The largest share of ``n`` neutral rows that is whole and not above ``ffr``: the bench's
-    operating point flags floor(ffr · n) rows, so a target read as "CAP at ≤ 5 % false flags"
-    holds for its number (the report's matched rule interpolates between the two whole counts
-    around a fractional target instead, which can flag 5.01 %)."""
-    # 1e-9: a product a hair under a whole count (0.29 · 100 = 28.999999999999996) is that count
-    return math.floor(ffr * n + 1e-9) / n
 COSTS_DIR = "bench-costs"
 EMBED_SAMPLE = 512
 """Prompts of the fixed sample whose uncached encoder pass times a size's embedding."""
@@ -231,6 +222,15 @@ def _num(x: float | None, digits: int = 1) -> str:
 
 
 # ----------------------------------------------------------------------------- measures
+
+def at_most(ffr: float, n: int) -> float:
+    """The largest share of ``n`` neutral rows that is whole and not above ``ffr``: the bench's
+    operating point flags floor(ffr · n) rows, so a target read as "CAP at ≤ 5 % false flags"
+    holds for its number (the report's matched rule interpolates between the two whole counts
+    around a fractional target instead, which can flag 5.01 %)."""
+    # 1e-9: a product a hair under a whole count (0.29 · 100 = 28.999999999999996) is that count
+    return math.floor(ffr * n + 1e-9) / n
+
 
 def run_operating_points(predictions: pl.DataFrame, neutral: Sequence[str], *,
                          benchmarks: Sequence[str], mapping: str = "loose",

@@ -71,9 +71,10 @@ def seen_in_train(pool: pl.DataFrame) -> pl.Series:
         if col not in pool.columns:
             raise GuarddiagError(f"pool: missing column {col!r} (needed to tell rows with a "
                                  f"copy in the train split)")
-    train = {normalise(t) for t in pool.filter(pl.col("split") == "train")["text"].to_list()}
-    return pl.Series("seen_in_train", [normalise(t) in train for t in pool["text"].to_list()],
-                     dtype=pl.Boolean)
+    normal = [normalise(t) for t in pool["text"].to_list()]   # each text once
+    train = {n for n, split in zip(normal, pool["split"].to_list(), strict=True)
+             if split == "train"}
+    return pl.Series("seen_in_train", [n in train for n in normal], dtype=pl.Boolean)
 
 
 def hash_unit(ids: Sequence[str], salt: str) -> np.ndarray:
