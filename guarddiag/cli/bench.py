@@ -380,8 +380,8 @@ def _run_bench_competence(args: argparse.Namespace) -> int:
           f"load average {load}")
     print(res.to_table())
     print("\n".join(["", *res.gate_lines()]))
-    print(f"\nCAP per clear-harm subset, at the threshold flagging {res.ffr:.0%} of the neutral "
-          f"val rows / of those in {res.lang} / at 0.5")
+    print(f"\nCAP per clear-harm subset, at the threshold flagging at most {res.ffr:.0%} of the "
+          f"neutral val rows / of those in {res.lang} / at 0.5")
     print(res.to_caps_table())
     if args.json:
         from guarddiag.files import write_json
