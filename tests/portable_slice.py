@@ -1,7 +1,8 @@
 """A slice of the demo's numerics, run as a script by tests/test_numerics_portable.py, natively
 and under QEMU as another CPU: it prints, as JSON, the sha256 of what each stage computed with
 the package's own code (encoder states, a distilled student's full-route training, a head-only
-recalibration in the whitened basis, scoring) and the states themselves for tolerance checks.
+recalibration in the whitened basis, scoring, a decoder student's standardised body) and the
+states themselves for tolerance checks.
 
     python tests/portable_slice.py OUT.npy [THREADS] [few]
 
@@ -119,8 +120,14 @@ def main(out: str, threads: int, texts: list[str]) -> None:
     assert np.isfinite(states).all()
     decoder = decoder_states(texts)
     np.save(out.replace(".npy", "-decoder.npy"), decoder)
+    # a decoder student's body: its standardisation fitted on the states, then its layer
+    student = build_pooled("smollm2-mean-last", seed=42, in_size=decoder.shape[1])
+    student.body[0].fit(torch.from_numpy(decoder))
+    with torch.no_grad():
+        standardized = student.body(torch.from_numpy(decoder))
     print(json.dumps({"kernels": numerics.active().tag, "states": digest(states),
                       "decoder_states": digest(decoder),
+                      "decoder_student_body": digest(standardized),
                       "full_route": digest(np.array(sorted(full.items()), dtype=object)
                                            .astype(str)),
                       "heads": {k: digest(v) for k, v in model.heads.state_dict().items()},

