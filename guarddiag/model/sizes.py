@@ -135,8 +135,9 @@ class ModelSize:
     standardize: bool = False
     """The body reads each input feature standardised by the training rows' mean and deviation
     (:class:`guarddiag.model.pooled.Standardize`) in place of the per-row LayerNorm: a
-    decoder's states hold a few features hundreds of times larger than the rest, which a
-    per-row norm leaves dominating."""
+    decoder's states hold a few features hundreds of times larger than the rest (SmolLM2's five
+    largest of 2,304 hold 98 % of a row's squared norm), which a per-row norm leaves
+    dominating."""
     template: str | None = None
     """A frozen decoder's prompt wrapper (``{prompt}`` marks the prompt, e.g. a chat model's user
     turn): its tokens count in ``max_length``, and truncation cuts only the prompt."""
