@@ -63,8 +63,8 @@ class Standardize(nn.Module):
             mean = part.mean(0)
             std = exact_sqrt(((part - mean) ** 2).mean(0))
             self.shift[start:start + block] = mean.float()
-            self.scale[start:start + block] = torch.where(
-                std > 0, 1.0 / std.clamp_min(1e-300), 0.0).float()
+            # 1/0 is inf in the branch where() drops
+            self.scale[start:start + block] = torch.where(std > 0, 1.0 / std, 0.0).float()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return (x - self.shift) * self.scale
@@ -117,14 +117,15 @@ def pooled_meta(model: PooledGuard, encoder: FrozenEncoder, *, size: str) -> dic
     n_trainable = sum(p.numel() for p in model.parameters())
     n_head = sum(p.numel() for p in model.heads.parameters())
     n_encoder = encoder_param_count(encoder)
+    spec = get_size(size)
     # The encoder's record, with the pooling always named (every run's meta has had it).
     return {"size": size, "kind": POOLED_KIND, **encoder.spec.to_record(),
             "pooling": encoder.spec.pooling, "encoder": "frozen " + str(
                 encoder.model.config.model_type), "encoder_key": encoder.key,
             "numeric": encoder.numeric, "kernels": numerics.active().tag,
-            "lexical": get_size(size).lexical, "in_size": model.in_size,
-            "body_hidden": get_size(size).body_hidden, "body_layers": get_size(size).body_layers,
-            **({"standardize": True} if get_size(size).standardize else {}),
+            "lexical": spec.lexical, "in_size": model.in_size,
+            "body_hidden": spec.body_hidden, "body_layers": spec.body_layers,
+            **({"standardize": True} if spec.standardize else {}),
             "n_params": n_encoder + n_trainable, "n_encoder_params": n_encoder,
             "n_trainable_params": n_trainable, "n_head_params": n_head,
             "head_share": n_head / (n_encoder + n_trainable),
