@@ -16,7 +16,7 @@ from model_fixtures import make_pool, write_tiny_branches
 
 from guarddiag.model import MODEL_FILE, load_weights
 from guarddiag.model.pooled import Standardize
-from guarddiag.model.sizes import SIZE_ORDER, SIZES, EncoderSpec, get_size
+from guarddiag.model.sizes import SIZES, EncoderSpec, get_size
 from guarddiag.model.states import FrozenEncoder
 from guarddiag.predict import score_texts
 from guarddiag.train import train_branches
@@ -55,9 +55,6 @@ def test_a_standardised_run_saves_its_statistics_and_its_head_only_child_keeps_t
     monkeypatch.setitem(SIZES, "minilm-z", student)
     monkeypatch.setitem(SIZES, "minilm-z-wide",
                         dataclasses.replace(get_size("minilm-wide"), name="minilm-z-wide"))
-    order = (*SIZE_ORDER, "minilm-z", "minilm-z-wide")
-    for module in ("guarddiag.train.branches", "guarddiag.train.plan", "guarddiag.train.options"):
-        monkeypatch.setattr(f"{module}.SIZE_ORDER", order)
     pool_path = make_pool(tmp_path / "pool.parquet", n=120)
     branches = load_branches(write_tiny_branches(tmp_path / "branches"))
     train_branches(branches=branches, names="E1", sizes=["minilm-z"], seeds=[42],

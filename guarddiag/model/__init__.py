@@ -49,11 +49,11 @@ from guarddiag.model.sizes import (
     CPU_SIZES,
     N_CLASSES,
     N_PILLARS,
-    SIZE_ORDER,
     SIZES,
     ModelSize,
     get_size,
     head_param_count,
+    size_names,
     size_up,
 )
 from guarddiag.model.store import LoadedGuard, load_guard, model_meta, read_model_meta, save_guard
@@ -81,7 +81,6 @@ __all__ = [
     "N_PILLARS",
     "PICKLE_SUFFIXES",
     "SIZES",
-    "SIZE_ORDER",
     "SPECIAL_TOKENS",
     "TOKENIZER_FILE",
     "DeviceSetup",
@@ -111,6 +110,7 @@ __all__ = [
     "save_guard",
     "save_weights",
     "seeded_init",
+    "size_names",
     "size_param_counts",
     "size_up",
     "softmax",

@@ -211,7 +211,12 @@ SIZES: dict[str, ModelSize] = {
                   max_length=73, pooling="mean-last-16-20", template=SMOLLM2_TURN),
     )
 }
-SIZE_ORDER: tuple[str, ...] = tuple(SIZES)
+
+
+def size_names() -> tuple[str, ...]:
+    """Every size's name, in the table's order; read at each call, so a size added to
+    :data:`SIZES` (a test's, a user's) is known everywhere at once."""
+    return tuple(SIZES)
 
 
 CPU_SIZES = ("micro", "tiny")
@@ -235,7 +240,7 @@ def get_size(name: str, *, where: str | None = None) -> ModelSize:
     try:
         return SIZES[name]
     except KeyError:
-        raise unknown_name("model size", name, SIZE_ORDER, where) from None
+        raise unknown_name("model size", name, size_names(), where) from None
 
 
 def size_up(name: str) -> str:

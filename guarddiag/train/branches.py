@@ -26,7 +26,7 @@ from pydantic import ConfigDict, Field, PrivateAttr, field_validator
 
 from guarddiag.errors import GuarddiagError, did_you_mean, unknown_name
 from guarddiag.labels import branch_sort_key
-from guarddiag.model.sizes import SIZE_ORDER, get_size, size_up
+from guarddiag.model.sizes import get_size, size_names, size_up
 from guarddiag.paths import branches_dir
 from guarddiag.roles import ROUTES, BranchRoles, Policy, RoleKind, Route
 from guarddiag.runs import run_id
@@ -314,10 +314,10 @@ def _check_route_keys(path: Path, doc: dict[str, Any], routes: Sequence[str],
 def _check_size(path: Path, doc: dict[str, Any], routes: Sequence[str] | None,
                 problems: Problems) -> None:
     size = doc["size"]
-    if not isinstance(size, str) or size not in (*SIZE_MODES, *SIZE_ORDER):
+    if not isinstance(size, str) or size not in (*SIZE_MODES, *size_names()):
         problems.add(_where(path, "size"),
                      f"unknown model size {size!r}: expected one of "
-                     f"{', '.join((*SIZE_MODES, *SIZE_ORDER))}")
+                     f"{', '.join((*SIZE_MODES, *size_names()))}")
     if routes is not None and "head_only" in routes and size != "same":
         problems.add(_where(path, "size"), "a head-only branch always has its parent's size")
 
@@ -516,6 +516,6 @@ def _topological(runs: dict[str, PlannedRun]) -> list[PlannedRun]:
         return depth[rid]
 
     def key(r: PlannedRun) -> tuple:
-        return (level(r.run_id), SIZE_ORDER.index(r.size), branch_sort_key(r.branch), r.seed)
+        return (level(r.run_id), size_names().index(r.size), branch_sort_key(r.branch), r.seed)
 
     return sorted(runs.values(), key=key)

@@ -16,7 +16,7 @@ from typing import Annotated
 from pydantic import Field, field_validator
 
 from guarddiag.errors import unknown_name
-from guarddiag.model.sizes import SIZE_ORDER, SIZES
+from guarddiag.model.sizes import SIZES, size_names
 from guarddiag.typed import Model, field_error, name_list, validate
 
 
@@ -78,7 +78,7 @@ class PlanOptions(Model):
     def _known_sizes(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         for name in value:
             if name not in SIZES:
-                raise field_error(str(unknown_name("model size", name, SIZE_ORDER)))
+                raise field_error(str(unknown_name("model size", name, size_names())))
         return value
 
     @classmethod

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from guarddiag.errors import GuarddiagError
-from guarddiag.model.sizes import SIZE_ORDER
+from guarddiag.model.sizes import size_names
 from guarddiag.runs import CHECKPOINT_FILE, LOCK_FILE, finished_meta
 from guarddiag.train.branches import BranchSet, PlannedRun, plan_runs
 from guarddiag.train.lock import pid_alive, read_holder
@@ -38,7 +38,7 @@ def find_run(branches: BranchSet, run_id: str) -> PlannedRun:
     branch = branches[m["branch"]].name
     seed = int(m["seed"])
     candidates: dict[str, PlannedRun] = {}
-    for size in SIZE_ORDER:
+    for size in size_names():
         for run in plan_runs(branches, PlanOptions.of(branches=(branch,), sizes=(size,),
                                                       seeds=(seed,))):
             if run.branch == branch:
