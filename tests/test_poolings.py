@@ -4,6 +4,8 @@ encoder pass filling every pooling's cache."""
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 import pytest
 import torch
@@ -110,6 +112,35 @@ def test_one_pass_fills_every_pooling_cache(tmp_path, monkeypatch):
                                       real(enc, TEXTS, [enc.pooling])[enc.pooling.name])
     fill_states(encs, TEXTS, root=tmp_path)
     assert calls == [len(TEXTS)]                         # all cached: no pass at all
+
+
+def test_the_pass_is_timed_on_a_probe_first_and_the_probe_changes_no_state(
+        tmp_path, monkeypatch, caplog):
+    texts = [f"{t} number {i}" for i in range(4) for t in TEXTS]      # 12 prompts, 3 lengths+
+    mean = FrozenEncoder.load(EncoderSpec(CKPT, 64))
+    calls: list[int] = []
+    real = FrozenEncoder.embed_pooled
+
+    def counting(self, texts, poolings, **kw):
+        calls.append(len(texts))
+        return real(self, texts, poolings, **kw)
+
+    monkeypatch.setattr(FrozenEncoder, "embed_pooled", counting)
+    monkeypatch.setattr("guarddiag.model.states.PROBE_ROWS", 5)       # 256 by default
+    with caplog.at_level(logging.INFO, logger="guarddiag.model.states"):
+        fill_states([mean], texts, root=tmp_path)
+    assert calls == [5, 7]                        # the probe, then the rest of the shard
+    said = [r.getMessage() for r in caplog.records]
+    probe = [m for m in said if "measured on the first 5" in m]
+    assert len(probe) == 1
+    assert probe[0].startswith("encoder states: 12 prompt(s) to embed at ")
+    # the probe's states are the bytes one pass over all of them gives (a prompt's states do not
+    # depend on its batch on the portable path)
+    got = mean.cache(tmp_path).get([text_digest(t) for t in texts])
+    assert np.array_equal(got, real(mean, texts, [mean.pooling])[mean.pooling.name])
+    calls.clear()
+    fill_states([mean], texts[:4], root=tmp_path / "few")   # no more than the probe: one pass
+    assert calls == [4]
 
 
 def test_every_frozen_size_names_a_pooling_and_its_body_reads_it():
