@@ -91,25 +91,33 @@ def test_each_pooling_has_its_own_key_and_shares_the_model():
         mean.with_pooling("nope")
 
 
+REAL_EMBED = FrozenEncoder.embed_pooled
+
+
+def count_passes(monkeypatch) -> list[int]:
+    """The prompt count of each encoder pass from here on (FrozenEncoder.embed_pooled calls)."""
+    calls: list[int] = []
+
+    def counting(self, texts, poolings, **kw):
+        calls.append(len(texts))
+        return REAL_EMBED(self, texts, poolings, **kw)
+
+    monkeypatch.setattr(FrozenEncoder, "embed_pooled", counting)
+    return calls
+
+
 def test_one_pass_fills_every_pooling_cache(tmp_path, monkeypatch):
     mean = FrozenEncoder.load(EncoderSpec(CKPT, 64))
     encs = [mean, mean.with_pooling("cat4"), mean.with_pooling("mean-max")]
     encs[1].states(TEXTS[:1], root=tmp_path)           # one text already cached for cat4
-    calls: list[int] = []
-    real = FrozenEncoder.embed_pooled
-
-    def counting(self, texts, poolings, **kw):
-        calls.append(len(texts))
-        return real(self, texts, poolings, **kw)
-
-    monkeypatch.setattr(FrozenEncoder, "embed_pooled", counting)
+    calls = count_passes(monkeypatch)
     fill_states(encs, [*TEXTS, TEXTS[0]], root=tmp_path)
     assert calls == [len(TEXTS)]                         # one pass, each distinct text once
     for enc in encs:
         cache = enc.cache(tmp_path)
         assert not cache.missing([text_digest(t) for t in TEXTS])
         np.testing.assert_array_equal(cache.get([text_digest(t) for t in TEXTS]),
-                                      real(enc, TEXTS, [enc.pooling])[enc.pooling.name])
+                                      REAL_EMBED(enc, TEXTS, [enc.pooling])[enc.pooling.name])
     fill_states(encs, TEXTS, root=tmp_path)
     assert calls == [len(TEXTS)]                         # all cached: no pass at all
 
@@ -118,14 +126,7 @@ def test_the_pass_is_timed_on_a_probe_first_and_the_probe_changes_no_state(
         tmp_path, monkeypatch, caplog):
     texts = [f"{t} number {i}" for i in range(4) for t in TEXTS]      # 12 prompts, 3 lengths+
     mean = FrozenEncoder.load(EncoderSpec(CKPT, 64))
-    calls: list[int] = []
-    real = FrozenEncoder.embed_pooled
-
-    def counting(self, texts, poolings, **kw):
-        calls.append(len(texts))
-        return real(self, texts, poolings, **kw)
-
-    monkeypatch.setattr(FrozenEncoder, "embed_pooled", counting)
+    calls = count_passes(monkeypatch)
     monkeypatch.setattr("guarddiag.model.states.PROBE_ROWS", 5)       # 256 by default
     with caplog.at_level(logging.INFO, logger="guarddiag.model.states"):
         fill_states([mean], texts, root=tmp_path)
@@ -137,7 +138,7 @@ def test_the_pass_is_timed_on_a_probe_first_and_the_probe_changes_no_state(
     # the probe's states are the bytes one pass over all of them gives (a prompt's states do not
     # depend on its batch on the portable path)
     got = mean.cache(tmp_path).get([text_digest(t) for t in texts])
-    assert np.array_equal(got, real(mean, texts, [mean.pooling])[mean.pooling.name])
+    assert np.array_equal(got, REAL_EMBED(mean, texts, [mean.pooling])[mean.pooling.name])
     calls.clear()
     fill_states([mean], texts[:4], root=tmp_path / "few")   # no more than the probe: one pass
     assert calls == [4]
