@@ -515,7 +515,9 @@ def _topological(runs: dict[str, PlannedRun]) -> list[PlannedRun]:
             depth[rid] = 1 + max((level(d) for d in runs[rid].deps()), default=-1)
         return depth[rid]
 
+    order = size_names()
+
     def key(r: PlannedRun) -> tuple:
-        return (level(r.run_id), size_names().index(r.size), branch_sort_key(r.branch), r.seed)
+        return (level(r.run_id), order.index(r.size), branch_sort_key(r.branch), r.seed)
 
     return sorted(runs.values(), key=key)
