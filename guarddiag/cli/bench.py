@@ -352,7 +352,7 @@ def _register_competence(bench: argparse._SubParsersAction) -> None:
                     "call only renders.\n\n"
                     "  guarddiag bench competence --sizes minilm,minilm-mean-l256 --work-dir work")
     c.add_argument("--sizes", type=name_list, default="minilm", metavar="SIZES",
-                   help="comma-separated frozen sizes")
+                   help="comma-separated frozen sizes (guarddiag train --list-sizes lists them)")
     c.add_argument("--seeds", type=comma_ints, default="42,43,44", metavar="SEEDS",
                    help="seeds of the reference recipe")
     c.add_argument("--ffr", type=float, default=0.05,
