@@ -122,7 +122,7 @@ def main(out: str, threads: int, texts: list[str]) -> None:
     np.save(out.replace(".npy", "-decoder.npy"), decoder)
     # a decoder student's body: its standardisation fitted on the states, then its layer
     student = build_pooled("smollm2-mean-last", seed=42, in_size=decoder.shape[1])
-    student.body[0].fit(torch.from_numpy(decoder))
+    student.fit_inputs(torch.from_numpy(decoder))
     with torch.no_grad():
         standardized = student.body(torch.from_numpy(decoder))
     print(json.dumps({"kernels": numerics.active().tag, "states": digest(states),

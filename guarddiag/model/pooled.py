@@ -86,6 +86,12 @@ class PooledGuard(nn.Module):
         self.heads = GuardHeads(width)
         self.in_size, self.width = in_size, width
 
+    def fit_inputs(self, states: torch.Tensor) -> None:
+        """Fit the input standardisation to the training rows' states (a body with the
+        per-row norm has nothing to fit)."""
+        if isinstance(self.body[0], Standardize):
+            self.body[0].fit(states)
+
     def features(self, states: torch.Tensor) -> torch.Tensor:
         return self.body(states)
 

@@ -33,6 +33,7 @@ import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -320,22 +321,22 @@ def fill_states(encoders: Sequence[FrozenEncoder], texts: Sequence[str], *,
         keys = sorted(todo)  # a fixed order: the same shards whichever run fills them
         logger.info(f"encoder states: {len(keys):,} prompt(s) to embed ({group[0].numeric}, "
                     f"{numerics.active().tag} kernels, {torch.get_num_threads()} thread(s))")
-        poolings = [enc.pooling for enc in group]
+        embed = partial(group[0].embed_pooled, poolings=[enc.pooling for enc in group],
+                        batch_size=batch_size)
         t0 = time.monotonic()
         for start in range(0, len(keys), SHARD_ROWS):
             part = keys[start:start + SHARD_ROWS]
-            chunks = ([part[:PROBE_ROWS], part[PROBE_ROWS:]]
-                      if start == 0 and len(keys) > PROBE_ROWS else [part])
-            found: list[dict[str, np.ndarray]] = []
-            for chunk in chunks:
-                found.append(group[0].embed_pooled([todo[k] for k in chunk], poolings,
-                                                   batch_size=batch_size))
-                if len(found) == 1 and len(chunks) == 2:
-                    rate = len(chunk) / max(time.monotonic() - t0, 1e-9)
-                    logger.info(f"encoder states: {len(keys):,} prompt(s) to embed at "
-                                f"{rate:.0f}/s (measured on the first {len(chunk):,}): about "
-                                f"{len(keys) / rate / 60:.1f} min")
-            pooled = {p.name: np.concatenate([f[p.name] for f in found]) for p in poolings}
+            chunk = [todo[k] for k in part]
+            if start == 0 and len(keys) > PROBE_ROWS:
+                probe = embed(chunk[:PROBE_ROWS])
+                rate = PROBE_ROWS / max(time.monotonic() - t0, 1e-9)
+                logger.info(f"encoder states: {len(keys):,} prompt(s) to embed at {rate:.0f}/s "
+                            f"(measured on the first {PROBE_ROWS:,}): about "
+                            f"{len(keys) / rate / 60:.1f} min")
+                rest = embed(chunk[PROBE_ROWS:])
+                pooled = {name: np.concatenate([probe[name], rest[name]]) for name in probe}
+            else:
+                pooled = embed(chunk)
             for enc, cache in zip(group, caches, strict=True):
                 rows = cache.missing(part)
                 if rows:

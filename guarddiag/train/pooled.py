@@ -29,7 +29,6 @@ from guarddiag.errors import GuarddiagError
 from guarddiag.model.embedpath import encoder_numeric
 from guarddiag.model.pooled import (
     PooledGuard,
-    Standardize,
     build_pooled,
     guard_inputs,
     load_pooled,
@@ -122,8 +121,7 @@ def train_pooled_full(spec: BranchSpec, run: PlannedRun, run_dir: Path, pool: Po
                "states_s": round(time.monotonic() - t0, 3)})
 
     model = build_pooled(run.size, seed=run.seed, in_size=x.shape[1])
-    if isinstance(model.body[0], Standardize):
-        model.body[0].fit(x)
+    model.fit_inputs(x)
     opt = adamw(model, lr=spec.lr, weight_decay=spec.weight_decay)
     y, z = torch.from_numpy(rows.classes), torch.from_numpy(rows.pillars)
     t_all = torch.from_numpy(teach) if teach is not None else None

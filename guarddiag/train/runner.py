@@ -95,11 +95,12 @@ def _run_fingerprint(spec: BranchSpec, run: PlannedRun, pool: Pool, runs_dir: Pa
     payload = {"spec": spec.resolved(), "run_id": run.run_id, "inputs": inputs,
                "pretrained": options.pretrained.get(run.size),
                "training_version": TRAINING_VERSION}
-    if get_size(run.size).frozen:  # the cached states' identity: checkpoint, length, numerics
+    size = get_size(run.size)
+    if size.frozen:  # the cached states' identity: checkpoint, length, numerics
         payload["encoder_key"] = encoder_for(run.size, options).key
-        if get_size(run.size).lexical:  # (absent otherwise: earlier runs keep their prints)
-            payload["lexical"] = f"{get_size(run.size).lexical}:{LEXICAL_NGRAMS}"
-        if get_size(run.size).standardize:  # (likewise)
+        if size.lexical:  # (absent otherwise: earlier runs keep their prints)
+            payload["lexical"] = f"{size.lexical}:{LEXICAL_NGRAMS}"
+        if size.standardize:  # (likewise)
             payload["standardize"] = True
     return _fingerprint(payload), inputs
 
