@@ -82,6 +82,12 @@ def test_neutral_rows_are_val_rows_both_policies_label_safe_under_the_mapping():
                     "GENERIC_SAFE"]})
     assert operating.neutral_ids(pool, LOOSE) == ["a", "c", "d"]
     assert operating.neutral_ids(pool, STRICT) == ["a"]   # BOUNDARY_SAFE reads unsafe
+    # one read serves every language: ids and languages, sorted by id whatever the pool order
+    mixed = pool.reverse().with_columns(pl.Series("lang", ["en", "de", "en", "de", "en"]))
+    assert operating.neutral_rows(mixed, LOOSE).rows() == [("a", "en"), ("c", "en"), ("d", "de")]
+    assert operating.neutral_ids(mixed, LOOSE, lang="de") == ["d"]
+    with pytest.raises(GuarddiagError, match="missing column 'lang'"):
+        operating.neutral_ids(pool, LOOSE, lang="en")
 
 
 def test_a_neutral_row_with_a_train_copy_is_not_a_neutral_row():

@@ -59,12 +59,11 @@ def neutral_note() -> str:
             f"{at_cutoff()} there")
 
 
-def neutral_ids(pool: pl.DataFrame, mapping: BinaryMapping, *,
-                lang: str | None = None) -> list[str]:
+def neutral_rows(pool: pl.DataFrame, mapping: BinaryMapping) -> pl.DataFrame:
     """Val rows of ``pool`` that both policies label safe under ``mapping`` (the protocol's
     ``neutral_split`` and ``neutral_labels``) and that have no copy in the train split
-    (:func:`guarddiag.pool.table.seen_in_train`); with ``lang``, only those whose ``lang`` is
-    it.
+    (:func:`guarddiag.pool.table.seen_in_train`): ``prompt_id`` and, where the pool has one,
+    ``lang``, sorted by ``prompt_id``. Read once, for every language (:func:`neutral_ids`).
 
     A row with a train copy is left out because a false flag is only measured on a prompt the
     model has not been trained on: a model that memorises text scores the copied rows
@@ -73,7 +72,7 @@ def neutral_ids(pool: pl.DataFrame, mapping: BinaryMapping, *,
     baseline flagged 0.1-1.8 % of the copied rows at its 5 % threshold and 8-14 % of the
     other non-English neutral rows; frozen MiniLM states 7 % and 9 %."""
     proto = protocol()
-    for col in ("prompt_id", "split", "label_a", "label_b", *(("lang",) if lang else ())):
+    for col in ("prompt_id", "split", "label_a", "label_b"):
         if col not in pool.columns:
             raise GuarddiagError(f"pool: missing column {col!r} (the neutral val rows of the "
                                  f"operating-point matching need it)")
@@ -81,12 +80,23 @@ def neutral_ids(pool: pl.DataFrame, mapping: BinaryMapping, *,
     # A pool read from a file always has its texts; a frame without them (a simulation's ids
     # and labels) has no copy to tell.
     copied = seen_in_train(pool) if "text" in pool.columns else pl.lit(False)
-    rows = pool.with_columns(copied.alias("_copied")).filter(
+    return pool.with_columns(copied.alias("_copied")).filter(
         (pl.col("split") == proto.neutral_split) & ~pl.col("_copied")
-        & pl.col("label_a").is_in(safe) & pl.col("label_b").is_in(safe))
+        & pl.col("label_a").is_in(safe) & pl.col("label_b").is_in(safe)
+    ).select("prompt_id", *(("lang",) if "lang" in pool.columns else ())).sort("prompt_id")
+
+
+def neutral_ids(pool: pl.DataFrame, mapping: BinaryMapping, *,
+                lang: str | None = None) -> list[str]:
+    """The ``prompt_id`` of :func:`neutral_rows`, sorted; with ``lang``, only those whose
+    ``lang`` is it."""
+    rows = neutral_rows(pool, mapping)
     if lang:
+        if "lang" not in rows.columns:
+            raise GuarddiagError("pool: missing column 'lang' (the neutral val rows of the "
+                                 "operating-point matching need it)")
         rows = rows.filter(pl.col("lang") == lang)
-    return sorted(rows["prompt_id"].to_list())
+    return rows["prompt_id"].to_list()
 
 
 def matched_threshold(neutral: np.ndarray, target: float) -> float:
@@ -171,15 +181,17 @@ def run_scores(predictions: pl.DataFrame, *, pool: pl.DataFrame,
     cutoff, at_cut = protocol().cutoff, at_cutoff()
     lang = protocol().benchmark_lang if "lang" in pool.columns else None
     for mapping in mappings:
-        neutral = set(neutral_ids(pool, mapping))
-        in_lang = set(neutral_ids(pool, mapping, lang=lang)) if lang else set()
+        rows = neutral_rows(pool, mapping)  # read once: both sets below are its rows
+        neutral = set(rows["prompt_id"].to_list())
+        in_lang = set(rows.filter(pl.col("lang") == lang)["prompt_id"].to_list()) if lang \
+            else set()
         mapped = with_unsafe_probability(ok, mapping, column="p").with_columns(
             pl.col("prompt_id").is_in(list(in_lang)).alias("_in"))
         is_neutral = (pl.col("benchmark") == VAL_BENCHMARK) & pl.col("prompt_id").is_in(
             list(neutral))
         per_run = mapped.partition_by("run_id", as_dict=True, maintain_order=True)
-        neutral_rows = {k[0]: v.filter(is_neutral) for k, v in per_run.items()}
-        neutral_p = {r: np.sort(v["p"].to_numpy()) for r, v in neutral_rows.items()}
+        neutral_of_run = {k[0]: v.filter(is_neutral) for k, v in per_run.items()}
+        neutral_p = {r: np.sort(v["p"].to_numpy()) for r, v in neutral_of_run.items()}
         ffr05 = {r: float(np.mean(x >= cutoff)) if x.size else None for r, x in neutral_p.items()}
         meta = {k[0]: v.row(0, named=True) for k, v in per_run.items()}
         ref_by_size: dict[str, list[float]] = {}
@@ -198,7 +210,7 @@ def run_scores(predictions: pl.DataFrame, *, pool: pl.DataFrame,
                             "mapping": mapping.name, "n_neutral": int(x.size),
                             "ffr_05": ffr05[rid], "target": target, "t_matched": t,
                             "ffr_matched": float(np.mean(x >= t)) if x.size else None,
-                            **_by_language(neutral_rows[rid] if lang else None, t)})
+                            **_by_language(neutral_of_run[rid] if lang else None, t)})
             bench = part.filter(pl.col("benchmark") != VAL_BENCHMARK)
             for level, keep in levels.items():
                 sub = bench.filter(keep)
