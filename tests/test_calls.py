@@ -80,14 +80,15 @@ def test_neutral_rows_are_val_rows_both_policies_label_safe_under_the_mapping():
         "label_a": ["GENERIC_SAFE", "HARMFUL", "BOUNDARY_SAFE", "GENERIC_SAFE", "GENERIC_SAFE"],
         "label_b": ["GENERIC_SAFE", "BOUNDARY_SAFE", "GENERIC_SAFE", "BOUNDARY_SAFE",
                     "GENERIC_SAFE"]})
-    assert operating.neutral_ids(pool, LOOSE) == ["a", "c", "d"]
-    assert operating.neutral_ids(pool, STRICT) == ["a"]   # BOUNDARY_SAFE reads unsafe
+    assert operating.neutral_ids(operating.neutral_rows(pool, LOOSE)) == ["a", "c", "d"]
+    # BOUNDARY_SAFE reads unsafe
+    assert operating.neutral_ids(operating.neutral_rows(pool, STRICT)) == ["a"]
     # one read serves every language: ids and languages, sorted by id whatever the pool order
     mixed = pool.reverse().with_columns(pl.Series("lang", ["en", "de", "en", "de", "en"]))
     assert operating.neutral_rows(mixed, LOOSE).rows() == [("a", "en"), ("c", "en"), ("d", "de")]
-    assert operating.neutral_ids(mixed, LOOSE, lang="de") == ["d"]
+    assert operating.neutral_ids(operating.neutral_rows(mixed, LOOSE), lang="de") == ["d"]
     with pytest.raises(GuarddiagError, match="missing column 'lang'"):
-        operating.neutral_ids(pool, LOOSE, lang="en")
+        operating.neutral_ids(operating.neutral_rows(pool, LOOSE), lang="en")
 
 
 def test_a_neutral_row_with_a_train_copy_is_not_a_neutral_row():
@@ -104,13 +105,14 @@ def test_a_neutral_row_with_a_train_copy_is_not_a_neutral_row():
         "split": ["val", "val", "val", "train", "train"],
         "label_a": ["GENERIC_SAFE"] * 5, "label_b": ["GENERIC_SAFE"] * 5,
         "lang": ["de"] * 5})
-    assert operating.neutral_ids(pool, LOOSE) == ["a", "d"]
-    assert operating.neutral_ids(pool, LOOSE, lang="de") == ["a", "d"]
+    assert operating.neutral_ids(operating.neutral_rows(pool, LOOSE)) == ["a", "d"]
+    assert operating.neutral_ids(operating.neutral_rows(pool, LOOSE), lang="de") == ["a", "d"]
     parts = dict(val_parts(pool).select("prompt_id", "val_set").iter_rows())
     assert parts == {"a": "multilingual_no_overlap", "c": "multilingual_overlap",
                      "d": "multilingual_no_overlap"}
     # without texts (a simulation's frame) no row can be told to have a copy
-    assert operating.neutral_ids(pool.drop("text"), LOOSE) == ["a", "c", "d"]
+    assert operating.neutral_ids(operating.neutral_rows(pool.drop("text"), LOOSE)) == [
+        "a", "c", "d"]
 
 
 def test_matched_false_flags_split_by_the_benchmarks_language_by_hand():

@@ -86,11 +86,9 @@ def neutral_rows(pool: pl.DataFrame, mapping: BinaryMapping) -> pl.DataFrame:
     ).select("prompt_id", *(("lang",) if "lang" in pool.columns else ())).sort("prompt_id")
 
 
-def neutral_ids(pool: pl.DataFrame, mapping: BinaryMapping, *,
-                lang: str | None = None) -> list[str]:
-    """The ``prompt_id`` of :func:`neutral_rows`, sorted; with ``lang``, only those whose
-    ``lang`` is it."""
-    rows = neutral_rows(pool, mapping)
+def neutral_ids(rows: pl.DataFrame, *, lang: str | None = None) -> list[str]:
+    """The ``prompt_id`` of ``rows`` (:func:`neutral_rows`, read once per pool and mapping),
+    sorted; with ``lang``, only those whose ``lang`` is it."""
     if lang:
         if "lang" not in rows.columns:
             raise GuarddiagError("pool: missing column 'lang' (the neutral val rows of the "
@@ -182,9 +180,8 @@ def run_scores(predictions: pl.DataFrame, *, pool: pl.DataFrame,
     lang = protocol().benchmark_lang if "lang" in pool.columns else None
     for mapping in mappings:
         rows = neutral_rows(pool, mapping)  # read once: both sets below are its rows
-        neutral = set(rows["prompt_id"].to_list())
-        in_lang = set(rows.filter(pl.col("lang") == lang)["prompt_id"].to_list()) if lang \
-            else set()
+        neutral = set(neutral_ids(rows))
+        in_lang = set(neutral_ids(rows, lang=lang)) if lang else set()
         mapped = with_unsafe_probability(ok, mapping, column="p").with_columns(
             pl.col("prompt_id").is_in(list(in_lang)).alias("_in"))
         is_neutral = (pl.col("benchmark") == VAL_BENCHMARK) & pl.col("prompt_id").is_in(

@@ -58,7 +58,12 @@ from guarddiag.analyses.competence import (
     ranking_pairs,
     ranking_table,
 )
-from guarddiag.analyses.operating import flag_shares_by_language, matched_threshold, neutral_rows
+from guarddiag.analyses.operating import (
+    flag_shares_by_language,
+    matched_threshold,
+    neutral_ids,
+    neutral_rows,
+)
 from guarddiag.analyses.payload import records
 from guarddiag.analyses.scores import VAL_BENCHMARK
 from guarddiag.cores import usable_cores
@@ -298,12 +303,12 @@ def competence_by_size(predictions: pl.DataFrame, pool: pl.DataFrame, *,
         raise GuarddiagError("bench competence: no clear-harm subset was scored (is the data "
                              "directory's benchmarks/ folder there?)")
     rows = neutral_rows(pool, MAPPINGS[mapping])  # read once: both lists below are its rows
-    neutral = rows["prompt_id"].to_list()
+    neutral = neutral_ids(rows)
     # The benchmarks' language alone (module docstring): its own threshold, and how many of the
     # other languages' neutral rows the all-language threshold flags. A pool without a lang
     # column leaves both null.
-    in_lang = (rows.filter(pl.col("lang") == proto.benchmark_lang)["prompt_id"].to_list()
-               if "lang" in rows.columns else [])
+    in_lang = (neutral_ids(rows, lang=proto.benchmark_lang) if "lang" in rows.columns
+               else [])
     points = run_operating_points(predictions, neutral, benchmarks=[*clear, copyright_id],
                                   mapping=mapping, subset=subset, ffr=ffr, in_lang=in_lang
                                   ).join(_runs(predictions), on="run_id")
